@@ -1,0 +1,44 @@
+# Targets behind the README's commands; .ci/run calls `make test`, so local runs match CI.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup run test unit lint format typecheck clean
+
+# Create the virtual environment and install the package with its dev tools. Where no torch is
+# present, install the CPU wheel 2.13.0 first (a plain `torch` requirement would pull a
+# multi-GB CUDA build); an existing torch >= 2.4 is kept.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "torch==2.13.0"
+	$(PY) -m pip install -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The main job. Until `treegrpo train` exists (issue "embedded default"), show the CLI and the
+# budget ladder.
+run: setup
+	$(VENV)/bin/treegrpo --help
+	$(VENV)/bin/treegrpo budget
+
+# Everything CI checks: lint, format, types, then the test suite.
+test: setup lint typecheck unit
+
+unit: setup
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
+
+format: setup
+	$(VENV)/bin/ruff check --fix src tests
+	$(VENV)/bin/ruff format src tests
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,135 @@
+"""Rollout budget: what a tree shape is expected to cost, and what a rollout really spent.
+
+Budget is counted in complete trajectories per prompt (ALGORITHM.md §2). A chain costs 1. An
+expansion from a uniformly random depth regenerates about half a trajectory, so M trees with N
+expansions per tree in each of L rounds cost about
+
+    C(M, N, L) = M · (1 + L · N / 2).
+
+That estimate ignores two facts: the root is an expansion candidate (expanding it regenerates a
+whole trajectory), and chains are short. ``expected_cost_l1`` gives the exact expectation for one
+round on chains of a known number of steps; ``SpendAccountant`` records the real spend (generated
+tokens, processed tokens, tool calls, leaves per prompt), which is what a fair comparison counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """Sampling shape per prompt: M trees, N expansions per tree per round, L rounds, K kept
+    leaves per tree (None = all). Chain sampling is L = 0 (and N = 0): M independent chains."""
+
+    m: int
+    n: int = 0
+    l: int = 0  # noqa: E741  (the paper's name)
+    k: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.m < 1:
+            raise ValueError(f"M (trees per prompt) must be >= 1, got {self.m}")
+        if self.n < 0 or self.l < 0:
+            raise ValueError(f"N and L must be >= 0, got N={self.n}, L={self.l}")
+        if (self.n == 0) != (self.l == 0):
+            raise ValueError(f"N and L must both be 0 (chains) or both > 0, "
+                             f"got N={self.n}, L={self.l}")
+        if self.k is not None and not 1 <= self.k <= self.leaves_per_tree:
+            raise ValueError(f"K must be in [1, 1 + N·L = {self.leaves_per_tree}], got {self.k}")
+
+    @property
+    def is_chain(self) -> bool:
+        return self.l == 0
+
+    @property
+    def leaves_per_tree(self) -> int:
+        """Each expansion adds exactly one leaf: 1 + N·L."""
+        return 1 + self.n * self.l
+
+    @property
+    def leaves_per_prompt(self) -> int:
+        """Trajectories trained on per prompt, M · K (K = 1 + N·L when all are kept)."""
+        return self.m * (self.leaves_per_tree if self.k is None else self.k)
+
+
+def expected_cost(m: int, n: int, l: int) -> float:  # noqa: E741
+    """Paper's budget estimate M·(1 + L·N/2), in trajectories per prompt."""
+    return m * (1.0 + l * n / 2.0)
+
+
+def expected_cost_l1(m: int, n: int, depth: int) -> float:
+    """Exact expected cost of one expansion round (L = 1) when every chain has ``depth`` steps of
+    equal length, the root included among the candidates (as in the authors' code).
+
+    The candidates of a fresh chain are the root and its depth − 1 non-leaf steps; expanding the
+    node at depth j regenerates depth − j steps, so one expansion costs on average
+    Σ_{j=0}^{depth−1} (depth − j)/depth / depth = (depth + 1) / (2·depth) trajectories, and
+
+        C = M · (1 + N · (depth + 1) / (2·depth)).
+
+    For depth → ∞ this tends to the paper's M·(1 + N/2); for 2–4 step chains it is higher.
+    """
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    return m * (1.0 + n * (depth + 1) / (2.0 * depth))
+
+
+# The paper's budget ladder (Qwen2.5-3B budget ablation): budget ≈ b trajectories per prompt.
+# (4, 5, 1) is reported as ≈ 16 although the formula gives 14.
+TREE_LADDER: dict[int, TreeShape] = {
+    2: TreeShape(m=1, n=2, l=1),
+    4: TreeShape(m=2, n=2, l=1),
+    8: TreeShape(m=2, n=6, l=1),
+    16: TreeShape(m=4, n=5, l=1),
+}
+CHAIN_LADDER: dict[int, TreeShape] = {b: TreeShape(m=b) for b in (2, 4, 8, 16)}
+
+
+@dataclass
+class Spend:
+    """What one prompt's rollout consumed."""
+
+    generated: int = 0  # tokens sampled by the policy (decode steps that produced a token)
+    processed: int = 0  # token positions the model computed: prefill + decode, padding included
+    tool_calls: int = 0  # executed searches
+    leaves: int = 0  # finished trajectories
+
+
+@dataclass
+class SpendAccountant:
+    """Per-prompt ledger of real rollout spend; the engine and sampler call ``add``."""
+
+    by_prompt: dict[int, Spend] = field(default_factory=dict)
+
+    def add(self, prompt_id: int, *, generated: int = 0, processed: int = 0,
+            tool_calls: int = 0, leaves: int = 0) -> None:
+        if min(generated, processed, tool_calls, leaves) < 0:
+            raise ValueError("spend counts must be >= 0")
+        s = self.by_prompt.setdefault(int(prompt_id), Spend())
+        s.generated += generated
+        s.processed += processed
+        s.tool_calls += tool_calls
+        s.leaves += leaves
+
+    def total(self) -> Spend:
+        out = Spend()
+        for s in self.by_prompt.values():
+            out.generated += s.generated
+            out.processed += s.processed
+            out.tool_calls += s.tool_calls
+            out.leaves += s.leaves
+        return out
+
+    def mean_per_prompt(self) -> dict[str, float]:
+        """Mean of each count over the prompts seen, plus trajectories per 1,000 generated tokens
+        (the paper's "more samples for the same budget" measure)."""
+        n = max(len(self.by_prompt), 1)
+        t = self.total()
+        return {
+            "generated": t.generated / n,
+            "processed": t.processed / n,
+            "tool_calls": t.tool_calls / n,
+            "leaves": t.leaves / n,
+            "leaves_per_1k_generated": 1000.0 * t.leaves / t.generated if t.generated else 0.0,
+        }

@@ -1,0 +1,34 @@
+"""Dense group ids that never collide across data sources.
+
+GRPO normalizes rewards within a group of rollouts of the same prompt, so the group id must be
+unique per prompt across the whole batch. The authors' code used the dataset row index, so two
+datasets mixed in one run (NQ row 7 and HotpotQA row 7) were merged into one group
+(ALGORITHM.md §8). Build ids from every column that identifies a prompt instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+
+def dense_ids(*columns: Sequence[Hashable] | npt.NDArray[np.generic]) -> npt.NDArray[np.int64]:
+    """Map each distinct row of ``columns`` to an id 0..G-1, in order of first appearance.
+
+    >>> dense_ids(["nq", "hotpotqa", "nq"], [7, 7, 7]).tolist()
+    [0, 1, 0]
+    """
+    if not columns:
+        raise ValueError("dense_ids needs at least one column")
+    n = len(columns[0])
+    for i, col in enumerate(columns):
+        if len(col) != n:
+            raise ValueError(f"column {i} has {len(col)} rows, column 0 has {n}")
+    seen: dict[tuple[Hashable, ...], int] = {}
+    out = np.empty(n, dtype=np.int64)  # (B,)
+    for row, key in enumerate(zip(*columns, strict=True)):
+        key = tuple(k.item() if isinstance(k, np.generic) else k for k in key)
+        out[row] = seen.setdefault(key, len(seen))
+    return out

@@ -1,0 +1,162 @@
+"""Outcome rewards for the search agent, compatible with Search-R1 (ALGORITHM.md §5).
+
+- ``normalize_answer``, ``exact_match``, ``f1_score``: SQuAD answer normalization (lowercase,
+  drop ASCII punctuation, drop the articles a/an/the, collapse whitespace), EM and token F1 as a
+  maximum over gold answers. Text is first put in Unicode NFC form, so the composed and
+  decomposed spellings of "café" compare equal; nothing else departs from SQuAD.
+- ``extract_answer``: the last ``<answer>…</answer>`` of the *response* (not the prompt, whose
+  instruction example would otherwise count).
+- ``is_valid_format``: the tag grammar of the protocol, read from the response text alone, so it
+  works with any chat template (the authors' check looked for Qwen's ``<|im_start|>assistant``).
+- ``search_r1_reward``: Search-R1's EM-with-format schedule 1.0 / 0.8 / 0.2 / 0.1 / 0.
+- ``search_r1_f1_reward``: the same schedule with F1 in place of EM, interpolated so that it
+  equals the EM schedule when F1 is 0 or 1 and never goes below 0.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+
+Golds = str | Sequence[str]
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = set(string.punctuation)
+_ANSWER = re.compile(r"<answer>((?:(?!<answer>).)*?)</answer>", re.DOTALL)
+TAGS = ("think", "search", "information", "answer")
+_TAG = re.compile(r"<(/?)(think|search|information|answer)>")
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalization: lowercase, no punctuation, no articles, single spaces."""
+    text = unicodedata.normalize("NFC", text).lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _golds(golds: Golds) -> list[str]:
+    if isinstance(golds, str):
+        return [golds]
+    out = list(golds)
+    for g in out:
+        if not isinstance(g, str):
+            raise TypeError(f"gold answers must be strings, got {type(g).__name__}: {g!r}")
+    return out
+
+
+def exact_match(pred: str | None, golds: Golds) -> float:
+    """1.0 if ``pred`` equals any gold answer after normalization, else 0.0 (None → 0.0)."""
+    if pred is None:
+        return 0.0
+    p = normalize_answer(pred)
+    return float(any(p == normalize_answer(g) for g in _golds(golds)))
+
+
+def _f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
+    if not pred_tokens or not gold_tokens:
+        # SQuAD v2 convention: both empty is a match, one empty is not.
+        return float(pred_tokens == gold_tokens)
+    common = Counter(pred_tokens) & Counter(gold_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred_tokens)
+    recall = same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def f1_score(pred: str | None, golds: Golds) -> float:
+    """Token-overlap F1 between ``pred`` and the best gold answer (None → 0.0)."""
+    if pred is None:
+        return 0.0
+    p = normalize_answer(pred).split()
+    return max((_f1(p, normalize_answer(g).split()) for g in _golds(golds)), default=0.0)
+
+
+def extract_answer(response: str) -> str | None:
+    """Text of the last complete ``<answer>…</answer>`` in ``response``, stripped; None if there
+    is none. With nested opening tags the innermost span counts: ``<answer>a <answer>b</answer>``
+    gives "b"."""
+    last = None
+    for last in _ANSWER.finditer(response):
+        pass
+    return None if last is None else last.group(1).strip()
+
+
+def is_valid_format(response: str) -> bool:
+    """Whether ``response`` is exactly
+
+        <think>…</think> ( <search>…</search> <information>…</information> <think>…</think> )*
+        <answer>…</answer>
+
+    with only whitespace between tags and no protocol tag inside a tag's content.
+    ``response`` is the model's steps plus the observations, without the prompt.
+    """
+    # Allowed successor of each tag, a small automaton over the tag sequence.
+    nxt = {"start": {"think"}, "think": {"search", "answer"}, "search": {"information"},
+           "information": {"think"}, "answer": set()}
+    state = "start"
+    pos = 0
+    open_tag: str | None = None
+    for m in _TAG.finditer(response):
+        between = response[pos:m.start()]
+        closing, name = m.group(1) == "/", m.group(2)
+        if open_tag is None:
+            if closing or between.strip() or name not in nxt[state]:
+                return False
+            open_tag = name
+        else:
+            if not closing or name != open_tag:
+                return False  # a tag inside another tag's content, or a mismatched close
+            state, open_tag = name, None
+        pos = m.end()
+    return open_tag is None and state == "answer" and not response[pos:].strip()
+
+
+def search_r1_reward(response: str, golds: Golds, *, format_score: float = 0.2,
+                     final_format_score: float = 0.1, score: float = 1.0) -> float:
+    """Search-R1's EM reward with format bonus:
+
+    ====================  ==============  ================
+    answer                valid format    invalid format
+    ====================  ==============  ================
+    correct (EM)          1.0             0.8 (1.0 − 0.2)
+    wrong                 0.2             0.1
+    none                  0.2             0
+    ====================  ==============  ================
+
+    (With the grammar of ``is_valid_format`` a valid response always has an answer.)
+    """
+    answer = extract_answer(response)
+    valid = is_valid_format(response)
+    if answer is None:
+        return format_score if valid else 0.0
+    if exact_match(answer, golds):
+        return score if valid else score - format_score
+    return format_score if valid else final_format_score
+
+
+def search_r1_f1_reward(response: str, golds: Golds, *, format_score: float = 0.2,
+                        final_format_score: float = 0.1, score: float = 1.0) -> float:
+    """F1 variant of ``search_r1_reward`` that is never negative.
+
+    valid format:   format_score + (score − format_score) · F1                 ∈ [0.2, 1.0]
+    invalid format: final_format_score
+                    + (score − format_score − final_format_score) · F1           ∈ [0.1, 0.8]
+    no answer:      format_score if valid else 0
+
+    At F1 ∈ {0, 1} it equals the EM schedule. The authors' F1 variant subtracted the format
+    penalty from F1 and could go below 0 (ALGORITHM.md §8).
+    """
+    answer = extract_answer(response)
+    valid = is_valid_format(response)
+    if answer is None:
+        return format_score if valid else 0.0
+    f1 = f1_score(answer, golds)
+    if valid:
+        return format_score + (score - format_score) * f1
+    return max(0.0, final_format_score + (score - format_score - final_format_score) * f1)

@@ -1,0 +1,256 @@
+"""A rollout forest for a batch of prompts, stored as flat arrays.
+
+Tree-GRPO (arXiv 2509.21240; ALGORITHM.md §2, "initialize-then-expand") samples, per prompt, M trees. A tree
+node is one complete agent step (thought, action and the environment's observation); branching
+happens only between steps. Each tree has a root node that stands for the prompt itself
+(depth 0, no step): expanding the root samples a fresh chain that shares only the prompt, as the
+authors' code does.
+
+Dimension letters used in shape comments across ``core``:
+    N  nodes of the forest      T  trees
+    L  leaves (kept leaves)      n  picks per tree (expansions per round)
+
+The forest only knows structure. What a node holds (its token ids, masks, log-probs, tool
+results) lives with the caller; ``payload`` is the caller's index into that store (-1 = none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class Forest:
+    """Growable forest of agent-step trees with flat-array views.
+
+    Node ids are dense integers in insertion order; tree ids are dense in creation order and
+    unique across the whole batch (never reuse a tree id for another prompt). Arrays returned by
+    the properties are read-only snapshots, rebuilt lazily after a mutation.
+    """
+
+    def __init__(self) -> None:
+        self._parent: list[int] = []
+        self._depth: list[int] = []
+        self._prompt: list[int] = []
+        self._tree: list[int] = []
+        self._leaf: list[bool] = []
+        self._payload: list[int] = []
+        self._children: list[list[int]] = []
+        self._roots: list[int] = []  # root node id of each tree id
+        self._tree_nodes: list[list[int]] = []  # node ids of each tree id, in id order
+        self._cache: dict[str, npt.NDArray[np.generic]] = {}
+
+    # ----------------------------------------------------------------- growing
+    def add_tree(self, prompt_id: int, payload: int = -1) -> int:
+        """Start a new tree for ``prompt_id``; returns its root node id (depth 0)."""
+        tree_id = len(self._roots)
+        node = self._append(parent=-1, depth=0, prompt=int(prompt_id), tree=tree_id,
+                            payload=payload, leaf=False)
+        self._roots.append(node)
+        return node
+
+    def add_node(self, parent: int, payload: int = -1, leaf: bool = False) -> int:
+        """Append one step under ``parent``; returns the new node id."""
+        self._check_node(parent)
+        if self._leaf[parent]:
+            raise ValueError(f"node {parent} is a leaf (the episode ended there); "
+                             "a step cannot be added under it")
+        return self._append(parent=parent, depth=self._depth[parent] + 1,
+                            prompt=self._prompt[parent], tree=self._tree[parent],
+                            payload=payload, leaf=leaf)
+
+    def add_chain(self, parent: int, payloads: Sequence[int], leaf_last: bool = True) -> list[int]:
+        """Append a chain of ``len(payloads)`` steps under ``parent``; the last is a leaf.
+
+        Returns the new node ids, from the step right under ``parent`` down to the last one.
+        """
+        if len(payloads) == 0:
+            raise ValueError("a chain needs at least one step")
+        nodes: list[int] = []
+        node = parent
+        for i, payload in enumerate(payloads):
+            node = self.add_node(node, payload, leaf=leaf_last and i == len(payloads) - 1)
+            nodes.append(node)
+        return nodes
+
+    def mark_leaf(self, node: int) -> None:
+        """Mark ``node`` as the end of its episode (answer, forced final step or length limit)."""
+        self._check_node(node)
+        if self._parent[node] < 0:
+            raise ValueError(f"node {node} is a root; a root (the prompt) cannot be a leaf")
+        if self._children[node]:
+            raise ValueError(f"node {node} has children and cannot become a leaf")
+        self._leaf[node] = True
+        self._cache.clear()
+
+    def set_payload(self, node: int, payload: int) -> None:
+        """Point ``node`` at the caller's record ``payload``."""
+        self._check_node(node)
+        self._payload[node] = int(payload)
+        self._cache.clear()
+
+    # ------------------------------------------------------------ flat arrays
+    @property
+    def n_nodes(self) -> int:
+        return len(self._parent)
+
+    @property
+    def n_trees(self) -> int:
+        return len(self._roots)
+
+    @property
+    def parent(self) -> IntArray:
+        """(N,) parent node id, -1 for roots."""
+        return self._int_array("parent", self._parent)
+
+    @property
+    def depth(self) -> IntArray:
+        """(N,) number of steps from the root (root = 0)."""
+        return self._int_array("depth", self._depth)
+
+    @property
+    def prompt_id(self) -> IntArray:
+        """(N,) prompt (group) id of each node's tree."""
+        return self._int_array("prompt_id", self._prompt)
+
+    @property
+    def tree_id(self) -> IntArray:
+        """(N,) tree id of each node."""
+        return self._int_array("tree_id", self._tree)
+
+    @property
+    def payload(self) -> IntArray:
+        """(N,) caller's record index, -1 where none."""
+        return self._int_array("payload", self._payload)
+
+    @property
+    def is_leaf(self) -> BoolArray:
+        """(N,) True where the node ended its episode."""
+        cached = self._cache.get("is_leaf")
+        if cached is None:
+            cached = np.array(self._leaf, dtype=np.bool_)
+            cached.flags.writeable = False
+            self._cache["is_leaf"] = cached
+        return cached  # type: ignore[return-value]
+
+    @property
+    def roots(self) -> IntArray:
+        """(T,) root node id of each tree."""
+        return self._int_array("roots", self._roots)
+
+    # ----------------------------------------------------------------- queries
+    def children(self, node: int) -> list[int]:
+        self._check_node(node)
+        return list(self._children[node])
+
+    def leaves(self, tree: int | None = None) -> IntArray:
+        """(L,) leaf node ids in id order, of one tree or of the whole forest."""
+        if tree is None:
+            return np.flatnonzero(self.is_leaf).astype(np.int64)
+        self._check_tree(tree)
+        return np.array([v for v in self._tree_nodes[tree] if self._leaf[v]], dtype=np.int64)
+
+    def expansion_candidates(self, tree: int) -> IntArray:
+        """Nodes an expansion may start from: the root and every non-leaf step of ``tree``."""
+        self._check_tree(tree)
+        return np.array([v for v in self._tree_nodes[tree] if not self._leaf[v]], dtype=np.int64)
+
+    def choose_expansions(self, n: int, rng: np.random.Generator,
+                          trees: Sequence[int] | None = None) -> IntArray:
+        """Pick ``n`` expansion nodes per tree, uniformly with replacement (ALGORITHM.md §2).
+
+        Candidates are the root and the non-leaf nodes of each tree, as in the authors' code;
+        leaves are never picked. Draws happen tree by tree in the given order from ``rng``, so a
+        seeded generator gives the same picks every time.
+
+        Returns an (T, n) array of node ids, one row per tree in ``trees`` (default: all).
+        """
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        order = range(self.n_trees) if trees is None else [int(t) for t in trees]
+        picks = np.empty((len(order), n), dtype=np.int64)  # (T, n)
+        for row, tree in enumerate(order):
+            cand = self.expansion_candidates(tree)
+            picks[row] = cand[rng.integers(0, len(cand), size=n)]
+        return picks
+
+    def sample_leaves(self, k: int | None, rng: np.random.Generator) -> IntArray:
+        """Keep ``k`` leaves per tree at random without replacement (all when ``k`` is None or
+        at least the tree's leaf count). Returns the kept leaf ids in id order."""
+        if k is not None and k < 1:
+            raise ValueError(f"k must be >= 1 or None, got {k}")
+        if k is None:
+            return self.leaves()
+        kept: list[IntArray] = []
+        for tree in range(self.n_trees):
+            mine = self.leaves(tree)
+            kept.append(mine if len(mine) <= k else rng.choice(mine, size=k, replace=False))
+        return np.sort(np.concatenate(kept)) if kept else self.leaves()
+
+    def path(self, node: int, include_root: bool = False) -> IntArray:
+        """Node ids from the top of the tree down to ``node`` (the root only if asked)."""
+        self._check_node(node)
+        out: list[int] = []
+        while node >= 0:
+            out.append(node)
+            node = self._parent[node]
+        if not include_root:
+            out.pop()
+        return np.array(out[::-1], dtype=np.int64)
+
+    def descendant_leaves(self, node: int) -> IntArray:
+        """Leaf ids in the subtree of ``node`` (a leaf's own subtree is itself), in id order."""
+        self._check_node(node)
+        out: list[int] = []
+        stack = [node]
+        while stack:
+            cur = stack.pop()
+            if self._leaf[cur]:
+                out.append(cur)
+            stack.extend(self._children[cur])
+        return np.array(sorted(out), dtype=np.int64)
+
+    def leaf_groups(self, leaves: IntArray) -> tuple[IntArray, IntArray]:
+        """The (prompt ids, tree ids) of ``leaves``: the grouping ``tree_advantage`` takes."""
+        leaves = np.asarray(leaves, dtype=np.int64)
+        return self.prompt_id[leaves], self.tree_id[leaves]
+
+    # ----------------------------------------------------------------- private
+    def _append(self, parent: int, depth: int, prompt: int, tree: int, payload: int,
+                leaf: bool) -> int:
+        node = len(self._parent)
+        self._parent.append(parent)
+        self._depth.append(depth)
+        self._prompt.append(prompt)
+        self._tree.append(tree)
+        self._leaf.append(bool(leaf))
+        self._payload.append(int(payload))
+        self._children.append([])
+        if parent < 0:
+            self._tree_nodes.append([])
+        self._tree_nodes[tree].append(node)
+        if parent >= 0:
+            self._children[parent].append(node)
+        self._cache.clear()
+        return node
+
+    def _int_array(self, name: str, values: list[int]) -> IntArray:
+        cached = self._cache.get(name)
+        if cached is None:
+            cached = np.array(values, dtype=np.int64)
+            cached.flags.writeable = False
+            self._cache[name] = cached
+        return cached  # type: ignore[return-value]
+
+    def _check_node(self, node: int) -> None:
+        if not 0 <= node < len(self._parent):
+            raise IndexError(f"node {node} does not exist (forest has {len(self._parent)} nodes)")
+
+    def _check_tree(self, tree: int) -> None:
+        if not 0 <= tree < len(self._roots):
+            raise IndexError(f"tree {tree} does not exist (forest has {len(self._roots)} trees)")
