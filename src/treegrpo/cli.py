@@ -26,9 +26,14 @@ def budget(depth: int = 3) -> None:
         table.add_column(col, justify="right")
     for b, shape in TREE_LADDER.items():
         exact = expected_cost_l1(shape.m, shape.n, depth) if shape.l == 1 else float("nan")
-        table.add_row(str(b), f"({shape.m},{shape.n},{shape.l})", str(shape.leaves_per_prompt),
-                      f"{expected_cost(shape.m, shape.n, shape.l):g}", f"{exact:.2f}",
-                      str(CHAIN_LADDER[b].m))
+        table.add_row(
+            str(b),
+            f"({shape.m},{shape.n},{shape.l})",
+            str(shape.leaves_per_prompt),
+            f"{expected_cost(shape.m, shape.n, shape.l):g}",
+            f"{exact:.2f}",
+            str(CHAIN_LADDER[b].m),
+        )
     Console().print(table)
 
 

@@ -29,19 +29,32 @@ def test_two_tree_example_by_hand() -> None:
     prompts = np.zeros(5, dtype=np.int64)
     trees = np.array([0, 0, 0, 1, 1])
     s_intra = math.sqrt(1 / 3)
-    intra = [(1 / 3) / (s_intra + EPS), (-2 / 3) / (s_intra + EPS), (1 / 3) / (s_intra + EPS),
-             0.0, 0.0]
+    intra = [
+        (1 / 3) / (s_intra + EPS),
+        (-2 / 3) / (s_intra + EPS),
+        (1 / 3) / (s_intra + EPS),
+        0.0,
+        0.0,
+    ]
     s_inter = math.sqrt(0.3)
-    inter = [0.6 / (s_inter + EPS), -0.4 / (s_inter + EPS), 0.6 / (s_inter + EPS),
-             -0.4 / (s_inter + EPS), -0.4 / (s_inter + EPS)]
-    np.testing.assert_allclose(tree_advantage(rewards, prompts, trees, "intra"), intra,
-                               rtol=0, atol=1e-12)
-    np.testing.assert_allclose(tree_advantage(rewards, prompts, trees, "inter"), inter,
-                               rtol=0, atol=1e-12)
+    inter = [
+        0.6 / (s_inter + EPS),
+        -0.4 / (s_inter + EPS),
+        0.6 / (s_inter + EPS),
+        -0.4 / (s_inter + EPS),
+        -0.4 / (s_inter + EPS),
+    ]
+    np.testing.assert_allclose(
+        tree_advantage(rewards, prompts, trees, "intra"), intra, rtol=0, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        tree_advantage(rewards, prompts, trees, "inter"), inter, rtol=0, atol=1e-12
+    )
     both = tree_advantage(rewards, prompts, trees)
     np.testing.assert_allclose(both, np.add(intra, inter), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(both, [1.672795, -1.884997, 1.672795, -0.730297, -0.730297],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        both, [1.672795, -1.884997, 1.672795, -0.730297, -0.730297], atol=1e-5
+    )
     assert both.dtype == np.float64
 
 
@@ -115,11 +128,16 @@ def test_independent_of_leaf_order_and_id_labels(
     rewards, prompts, trees = (np.array(x) for x in case)
     base = tree_advantage(rewards, prompts, trees)
     perm = np.random.default_rng(len(rewards)).permutation(len(rewards))
-    np.testing.assert_allclose(tree_advantage(rewards[perm], prompts[perm], trees[perm]),
-                               base[perm], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        tree_advantage(rewards[perm], prompts[perm], trees[perm]),
+        base[perm],
+        rtol=1e-12,
+        atol=1e-12,
+    )
     # Relabel prompts and trees with other integers (a bijection): nothing changes.
-    np.testing.assert_allclose(tree_advantage(rewards, 100 - 7 * prompts, trees + 50), base,
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        tree_advantage(rewards, 100 - 7 * prompts, trees + 50), base, rtol=1e-12, atol=1e-12
+    )
 
 
 def test_chain_forest_gives_chain_grpo() -> None:
@@ -132,15 +150,17 @@ def test_chain_forest_gives_chain_grpo() -> None:
     leaves = forest.leaves()
     prompts, trees = forest.leaf_groups(leaves)
     rewards = rng.random(len(leaves))
-    expected = np.concatenate([
-        (r - r.mean()) / (r.std(ddof=1) + EPS) for r in np.split(rewards, 3)
-    ])
-    np.testing.assert_allclose(tree_advantage(rewards, prompts, trees, mode="inter"), expected,
-                               rtol=1e-12)
+    expected = np.concatenate(
+        [(r - r.mean()) / (r.std(ddof=1) + EPS) for r in np.split(rewards, 3)]
+    )
+    np.testing.assert_allclose(
+        tree_advantage(rewards, prompts, trees, mode="inter"), expected, rtol=1e-12
+    )
     # Each chain is a group of one, so "intra" is the raw reward and the sum is not chain GRPO:
     # chain runs must use mode "inter".
-    np.testing.assert_allclose(tree_advantage(rewards, prompts, trees, mode="intra"),
-                               rewards / (1 + EPS))
+    np.testing.assert_allclose(
+        tree_advantage(rewards, prompts, trees, mode="intra"), rewards / (1 + EPS)
+    )
 
 
 def test_tree_ids_are_scoped_to_their_prompt() -> None:
@@ -171,10 +191,9 @@ def test_token_advantages_cover_action_tokens_only() -> None:
 
 
 def test_node_advantage_by_hand() -> None:
-    """root ─ a ─ b(leaf)            leaves b, c, e with advantages 1, -2, 0.5
-               └ c(leaf)             a: sum -1, mean -0.5 over 2 leaves
-         └ d ─ e(leaf)               root: sum -0.5 over 3; d: 0.5 over 1
-    """
+    # root ─┬─ a ─┬─ b (leaf, Â = 1)       a:    sum -1,   mean -0.5,  2 leaves
+    #       │     └─ c (leaf, Â = -2)      root: sum -0.5, mean -1/6,  3 leaves
+    #       └─ d ─── e (leaf, Â = 0.5)     d:    sum 0.5,  mean 0.5,   1 leaf
     f = Forest()
     root = f.add_tree(0)
     a = f.add_node(root)
@@ -197,7 +216,7 @@ def test_node_advantage_shared_step_gets_zero_intra_signal() -> None:
     other = f.add_node(f.children(shared)[0], leaf=True)
     leaves = np.array([left, right, other])
     adv = tree_advantage([1.0, 0.0, 0.0], [0, 0, 0], [0, 0, 0], mode="intra")
-    total, mean, _ = node_advantage(f.parent, leaves, adv)
+    total, _mean, _ = node_advantage(f.parent, leaves, adv)
     assert abs(total[shared]) < 1e-9 and abs(total[root]) < 1e-9
     first = f.children(shared)[0]
     # Below the branch point the two sides get opposite signals.

@@ -31,8 +31,9 @@ MODES: tuple[Mode, ...] = ("intra+inter", "intra", "inter")
 EPS = 1e-6
 
 
-def group_relative(rewards: npt.ArrayLike, groups: npt.ArrayLike, *, eps: float = EPS,
-                   scale: bool = True) -> FloatArray:
+def group_relative(
+    rewards: npt.ArrayLike, groups: npt.ArrayLike, *, eps: float = EPS, scale: bool = True
+) -> FloatArray:
     """GRPO score of each reward within its group (GRPO, DeepSeekMath, arXiv 2402.03300).
 
     ``scale=False`` keeps only the mean-centering, R − mean_g R (Dr. GRPO, arXiv 2503.20783).
@@ -60,9 +61,15 @@ def group_relative(rewards: npt.ArrayLike, groups: npt.ArrayLike, *, eps: float 
     return np.asarray(centered / (std[inv] + eps), dtype=np.float64)
 
 
-def tree_advantage(rewards: npt.ArrayLike, prompt_ids: npt.ArrayLike, tree_ids: npt.ArrayLike,
-                   mode: Mode = "intra+inter", *, eps: float = EPS,
-                   scale: bool = True) -> FloatArray:
+def tree_advantage(
+    rewards: npt.ArrayLike,
+    prompt_ids: npt.ArrayLike,
+    tree_ids: npt.ArrayLike,
+    mode: Mode = "intra+inter",
+    *,
+    eps: float = EPS,
+    scale: bool = True,
+) -> FloatArray:
     """Tree-GRPO advantage of each kept leaf (intra-tree, inter-tree, or their sum).
 
     mode "intra":       Â_intra, the group is the kept leaves of the same tree;
@@ -99,20 +106,24 @@ def token_advantages(leaf_adv: npt.ArrayLike, action_mask: npt.ArrayLike) -> Flo
     adv = np.asarray(leaf_adv, dtype=np.float64)
     mask = np.asarray(action_mask)
     if adv.ndim != 1 or mask.ndim != 2 or mask.shape[0] != adv.shape[0]:
-        raise ValueError(f"expected leaf_adv (B,) and action_mask (B, T); "
-                         f"got {adv.shape} and {mask.shape}")
-    return adv[:, None] * (mask != 0)  # (B, T)
+        raise ValueError(
+            f"expected leaf_adv (B,) and action_mask (B, T); got {adv.shape} and {mask.shape}"
+        )
+    out: FloatArray = adv[:, None] * (mask != 0)  # (B, T)
+    return out
 
 
-def node_advantage(parent: npt.ArrayLike, leaf_nodes: npt.ArrayLike,
-                   leaf_adv: npt.ArrayLike) -> tuple[FloatArray, FloatArray, IntArray]:
+def node_advantage(
+    parent: npt.ArrayLike, leaf_nodes: npt.ArrayLike, leaf_adv: npt.ArrayLike
+) -> tuple[FloatArray, FloatArray, IntArray]:
     """Per node: sum and mean of its descendant kept leaves' advantages, and their count.
 
     With token-mean aggregation a shared step is trained once per descendant leaf, so the
     gradient on its tokens is proportional to the *sum*; the *mean* is the advantage to use when
     each node is trained once (deduplicated training). A step shared by every leaf of a tree
-    gets Σ Â_intra = 0; sibling subtrees below a branch point get opposite signs — the step-level
-    preference signal that the paper relates to step-level DPO. Nodes without kept descendant leaves get mean NaN.
+    gets Σ Â_intra = 0; sibling subtrees below a branch point get opposite signs: the step-level
+    preference signal that the paper relates to step-level DPO. Nodes without kept descendant
+    leaves get mean NaN.
 
     parent: (N,) parent node id (-1 for roots); leaf_nodes: (B,) node id of each kept leaf;
     leaf_adv: (B,). Returns sum (N,), mean (N,), count (N,).
@@ -122,8 +133,10 @@ def node_advantage(parent: npt.ArrayLike, leaf_nodes: npt.ArrayLike,
     adv = np.asarray(leaf_adv, dtype=np.float64)
     n = par.shape[0]
     if par.ndim != 1 or leaves.shape != adv.shape or leaves.ndim != 1:
-        raise ValueError(f"expected parent (N,), leaf_nodes (B,), leaf_adv (B,); "
-                         f"got {par.shape}, {leaves.shape}, {adv.shape}")
+        raise ValueError(
+            f"expected parent (N,), leaf_nodes (B,), leaf_adv (B,); "
+            f"got {par.shape}, {leaves.shape}, {adv.shape}"
+        )
     if leaves.size and (leaves.min() < 0 or leaves.max() >= n):
         raise ValueError(f"leaf_nodes must index the {n} nodes")
     total = np.zeros(n, dtype=np.float64)  # (N,)
@@ -159,6 +172,8 @@ def _as_ids(ids: npt.ArrayLike, name: str, shape: tuple[int, ...]) -> IntArray:
     if a.shape != shape:
         raise ValueError(f"{name} has shape {a.shape}, rewards has shape {shape}")
     if a.size and not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(f"{name} must be integers, got dtype {a.dtype}; "
-                         "build them with treegrpo.core.groups.dense_ids")
+        raise ValueError(
+            f"{name} must be integers, got dtype {a.dtype}; "
+            "build them with treegrpo.core.groups.dense_ids"
+        )
     return a.astype(np.int64)

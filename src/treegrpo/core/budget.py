@@ -33,8 +33,9 @@ class TreeShape:
         if self.n < 0 or self.l < 0:
             raise ValueError(f"N and L must be >= 0, got N={self.n}, L={self.l}")
         if (self.n == 0) != (self.l == 0):
-            raise ValueError(f"N and L must both be 0 (chains) or both > 0, "
-                             f"got N={self.n}, L={self.l}")
+            raise ValueError(
+                f"N and L must both be 0 (chains) or both > 0, got N={self.n}, L={self.l}"
+            )
         if self.k is not None and not 1 <= self.k <= self.leaves_per_tree:
             raise ValueError(f"K must be in [1, 1 + N·L = {self.leaves_per_tree}], got {self.k}")
 
@@ -102,8 +103,15 @@ class SpendAccountant:
 
     by_prompt: dict[int, Spend] = field(default_factory=dict)
 
-    def add(self, prompt_id: int, *, generated: int = 0, processed: int = 0,
-            tool_calls: int = 0, leaves: int = 0) -> None:
+    def add(
+        self,
+        prompt_id: int,
+        *,
+        generated: int = 0,
+        processed: int = 0,
+        tool_calls: int = 0,
+        leaves: int = 0,
+    ) -> None:
         if min(generated, processed, tool_calls, leaves) < 0:
             raise ValueError("spend counts must be >= 0")
         s = self.by_prompt.setdefault(int(prompt_id), Spend())

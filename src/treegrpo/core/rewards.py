@@ -81,10 +81,8 @@ def extract_answer(response: str) -> str | None:
     """Text of the last complete ``<answer>…</answer>`` in ``response``, stripped; None if there
     is none. With nested opening tags the innermost span counts: ``<answer>a <answer>b</answer>``
     gives "b"."""
-    last = None
-    for last in _ANSWER.finditer(response):
-        pass
-    return None if last is None else last.group(1).strip()
+    spans = _ANSWER.findall(response)
+    return spans[-1].strip() if spans else None
 
 
 def is_valid_format(response: str) -> bool:
@@ -97,13 +95,18 @@ def is_valid_format(response: str) -> bool:
     ``response`` is the model's steps plus the observations, without the prompt.
     """
     # Allowed successor of each tag, a small automaton over the tag sequence.
-    nxt = {"start": {"think"}, "think": {"search", "answer"}, "search": {"information"},
-           "information": {"think"}, "answer": set()}
+    nxt = {
+        "start": {"think"},
+        "think": {"search", "answer"},
+        "search": {"information"},
+        "information": {"think"},
+        "answer": set(),
+    }
     state = "start"
     pos = 0
     open_tag: str | None = None
     for m in _TAG.finditer(response):
-        between = response[pos:m.start()]
+        between = response[pos : m.start()]
         closing, name = m.group(1) == "/", m.group(2)
         if open_tag is None:
             if closing or between.strip() or name not in nxt[state]:
@@ -117,8 +120,14 @@ def is_valid_format(response: str) -> bool:
     return open_tag is None and state == "answer" and not response[pos:].strip()
 
 
-def search_r1_reward(response: str, golds: Golds, *, format_score: float = 0.2,
-                     final_format_score: float = 0.1, score: float = 1.0) -> float:
+def search_r1_reward(
+    response: str,
+    golds: Golds,
+    *,
+    format_score: float = 0.2,
+    final_format_score: float = 0.1,
+    score: float = 1.0,
+) -> float:
     """Search-R1's EM reward with format bonus:
 
     ====================  ==============  ================
@@ -140,8 +149,14 @@ def search_r1_reward(response: str, golds: Golds, *, format_score: float = 0.2,
     return format_score if valid else final_format_score
 
 
-def search_r1_f1_reward(response: str, golds: Golds, *, format_score: float = 0.2,
-                        final_format_score: float = 0.1, score: float = 1.0) -> float:
+def search_r1_f1_reward(
+    response: str,
+    golds: Golds,
+    *,
+    format_score: float = 0.2,
+    final_format_score: float = 0.1,
+    score: float = 1.0,
+) -> float:
     """F1 variant of ``search_r1_reward`` that is never negative.
 
     valid format:   format_score + (score − format_score) · F1                 ∈ [0.2, 1.0]

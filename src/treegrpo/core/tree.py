@@ -1,10 +1,10 @@
 """A rollout forest for a batch of prompts, stored as flat arrays.
 
-Tree-GRPO (arXiv 2509.21240; ALGORITHM.md §2, "initialize-then-expand") samples, per prompt, M trees. A tree
-node is one complete agent step (thought, action and the environment's observation); branching
-happens only between steps. Each tree has a root node that stands for the prompt itself
-(depth 0, no step): expanding the root samples a fresh chain that shares only the prompt, as the
-authors' code does.
+Tree-GRPO (arXiv 2509.21240; ALGORITHM.md §2, "initialize-then-expand") samples M trees per
+prompt. A tree node is one complete agent step (thought, action and the environment's
+observation); branching happens only between steps. Each tree has a root node that stands for
+the prompt itself (depth 0, no step): expanding the root samples a fresh chain that shares only
+the prompt, as the authors' code does.
 
 Dimension letters used in shape comments across ``core``:
     N  nodes of the forest      T  trees
@@ -49,8 +49,9 @@ class Forest:
     def add_tree(self, prompt_id: int, payload: int = -1) -> int:
         """Start a new tree for ``prompt_id``; returns its root node id (depth 0)."""
         tree_id = len(self._roots)
-        node = self._append(parent=-1, depth=0, prompt=int(prompt_id), tree=tree_id,
-                            payload=payload, leaf=False)
+        node = self._append(
+            parent=-1, depth=0, prompt=int(prompt_id), tree=tree_id, payload=payload, leaf=False
+        )
         self._roots.append(node)
         return node
 
@@ -58,11 +59,18 @@ class Forest:
         """Append one step under ``parent``; returns the new node id."""
         self._check_node(parent)
         if self._leaf[parent]:
-            raise ValueError(f"node {parent} is a leaf (the episode ended there); "
-                             "a step cannot be added under it")
-        return self._append(parent=parent, depth=self._depth[parent] + 1,
-                            prompt=self._prompt[parent], tree=self._tree[parent],
-                            payload=payload, leaf=leaf)
+            raise ValueError(
+                f"node {parent} is a leaf (the episode ended there); "
+                "a step cannot be added under it"
+            )
+        return self._append(
+            parent=parent,
+            depth=self._depth[parent] + 1,
+            prompt=self._prompt[parent],
+            tree=self._tree[parent],
+            payload=payload,
+            leaf=leaf,
+        )
 
     def add_chain(self, parent: int, payloads: Sequence[int], leaf_last: bool = True) -> list[int]:
         """Append a chain of ``len(payloads)`` steps under ``parent``; the last is a leaf.
@@ -160,8 +168,9 @@ class Forest:
         self._check_tree(tree)
         return np.array([v for v in self._tree_nodes[tree] if not self._leaf[v]], dtype=np.int64)
 
-    def choose_expansions(self, n: int, rng: np.random.Generator,
-                          trees: Sequence[int] | None = None) -> IntArray:
+    def choose_expansions(
+        self, n: int, rng: np.random.Generator, trees: Sequence[int] | None = None
+    ) -> IntArray:
         """Pick ``n`` expansion nodes per tree, uniformly with replacement (ALGORITHM.md §2).
 
         Candidates are the root and the non-leaf nodes of each tree, as in the authors' code;
@@ -221,8 +230,9 @@ class Forest:
         return self.prompt_id[leaves], self.tree_id[leaves]
 
     # ----------------------------------------------------------------- private
-    def _append(self, parent: int, depth: int, prompt: int, tree: int, payload: int,
-                leaf: bool) -> int:
+    def _append(
+        self, parent: int, depth: int, prompt: int, tree: int, payload: int, leaf: bool
+    ) -> int:
         node = len(self._parent)
         self._parent.append(parent)
         self._depth.append(depth)
