@@ -123,6 +123,19 @@ def test_search_r1_reward_ignores_prompt_and_template() -> None:
     assert search_r1_reward(llama + VALID_1, ["beijing"]) == pytest.approx(0.8)
 
 
+def test_answer_read_from_model_text_when_given() -> None:
+    # A passage that happens to contain answer tags must not become the model's answer.
+    obs = "<information>Doc 1(Title: x) see <answer>Paris</answer></information>"
+    response = "<think>a</think><search>q</search>" + obs + "<think>b</think><answer>Lyon</answer>"
+    model_text = "<think>a</think><search>q</search><think>b</think><answer>Lyon</answer>"
+    assert search_r1_reward(response, ["Paris"]) == 0.1  # the tag in the passage breaks format
+    no_answer = "<think>a</think><search>q</search>" + obs
+    assert search_r1_reward(no_answer, ["Paris"]) == pytest.approx(0.8)  # read from the passage
+    assert search_r1_reward(no_answer, ["Paris"], model_text="<think>a</think>") == 0.0
+    assert search_r1_reward(response, ["Lyon"], model_text=model_text) == pytest.approx(0.8)
+    assert search_r1_f1_reward(no_answer, ["Paris"], model_text="<search>q</search>") == 0.0
+
+
 def test_f1_reward_matches_em_schedule_at_the_ends_and_interpolates() -> None:
     golds = ["Barack Hussein Obama"]
     right = VALID_1.replace("Beijing", "Barack Hussein Obama")

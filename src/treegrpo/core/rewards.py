@@ -124,6 +124,7 @@ def search_r1_reward(
     response: str,
     golds: Golds,
     *,
+    model_text: str | None = None,
     format_score: float = 0.2,
     final_format_score: float = 0.1,
     score: float = 1.0,
@@ -139,8 +140,12 @@ def search_r1_reward(
     ====================  ==============  ================
 
     (With the grammar of ``is_valid_format`` a valid response always has an answer.)
+
+    ``model_text``: the text of the model's own tokens only (no observations). When given, the
+    answer is read from it, so a tag inside a retrieved passage or the invalid-action feedback
+    can never count as the model's answer; the format is still checked on ``response``.
     """
-    answer = extract_answer(response)
+    answer = extract_answer(response if model_text is None else model_text)
     valid = is_valid_format(response)
     if answer is None:
         return format_score if valid else 0.0
@@ -153,6 +158,7 @@ def search_r1_f1_reward(
     response: str,
     golds: Golds,
     *,
+    model_text: str | None = None,
     format_score: float = 0.2,
     final_format_score: float = 0.1,
     score: float = 1.0,
@@ -165,9 +171,10 @@ def search_r1_f1_reward(
     no answer:      format_score if valid else 0
 
     At F1 ∈ {0, 1} it equals the EM schedule. The authors' F1 variant subtracted the format
-    penalty from F1 and could go below 0 (ALGORITHM.md §8).
+    penalty from F1 and could go below 0 (ALGORITHM.md §8). ``model_text`` as in
+    ``search_r1_reward``.
     """
-    answer = extract_answer(response)
+    answer = extract_answer(response if model_text is None else model_text)
     valid = is_valid_format(response)
     if answer is None:
         return format_score if valid else 0.0

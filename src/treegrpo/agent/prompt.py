@@ -1,0 +1,49 @@
+"""The instruction prompt (ALGORITHM.md §1), our own wording with Search-R1's tags.
+
+The tags are identical to Search-R1's so its data and checkpoints interoperate; the sentences are
+ours. With a chat template the instruction is one user turn followed by the generation prompt;
+without one it is plain text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+INSTRUCTION = (
+    "Answer the question below. Whenever you receive new information, first reason about it "
+    "inside <think> and </think>. If you lack some knowledge, call the search engine by writing "
+    "<search> query </search>; its top results come back between <information> and "
+    "</information>. You may search as many times as you need. When you are ready, write only "
+    "the final answer inside <answer> and </answer>, with no explanation, for example "
+    "<answer> Beijing </answer>. Question: {question}\n"
+)
+
+
+def format_question(question: str) -> str:
+    """The question as it goes into the prompt: stripped, with a trailing "?" when missing."""
+    q = question.strip()
+    return q if q.endswith("?") else q + "?"
+
+
+def instruction_text(question: str) -> str:
+    """The user message for ``question``."""
+    return INSTRUCTION.format(question=format_question(question))
+
+
+def render_prompt(tokenizer: Any, question: str, use_chat_template: bool | None = None) -> list[int]:
+    """Token ids of the prompt for ``question``.
+
+    ``use_chat_template=None`` uses the tokenizer's chat template when it has one. The ids are
+    computed once here and never re-derived from text afterwards.
+    """
+    text = instruction_text(question)
+    if use_chat_template is None:
+        use_chat_template = bool(getattr(tokenizer, "chat_template", None))
+    if use_chat_template:
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+        )
+        ids: list[int] = tokenizer(rendered, add_special_tokens=False)["input_ids"]
+    else:
+        ids = tokenizer(text, add_special_tokens=True)["input_ids"]
+    return list(ids)

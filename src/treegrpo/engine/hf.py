@@ -1,0 +1,353 @@
+"""A generation engine on transformers for agent steps, with a prefix KV cache.
+
+One call of ``HFEngine.step`` generates one agent step for a batch of sequences:
+
+1. prefill: for each row, compute the tokens it has pending (a prompt, or the last action token
+   plus an observation) on top of its cached context, in chunks of similar length so padding
+   stays small; the logits of the last pending token give the first new token;
+2. decode: all rows in one batch, one token per forward, each row leaving the batch as soon as
+   its step ends (a step-end tag, an end-of-sequence token, or its token limit).
+
+Each row comes back with its tokens, their log-probs and two new contexts: ``fork`` (the context
+plus all pending tokens but the last; an expansion resumes from here by feeding that last token)
+and ``end`` (everything but the last sampled token; the episode continues by feeding that token
+and the observation). With ``reuse_cache=False`` nothing is kept between calls and every step
+re-computes its whole context, like the authors' code; the benchmark compares the two.
+
+Batch layout of a prefill chunk (b rows, C cached columns, P new columns):
+
+    cache columns  [ zeros … | context_i ]     right-aligned, masked where zero
+    new columns    [ pad … | pending_i ]       right-aligned, so logits_to_keep=1 suffices
+
+Explicit position ids make the padding invisible to the model; a test checks the engine's
+log-probs against a plain forward pass of each sequence.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from treegrpo.engine.sampling import SamplingParams, sample
+from treegrpo.engine.segments import Segment
+
+Finish = Literal["stop", "eos", "length"]
+
+
+class Stopper(Protocol):
+    def hit(self, tokens: Sequence[int]) -> bool: ...
+
+
+@dataclass
+class StepRequest:
+    context: Segment  # what the model has already seen
+    pending: list[int]  # tokens to feed before sampling (at least one)
+    max_new_tokens: int | None = None  # None: SamplingParams.max_new_tokens
+
+
+@dataclass
+class StepResult:
+    tokens: list[int]  # sampled ids, the step-end token included
+    logprobs: list[float]  # log p(token) under the model, one per token
+    finish: Finish
+    fork: Segment  # context + pending[:-1]
+    end: Segment  # context + pending + tokens[:-1]
+    processed: int  # positions this row cost the model: prefill (padding included) + decode
+
+
+@dataclass
+class _Row:
+    index: int
+    context: Segment  # cached part (the empty root when the cache is off)
+    feed: list[int]  # tokens computed in this call's prefill
+    limit: int
+    feed_kv: torch.Tensor | None = None  # (layers, 2, H, len(feed), D)
+    prefill_width: int = 0
+    tokens: list[int] | None = None
+    logprobs: list[float] | None = None
+
+
+class HFEngine:
+    """Agent-step generation with any transformers causal LM (full attention layers).
+
+    model: a causal LM in eval mode; tokenizer: for ``eos`` ids; stopper: decides step ends
+    (``treegrpo.agent.stops.StepStopper``); reuse_cache: keep KV between steps and branches;
+    max_prefill_tokens: positions per prefill forward; pad_waste: padding share that starts a
+    new prefill chunk.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        stopper: Stopper | None = None,
+        eos_ids: Sequence[int] | None = None,
+        reuse_cache: bool = True,
+        max_prefill_tokens: int = 16384,
+        pad_waste: float = 0.05,
+    ) -> None:
+        self.model = model
+        self.stopper = stopper
+        self.reuse_cache = reuse_cache
+        self.max_prefill_tokens = max_prefill_tokens
+        self.pad_waste = pad_waste
+        self.eos_ids = set(eos_ids) if eos_ids is not None else _default_eos(model, tokenizer)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._keep_kw = "logits_to_keep" in params
+        probe = DynamicCache(config=model.config)
+        if reuse_cache and probe.layers and any(type(la) is not DynamicLayer for la in probe.layers):
+            raise ValueError(
+                "reuse_cache needs full-attention layers; this model has sliding-window or other "
+                "cache layers. Use reuse_cache=False."
+            )
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def root(self) -> Segment:
+        """The empty context."""
+        return Segment(None, [])
+
+    # ------------------------------------------------------------------ public
+    @torch.no_grad()
+    def prefill(
+        self, contexts: Sequence[Segment], tokens: Sequence[list[int]]
+    ) -> tuple[list[Segment], list[int]]:
+        """Extend each context by its tokens without sampling (for example a prompt shared by
+        several trees). Returns the new contexts and the positions each row cost. With the cache
+        off this only records the tokens (they are computed with every later step)."""
+        pairs = zip(contexts, tokens, strict=True)
+        rows = [_Row(i, c, list(t), 0) for i, (c, t) in enumerate(pairs)]
+        if self.reuse_cache:
+            self._prefill([r for r in rows if r.feed])
+        return [r.context.extend(r.feed, r.feed_kv) for r in rows], [r.prefill_width for r in rows]
+
+    @torch.no_grad()
+    def step(
+        self,
+        requests: Sequence[StepRequest],
+        params: SamplingParams,
+        generator: torch.Generator | None = None,
+    ) -> list[StepResult]:
+        """Generate one agent step for every request; results come back in request order."""
+        rows = []
+        for i, req in enumerate(requests):
+            if not req.pending:
+                raise ValueError(f"request {i} has no pending token to start from")
+            limit = params.max_new_tokens if req.max_new_tokens is None else req.max_new_tokens
+            if self.reuse_cache:
+                rows.append(_Row(i, req.context, list(req.pending), limit))
+            else:  # re-compute the whole context, as if nothing were cached
+                rows.append(_Row(i, self.root(), req.context.context_tokens() + req.pending, limit))
+        results: list[StepResult | None] = [None] * len(rows)
+        live = [r for r in rows if r.limit > 0]
+        for r in rows:
+            if r.limit <= 0:  # no room left in the context: the step ends before it starts
+                results[r.index] = self._result(r, requests[r.index], [], [], "length", None, 0)
+        if not live:
+            return [r for r in results if r is not None]
+        last_logits = self._prefill(live)  # (b, V)
+        tok, lp = sample(last_logits, params, generator)
+        for r, t, p in zip(live, tok.tolist(), lp.tolist(), strict=True):
+            r.tokens, r.logprobs = [t], [p]
+        active = []
+        for r in live:
+            finish = self._finish(r)
+            if finish is None:
+                active.append(r)
+            else:
+                results[r.index] = self._result(r, requests[r.index], r.tokens or [], r.logprobs or [],
+                                                finish, None, 0)
+        if active:
+            self._decode(active, requests, params, generator, results)
+        return [r for r in results if r is not None]
+
+    # ----------------------------------------------------------------- private
+    def _finish(self, r: _Row) -> Finish | None:
+        assert r.tokens is not None
+        if self.stopper is not None and self.stopper.hit(r.tokens):
+            return "stop"
+        if r.tokens[-1] in self.eos_ids:
+            return "eos"
+        if len(r.tokens) >= r.limit:
+            return "length"
+        return None
+
+    def _result(
+        self,
+        r: _Row,
+        req: StepRequest,
+        tokens: list[int],
+        logprobs: list[float],
+        finish: Finish,
+        decoded_kv: torch.Tensor | None,
+        decode_steps: int,
+    ) -> StepResult:
+        """Build the result; ``decoded_kv`` is the KV of tokens[:-1] (None if cache is off)."""
+        base = r.context if self.reuse_cache else req.context
+        pending = r.feed if self.reuse_cache else req.pending
+        kv = r.feed_kv if self.reuse_cache else None
+        fork = base.extend(pending[:-1], None if kv is None else kv[:, :, :, :-1])
+        end_kv = None
+        if kv is not None:
+            parts = [kv[:, :, :, -1:]] + ([decoded_kv] if decoded_kv is not None else [])
+            end_kv = torch.cat(parts, dim=3)
+        end = fork.extend([pending[-1], *tokens[:-1]], end_kv)
+        return StepResult(tokens, logprobs, finish, fork, end, r.prefill_width + decode_steps)
+
+    def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor,
+                 cache: DynamicCache) -> torch.Tensor:
+        kwargs: dict[str, Any] = {self._cache_kw: cache, "use_cache": True}
+        if self._keep_kw:
+            kwargs["logits_to_keep"] = 1
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, **kwargs)
+        return out.logits[:, -1]  # (b, V)
+
+    def _prefill(self, rows: list[_Row]) -> torch.Tensor:
+        """Compute every row's feed on top of its context; sets feed_kv and prefill_width and
+        returns the logits after each row's last feed token, (len(rows), V) in row order."""
+        logits: list[torch.Tensor | None] = [None] * len(rows)
+        for chunk in self._chunks(rows):
+            out = self._prefill_chunk([rows[i] for i in chunk])
+            for j, i in enumerate(chunk):
+                logits[i] = out[j]
+        return torch.stack(logits)  # type: ignore[arg-type]
+
+    def _chunks(self, rows: list[_Row]) -> list[list[int]]:
+        """Group rows of similar feed length (longest first) so padding stays under pad_waste."""
+        order = sorted(range(len(rows)), key=lambda i: -len(rows[i].feed))
+        chunks: list[list[int]] = []
+        cur: list[int] = []
+        width = used = 0
+        for i in order:
+            n = len(rows[i].feed)
+            if cur:
+                total = width * (len(cur) + 1)
+                wasted = total - used - n
+                if total > self.max_prefill_tokens or wasted > self.pad_waste * total:
+                    chunks.append(cur)
+                    cur, used = [], 0
+            if not cur:
+                width = n
+            cur.append(i)
+            used += n
+        if cur:
+            chunks.append(cur)
+        return chunks
+
+    def _prefill_chunk(self, rows: list[_Row]) -> torch.Tensor:
+        dev = self.device
+        b = len(rows)
+        ctx_kv = [r.context.context_kv() for r in rows]
+        c = max((k.shape[3] for k in ctx_kv if k is not None), default=0)
+        p = max(len(r.feed) for r in rows)
+        mask = torch.zeros(b, c + p, dtype=torch.long, device=dev)
+        ids = torch.full((b, p), self.pad_id, dtype=torch.long, device=dev)
+        pos = torch.zeros(b, p, dtype=torch.long, device=dev)
+        for i, (r, k) in enumerate(zip(rows, ctx_kv, strict=True)):
+            n_ctx = 0 if k is None else k.shape[3]
+            n = len(r.feed)
+            mask[i, c - n_ctx : c] = 1
+            mask[i, c + p - n :] = 1
+            ids[i, p - n :] = torch.tensor(r.feed, device=dev)
+            pos[i, p - n :] = torch.arange(n_ctx, n_ctx + n, device=dev)
+        cache = _padded_cache(ctx_kv, c, self.model.config)
+        logits = self._forward(ids, mask, pos, cache)
+        for i, r in enumerate(rows):
+            r.feed_kv = _row_kv(cache, i, c + p - len(r.feed), c + p)
+            r.prefill_width = p
+        return logits
+
+    def _decode(
+        self,
+        rows: list[_Row],
+        requests: Sequence[StepRequest],
+        params: SamplingParams,
+        generator: torch.Generator | None,
+        results: list[StepResult | None],
+    ) -> None:
+        dev = self.device
+        full = []
+        for r in rows:
+            ctx = r.context.context_kv()
+            assert r.feed_kv is not None
+            full.append(r.feed_kv if ctx is None else torch.cat([ctx, r.feed_kv], dim=3))
+        width = max(k.shape[3] for k in full)
+        mask = torch.zeros(len(rows), width, dtype=torch.long, device=dev)
+        for i, k in enumerate(full):
+            mask[i, width - k.shape[3] :] = 1
+        cache = _padded_cache(full, width, self.model.config)
+        del full
+        lengths = torch.tensor([r.context.length + len(r.feed) for r in rows], device=dev)
+        steps = 0
+        while rows:
+            last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)  # type: ignore[index]
+            mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=torch.long, device=dev)], dim=1)
+            logits = self._forward(last, mask, (lengths + steps)[:, None], cache)
+            steps += 1
+            tok, lp = sample(logits, params, generator)
+            keep = []
+            for i, (r, t, p) in enumerate(zip(rows, tok.tolist(), lp.tolist(), strict=True)):
+                assert r.tokens is not None and r.logprobs is not None
+                r.tokens.append(t)
+                r.logprobs.append(p)
+                finish = self._finish(r)
+                if finish is None:
+                    keep.append(i)
+                    continue
+                decoded = None
+                if self.reuse_cache:
+                    decoded = _row_kv(cache, i, width, width + steps)
+                results[r.index] = self._result(
+                    r, requests[r.index], r.tokens, r.logprobs, finish, decoded, steps
+                )
+            if len(keep) < len(rows):
+                rows = [rows[i] for i in keep]
+                if not rows:
+                    break
+                idx = torch.tensor(keep, device=dev)
+                cache.batch_select_indices(idx)
+                mask = mask[idx]
+                lengths = lengths[idx]
+
+
+def _padded_cache(kvs: Sequence[torch.Tensor | None], width: int, config: Any) -> DynamicCache:
+    """A DynamicCache of ``width`` columns with each row's KV right-aligned (zeros elsewhere)."""
+    ref = next((k for k in kvs if k is not None), None)
+    if ref is None or width == 0:
+        return DynamicCache(config=config)
+    n_layers, _, heads, _, dim = ref.shape
+    data = torch.zeros(n_layers, 2, len(kvs), heads, width, dim, dtype=ref.dtype, device=ref.device)
+    for i, k in enumerate(kvs):
+        if k is not None and k.shape[3]:
+            data[:, :, i, :, width - k.shape[3] :] = k
+    return DynamicCache([(data[layer, 0], data[layer, 1]) for layer in range(n_layers)],
+                        config=config)
+
+
+def _row_kv(cache: DynamicCache, row: int, start: int, stop: int) -> torch.Tensor:
+    """(layers, 2, H, stop - start, D) copy of one row's cached columns [start, stop)."""
+    return torch.stack(
+        [torch.stack([la.keys[row, :, start:stop], la.values[row, :, start:stop]])
+         for la in cache.layers]
+    )
+
+
+def _default_eos(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    for src in (getattr(model, "generation_config", None), model.config, tokenizer):
+        eos = getattr(src, "eos_token_id", None)
+        if isinstance(eos, int):
+            ids.add(eos)
+        elif isinstance(eos, (list, tuple)):
+            ids.update(int(e) for e in eos)
+    return ids

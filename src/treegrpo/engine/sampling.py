@@ -1,0 +1,53 @@
+"""Token sampling from logits: greedy, temperature, top-k and top-p (nucleus)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How the next token is chosen. ``greedy`` ignores the other fields."""
+
+    temperature: float = 1.0  # softmax temperature (the paper samples at 1.0)
+    top_p: float = 1.0  # keep the smallest set of tokens whose probability reaches top_p
+    top_k: int = 0  # keep the k most likely tokens (0 = all)
+    greedy: bool = False  # argmax decoding, as in evaluation
+    max_new_tokens: int = 500  # tokens per agent step (500 in the paper's runs)
+
+    def __post_init__(self) -> None:
+        if not self.greedy and self.temperature <= 0:
+            raise ValueError("temperature must be > 0 (use greedy=True for argmax decoding)")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0 or self.max_new_tokens < 1:
+            raise ValueError("top_k must be >= 0 and max_new_tokens >= 1")
+
+
+def sample(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Choose one token per row. logits: (B, V). Returns tokens (B,) and their log-probability
+    under the model's own distribution (B,): log_softmax of the raw logits, before temperature
+    and truncation, so it matches a plain forward pass of the same model."""
+    logits = logits.float()
+    logp = torch.log_softmax(logits, dim=-1)  # (B, V)
+    if params.greedy:
+        tokens = logits.argmax(dim=-1)
+    else:
+        scores = logits / params.temperature
+        if params.top_k > 0 and params.top_k < scores.shape[-1]:
+            kth = torch.topk(scores, params.top_k, dim=-1).values[:, -1:]
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        if params.top_p < 1.0:
+            sorted_scores, order = torch.sort(scores, dim=-1, descending=True)
+            probs = torch.softmax(sorted_scores, dim=-1)
+            # Drop a token when the mass before it already reaches top_p (the best always stays).
+            drop = probs.cumsum(dim=-1) - probs >= params.top_p
+            sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
+            scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
+        probs = torch.softmax(scores, dim=-1)
+        tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)

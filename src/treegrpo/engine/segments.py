@@ -1,0 +1,60 @@
+"""Contexts as chains of cached segments: the prefix KV cache that turns and branches share.
+
+A ``Segment`` is a span of tokens appended to its parent context, with the keys and values the
+model computed for exactly that span given exactly that prefix. A context is the path of
+segments from the empty root down to one segment, so concatenating the path's KV along the
+sequence axis *is* the KV cache of the whole context. Two branches that share a prefix share its
+segments: an expansion forks its parent's cached prefix instead of recomputing it, and the next
+turn of an episode only computes the new observation tokens (ALGORITHM.md §8, last point).
+
+Shapes: a segment's ``kv`` is (layers, 2, kv_heads, n, head_dim), n = len(tokens); ``kv`` is
+None when caching is off (the engine then re-computes the whole context every step, which is
+what the authors' code did) or for the empty root.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(eq=False)
+class Segment:
+    parent: Segment | None
+    tokens: list[int]
+    kv: torch.Tensor | None = None
+    length: int = field(init=False)  # tokens in the whole context up to and including this
+
+    def __post_init__(self) -> None:
+        self.length = len(self.tokens) + (self.parent.length if self.parent else 0)
+        if self.kv is not None and self.kv.shape[3] != len(self.tokens):
+            raise ValueError(f"kv covers {self.kv.shape[3]} positions, segment has "
+                             f"{len(self.tokens)} tokens")
+
+    def path(self) -> list[Segment]:
+        """Segments from the root to this one (the root first)."""
+        out: list[Segment] = []
+        seg: Segment | None = self
+        while seg is not None:
+            out.append(seg)
+            seg = seg.parent
+        return out[::-1]
+
+    def context_tokens(self) -> list[int]:
+        """All token ids of the context this segment ends."""
+        return [t for seg in self.path() for t in seg.tokens]
+
+    def context_kv(self) -> torch.Tensor | None:
+        """(layers, 2, kv_heads, length, head_dim) KV of the whole context, or None when a
+        segment on the path has none (caching off) or the context is empty."""
+        parts = [seg.kv for seg in self.path() if seg.tokens]
+        if not parts or any(p is None for p in parts):
+            return None
+        return torch.cat(parts, dim=3)  # type: ignore[arg-type]
+
+    def extend(self, tokens: list[int], kv: torch.Tensor | None = None) -> Segment:
+        """A child segment; extending by nothing returns this segment itself."""
+        if not tokens:
+            return self
+        return Segment(self, list(tokens), kv)

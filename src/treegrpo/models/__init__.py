@@ -1,0 +1,1 @@
+"""Model and tokenizer construction: tiny in-process models for tests and the CPU default."""

@@ -1,0 +1,68 @@
+"""What a rollout returns: the forest, each step's tokens, and per-leaf training sequences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from treegrpo.agent.protocol import Action
+from treegrpo.core.budget import SpendAccountant
+from treegrpo.core.tree import Forest
+
+
+@dataclass
+class StepRecord:
+    """One node of the forest: one agent step and the environment's answer to it."""
+
+    action_ids: list[int]  # exactly the sampled tokens (mask 1)
+    action_logprobs: list[float]  # the engine's log p of each sampled token
+    obs_ids: list[int]  # observation or feedback tokens (mask 0); empty on a leaf
+    action: Action  # parsed action: search / answer / invalid
+    finish: str  # engine finish reason: stop / eos / length
+    final: bool = False  # the forced last step (a search there is not executed)
+    passages: list[str] = field(default_factory=list)  # retrieved contents, for viewers
+
+
+@dataclass
+class LeafSequence:
+    """A root-to-leaf trajectory as one token sequence. Shapes (T,)."""
+
+    ids: list[int]
+    action_mask: list[int]  # 1 on model-sampled tokens, 0 on prompt and observations
+    logprobs: list[float]  # engine log-probs on action tokens, 0.0 elsewhere
+    prompt_len: int
+
+
+@dataclass
+class Rollout:
+    forest: Forest
+    prompts: list[list[int]]  # prompt token ids, indexed by the forest's prompt id
+    steps: list[StepRecord]  # indexed by a node's payload
+    kept: npt.NDArray[np.int64]  # leaf node ids kept for training (K per tree)
+    spend: SpendAccountant
+
+    def step(self, node: int) -> StepRecord:
+        return self.steps[int(self.forest.payload[node])]
+
+    def leaf_sequence(self, leaf: int) -> LeafSequence:
+        """Prompt, then each step's action and observation along the path to ``leaf``."""
+        prompt = self.prompts[int(self.forest.prompt_id[leaf])]
+        ids, mask, lps = list(prompt), [0] * len(prompt), [0.0] * len(prompt)
+        for node in self.forest.path(int(leaf)):
+            rec = self.step(int(node))
+            ids += rec.action_ids + rec.obs_ids
+            mask += [1] * len(rec.action_ids) + [0] * len(rec.obs_ids)
+            lps += rec.action_logprobs + [0.0] * len(rec.obs_ids)
+        return LeafSequence(ids, mask, lps, len(prompt))
+
+    def action_ids(self, leaf: int) -> list[int]:
+        """The model's own tokens along the path to ``leaf`` (observations left out)."""
+        return [t for node in self.forest.path(int(leaf)) for t in self.step(int(node)).action_ids]
+
+    def distinct_tokens(self) -> int:
+        """Tokens in the forest counting each prompt, step and observation once."""
+        used = set(self.forest.prompt_id.tolist())
+        steps = sum(len(s.action_ids) + len(s.obs_ids) for s in self.steps)
+        return sum(len(self.prompts[p]) for p in used) + steps

@@ -1,0 +1,37 @@
+"""The search-tool interface: a batch of queries in, the top-k passages of each out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrieved passage in the Search-R1 corpus format.
+
+    ``contents`` is ``"Title"\\ntext``: the title in double quotes on the first line.
+    """
+
+    id: str
+    contents: str
+    score: float | None = None
+
+    @property
+    def title(self) -> str:
+        """First line of ``contents`` (kept as written, quotes included, as Search-R1 does)."""
+        return self.contents.split("\n", 1)[0]
+
+    @property
+    def text(self) -> str:
+        """Everything after the first line."""
+        parts = self.contents.split("\n", 1)
+        return parts[1] if len(parts) > 1 else ""
+
+
+class SearchTool(Protocol):
+    """Anything that answers a batch of queries with ranked passages."""
+
+    def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
+        """Return, for each query in order, at most ``topk`` passages, best first."""
+        ...
