@@ -17,8 +17,16 @@ from treegrpo.tools.base import Passage
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")
 
-TAGS = ["<think>", "</think>", "<search>", "</search>", "<information>", "</information>",
-        "<answer>", "</answer>"]
+TAGS = [
+    "<think>",
+    "</think>",
+    "<search>",
+    "</search>",
+    "<information>",
+    "</information>",
+    "<answer>",
+    "</answer>",
+]
 PEOPLE = ["Alan", "Berta", "Cosmo", "Dalia", "Edvin", "Frida", "Gusto", "Hanne"]
 CITIES = ["Rome", "Oslo", "Lima", "Kyiv", "Doha", "Bern", "Riga", "Suva"]
 FACTS = {p: c for p, c in zip(PEOPLE, CITIES, strict=True)}
@@ -51,8 +59,9 @@ def trajectory(person: str, protocol: SearchProtocol) -> list[int]:
     enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
     first = enc(f"<think>find {person}</think><search>{person} born</search>")
     obs = protocol.observation_ids([p.contents for p in WordTool().search([f"{person} born"])[0]])
-    second = enc(f"<think>{person} was born in {FACTS[person]}</think>"
-                 f"<answer>{FACTS[person]}</answer>")
+    second = enc(
+        f"<think>{person} was born in {FACTS[person]}</think><answer>{FACTS[person]}</answer>"
+    )
     return first + obs + second
 
 

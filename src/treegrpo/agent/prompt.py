@@ -30,7 +30,9 @@ def instruction_text(question: str) -> str:
     return INSTRUCTION.format(question=format_question(question))
 
 
-def render_prompt(tokenizer: Any, question: str, use_chat_template: bool | None = None) -> list[int]:
+def render_prompt(
+    tokenizer: Any, question: str, use_chat_template: bool | None = None
+) -> list[int]:
     """Token ids of the prompt for ``question``.
 
     ``use_chat_template=None`` uses the tokenizer's chat template when it has one. The ids are

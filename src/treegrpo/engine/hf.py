@@ -103,7 +103,11 @@ class HFEngine:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = "logits_to_keep" in params
         probe = DynamicCache(config=model.config)
-        if reuse_cache and probe.layers and any(type(la) is not DynamicLayer for la in probe.layers):
+        if (
+            reuse_cache
+            and probe.layers
+            and any(type(la) is not DynamicLayer for la in probe.layers)
+        ):
             raise ValueError(
                 "reuse_cache needs full-attention layers; this model has sliding-window or other "
                 "cache layers. Use reuse_cache=False."
@@ -111,7 +115,8 @@ class HFEngine:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        device: torch.device = next(self.model.parameters()).device
+        return device
 
     def root(self) -> Segment:
         """The empty context."""
@@ -165,8 +170,9 @@ class HFEngine:
             if finish is None:
                 active.append(r)
             else:
-                results[r.index] = self._result(r, requests[r.index], r.tokens or [], r.logprobs or [],
-                                                finish, None, 0)
+                results[r.index] = self._result(
+                    r, requests[r.index], r.tokens or [], r.logprobs or [], finish, None, 0
+                )
         if active:
             self._decode(active, requests, params, generator, results)
         return [r for r in results if r is not None]
@@ -204,13 +210,15 @@ class HFEngine:
         end = fork.extend([pending[-1], *tokens[:-1]], end_kv)
         return StepResult(tokens, logprobs, finish, fork, end, r.prefill_width + decode_steps)
 
-    def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor,
-                 cache: DynamicCache) -> torch.Tensor:
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: DynamicCache
+    ) -> torch.Tensor:
         kwargs: dict[str, Any] = {self._cache_kw: cache, "use_cache": True}
         if self._keep_kw:
             kwargs["logits_to_keep"] = 1
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, **kwargs)
-        return out.logits[:, -1]  # (b, V)
+        logits: torch.Tensor = out.logits[:, -1]  # (b, V)
+        return logits
 
     def _prefill(self, rows: list[_Row]) -> torch.Tensor:
         """Compute every row's feed on top of its context; sets feed_kv and prefill_width and
@@ -330,15 +338,16 @@ def _padded_cache(kvs: Sequence[torch.Tensor | None], width: int, config: Any) -
     for i, k in enumerate(kvs):
         if k is not None and k.shape[3]:
             data[:, :, i, :, width - k.shape[3] :] = k
-    return DynamicCache([(data[layer, 0], data[layer, 1]) for layer in range(n_layers)],
-                        config=config)
+    return DynamicCache(
+        [(data[layer, 0], data[layer, 1]) for layer in range(n_layers)], config=config
+    )
 
 
 def _row_kv(cache: DynamicCache, row: int, start: int, stop: int) -> torch.Tensor:
     """(layers, 2, H, stop - start, D) copy of one row's cached columns [start, stop)."""
+    layers: list[DynamicLayer] = cache.layers  # type: ignore[assignment]  # checked in __init__
     return torch.stack(
-        [torch.stack([la.keys[row, :, start:stop], la.values[row, :, start:stop]])
-         for la in cache.layers]
+        [torch.stack([la.keys[row, :, start:stop], la.values[row, :, start:stop]]) for la in layers]  # type: ignore[index]
     )
 
 

@@ -29,8 +29,9 @@ class Segment:
     def __post_init__(self) -> None:
         self.length = len(self.tokens) + (self.parent.length if self.parent else 0)
         if self.kv is not None and self.kv.shape[3] != len(self.tokens):
-            raise ValueError(f"kv covers {self.kv.shape[3]} positions, segment has "
-                             f"{len(self.tokens)} tokens")
+            raise ValueError(
+                f"kv covers {self.kv.shape[3]} positions, segment has {len(self.tokens)} tokens"
+            )
 
     def path(self) -> list[Segment]:
         """Segments from the root to this one (the root first)."""

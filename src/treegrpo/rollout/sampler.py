@@ -145,18 +145,22 @@ class _Runner:
             done = not r.tokens or a.kind == "answer" or finals[i]
             obs: list[int] = []
             if not done:
-                obs = (self.protocol.observation_ids(passages[i]) if i in passages
-                       else self.protocol.invalid_ids())
+                obs = (
+                    self.protocol.observation_ids(passages[i])
+                    if i in passages
+                    else self.protocol.invalid_ids()
+                )
                 # No room to feed the observation and sample one more token: a length leaf.
                 done = r.end.length + 1 + len(obs) >= cap
                 obs = [] if done else obs
-            record = StepRecord(r.tokens, r.logprobs, obs, a, r.finish, finals[i],
-                                passages.get(i, []))
+            record = StepRecord(
+                r.tokens, r.logprobs, obs, a, r.finish, finals[i], passages.get(i, [])
+            )
             node = self.forest.add_node(e.parent, payload=len(self.steps), leaf=done)
             self.steps.append(record)
-            self.spend.add(pid, generated=len(r.tokens), processed=r.processed,
-                           tool_calls=int(i in passages))
+            self.spend.add(
+                pid, generated=len(r.tokens), processed=r.processed, tool_calls=int(i in passages)
+            )
             if not done:
                 nxt.append(_Episode(node, r.end, [r.tokens[-1], *obs]))
         return nxt
-

@@ -1,0 +1,139 @@
+"""The engine against plain forward passes of the same real (tiny) transformers model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from treegrpo.agent.stops import StepStopper
+from treegrpo.engine.hf import HFEngine, StepRequest
+from treegrpo.engine.sampling import SamplingParams, sample
+from treegrpo.engine.segments import Segment
+from treegrpo.models.tiny import tiny_qwen2
+
+GREEDY = SamplingParams(greedy=True, max_new_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def model(split_tokenizer):  # type: ignore[no-untyped-def]
+    return tiny_qwen2(len(split_tokenizer), hidden=64, layers=2, seed=1)
+
+
+def _reference_logprobs(model, context: list[int], tokens: list[int]) -> list[float]:  # type: ignore[no-untyped-def]
+    full = torch.tensor([context + tokens])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(full).logits[0].float(), dim=-1)
+    return [logp[len(context) + j - 1, t].item() for j, t in enumerate(tokens)]
+
+
+def _prompts(tok) -> list[list[int]]:  # type: ignore[no-untyped-def]
+    texts = ["capital of France", "<think>I should", "x", "Paris is the capital of France."]
+    return [tok(t)["input_ids"] for t in texts]
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_logprobs_match_a_fresh_forward_over_two_turns(model, split_tokenizer, reuse) -> None:  # type: ignore[no-untyped-def]
+    eng = HFEngine(model, split_tokenizer, StepStopper(split_tokenizer), reuse_cache=reuse)
+    prompts = _prompts(split_tokenizer)
+    gen = torch.Generator().manual_seed(0)
+    sampling = SamplingParams(max_new_tokens=9)
+    first = eng.step([StepRequest(eng.root(), p) for p in prompts], sampling, gen)
+    obs = split_tokenizer(" <information>obs</information>")["input_ids"]
+    second = eng.step([StepRequest(r.end, [r.tokens[-1], *obs]) for r in first], sampling, gen)
+    for p, r1, r2 in zip(prompts, first, second, strict=True):
+        assert r1.end.context_tokens() == p + r1.tokens[:-1]
+        assert r1.fork.context_tokens() == p[:-1]
+        ref1 = _reference_logprobs(model, p, r1.tokens)
+        assert r1.logprobs == pytest.approx(ref1, abs=1e-4)
+        ctx = p + r1.tokens + obs
+        assert r2.end.context_tokens() == ctx + r2.tokens[:-1]
+        assert r2.logprobs == pytest.approx(_reference_logprobs(model, ctx, r2.tokens), abs=1e-4)
+
+
+def test_cached_kv_equals_a_fresh_forward(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    eng = HFEngine(model, split_tokenizer)
+    p = _prompts(split_tokenizer)[3]
+    (r,) = eng.step([StepRequest(eng.root(), p)], GREEDY)
+    ctx = r.end.context_tokens()
+    with torch.no_grad():
+        out = model(torch.tensor([ctx]), use_cache=True)
+    layers = out.past_key_values.layers
+    fresh = torch.stack([torch.stack([la.keys[0], la.values[0]]) for la in layers])
+    cached = r.end.context_kv()
+    assert cached is not None and cached.shape == fresh.shape
+    torch.testing.assert_close(cached, fresh, atol=1e-5, rtol=1e-4)
+
+
+def test_cache_on_and_off_give_identical_greedy_steps(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    outs = []
+    for reuse in (True, False):
+        eng = HFEngine(model, split_tokenizer, StepStopper(split_tokenizer), reuse_cache=reuse)
+        first = eng.step([StepRequest(eng.root(), p) for p in _prompts(split_tokenizer)], GREEDY)
+        # fork every sequence twice from its prompt and continue once from its end
+        reqs = [
+            StepRequest(r.fork, [p[-1]])
+            for r, p in zip(first, _prompts(split_tokenizer), strict=True)
+        ]
+        reqs += [StepRequest(r.end, [r.tokens[-1], 5, 6, 7]) for r in first]
+        outs.append([r.tokens for r in first] + [r.tokens for r in eng.step(reqs, GREEDY)])
+    assert outs[0] == outs[1]
+    # greedy forks from the prompt reproduce the first step exactly
+    assert outs[0][4:8] == outs[0][:4]
+
+
+def test_rows_leave_the_batch_when_their_step_ends(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    eng = HFEngine(model, split_tokenizer)
+    p = _prompts(split_tokenizer)[0]
+    reqs = [StepRequest(eng.root(), p, max_new_tokens=n) for n in (1, 4, 10)]
+    res = eng.step(reqs, GREEDY)
+    assert [len(r.tokens) for r in res] == [1, 4, 10]
+    assert [r.finish for r in res] == ["length"] * 3
+    # each row pays its prefill plus one decode position per token it fed, nothing after it left
+    assert [r.processed for r in res] == [len(p), len(p) + 3, len(p) + 9]
+    # no room: an empty step
+    (empty,) = eng.step([StepRequest(eng.root(), p, max_new_tokens=0)], GREEDY)
+    assert empty.tokens == [] and empty.finish == "length" and empty.processed == 0
+
+
+def test_stops_on_eos_and_on_tags(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    p = _prompts(split_tokenizer)[1]
+    (probe,) = HFEngine(model, split_tokenizer).step([StepRequest(Segment(None, []), p)], GREEDY)
+    third = probe.tokens[2]
+    eng = HFEngine(model, split_tokenizer, eos_ids=[third])
+    (r,) = eng.step([StepRequest(eng.root(), p)], GREEDY)
+    assert r.finish == "eos" and r.tokens == probe.tokens[: probe.tokens.index(third) + 1]
+
+    class StopAfterTwo:
+        def hit(self, tokens):  # type: ignore[no-untyped-def]
+            return len(tokens) == 2
+
+    (r,) = HFEngine(model, split_tokenizer, StopAfterTwo(), eos_ids=[]).step(
+        [StepRequest(Segment(None, []), p)], GREEDY
+    )
+    assert r.finish == "stop" and r.tokens == probe.tokens[:2]
+
+
+def test_prefill_shares_a_prompt_and_chunks_by_length(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    eng = HFEngine(model, split_tokenizer, pad_waste=0.05)
+    prompts = _prompts(split_tokenizer)
+    segs, cost = eng.prefill([eng.root()] * len(prompts), prompts)
+    # different lengths go to different chunks: each row costs exactly its own tokens
+    assert cost == [len(p) for p in prompts]
+    assert [s.context_tokens() for s in segs] == prompts
+    with pytest.raises(ValueError, match="no pending token"):
+        eng.step([StepRequest(segs[0], [])], GREEDY)
+
+
+def test_sampling_is_seeded_and_respects_top_k() -> None:
+    logits = torch.randn(64, 50)
+    a, lp = sample(logits, SamplingParams(top_k=3), torch.Generator().manual_seed(1))
+    b, _ = sample(logits, SamplingParams(top_k=3), torch.Generator().manual_seed(1))
+    assert torch.equal(a, b)
+    top3 = logits.topk(3, dim=-1).indices
+    assert (top3 == a[:, None]).any(dim=-1).all()
+    torch.testing.assert_close(lp, torch.log_softmax(logits, -1).gather(-1, a[:, None])[:, 0])
+    # top_p so small that only the best token survives == greedy
+    c, _ = sample(logits, SamplingParams(top_p=1e-6), torch.Generator().manual_seed(2))
+    assert torch.equal(c, logits.argmax(-1))
+    with pytest.raises(ValueError):
+        SamplingParams(temperature=0)
