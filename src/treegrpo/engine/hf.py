@@ -34,6 +34,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from treegrpo.engine.cache import buffer_cache
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
 
@@ -103,6 +104,7 @@ class HFEngine:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = "logits_to_keep" in params
         probe = DynamicCache(config=model.config)
+        self._n_layers = len(probe.layers) or model.config.get_text_config().num_hidden_layers
         if (
             reuse_cache
             and probe.layers
@@ -268,7 +270,7 @@ class HFEngine:
             mask[i, c + p - n :] = 1
             ids[i, p - n :] = torch.tensor(r.feed, device=dev)
             pos[i, p - n :] = torch.arange(n_ctx, n_ctx + n, device=dev)
-        cache = _padded_cache(ctx_kv, c, self.model.config)
+        cache = _padded_cache(ctx_kv, c, p, self.model.config, self._n_layers)
         logits = self._forward(ids, mask, pos, cache)
         for i, r in enumerate(rows):
             r.feed_kv = _row_kv(cache, i, c + p - len(r.feed), c + p)
@@ -293,7 +295,8 @@ class HFEngine:
         mask = torch.zeros(len(rows), width, dtype=torch.long, device=dev)
         for i, k in enumerate(full):
             mask[i, width - k.shape[3] :] = 1
-        cache = _padded_cache(full, width, self.model.config)
+        room = max(r.limit for r in rows)
+        cache = _padded_cache(full, width, room, self.model.config, self._n_layers)
         del full
         lengths = torch.tensor([r.context.length + len(r.feed) for r in rows], device=dev)
         steps = 0
@@ -328,19 +331,20 @@ class HFEngine:
                 lengths = lengths[idx]
 
 
-def _padded_cache(kvs: Sequence[torch.Tensor | None], width: int, config: Any) -> DynamicCache:
-    """A DynamicCache of ``width`` columns with each row's KV right-aligned (zeros elsewhere)."""
+def _padded_cache(
+    kvs: Sequence[torch.Tensor | None], width: int, room: int, config: Any, n_layers: int
+) -> DynamicCache:
+    """A cache of ``width`` columns with each row's KV right-aligned (zeros elsewhere) and room
+    for ``room`` more columns."""
     ref = next((k for k in kvs if k is not None), None)
     if ref is None or width == 0:
-        return DynamicCache(config=config)
-    n_layers, _, heads, _, dim = ref.shape
-    data = torch.zeros(n_layers, 2, len(kvs), heads, width, dim, dtype=ref.dtype, device=ref.device)
+        return buffer_cache(config, n_layers, room)
+    n, _, heads, _, dim = ref.shape
+    data = torch.zeros(n, 2, len(kvs), heads, width, dim, dtype=ref.dtype, device=ref.device)
     for i, k in enumerate(kvs):
         if k is not None and k.shape[3]:
             data[:, :, i, :, width - k.shape[3] :] = k
-    return DynamicCache(
-        [(data[layer, 0], data[layer, 1]) for layer in range(n_layers)], config=config
-    )
+    return buffer_cache(config, n, width + room, data)
 
 
 def _row_kv(cache: DynamicCache, row: int, start: int, stop: int) -> torch.Tensor:

@@ -1,0 +1,261 @@
+"""Rollout engine benchmark: prefix caching vs re-prefill, and our chain steps vs HF `generate`.
+
+Everything is measured side by side in one run, each timing the median of --repeats runs:
+
+A. token efficiency: positions the model computed (prefill + decode, padding included) ÷
+   distinct tokens of the finished forest, tree (2,2,1), cache on vs off (tiny trained agent);
+B. tree speed: wall time of tree rollouts (2,2,1), cache on vs re-prefill, on a bigger
+   random-weight Qwen2 whose steps run to the token limit (long contexts, as in real runs);
+C. chain speed: one agent step for a batch of prompts, our engine vs transformers'
+   `model.generate` (stop strings on, so both stop on the same tags; `generate` keeps finished
+   rows in the batch), and full multi-turn chain rollouts vs a loop of `generate` calls that
+   re-feeds the whole context every turn (what Search-R1-style loops do).
+
+    .venv/bin/python bench/rollout.py            # writes bench/results/rollout.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the tiny trained agent used by the tests
+
+from agent_fixtures import PEOPLE, WordTool, trained_agent  # noqa: E402
+from treegrpo.agent.stops import STEP_END_TAGS, StepStopper  # noqa: E402
+from treegrpo.core.budget import TreeShape  # noqa: E402
+from treegrpo.engine.hf import HFEngine, StepRequest  # noqa: E402
+from treegrpo.engine.sampling import SamplingParams  # noqa: E402
+from treegrpo.models.tiny import tiny_qwen2  # noqa: E402
+from treegrpo.rollout.sampler import AgentLimits, sample_forest  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def tree_run(
+    model: Any,
+    agent: Any,
+    reuse: bool,
+    prompts: list[list[int]],
+    sampling: SamplingParams,
+    limits: AgentLimits,
+) -> Any:
+    eng = HFEngine(model, agent.tokenizer, StepStopper(agent.tokenizer), reuse_cache=reuse)
+    return sample_forest(
+        eng, agent.protocol, WordTool(), prompts, TreeShape(2, 2, 1), sampling, limits, seed=0
+    )
+
+
+def generate_step(model: Any, tok: Any, prompts: list[list[int]], sampling: SamplingParams) -> int:
+    """One batched `generate` call with left padding; returns tokens produced (pads excluded)."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), tok.pad_token_id)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = torch.tensor(p)
+        mask[i, width - len(p) :] = 1
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        do_sample=True,
+        top_k=0,
+        top_p=1.0,
+        temperature=1.0,
+        max_new_tokens=sampling.max_new_tokens,
+        stop_strings=list(STEP_END_TAGS),
+        tokenizer=tok,
+        pad_token_id=tok.pad_token_id,
+    )
+    new = out[:, width:]
+    return int((new != tok.pad_token_id).sum())
+
+
+def generate_chains(
+    model: Any, agent: Any, prompts: list[list[int]], sampling: SamplingParams, limits: AgentLimits
+) -> int:
+    """Multi-turn chains with `generate`, re-feeding the whole context each turn."""
+    tok, proto, tool = agent.tokenizer, agent.protocol, WordTool()
+    contexts = [list(p) for p in prompts]
+    active = list(range(len(prompts)))
+    produced = 0
+    for turn in range(limits.max_turns + 1):
+        if not active:
+            break
+        width = max(len(contexts[i]) for i in active)
+        ids = torch.full((len(active), width), tok.pad_token_id)
+        mask = torch.zeros_like(ids)
+        for r, i in enumerate(active):
+            ids[r, width - len(contexts[i]) :] = torch.tensor(contexts[i])
+            mask[r, width - len(contexts[i]) :] = 1
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=True,
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=sampling.max_new_tokens,
+            stop_strings=list(STEP_END_TAGS),
+            tokenizer=tok,
+            pad_token_id=tok.pad_token_id,
+        )
+        nxt = []
+        for r, i in enumerate(active):
+            step = [t for t in out[r, width:].tolist() if t != tok.pad_token_id]
+            produced += len(step)
+            action = proto.parse(step)
+            if action.kind == "answer" or turn == limits.max_turns:
+                continue
+            obs = (
+                proto.observation_ids([p.contents for p in tool.search([action.text])[0]])
+                if action.kind == "search"
+                else proto.invalid_ids()
+            )
+            contexts[i] += step + obs
+            if len(contexts[i]) + sampling.max_new_tokens < limits.max_context:
+                nxt.append(i)
+        active = nxt
+    return produced
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rollout.json"))
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    agent = trained_agent()
+    prompts = [agent.prompt(p) for p in PEOPLE]  # 8 prompts
+    limits = AgentLimits(max_turns=3, topk=3, max_context=2048)
+    res: dict[str, Any] = {
+        "machine": f"{platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}"
+    }
+
+    # A. token efficiency, tiny trained agent
+    sampling = SamplingParams(max_new_tokens=48)
+    for reuse in (True, False):
+        t, ro = median_time(
+            lambda r=reuse: tree_run(agent.model, agent, r, prompts, sampling, limits), args.repeats
+        )
+        spend = ro.spend.total()
+        res[f"A_tiny_tree_{'cache' if reuse else 'reprefill'}"] = {
+            "seconds": t,
+            "processed": spend.processed,
+            "distinct": ro.distinct_tokens(),
+            "ratio": spend.processed / ro.distinct_tokens(),
+            "generated": spend.generated,
+            "leaves": spend.leaves,
+            "tool_calls": spend.tool_calls,
+        }
+
+    # B. tree speed on a bigger random-weight model (steps run to the token limit)
+    big = tiny_qwen2(len(agent.tokenizer), hidden=512, layers=8, heads=8, kv_heads=4, seed=0)
+    n_params = sum(p.numel() for p in big.parameters())
+    sampling_b = SamplingParams(max_new_tokens=96)
+    for reuse in (True, False):
+        t, ro = median_time(
+            lambda r=reuse: tree_run(big, agent, r, prompts, sampling_b, limits), args.repeats
+        )
+        spend = ro.spend.total()
+        res[f"B_big_tree_{'cache' if reuse else 'reprefill'}"] = {
+            "seconds": t,
+            "processed": spend.processed,
+            "distinct": ro.distinct_tokens(),
+            "ratio": spend.processed / ro.distinct_tokens(),
+            "generated": spend.generated,
+            "params": n_params,
+        }
+
+    # C. chain speed vs HF generate, 32 prompts (the 8 questions × 4)
+    batch = prompts * 4
+    for name, model in (("tiny_agent", agent.model), ("big_random", big)):
+        sp = SamplingParams(max_new_tokens=64)
+        eng = HFEngine(model, agent.tokenizer, StepStopper(agent.tokenizer))
+        gen = torch.Generator().manual_seed(0)
+        t_ours, out = median_time(
+            lambda e=eng, g=gen, s=sp: e.step([StepRequest(e.root(), p) for p in batch], s, g),
+            args.repeats,
+        )
+        t_hf, hf_tokens = median_time(
+            lambda m=model, s=sp: generate_step(m, agent.tokenizer, batch, s), args.repeats
+        )
+        res[f"C_step_{name}"] = {
+            "ours_s": t_ours,
+            "generate_s": t_hf,
+            "ours_tokens": sum(len(r.tokens) for r in out),
+            "generate_tokens": hf_tokens,
+        }
+        t_ours, ro = median_time(
+            lambda m=model, s=sp: sample_forest(
+                HFEngine(m, agent.tokenizer, StepStopper(agent.tokenizer)),
+                agent.protocol,
+                WordTool(),
+                batch,
+                TreeShape(1),
+                s,
+                limits,
+                seed=0,
+            ),
+            args.repeats,
+        )
+        t_hf, hf_tokens = median_time(
+            lambda m=model, s=sp: generate_chains(m, agent, batch, s, limits), args.repeats
+        )
+        res[f"C_chains_{name}"] = {
+            "ours_s": t_ours,
+            "generate_s": t_hf,
+            "ours_tokens": ro.spend.total().generated,
+            "generate_tokens": hf_tokens,
+        }
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=2))
+    print(json.dumps(res, indent=2))
+    a_on, a_off = res["A_tiny_tree_cache"], res["A_tiny_tree_reprefill"]
+    b_on, b_off = res["B_big_tree_cache"], res["B_big_tree_reprefill"]
+    print("\n| measure | cache | re-prefill | ratio |\n|---|---|---|---|")
+    print(
+        f"| A tiny agent (2,2,1): processed ÷ distinct | {a_on['ratio']:.3f} | "
+        f"{a_off['ratio']:.3f} | {a_off['ratio'] / a_on['ratio']:.2f}× |"
+    )
+    print(
+        f"| B {n_params / 1e6:.1f}M random (2,2,1): wall s | {b_on['seconds']:.2f} | "
+        f"{b_off['seconds']:.2f} | {b_off['seconds'] / b_on['seconds']:.2f}× faster |"
+    )
+    print(f"| B processed ÷ distinct | {b_on['ratio']:.3f} | {b_off['ratio']:.3f} | |")
+    print("\n| chain job (32 prompts) | ours s | generate s | speed-up |\n|---|---|---|---|")
+    for key in (
+        "C_step_tiny_agent",
+        "C_chains_tiny_agent",
+        "C_step_big_random",
+        "C_chains_big_random",
+    ):
+        r = res[key]
+        print(
+            f"| {key[2:]} | {r['ours_s']:.2f} | {r['generate_s']:.2f} | "
+            f"{r['generate_s'] / r['ours_s']:.2f}× |"
+        )
+
+
+if __name__ == "__main__":
+    main()
