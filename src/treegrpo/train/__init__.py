@@ -1,0 +1,1 @@
+"""The RL loop: losses (pure torch functions) and the trainer."""
