@@ -1,0 +1,97 @@
+"""Token batches for the update: per-leaf sequences grouped by length into micro-batches.
+
+A causal LM's logits at position t predict token t + 1, so every per-token tensor here lives in
+*target* space: for a sequence of n ids, positions 0..n−2 hold the prediction of ids[1..n−1].
+Each action token carries its leaf's advantage; prompt, observation and padding tokens have
+mask 0 (ALGORITHM.md §3–4).
+
+Sequences are sorted by length and cut into micro-batches under a token budget, so the padding
+the model computes stays small (reported as ``pad_fraction``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from treegrpo.rollout.records import LeafSequence
+
+
+@dataclass
+class MicroBatch:
+    """b sequences padded to T ids; per-token tensors are (b, T − 1) in target space."""
+
+    index: list[int]  # positions of these sequences in the caller's list
+    input_ids: torch.Tensor  # (b, T)
+    attention_mask: torch.Tensor  # (b, T) 1 on real tokens
+    targets: torch.Tensor  # (b, T − 1) ids[1:]
+    action_mask: torch.Tensor  # (b, T − 1) float, 1 where the target is a model action
+    advantages: torch.Tensor  # (b, T − 1) leaf advantage on action targets, 0 elsewhere
+    sampled_logprobs: torch.Tensor  # (b, T − 1) the engine's log-probs on action targets
+
+    @property
+    def n_action_tokens(self) -> int:
+        return int(self.action_mask.sum().item())
+
+    def to(self, device: torch.device) -> MicroBatch:
+        return MicroBatch(
+            self.index,
+            *(
+                t.to(device)
+                for t in (
+                    self.input_ids,
+                    self.attention_mask,
+                    self.targets,
+                    self.action_mask,
+                    self.advantages,
+                    self.sampled_logprobs,
+                )
+            ),
+        )
+
+
+def make_micro_batches(
+    seqs: Sequence[LeafSequence],
+    advantages: Sequence[float],
+    max_tokens: int,
+    pad_id: int = 0,
+) -> list[MicroBatch]:
+    """Sort by length and pack into micro-batches of at most ``max_tokens`` padded positions
+    (a longer sequence gets a micro-batch of its own)."""
+    if len(seqs) != len(advantages):
+        raise ValueError(f"{len(seqs)} sequences but {len(advantages)} advantages")
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i].ids))
+    groups: list[list[int]] = []
+    for i in order:
+        n = len(seqs[i].ids)
+        if groups and n * (len(groups[-1]) + 1) <= max_tokens:
+            groups[-1].append(i)  # sorted ascending, so n is the group's width
+        else:
+            groups.append([i])
+    return [_pad([seqs[i] for i in g], [advantages[i] for i in g], g, pad_id) for g in groups]
+
+
+def _pad(seqs: list[LeafSequence], advs: list[float], index: list[int], pad_id: int) -> MicroBatch:
+    b, width = len(seqs), max(len(s.ids) for s in seqs)
+    ids = torch.full((b, width), pad_id, dtype=torch.long)
+    attn = torch.zeros(b, width, dtype=torch.long)
+    act = torch.zeros(b, width, dtype=torch.float32)
+    lps = torch.zeros(b, width, dtype=torch.float32)
+    for i, s in enumerate(seqs):
+        n = len(s.ids)
+        ids[i, :n] = torch.tensor(s.ids)
+        attn[i, :n] = 1
+        act[i, :n] = torch.tensor(s.action_mask, dtype=torch.float32)
+        lps[i, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
+    mask = act[:, 1:]
+    adv = torch.tensor(advs, dtype=torch.float32)[:, None] * mask
+    return MicroBatch(index, ids, attn, ids[:, 1:], mask, adv, lps[:, 1:] * mask)
+
+
+def pad_fraction(batches: Sequence[MicroBatch]) -> float:
+    """Share of computed positions that are padding."""
+    total = sum(mb.input_ids.numel() for mb in batches)
+    real = sum(int(mb.attention_mask.sum()) for mb in batches)
+    return 1.0 - real / total if total else 0.0
