@@ -30,12 +30,12 @@ unit: setup
 	$(PY) -m pytest
 
 lint: setup
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
 
 format: setup
-	$(VENV)/bin/ruff check --fix src tests
-	$(VENV)/bin/ruff format src tests
+	$(VENV)/bin/ruff check --fix src tests bench
+	$(VENV)/bin/ruff format src tests bench
 
 typecheck: setup
 	$(VENV)/bin/mypy

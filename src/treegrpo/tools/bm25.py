@@ -1,0 +1,178 @@
+"""BM25 retrieval over a Search-R1 corpus, on the ``bm25s`` package, with an on-disk index cache.
+
+bm25s builds the index: every (term, document) BM25 weight precomputed into a sparse
+(documents × terms) matrix, so a query's scores are a sum of its terms' posting lists. We score
+with our own ``top_documents`` rather than ``bm25s.BM25.retrieve``: it merges posting lists with
+``bincount`` (bm25s uses ``np.add.at``, several times slower), selects the top-k among matched
+documents only, and orders ties deterministically: about 0.3 ms per query over 100k passages
+on one core, 5× faster than ``retrieve``. Defaults k1 = 0.9, b = 0.4 are Pyserini's (what
+Search-R1's BM25 server uses); bm25s's own defaults are 1.5 / 0.75.
+
+Documents that share no term with a query are not returned (their score is 0, the ranking among
+them is arbitrary), so a query can get fewer than ``topk`` passages, as with Pyserini.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from treegrpo.tools.base import Passage
+from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
+from treegrpo.tools.corpus import file_digest, passages_digest, read_corpus
+from treegrpo.tools.tokenizer import StemmerChoice, Tokenizer
+
+log = logging.getLogger(__name__)
+
+Method = Literal["lucene", "robertson", "atire"]
+
+
+class BM25Retriever:
+    """Lexical retriever: ``search(queries, topk)`` → ranked ``Passage`` lists with BM25 scores.
+
+    Args:
+        corpus: A jsonl corpus path (see ``treegrpo.tools.corpus``) or the passages themselves.
+        k1: Term-frequency saturation.
+        b: Length normalization.
+        method: bm25s's BM25 variant ("lucene" is Lucene's / Pyserini's).
+        stemmer: "auto" stems with PyStemmer's English Snowball stemmer when installed; "none"
+            never stems; "english" requires it.
+        stopwords: Drop NLTK's English stopwords.
+        cache_dir: Root of the index cache (default ``default_cache_root()``); the index lives
+            in ``<cache_dir>/bm25/<key>``, key = hash of corpus contents and all settings.
+        use_cache: Set False to always build in memory and write nothing.
+    """
+
+    def __init__(
+        self,
+        corpus: str | Path | Sequence[Passage],
+        *,
+        k1: float = 0.9,
+        b: float = 0.4,
+        method: Method = "lucene",
+        stemmer: StemmerChoice = "auto",
+        stopwords: bool = True,
+        cache_dir: str | Path | None = None,
+        use_cache: bool = True,
+    ) -> None:
+        import bm25s
+
+        self._bm25s = bm25s
+        self.tokenizer = Tokenizer(stemmer=stemmer, stopwords=stopwords)
+        if isinstance(corpus, str | Path):
+            digest = file_digest(corpus)
+            passages = read_corpus(corpus)
+        else:
+            passages = list(corpus)
+            digest = passages_digest(passages)
+        if not passages:
+            raise ValueError(f"cannot build a BM25 index over an empty corpus ({corpus!r:.80})")
+        self.ids = [p.id for p in passages]
+        self.contents = [p.contents for p in passages]
+        self._params = {"k1": k1, "b": b, "method": method}
+        meta = {
+            "corpus_sha256": digest,
+            "bm25s": bm25s.__version__,
+            **self._params,
+            **self.tokenizer.settings,
+        }
+        self.cache_path: Path | None = None
+        self.loaded_from_cache = False
+        if use_cache:
+            root = Path(cache_dir) if cache_dir is not None else default_cache_root()
+            self.cache_path = root / "bm25" / cache_key(**meta)
+            self.loaded_from_cache = cached_dir(self.cache_path, self._build_and_save, meta)
+            self._model = bm25s.BM25.load(str(self.cache_path), mmap=False, show_progress=False)
+            if self._model.scores["num_docs"] != len(passages):
+                raise RuntimeError(f"BM25 cache {self.cache_path} does not match the corpus")
+        else:
+            self._model = self._build()
+        if self._model.method not in ("lucene", "robertson", "atire"):
+            raise ValueError(f"unsupported BM25 method {self._model.method!r}")
+        self._vocab: dict[str, int] = self._model.vocab_dict
+        log.info("BM25 over %d passages (cache: %s)", len(self), self.cache_path)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _build(self) -> Any:
+        vocab: dict[str, int] = {}
+        doc_ids = self.tokenizer.to_ids(self.contents, vocab, grow=True)
+        model = self._bm25s.BM25(**self._params)
+        model.index((doc_ids, vocab), create_empty_token=False, show_progress=False)
+        return model
+
+    def _build_and_save(self, directory: Path) -> None:
+        self._build().save(str(directory), show_progress=False)
+
+    def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
+        """For each query, at most ``topk`` passages with a positive score, best first.
+
+        Ties are broken by corpus order, so results are deterministic.
+        """
+        if topk < 1:
+            raise ValueError(f"topk must be >= 1, got {topk}")
+        s = self._model.scores
+        out: list[list[Passage]] = []
+        for terms in self.tokenizer.to_ids(queries, self._vocab):
+            docs, vals = top_documents(
+                s["indptr"], s["indices"], s["data"], s["num_docs"], terms, topk
+            )
+            out.append(
+                [
+                    Passage(self.ids[d], self.contents[d], v)
+                    for d, v in zip(docs.tolist(), vals.tolist(), strict=True)
+                ]
+            )
+        return out
+
+
+def top_documents(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    n_docs: int,
+    terms: list[int],
+    k: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (documents, scores) of one query from a CSC (documents × terms) weight matrix.
+
+    A document's score is the sum of its weights over the query's terms (a repeated term counts
+    again, as in bm25s). When the query's posting lists are short next to the corpus, documents
+    are merged sparsely (cost ∝ postings); otherwise scores are accumulated densely with
+    ``bincount`` (cost ∝ corpus size, but branch-free and about 0.2 ms per 100k documents).
+    Only positive scores are returned; ties are ordered by document index.
+    """
+    if not terms:
+        return np.empty(0, np.int64), np.empty(0, np.float64)
+    docs: np.ndarray  # (n,) document indices
+    vals: np.ndarray  # (n,) their scores
+    spans = [(indptr[i], indptr[i + 1]) for i in terms]
+    if len(spans) == 1:  # a posting list holds each document once
+        (lo, hi) = spans[0]
+        docs, vals = indices[lo:hi].astype(np.int64), data[lo:hi].astype(np.float64)
+    else:
+        docs = np.concatenate([indices[lo:hi] for lo, hi in spans]).astype(np.int64)
+        weights = np.concatenate([data[lo:hi] for lo, hi in spans]).astype(np.float64)
+        if len(docs) * 16 < n_docs:
+            docs, inverse = np.unique(docs, return_inverse=True)
+            vals = np.bincount(inverse, weights=weights)
+        else:
+            dense = np.bincount(docs, weights=weights, minlength=n_docs)
+            if n_docs > k:
+                kth = dense[np.argpartition(-dense, k - 1)[k - 1]]
+                docs = np.flatnonzero(dense >= kth)
+            else:
+                docs = np.arange(n_docs)
+            vals = dense[docs]
+    keep = vals > 0
+    docs, vals = docs[keep], vals[keep]
+    if len(vals) > k:  # keep the k best and everything tied with the k-th, then order
+        kth = -np.partition(-vals, k - 1)[k - 1]
+        docs, vals = docs[vals >= kth], vals[vals >= kth]
+    order = np.lexsort((docs, -vals))[:k]
+    return docs[order], vals[order]

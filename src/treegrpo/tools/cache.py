@@ -1,0 +1,61 @@
+"""On-disk caches for retriever indexes.
+
+An index is a pure function of (corpus contents, settings), so its cache directory is named by
+a hash of both: a changed corpus or a changed setting simply misses and rebuilds, and nothing
+ever needs invalidating by hand. Builds write into a temporary sibling and rename it into
+place, so a crash or two processes building at once never leave a half-written index behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CACHE_ENV = "TREEGRPO_CACHE_DIR"
+
+
+def default_cache_root() -> Path:
+    """``$TREEGRPO_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/treegrpo`` (``~/.cache/treegrpo``)."""
+    if env := os.environ.get(CACHE_ENV):
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "treegrpo"
+
+
+def cache_key(**parts: Any) -> str:
+    """A short stable hash of JSON-serializable parts (corpus digest, model, settings)."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:24]
+
+
+def cached_dir(entry: Path, build: Callable[[Path], None], meta: dict[str, Any]) -> bool:
+    """Make sure ``entry`` holds a complete index; return True when it was already there.
+
+    ``build(tmp)`` writes the index into an empty temporary directory; on success the directory
+    is renamed to ``entry`` and ``meta.json`` (the key's parts, for humans) written into it. A
+    directory without ``meta.json`` is an interrupted build and is rebuilt.
+    """
+    if (entry / "meta.json").is_file():
+        return True
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+    try:
+        build(tmp)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        if entry.exists():  # an interrupted build left it without meta.json
+            shutil.rmtree(entry, ignore_errors=True)
+        try:
+            tmp.rename(entry)
+        except OSError:
+            # Another process finished the same build first; its copy is just as good.
+            if not (entry / "meta.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return False

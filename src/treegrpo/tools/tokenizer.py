@@ -1,0 +1,69 @@
+"""Lexical tokenization for BM25: lowercase, word regex, English stopwords, optional stemming.
+
+The same function must tokenize the corpus at index time and every query at search time, or
+query terms silently stop matching; keeping it in one small object (whose ``settings`` go into
+the index cache key) makes that impossible to get wrong. The word pattern and stopword list are
+bm25s's (scikit-learn's ``CountVectorizer`` pattern, NLTK's English stopwords). Stemming uses
+the Snowball stemmer from PyStemmer when it is installed; it is optional, and nothing is ever
+downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Literal
+
+StemmerChoice = Literal["auto", "english", "none"]
+
+_WORD = re.compile(r"(?u)\b\w\w+\b")
+
+
+def _load_stemmer(choice: StemmerChoice) -> Any | None:
+    if choice == "none":
+        return None
+    try:
+        import Stemmer  # PyStemmer
+    except ImportError:
+        if choice == "english":
+            raise ImportError(
+                "stemmer='english' needs PyStemmer (pip install PyStemmer); "
+                "use stemmer='none' or 'auto' to go without"
+            ) from None
+        return None
+    return Stemmer.Stemmer("english")
+
+
+class Tokenizer:
+    """Text → list of terms. ``settings`` describes it completely (for cache keys)."""
+
+    def __init__(self, stemmer: StemmerChoice = "auto", stopwords: bool = True) -> None:
+        from bm25s.stopwords import STOPWORDS_EN
+
+        self._stemmer = _load_stemmer(stemmer)
+        self._stopwords = frozenset(STOPWORDS_EN) if stopwords else frozenset()
+        self.settings = {
+            "pattern": _WORD.pattern,
+            "lowercase": True,
+            "stopwords": "nltk-en" if stopwords else None,
+            "stemmer": "snowball-english" if self._stemmer is not None else None,
+        }
+
+    def __call__(self, text: str) -> list[str]:
+        words = [w for w in _WORD.findall(text.lower()) if w not in self._stopwords]
+        if self._stemmer is not None and words:
+            words = self._stemmer.stemWords(words)
+        return words
+
+    def to_ids(
+        self, texts: Iterable[str], vocab: dict[str, int], grow: bool = False
+    ) -> list[list[int]]:
+        """Tokenize and map terms to ids; unknown terms are added when ``grow``, else dropped."""
+        out = []
+        for text in texts:
+            terms = self(text)
+            if grow:
+                out.append([vocab.setdefault(t, len(vocab)) for t in terms])
+            else:
+                out.append([i for t in terms if (i := vocab.get(t)) is not None])
+        return out
