@@ -148,7 +148,7 @@ def test_searches_hit_the_tool_and_observations_follow(agent: Agent) -> None:
     ro, _, tool = _roll(agent, TreeShape(2, 2, 1))
     searches = [s for s in ro.steps if s.action.kind == "search" and not s.final and s.obs_ids]
     assert searches, "the trained agent should search"
-    assert len(tool.calls) == sum(1 for s in ro.steps if s.passages)
+    assert len(tool.calls) == sum(s.searched for s in ro.steps)
     assert ro.spend.total().tool_calls == len(tool.calls)
     for s in searches:
         text = agent.protocol.decode(s.obs_ids)

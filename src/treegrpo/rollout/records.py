@@ -22,6 +22,7 @@ class StepRecord:
     action: Action  # parsed action: search / answer / invalid
     finish: str  # engine finish reason: stop / eos / length
     final: bool = False  # the forced last step (a search there is not executed)
+    searched: bool = False  # the tool was called for this step
     passages: list[str] = field(default_factory=list)  # retrieved contents, for viewers
 
 

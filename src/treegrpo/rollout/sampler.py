@@ -154,7 +154,14 @@ class _Runner:
                 done = r.end.length + 1 + len(obs) >= cap
                 obs = [] if done else obs
             record = StepRecord(
-                r.tokens, r.logprobs, obs, a, r.finish, finals[i], passages.get(i, [])
+                r.tokens,
+                r.logprobs,
+                obs,
+                a,
+                r.finish,
+                final=finals[i],
+                searched=i in passages,
+                passages=passages.get(i, []),
             )
             node = self.forest.add_node(e.parent, payload=len(self.steps), leaf=done)
             self.steps.append(record)

@@ -1,0 +1,65 @@
+"""Score the leaves of a rollout: reward, exact match, F1, format, tool calls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from treegrpo.core.rewards import (
+    exact_match,
+    extract_answer,
+    f1_score,
+    is_valid_format,
+    search_r1_f1_reward,
+    search_r1_reward,
+)
+from treegrpo.rollout.records import Rollout
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass
+class LeafScores:
+    """One entry per scored leaf, (B,) each."""
+
+    reward: FloatArray
+    em: FloatArray
+    f1: FloatArray
+    valid_format: FloatArray
+    answered: FloatArray  # the model gave an answer at all
+    tool_calls: FloatArray  # executed searches on the leaf's path
+
+
+def score_leaves(
+    rollout: Rollout,
+    leaves: Sequence[int],
+    golds: Sequence[Sequence[str]],
+    decode: Callable[[list[int]], str],
+    reward: Literal["em", "f1"] = "em",
+) -> LeafScores:
+    """Score ``leaves``; ``golds[p]`` are the gold answers of the forest's prompt p. The answer is
+    read from the model's own tokens, the format from the whole response."""
+    fn = search_r1_reward if reward == "em" else search_r1_f1_reward
+    cols: list[list[float]] = [[] for _ in range(6)]
+    for leaf in leaves:
+        seq = rollout.leaf_sequence(int(leaf))
+        response = decode(seq.ids[seq.prompt_len :])
+        model_text = decode(rollout.action_ids(int(leaf)))
+        g = golds[int(rollout.forest.prompt_id[leaf])]
+        answer = extract_answer(model_text)
+        path = rollout.forest.path(int(leaf))
+        values = (
+            fn(response, g, model_text=model_text),
+            exact_match(answer, g),
+            f1_score(answer, g),
+            float(is_valid_format(response)),
+            float(answer is not None),
+            float(sum(rollout.step(int(n)).searched for n in path)),
+        )
+        for col, v in zip(cols, values, strict=True):
+            col.append(v)
+    return LeafScores(*(np.array(c, dtype=np.float64) for c in cols))

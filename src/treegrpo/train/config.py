@@ -1,0 +1,81 @@
+"""Configuration of the RL step: what is optimized (algorithm) and how (optimizer).
+
+Frozen dataclasses whose attribute comments are the help text; defaults follow the paper and the
+authors' code (ALGORITHM.md §4). The math functions never see these objects: the trainer reads
+the fields and passes plain arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from treegrpo.core.advantage import Mode
+from treegrpo.core.budget import TreeShape
+from treegrpo.train.losses import Aggregation, KLEstimator
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """Sampling shape, credit assignment and policy loss."""
+
+    algo: Literal["tree", "chain"] = "tree"
+    """tree: Tree-GRPO (tree sampler, intra+inter advantage); chain: GRPO on m chains."""
+    m: int = 2
+    """Trees (tree) or chains (chain) per prompt."""
+    n: int = 2
+    """Expansions per tree per round (tree only)."""
+    l: int = 1  # noqa: E741
+    """Expansion rounds (tree only)."""
+    k: int | None = None
+    """Leaves kept per tree (None: all 1 + n·l)."""
+    advantage_mode: Mode | None = None
+    """None: "intra+inter" for tree, "inter" for chain."""
+    scale_std: bool = True
+    """Divide by the group's standard deviation (False: Dr. GRPO)."""
+    reward: Literal["em", "f1"] = "em"
+    """Search-R1 reward with format score, on exact match or on F1."""
+    clip_eps: float = 0.2
+    """PPO clip range ε."""
+    dual_clip: float | None = 3.0
+    """Dual-clip bound c for negative advantages (None: off)."""
+    kl_coef: float = 0.001
+    """Weight of the KL-to-reference loss term (0: no reference model is loaded)."""
+    kl_estimator: KLEstimator = "k3"
+    """KL estimator: k1, k2 or k3 (low variance, the authors' choice)."""
+    entropy_coef: float = 0.001
+    """Weight of the entropy bonus."""
+    aggregation: Aggregation = "token-mean"
+    """How per-token losses are reduced."""
+
+    def shape(self) -> TreeShape:
+        if self.algo == "chain":
+            return TreeShape(self.m)
+        return TreeShape(self.m, self.n, self.l, self.k)
+
+    def mode(self) -> Mode:
+        if self.advantage_mode is not None:
+            return self.advantage_mode
+        return "intra+inter" if self.algo == "tree" else "inter"
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Optimizer and update schedule."""
+
+    lr: float = 1e-6
+    """AdamW learning rate (1e-6 in the paper for 1.5B–14B models)."""
+    warmup_steps: int = 0
+    """Linear warm-up steps, then constant."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    grad_clip: float = 1.0
+    """Clip the gradient norm; a step whose norm is not finite is skipped."""
+    mini_batch_prompts: int = 64
+    """Prompts per optimizer update (several updates per rollout batch)."""
+    micro_batch_tokens: int = 8192
+    """Padded positions per forward/backward (gradient accumulation inside a mini-batch)."""
+    ppo_epochs: int = 1
+    """Passes over the rollout batch."""
