@@ -5,7 +5,10 @@ Everything is measured side by side in one run, each timing the median of --repe
 A. token efficiency: positions the model computed (prefill + decode, padding included) ÷
    distinct tokens of the finished forest, tree (2,2,1), cache on vs off (tiny trained agent);
 B. tree speed: wall time of tree rollouts (2,2,1), cache on vs re-prefill, on a bigger
-   random-weight Qwen2 whose steps run to the token limit (long contexts, as in real runs);
+   random-weight Qwen2 (its text is noise, so lengths are set by the limits), two workloads:
+   "feedback": every step runs to the token limit and gets the short invalid-action feedback;
+   "search": every step is treated as a search whose observation is three ~130-word passages
+   (cut at 500 tokens, the paper's limit): the shape of a real search agent's context;
 C. chain speed: one agent step for a batch of prompts, our engine vs transformers'
    `model.generate` (stop strings on, so both stop on the same tags; `generate` keeps finished
    rows in the batch), and full multi-turn chain rollouts vs a loop of `generate` calls that
@@ -33,14 +36,50 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the tiny trained agent used by the tests
 
 from agent_fixtures import PEOPLE, WordTool, trained_agent  # noqa: E402
+from treegrpo.agent.protocol import Action, SearchProtocol  # noqa: E402
 from treegrpo.agent.stops import STEP_END_TAGS, StepStopper  # noqa: E402
 from treegrpo.core.budget import TreeShape  # noqa: E402
 from treegrpo.engine.hf import HFEngine, StepRequest  # noqa: E402
 from treegrpo.engine.sampling import SamplingParams  # noqa: E402
 from treegrpo.models.tiny import tiny_qwen2  # noqa: E402
 from treegrpo.rollout.sampler import AgentLimits, sample_forest  # noqa: E402
+from treegrpo.tools.base import Passage  # noqa: E402
 
 warnings.filterwarnings("ignore")
+
+
+class AlwaysSearch(SearchProtocol):
+    """Every step counts as a search (the benchmark's "search" workload)."""
+
+    def parse(self, action_ids: Any) -> Action:
+        return Action("search", "benchmark query")
+
+
+class LongPassages:
+    """Three fixed ~130-word passages for any query."""
+
+    def __init__(self) -> None:
+        words = [
+            "river",
+            "city",
+            "museum",
+            "author",
+            "election",
+            "album",
+            "bridge",
+            "winter",
+            "science",
+            "painter",
+        ]
+        self.hits = [
+            Passage(
+                str(i), f'"Title {i}"\n' + " ".join(words[(i + j) % len(words)] for j in range(130))
+            )
+            for i in range(3)
+        ]
+
+    def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
+        return [self.hits[:topk] for _ in queries]
 
 
 def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
@@ -59,11 +98,12 @@ def tree_run(
     prompts: list[list[int]],
     sampling: SamplingParams,
     limits: AgentLimits,
+    search: bool = False,
 ) -> Any:
     eng = HFEngine(model, agent.tokenizer, StepStopper(agent.tokenizer), reuse_cache=reuse)
-    return sample_forest(
-        eng, agent.protocol, WordTool(), prompts, TreeShape(2, 2, 1), sampling, limits, seed=0
-    )
+    proto = AlwaysSearch(agent.tokenizer, max_obs_tokens=500) if search else agent.protocol
+    tool = LongPassages() if search else WordTool()
+    return sample_forest(eng, proto, tool, prompts, TreeShape(2, 2, 1), sampling, limits, seed=0)
 
 
 def generate_step(model: Any, tok: Any, prompts: list[list[int]], sampling: SamplingParams) -> int:
@@ -171,20 +211,28 @@ def main() -> None:
     # B. tree speed on a bigger random-weight model (steps run to the token limit)
     big = tiny_qwen2(len(agent.tokenizer), hidden=512, layers=8, heads=8, kv_heads=4, seed=0)
     n_params = sum(p.numel() for p in big.parameters())
-    sampling_b = SamplingParams(max_new_tokens=96)
-    for reuse in (True, False):
-        t, ro = median_time(
-            lambda r=reuse: tree_run(big, agent, r, prompts, sampling_b, limits), args.repeats
-        )
-        spend = ro.spend.total()
-        res[f"B_big_tree_{'cache' if reuse else 'reprefill'}"] = {
-            "seconds": t,
-            "processed": spend.processed,
-            "distinct": ro.distinct_tokens(),
-            "ratio": spend.processed / ro.distinct_tokens(),
-            "generated": spend.generated,
-            "params": n_params,
-        }
+    for workload, sampling_b, search in (
+        ("feedback", SamplingParams(max_new_tokens=96), False),
+        ("search", SamplingParams(max_new_tokens=64), True),
+    ):
+        limits_b = AgentLimits(max_turns=3, topk=3, max_context=4096)
+        for reuse in (True, False):
+            t, ro = median_time(
+                lambda r=reuse, s=sampling_b, q=search, lim=limits_b: tree_run(
+                    big, agent, r, prompts, s, lim, q
+                ),
+                args.repeats,
+            )
+            spend = ro.spend.total()
+            res[f"B_{workload}_tree_{'cache' if reuse else 'reprefill'}"] = {
+                "seconds": t,
+                "processed": spend.processed,
+                "distinct": ro.distinct_tokens(),
+                "ratio": spend.processed / ro.distinct_tokens(),
+                "generated": spend.generated,
+                "tool_calls": spend.tool_calls,
+                "params": n_params,
+            }
 
     # C. chain speed vs HF generate, 32 prompts (the 8 questions × 4)
     batch = prompts * 4
@@ -232,17 +280,21 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))
     a_on, a_off = res["A_tiny_tree_cache"], res["A_tiny_tree_reprefill"]
-    b_on, b_off = res["B_big_tree_cache"], res["B_big_tree_reprefill"]
     print("\n| measure | cache | re-prefill | ratio |\n|---|---|---|---|")
     print(
         f"| A tiny agent (2,2,1): processed ÷ distinct | {a_on['ratio']:.3f} | "
         f"{a_off['ratio']:.3f} | {a_off['ratio'] / a_on['ratio']:.2f}× |"
     )
-    print(
-        f"| B {n_params / 1e6:.1f}M random (2,2,1): wall s | {b_on['seconds']:.2f} | "
-        f"{b_off['seconds']:.2f} | {b_off['seconds'] / b_on['seconds']:.2f}× faster |"
-    )
-    print(f"| B processed ÷ distinct | {b_on['ratio']:.3f} | {b_off['ratio']:.3f} | |")
+    for workload in ("feedback", "search"):
+        b_on, b_off = res[f"B_{workload}_tree_cache"], res[f"B_{workload}_tree_reprefill"]
+        print(
+            f"| B {n_params / 1e6:.1f}M random, {workload} (2,2,1): wall s | "
+            f"{b_on['seconds']:.2f} | {b_off['seconds']:.2f} | "
+            f"{b_off['seconds'] / b_on['seconds']:.2f}× faster |"
+        )
+        print(
+            f"| B {workload}: processed ÷ distinct | {b_on['ratio']:.3f} | {b_off['ratio']:.3f} | |"
+        )
     print("\n| chain job (32 prompts) | ours s | generate s | speed-up |\n|---|---|---|---|")
     for key in (
         "C_step_tiny_agent",
