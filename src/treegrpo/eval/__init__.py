@@ -1,0 +1,1 @@
+"""Evaluation runs and reports."""

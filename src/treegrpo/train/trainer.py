@@ -1,0 +1,217 @@
+"""The training run: data order, RL steps, logging, checkpoints, evaluation, exact resume.
+
+A run directory holds everything a run writes (DESIGN.md, "Configuration and runs"):
+
+    config.json          the resolved configuration
+    metrics.jsonl        one line per RL step (and per evaluation)
+    tb/                  TensorBoard events
+    checkpoints/         Hugging Face model + trainer state, written atomically
+    eval-step-N.{json,md}
+
+Resume (``RunConfig.resume``) restores the model, optimizer, scheduler, RNG states and the data
+position from the newest complete checkpoint; each step's randomness is derived from the run
+seed and the step number, so the step after a resume equals the step without interruption.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from treegrpo.agent.prompt import render_prompt
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.stops import StepStopper
+from treegrpo.engine.hf import HFEngine
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.tools.base import SearchTool
+from treegrpo.train.checkpoint import (
+    latest_checkpoint,
+    load_trainer_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from treegrpo.train.config import AlgorithmConfig, OptimConfig
+from treegrpo.train.step import Batch, rl_step
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Where the run writes and how long it lasts."""
+
+    out_dir: str = "runs/default"
+    """Run directory (created)."""
+    steps: int = 20
+    """RL steps."""
+    prompts_per_step: int = 16
+    """Prompts sampled per RL step (512 in the paper)."""
+    seed: int = 0
+    """Seeds data order, sampling and expansion choice."""
+    save_every: int = 10
+    """Checkpoint every this many steps (and at the end)."""
+    keep_checkpoints: int = 2
+    """Complete checkpoints kept on disk."""
+    eval_every: int = 0
+    """Evaluate every this many steps (0: only when the caller asks)."""
+    resume: bool = False
+    """Continue from the newest complete checkpoint in out_dir."""
+
+
+@dataclass(frozen=True)
+class TrainItem:
+    question: str
+    golds: tuple[str, ...]
+    uid: str
+
+
+def data_order(n: int, seed: int, position: int, count: int) -> list[int]:
+    """Indices ``position .. position + count`` of an endless stream of seeded permutations of
+    range(n): epoch e is ``permutation(seed, e)``, so any position can be recomputed on resume."""
+    out: list[int] = []
+    while len(out) < count:
+        epoch, offset = divmod(position + len(out), n)
+        perm = np.random.default_rng([seed, epoch]).permutation(n)
+        out.extend(perm[offset : offset + count - len(out)].tolist())
+    return out
+
+
+def train(
+    model_path: str | Path,
+    load_model: Callable[[Path], tuple[Any, Any]],
+    tool: SearchTool,
+    items: Sequence[TrainItem],
+    algo: AlgorithmConfig,
+    optim: OptimConfig,
+    sampling: SamplingParams,
+    limits: AgentLimits,
+    run: RunConfig,
+    max_obs_tokens: int = 500,
+    evaluate: Callable[[Any, Any, int], dict[str, float]] | None = None,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> Path:
+    """Train from ``model_path`` (or resume) and return the run directory.
+
+    load_model(path) → (model, tokenizer); evaluate(model, tokenizer, step) → metrics to log;
+    on_step(step, metrics) is called after every step (progress display).
+    """
+    out = Path(run.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    start_step, position = 0, 0
+    ckpt = latest_checkpoint(out) if run.resume else None
+    policy, tokenizer = load_model(ckpt / "model" if ckpt else Path(model_path))
+    reference = None
+    if algo.kl_coef > 0:
+        reference, _ = load_model(Path(model_path))  # the frozen starting policy
+        reference.eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(
+        [p for p in policy.parameters() if p.requires_grad],
+        lr=optim.lr,
+        betas=optim.betas,
+        weight_decay=optim.weight_decay,
+    )
+    warmup = max(optim.warmup_steps, 0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
+    )
+    if ckpt is not None:
+        state = load_trainer_state(ckpt)
+        optimizer.load_state_dict(state.optimizer)
+        if state.scheduler is not None:
+            scheduler.load_state_dict(state.scheduler)
+        set_rng_state(state.rng)
+        start_step, position = state.step, state.data_position
+        _truncate_metrics(out / "metrics.jsonl", start_step)  # drop steps after the checkpoint
+    else:
+        config = {
+            "model_path": str(model_path),
+            "algo": asdict(algo),
+            "optim": asdict(optim),
+            "sampling": asdict(sampling),
+            "limits": asdict(limits),
+            "run": asdict(run),
+            "max_obs_tokens": max_obs_tokens,
+        }
+        (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
+
+    protocol = SearchProtocol(tokenizer, max_obs_tokens)
+    engine = HFEngine(policy, tokenizer, StepStopper(tokenizer))
+    prompts = {}  # rendered once per question
+    writer = _tensorboard(out / "tb")
+    with open(out / "metrics.jsonl", "a") as log:
+        for step in range(start_step, run.steps):
+            idx = data_order(len(items), run.seed, position, run.prompts_per_step)
+            position += len(idx)
+            for i in idx:
+                if i not in prompts:
+                    prompts[i] = render_prompt(tokenizer, items[i].question)
+            batch = Batch(
+                [prompts[i] for i in idx],
+                [list(items[i].golds) for i in idx],
+                [items[i].uid for i in idx],
+            )
+            metrics = rl_step(
+                policy,
+                reference,
+                optimizer,
+                scheduler,
+                engine,
+                protocol,
+                tool,
+                batch,
+                algo,
+                optim,
+                sampling,
+                limits,
+                seed=run.seed * 1_000_003 + step,
+            )
+            metrics["train/lr"] = scheduler.get_last_lr()[0]
+            done = step + 1
+            if evaluate is not None and run.eval_every and done % run.eval_every == 0:
+                metrics.update(evaluate(policy, tokenizer, done))
+            _log(log, writer, done, metrics)
+            if on_step is not None:
+                on_step(done, metrics)
+            if done % run.save_every == 0 or done == run.steps:
+                save_checkpoint(
+                    out,
+                    done,
+                    policy,
+                    tokenizer,
+                    optimizer,
+                    scheduler,
+                    position,
+                    keep=run.keep_checkpoints,
+                )
+    if writer is not None:
+        writer.close()
+    return out
+
+
+def _log(log: Any, writer: Any, step: int, metrics: dict[str, float]) -> None:
+    log.write(json.dumps({"step": step, "time": time.time(), **metrics}) + "\n")
+    log.flush()
+    if writer is not None:
+        for k, v in metrics.items():
+            writer.add_scalar(k, v, step)
+
+
+def _truncate_metrics(path: Path, last_step: int) -> None:
+    if not path.exists():
+        return
+    keep = [x for x in path.read_text().splitlines() if json.loads(x)["step"] <= last_step]
+    path.write_text("".join(line + "\n" for line in keep))
+
+
+def _tensorboard(path: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard not installed: metrics.jsonl still has everything
+        return None
+    return SummaryWriter(str(path))

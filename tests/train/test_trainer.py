@@ -1,0 +1,107 @@
+"""Runs, checkpoints and exact resume with the tiny trained agent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from agent_fixtures import FACTS, PEOPLE, WordTool, trained_agent
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.train import checkpoint as ckpt_module
+from treegrpo.train.checkpoint import latest_checkpoint
+from treegrpo.train.config import AlgorithmConfig, OptimConfig
+from treegrpo.train.trainer import RunConfig, TrainItem, data_order, train
+
+ITEMS = [TrainItem(f"Where was {p} born", (c,), f"toy-{p}") for p, c in FACTS.items()]
+ALGO = AlgorithmConfig(kl_coef=0.001)
+OPTIM = OptimConfig(lr=1e-3, mini_batch_prompts=2, micro_batch_tokens=2000)
+SAMPLING = SamplingParams(max_new_tokens=40)
+LIMITS = AgentLimits(max_turns=2, max_context=1024)
+
+
+@pytest.fixture(scope="module")
+def start_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    agent = trained_agent()
+    path = tmp_path_factory.mktemp("start")
+    agent.model.save_pretrained(path)
+    agent.tokenizer.save_pretrained(path)
+    return path
+
+
+def load(path: Path) -> tuple[Any, Any]:
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+def _train(start: Path, out: Path, steps: int, resume: bool = False) -> Path:
+    run = RunConfig(
+        out_dir=str(out), steps=steps, prompts_per_step=4, seed=3, save_every=1, resume=resume
+    )
+    return train(
+        start, load, WordTool(), ITEMS, ALGO, OPTIM, SAMPLING, LIMITS, run, max_obs_tokens=120
+    )
+
+
+def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    ckpt = latest_checkpoint(run_dir)
+    assert ckpt is not None
+    model = AutoModelForCausalLM.from_pretrained(ckpt / "model")  # plain transformers
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_resume_equals_no_interruption(start_dir: Path, tmp_path: Path) -> None:
+    straight = _train(start_dir, tmp_path / "straight", steps=2)
+    _train(start_dir, tmp_path / "resumed", steps=1)
+    resumed = _train(start_dir, tmp_path / "resumed", steps=2, resume=True)
+    a, b = _weights(straight), _weights(resumed)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    lines = [json.loads(x) for x in (straight / "metrics.jsonl").read_text().splitlines()]
+    again = [json.loads(x) for x in (resumed / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in again] == [1, 2]
+    assert lines[1]["loss/pg_loss"] == again[1]["loss/pg_loss"]
+    start = AutoModelForCausalLM.from_pretrained(start_dir).state_dict()
+    assert any(not torch.equal(start[k], a[k]) for k in a)  # training moved the weights
+    assert (straight / "config.json").exists() and (straight / "tb").is_dir()
+
+
+def test_killed_save_leaves_the_previous_checkpoint_usable(
+    start_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "run"
+    _train(start_dir, out, steps=1)
+    good = latest_checkpoint(out)
+    assert good is not None and good.name == "step-000001"
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt("killed while saving")
+
+    monkeypatch.setattr(ckpt_module, "_fsync_tree", crash)  # dies after writing files
+    with pytest.raises(KeyboardInterrupt):
+        _train(start_dir, out, steps=2, resume=True)
+    monkeypatch.undo()
+    assert (out / "checkpoints" / "step-000002.tmp").exists()
+    assert latest_checkpoint(out) == good  # the half-written one is ignored
+    resumed = _train(start_dir, out, steps=2, resume=True)
+    final = latest_checkpoint(resumed)
+    assert final is not None and final.name == "step-000002"
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2]  # the crashed attempt's step-2 line was replaced, not duplicated
+    assert not (out / "checkpoints" / "step-000002.tmp").exists()
+
+
+def test_data_order_is_a_resumable_stream() -> None:
+    whole = data_order(5, seed=1, position=0, count=12)
+    assert sorted(whole[:5]) == list(range(5)) and sorted(whole[5:10]) == list(range(5))
+    assert data_order(5, seed=1, position=7, count=5) == whole[7:12]
+    assert data_order(5, seed=2, position=0, count=5) != whole[:5]
+
+
+def test_people_cover_the_toy_world() -> None:
+    assert len(ITEMS) == len(PEOPLE)
