@@ -171,7 +171,7 @@ def train(
                 limits,
                 seed=run.seed * 1_000_003 + step,
             )
-            metrics["train/lr"] = scheduler.get_last_lr()[0]
+            metrics["train/lr"] = float(scheduler.get_last_lr()[0])
             done = step + 1
             if evaluate is not None and run.eval_every and done % run.eval_every == 0:
                 metrics.update(evaluate(policy, tokenizer, done))
