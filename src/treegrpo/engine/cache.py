@@ -7,6 +7,7 @@ long a step can get, so it reserves the room once and writes each new column in 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -19,19 +20,28 @@ class BufferLayer(DynamicLayer):
     filled part. Grows by doubling if a write would overflow."""
 
     def __init__(
-        self, capacity: int, keys: torch.Tensor | None = None, values: torch.Tensor | None = None
+        self,
+        capacity: int,
+        k_buf: torch.Tensor | None = None,
+        v_buf: torch.Tensor | None = None,
+        length: int = 0,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.capacity = capacity
         self._len = 0
-        if keys is not None and values is not None:
-            self._allocate(keys, max(capacity, keys.shape[-2]))
-            self._write(keys, values)
+        if k_buf is not None and v_buf is not None:
+            self._k, self._v = k_buf, v_buf
+            self.capacity = k_buf.shape[-2]
+            self.device = k_buf.device
+            self.is_initialized = True
+            self._len = length
+            self.keys = self._k[:, :, :length]
+            self.values = self._v[:, :, :length]
 
     def _allocate(self, like: torch.Tensor, capacity: int) -> None:
         b, h, _, d = like.shape
-        self._k = like.new_zeros(b, h, capacity, d)
-        self._v = like.new_zeros(b, h, capacity, d)
+        self._k = like.new_empty(b, h, capacity, d)
+        self._v = like.new_empty(b, h, capacity, d)
         self.capacity = capacity
         self.device = like.device
         self.is_initialized = True
@@ -71,14 +81,27 @@ class BufferLayer(DynamicLayer):
             self.values = self._v[:, :, : self._len]
 
 
-def buffer_cache(
-    config: Any, n_layers: int, capacity: int, data: torch.Tensor | None = None
-) -> DynamicCache:
-    """A DynamicCache of BufferLayers with room for ``capacity`` columns, optionally filled with
-    ``data`` (layers, 2, B, H, L, D)."""
+def assemble_cache(
+    rows: Sequence[Sequence[torch.Tensor]], room: int, config: Any, n_layers: int
+) -> tuple[DynamicCache, int]:
+    """A cache whose row i holds the concatenation of ``rows[i]`` (segment KVs, each
+    (layers, 2, H, n, D)) right-aligned in ``width`` = the longest row's columns, with room for
+    ``room`` more columns. Every segment is copied once, straight into its place; padding
+    columns are zero (finite, and masked by the caller). Returns the cache and ``width``."""
+    lengths = [sum(p.shape[3] for p in parts) for parts in rows]
+    width = max(lengths, default=0)
+    ref = next((p for parts in rows for p in parts), None)
     cache = DynamicCache(config=config)
-    if data is None:
-        cache.layers = [BufferLayer(capacity) for _ in range(n_layers)]
-    else:
-        cache.layers = [BufferLayer(capacity, data[i, 0], data[i, 1]) for i in range(n_layers)]
-    return cache
+    if ref is None or width == 0:
+        cache.layers = [BufferLayer(room) for _ in range(n_layers)]
+        return cache, 0
+    layers, _, heads, _, dim = ref.shape
+    buf = ref.new_empty(layers, 2, len(rows), heads, width + room, dim)
+    for i, (parts, n) in enumerate(zip(rows, lengths, strict=True)):
+        buf[:, :, i, :, : width - n] = 0
+        pos = width - n
+        for p in parts:
+            buf[:, :, i, :, pos : pos + p.shape[3]] = p
+            pos += p.shape[3]
+    cache.layers = [BufferLayer(0, buf[i, 0], buf[i, 1], width) for i in range(layers)]
+    return cache, width

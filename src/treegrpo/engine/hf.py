@@ -34,7 +34,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from treegrpo.engine.cache import buffer_cache
+from treegrpo.engine.cache import assemble_cache
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
 
@@ -257,20 +257,21 @@ class HFEngine:
     def _prefill_chunk(self, rows: list[_Row]) -> torch.Tensor:
         dev = self.device
         b = len(rows)
-        ctx_kv = [r.context.context_kv() for r in rows]
-        c = max((k.shape[3] for k in ctx_kv if k is not None), default=0)
+        parts = [r.context.kv_parts() for r in rows]
+        cache, c = assemble_cache(
+            parts, max(len(r.feed) for r in rows), self.model.config, self._n_layers
+        )
         p = max(len(r.feed) for r in rows)
         mask = torch.zeros(b, c + p, dtype=torch.long, device=dev)
         ids = torch.full((b, p), self.pad_id, dtype=torch.long, device=dev)
         pos = torch.zeros(b, p, dtype=torch.long, device=dev)
-        for i, (r, k) in enumerate(zip(rows, ctx_kv, strict=True)):
-            n_ctx = 0 if k is None else k.shape[3]
+        for i, (r, kv) in enumerate(zip(rows, parts, strict=True)):
+            n_ctx = sum(k.shape[3] for k in kv)
             n = len(r.feed)
             mask[i, c - n_ctx : c] = 1
             mask[i, c + p - n :] = 1
             ids[i, p - n :] = torch.tensor(r.feed, device=dev)
             pos[i, p - n :] = torch.arange(n_ctx, n_ctx + n, device=dev)
-        cache = _padded_cache(ctx_kv, c, p, self.model.config, self._n_layers)
         logits = self._forward(ids, mask, pos, cache)
         for i, r in enumerate(rows):
             r.feed_kv = _row_kv(cache, i, c + p - len(r.feed), c + p)
@@ -288,15 +289,13 @@ class HFEngine:
         dev = self.device
         full = []
         for r in rows:
-            ctx = r.context.context_kv()
             assert r.feed_kv is not None
-            full.append(r.feed_kv if ctx is None else torch.cat([ctx, r.feed_kv], dim=3))
-        width = max(k.shape[3] for k in full)
-        mask = torch.zeros(len(rows), width, dtype=torch.long, device=dev)
-        for i, k in enumerate(full):
-            mask[i, width - k.shape[3] :] = 1
+            full.append([*r.context.kv_parts(), r.feed_kv])
         room = max(r.limit for r in rows)
-        cache = _padded_cache(full, width, room, self.model.config, self._n_layers)
+        cache, width = assemble_cache(full, room, self.model.config, self._n_layers)
+        mask = torch.zeros(len(rows), width, dtype=torch.long, device=dev)
+        for i, parts in enumerate(full):
+            mask[i, width - sum(k.shape[3] for k in parts) :] = 1
         del full
         lengths = torch.tensor([r.context.length + len(r.feed) for r in rows], device=dev)
         steps = 0
@@ -329,22 +328,6 @@ class HFEngine:
                 cache.batch_select_indices(idx)
                 mask = mask[idx]
                 lengths = lengths[idx]
-
-
-def _padded_cache(
-    kvs: Sequence[torch.Tensor | None], width: int, room: int, config: Any, n_layers: int
-) -> DynamicCache:
-    """A cache of ``width`` columns with each row's KV right-aligned (zeros elsewhere) and room
-    for ``room`` more columns."""
-    ref = next((k for k in kvs if k is not None), None)
-    if ref is None or width == 0:
-        return buffer_cache(config, n_layers, room)
-    n, _, heads, _, dim = ref.shape
-    data = torch.zeros(n, 2, len(kvs), heads, width, dim, dtype=ref.dtype, device=ref.device)
-    for i, k in enumerate(kvs):
-        if k is not None and k.shape[3]:
-            data[:, :, i, :, width - k.shape[3] :] = k
-    return buffer_cache(config, n, width + room, data)
 
 
 def _row_kv(cache: DynamicCache, row: int, start: int, stop: int) -> torch.Tensor:

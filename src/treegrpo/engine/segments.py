@@ -46,6 +46,14 @@ class Segment:
         """All token ids of the context this segment ends."""
         return [t for seg in self.path() for t in seg.tokens]
 
+    def kv_parts(self) -> list[torch.Tensor]:
+        """The KV of each non-empty segment on the path, root first (empty when caching is
+        off)."""
+        parts = [seg.kv for seg in self.path() if seg.tokens]
+        if any(p is None for p in parts):
+            return []
+        return parts  # type: ignore[return-value]
+
     def context_kv(self) -> torch.Tensor | None:
         """(layers, 2, kv_heads, length, head_dim) KV of the whole context, or None when a
         segment on the path has none (caching off) or the context is empty."""
