@@ -15,8 +15,8 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.train import checkpoint as ckpt_module
 from treegrpo.train.checkpoint import latest_checkpoint
-from treegrpo.train.config import AlgorithmConfig, OptimConfig
-from treegrpo.train.trainer import RunConfig, TrainItem, data_order, train
+from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
+from treegrpo.train.trainer import TrainItem, data_order, train
 
 ITEMS = [TrainItem(f"Where was {p} born", (c,), f"toy-{p}") for p, c in FACTS.items()]
 ALGO = AlgorithmConfig(kl_coef=0.001)

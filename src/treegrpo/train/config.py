@@ -12,7 +12,9 @@ from typing import Literal
 
 from treegrpo.core.advantage import Mode
 from treegrpo.core.budget import TreeShape
-from treegrpo.train.losses import Aggregation, KLEstimator
+
+Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
+KLEstimator = Literal["k1", "k2", "k3"]
 
 
 @dataclass(frozen=True)
@@ -79,3 +81,25 @@ class OptimConfig:
     """Padded positions per forward/backward (gradient accumulation inside a mini-batch)."""
     ppo_epochs: int = 1
     """Passes over the rollout batch."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Where the run writes and how long it lasts."""
+
+    out_dir: str = "runs/default"
+    """Run directory (created)."""
+    steps: int = 20
+    """RL steps."""
+    prompts_per_step: int = 16
+    """Prompts sampled per RL step (512 in the paper)."""
+    seed: int = 0
+    """Seeds data order, sampling and expansion choice."""
+    save_every: int = 10
+    """Checkpoint every this many steps (and at the end)."""
+    keep_checkpoints: int = 2
+    """Complete checkpoints kept on disk."""
+    eval_every: int = 0
+    """Evaluate every this many steps (0: only when the caller asks)."""
+    resume: bool = False
+    """Continue from the newest complete checkpoint in out_dir."""

@@ -7,12 +7,9 @@ tokens contribute nothing to any loss or gradient.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 
-Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
-KLEstimator = Literal["k1", "k2", "k3"]
+from treegrpo.train.config import Aggregation, KLEstimator
 
 
 def aggregate(

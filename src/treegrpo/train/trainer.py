@@ -38,30 +38,8 @@ from treegrpo.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from treegrpo.train.config import AlgorithmConfig, OptimConfig
+from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
 from treegrpo.train.step import Batch, rl_step
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Where the run writes and how long it lasts."""
-
-    out_dir: str = "runs/default"
-    """Run directory (created)."""
-    steps: int = 20
-    """RL steps."""
-    prompts_per_step: int = 16
-    """Prompts sampled per RL step (512 in the paper)."""
-    seed: int = 0
-    """Seeds data order, sampling and expansion choice."""
-    save_every: int = 10
-    """Checkpoint every this many steps (and at the end)."""
-    keep_checkpoints: int = 2
-    """Complete checkpoints kept on disk."""
-    eval_every: int = 0
-    """Evaluate every this many steps (0: only when the caller asks)."""
-    resume: bool = False
-    """Continue from the newest complete checkpoint in out_dir."""
 
 
 @dataclass(frozen=True)

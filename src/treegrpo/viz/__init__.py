@@ -1,0 +1,1 @@
+"""Plots and pages for people to look at."""
