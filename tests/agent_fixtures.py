@@ -12,21 +12,13 @@ import torch
 
 from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.core.rewards import PROTOCOL_TAGS
 from treegrpo.models.tiny import tiny_qwen2, train_bpe_tokenizer
 from treegrpo.tools.base import Passage
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")
 
-TAGS = [
-    "<think>",
-    "</think>",
-    "<search>",
-    "</search>",
-    "<information>",
-    "</information>",
-    "<answer>",
-    "</answer>",
-]
+TAGS = list(PROTOCOL_TAGS)
 PEOPLE = ["Alan", "Berta", "Cosmo", "Dalia", "Edvin", "Frida", "Gusto", "Hanne"]
 CITIES = ["Rome", "Oslo", "Lima", "Kyiv", "Doha", "Bern", "Riga", "Suva"]
 FACTS = {p: c for p, c in zip(PEOPLE, CITIES, strict=True)}

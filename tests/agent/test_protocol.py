@@ -9,6 +9,7 @@ from treegrpo.agent.protocol import (
     format_passages,
     parse_action,
 )
+from treegrpo.core.rewards import PROTOCOL_TAGS
 
 
 @pytest.mark.parametrize(
@@ -68,16 +69,7 @@ def test_prompt_plain_and_chat(tag_tokenizer) -> None:  # type: ignore[no-untype
     assert format_question("who?") == "who?"
     text = instruction_text("who wrote Hamlet")
     assert text.endswith("Question: who wrote Hamlet?\n")
-    for tag in (
-        "<think>",
-        "</think>",
-        "<search>",
-        "</search>",
-        "<information>",
-        "</information>",
-        "<answer>",
-        "</answer>",
-    ):
+    for tag in PROTOCOL_TAGS:
         assert tag in text
     plain = render_prompt(tag_tokenizer, "who wrote Hamlet")
     assert tag_tokenizer.decode(plain) == text

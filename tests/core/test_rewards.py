@@ -3,6 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from treegrpo.core.rewards import (
+    PROTOCOL_TAGS,
     exact_match,
     extract_answer,
     f1_score,
@@ -157,14 +158,7 @@ def test_f1_reward_matches_em_schedule_at_the_ends_and_interpolates() -> None:
 tagged = st.lists(
     st.sampled_from(
         [
-            "<think>",
-            "</think>",
-            "<search>",
-            "</search>",
-            "<information>",
-            "</information>",
-            "<answer>",
-            "</answer>",
+            *PROTOCOL_TAGS,
             " ",
             "x",
             "Paris",

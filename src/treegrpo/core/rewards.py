@@ -26,7 +26,9 @@ Golds = str | Sequence[str]
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 _ANSWER = re.compile(r"<answer>((?:(?!<answer>).)*?)</answer>", re.DOTALL)
-TAGS = ("think", "search", "information", "answer")
+TAG_NAMES = ("think", "search", "information", "answer")
+# The eight protocol tags, opening and closing (Search-R1's; kept identical for interoperability).
+PROTOCOL_TAGS = tuple(f"<{c}{n}>" for n in TAG_NAMES for c in ("", "/"))
 _TAG = re.compile(r"<(/?)(think|search|information|answer)>")
 
 
