@@ -66,7 +66,7 @@ class NameMaker:
             alt = self.rng.choice(SYLLABLES)
             if alt == sylls[i]:
                 continue
-            word = ("".join(sylls[:i] + [alt] + sylls[i + 1 :]) + coda).capitalize()
+            word = ("".join([*sylls[:i], alt, *sylls[i + 1 :]]) + coda).capitalize()
             if self._fresh(word):
                 self.used.add(word.lower())
                 return f"{head} {word}" if head else word
