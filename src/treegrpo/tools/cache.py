@@ -34,7 +34,7 @@ def cache_key(**parts: Any) -> str:
     return hashlib.sha256(blob.encode("ascii")).hexdigest()[:24]
 
 
-def cached_dir(entry: Path, build: Callable[[Path], None], meta: dict[str, Any]) -> bool:
+def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any]) -> bool:
     """Make sure ``entry`` holds a complete index; return True when it was already there.
 
     ``build(tmp)`` writes the index into an empty temporary directory; on success the directory

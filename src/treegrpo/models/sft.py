@@ -1,0 +1,152 @@
+"""Supervised fine-tuning on masked token sequences: the loss counts action tokens only.
+
+Batches are length-grouped: sequences are sorted by length, cut into batches of at most
+``max_batch_tokens`` padded tokens, and the batches are visited in a seeded random order, so
+padding stays small without any sequence always meeting the same neighbours. The loss is the
+mean negative log-likelihood over the batch's action tokens (prompt and observation tokens are
+context only, as in the RL loss).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+IGNORE = -100  # label of a token without loss (the convention of transformers' LM heads)
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    ids: list[int]  # (T,)
+    mask: list[int]  # (T,) 1 where the token is trained
+
+
+def length_batches(
+    lengths: Sequence[int], max_batch_tokens: int, rng: random.Random
+) -> list[list[int]]:
+    """Indices grouped into batches of similar length, each of at most ``max_batch_tokens``
+    padded tokens (a longer sequence is a batch of its own), in a random order."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        # sorted ascending: the newest sequence is the batch's longest
+        if cur and lengths[i] * (len(cur) + 1) > max_batch_tokens:
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(
+    examples: Sequence[SFTExample], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ``input_ids`` (B, T), ``attention_mask`` (B, T) and ``labels`` (B, T) with
+    ``IGNORE`` wherever the mask is 0 or the row is padding."""
+    width = max(len(e.ids) for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(examples), width), dtype=torch.long)
+    labels = torch.full((len(examples), width), IGNORE, dtype=torch.long)
+    for row, e in enumerate(examples):
+        n = len(e.ids)
+        t = torch.tensor(e.ids, dtype=torch.long)
+        ids[row, :n] = t
+        attn[row, :n] = 1
+        labels[row, :n] = torch.where(torch.tensor(e.mask, dtype=torch.bool), t, IGNORE)
+    return ids, attn, labels
+
+
+def masked_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Sum of next-token NLL over labelled positions and their count. logits (B, T, V), labels
+    (B, T); position t predicts labels[t + 1]."""
+    pred = logits[:, :-1].reshape(-1, logits.shape[-1]).float()  # (B·(T-1), V)
+    target = labels[:, 1:].reshape(-1)  # (B·(T-1),)
+    loss = torch.nn.functional.cross_entropy(pred, target, ignore_index=IGNORE, reduction="sum")
+    return loss, int((target != IGNORE).sum())
+
+
+def lr_at(step: int, steps: int, warmup: int, floor: float = 0.1) -> float:
+    """Linear warm-up, then cosine decay to ``floor`` × the peak."""
+    if step < warmup:
+        return (step + 1) / warmup
+    t = (step - warmup) / max(1, steps - warmup)
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
+
+
+def train_sft(
+    model: torch.nn.Module,
+    examples: Sequence[SFTExample],
+    steps: int,
+    lr: float,
+    max_batch_tokens: int,
+    pad_id: int,
+    seed: int = 0,
+    warmup: int = 20,
+    weight_decay: float = 0.0,
+    grad_clip: float = 1.0,
+    progress: bool = True,
+) -> list[float]:
+    """``steps`` AdamW updates, one length-grouped batch each (the data is cycled, reshuffled
+    every epoch). Returns the loss of each step (mean NLL per action token)."""
+    if not examples:
+        raise ValueError("no examples to train on")
+    rng = random.Random(f"treegrpo-sft:{seed}")
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, steps, warmup))
+    lengths = [len(e.ids) for e in examples]
+    queue: list[list[int]] = []
+    losses: list[float] = []
+    model.train()
+    with _progress(progress, steps) as advance:
+        for _ in range(steps):
+            if not queue:
+                queue = length_batches(lengths, max_batch_tokens, rng)
+            ids, attn, labels = collate([examples[i] for i in queue.pop()], pad_id)
+            logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)
+            total, count = masked_nll(logits, labels)
+            loss = total / max(count, 1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+            advance(losses[-1])
+    model.eval()
+    return losses
+
+
+class _progress:
+    """A rich progress bar with the running loss, or nothing."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled, self.total = enabled, total
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        if not self.enabled:
+            return lambda loss: None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._bar = Progress(
+            TextColumn("warm start SFT"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TextColumn("loss {task.fields[loss]:.3f}"),
+            TimeRemainingColumn(),
+            transient=True,
+        )
+        self._bar.start()
+        task = self._bar.add_task("sft", total=self.total, loss=float("nan"))
+        return lambda loss: self._bar.update(task, advance=1, loss=loss)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._bar.stop()

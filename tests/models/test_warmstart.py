@@ -1,0 +1,91 @@
+"""The warm-start builder's mechanics on a tiny configuration: build once into an atomic cache
+entry, load from the cache afterwards, a loadable Hugging Face model whose tokenizer keeps the
+protocol tags whole, and demonstrations whose loss mask covers the model's actions only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.stops import StepStopper
+from treegrpo.core.rewards import PROTOCOL_TAGS
+from treegrpo.engine.hf import HFEngine, StepRequest
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.models import warmstart
+from treegrpo.models.warmstart import WarmStartConfig, warm_start
+
+TINY = WarmStartConfig(
+    demo_worlds=1,
+    vocab_size=600,
+    hidden=32,
+    layers=1,
+    heads=2,
+    kv_heads=1,
+    n_demos=40,
+    steps=3,
+    drill_steps=2,
+    drill_batch=4,
+    warmup=1,
+)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    cache = tmp_path_factory.mktemp("cache")
+    return cache, warm_start(TINY, cache_dir=cache, progress=False)
+
+
+def test_built_once_then_loaded_from_the_cache(built, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    cache, path = built
+    assert (path / "meta.json").is_file() and (path / "model.safetensors").is_file()
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp dirs left
+
+    def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a cached warm start must not be rebuilt")
+
+    monkeypatch.setattr(warmstart, "build", boom)
+    assert warm_start(TINY, cache_dir=cache, progress=False) == path
+    other = WarmStartConfig(**{**TINY.__dict__, "seed": 1})
+    with pytest.raises(AssertionError, match="must not be rebuilt"):
+        warm_start(other, cache_dir=cache, progress=False)  # a new setting is a new entry
+
+
+def test_loads_with_plain_transformers_and_generates(built) -> None:  # type: ignore[no-untyped-def]
+    _, path = built
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+    for tag in PROTOCOL_TAGS:
+        assert len(tok(tag, add_special_tokens=False)["input_ids"]) == 1, tag
+    engine = HFEngine(model, tok, StepStopper(tok))
+    (r,) = engine.step(
+        [StepRequest(engine.root(), tok("Where?")["input_ids"])],
+        SamplingParams(greedy=True, max_new_tokens=8),
+    )
+    assert 1 <= len(r.tokens) <= 8
+
+
+def test_demonstrations_train_on_actions_only(built) -> None:  # type: ignore[no-untyped-def]
+    from treegrpo.data.synthetic import train_eval_worlds
+    from treegrpo.models.demos import build_demos
+    from treegrpo.tools.bm25 import BM25Retriever
+
+    _, path = built
+    tok = AutoTokenizer.from_pretrained(path)
+    protocol = SearchProtocol(tok, TINY.max_obs_tokens)
+    world, _ = train_eval_worlds(0)
+    demos = build_demos(
+        [(world, BM25Retriever(world.passages, use_cache=False))],
+        tok,
+        protocol,
+        20,
+        TINY.shares(),
+        seed=0,
+    )  # type: ignore[arg-type]
+    info_open = tok.convert_tokens_to_ids("<information>")
+    for d in demos:
+        assert len(d.ids) == len(d.mask)
+        masked = [t for t, m in zip(d.ids, d.mask, strict=True) if m]
+        assert masked and info_open not in masked  # observations never carry loss
