@@ -6,12 +6,15 @@ needs when it runs, so ``treegrpo --help`` stays fast.
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
-from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.presets import (
     DEFAULT_ALGO,
     DEFAULT_EMBEDDED,
@@ -21,6 +24,15 @@ from treegrpo.train.presets import (
 )
 
 Flat = tyro.conf.OmitArgPrefixes  # type: ignore[type-arg]  # flags without a prefix: --algo, --lr
+
+# The sections of a `treegrpo train --config` file and their defaults (the embedded preset).
+TRAIN_SECTIONS: dict[str, Any] = {
+    "algo": DEFAULT_ALGO,
+    "optim": DEFAULT_OPTIM,
+    "run": DEFAULT_RUN,
+    "world": DEFAULT_EMBEDDED,
+    "model": ModelConfig(),
+}
 
 
 def budget(depth: int = 3) -> None:
@@ -121,32 +133,149 @@ def serve(
 
 
 def train(
+    config: Path | None = None,
     algo: Annotated[AlgorithmConfig, Flat] = DEFAULT_ALGO,
     optim: Annotated[OptimConfig, Flat] = DEFAULT_OPTIM,
     run: Annotated[RunConfig, Flat] = DEFAULT_RUN,
     world: Annotated[EmbeddedConfig, Flat] = DEFAULT_EMBEDDED,
+    model: Annotated[ModelConfig, Flat] = ModelConfig(),
 ) -> None:
     """Train a search agent. With no arguments: Tree-GRPO at budget ≈ 4 on the embedded
     synthetic world (warm start cached after the first run), evaluated before and after on a
     held-out world; writes the run directory with a before/after table and a learning curve.
-    `--algo chain --m 4` runs chain GRPO at the same budget."""
+    `--algo chain --m 4` runs chain GRPO at the same budget.
+
+    Args:
+        config: YAML file with sections algo, optim, run, world, model (configs/*.yaml);
+            flags given beside it win over the file. The resolved settings are written to
+            <out_dir>/config.yaml.
+    """
     from rich.console import Console
 
     from treegrpo.train.embedded import before_after_table, run_embedded
+    from treegrpo.train.yaml_config import dump_config
 
-    summary = run_embedded(algo, optim, run, world)
+    out = Path(run.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    resolved = out / "config.yaml"
+    if not (run.resume and resolved.exists()):  # a resumed run keeps its first settings file
+        sections = {"algo": algo, "optim": optim, "run": run, "world": world, "model": model}
+        origin = f"{config} and flags" if config is not None else "the preset and flags"
+        resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
+    summary = run_embedded(algo, optim, run, world, model_cfg=model)
     console = Console()
     console.print(before_after_table(summary["before"], summary["after"]))
     console.print(f"run directory: {run.out_dir} ({summary['seconds']['total']:.0f} s)")
 
 
-def main() -> None:
-    """Entry point of the ``treegrpo`` script."""
+def evaluate(
+    model: Path,
+    data: str = "synthetic-eval",
+    corpus: Path | None = None,
+    retriever_url: str | None = None,
+    out: Path = Path("runs/eval"),
+    limit: int | None = None,
+    max_turns: int = 3,
+    topk: int = 3,
+    max_new_tokens: int = 500,
+    max_obs_tokens: int = 500,
+    max_context: int = 4096,
+    batch_size: int = 64,
+    world_seed: int = 0,
+    device: str = "auto",
+) -> None:
+    """Evaluate a model greedily: EM and F1 per data source and per hop count, tool calls per
+    question and the share of valid-format answers; writes <out>/eval.json and <out>/eval.md.
+
+    Args:
+        model: A Hugging Face model directory (a run's checkpoints/step-N/model, or step-N
+            itself, or the warm start directory).
+        data: "synthetic-eval" (the embedded job's held-out world, searched with BM25 over its
+            own corpus) or a FlashRAG jsonl file ({"id", "question", "golden_answers"} a line;
+            optional "data_source", "metadata": {"hops": n}).
+        corpus: For a jsonl dataset: a Search-R1 jsonl corpus searched with BM25.
+        retriever_url: For a jsonl dataset: a /retrieve server instead of a corpus.
+        out: Directory for eval.json and eval.md.
+        limit: Evaluate only the first this many questions.
+        max_turns: Steps that may search before the final step.
+        topk: Passages per search.
+        max_new_tokens: Tokens per agent step (the embedded job uses 48).
+        max_obs_tokens: Tokens per observation (the embedded job uses 160).
+        max_context: Prompt plus all steps, in tokens (the embedded job uses 1024).
+        batch_size: Questions per batched rollout.
+        world_seed: synthetic-eval only: the world seed of the embedded job.
+        device: auto (cuda if available, else cpu), cpu, cuda, cuda:1, …
+    """
+    from rich.console import Console
+
+    from treegrpo.eval.evaluate import format_table
+    from treegrpo.eval.run import eval_set, evaluate_checkpoint, model_directory
+    from treegrpo.rollout.sampler import AgentLimits
+
+    try:  # inputs first: a broken file fails before a model loads or an index builds
+        model = model_directory(model)
+        items, tool = eval_set(data, corpus, retriever_url, world_seed, limit)
+    except (ValueError, OSError) as exc:  # bad rows, missing files, flags that do not fit
+        raise SystemExit(f"treegrpo eval: {exc}") from None
+    settings = {
+        "data": data,
+        "corpus": None if corpus is None else str(corpus),
+        "retriever_url": retriever_url,
+        "questions": len(items),
+        "max_turns": max_turns,
+        "topk": topk,
+        "max_new_tokens": max_new_tokens,
+        "max_obs_tokens": max_obs_tokens,
+        "max_context": max_context,
+    }
+    report = evaluate_checkpoint(
+        model,
+        items,
+        tool,
+        out,
+        AgentLimits(max_turns, topk, max_context),
+        max_new_tokens,
+        max_obs_tokens,
+        batch_size,
+        device,
+        settings,
+    )
+    Console().print(format_table(report, f"{model} on {data}"))
+    Console().print(f"wrote {out / 'eval.json'} and {out / 'eval.md'}")
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Entry point of the ``treegrpo`` script (``args``: instead of sys.argv[1:], for tests)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    commands: dict[str, Any] = {"train": train, "eval": evaluate, "budget": budget, "serve": serve}
+    path = _config_path(argv)
+    if path is not None:
+        # The file's values become the defaults of train's flags, so flags given win over it.
+        from treegrpo.train.yaml_config import ConfigError, load_config
+
+        try:
+            sections = load_config(path, TRAIN_SECTIONS)
+        except ConfigError as exc:
+            raise SystemExit(f"treegrpo train: {exc}") from None
+        commands["train"] = functools.partial(train, **sections)
     tyro.extras.subcommand_cli_from_dict(
-        {"train": train, "budget": budget, "serve": serve},
+        commands,
         description="Tree-GRPO: reinforcement learning for tool-using LLM agents over "
         "tree-structured rollouts.",
+        args=argv,
     )
+
+
+def _config_path(argv: list[str]) -> str | None:
+    """The value of ``train --config PATH`` (or ``--config=PATH``), if given."""
+    if not argv or argv[0] != "train":
+        return None
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 if __name__ == "__main__":

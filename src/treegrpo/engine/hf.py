@@ -26,6 +26,7 @@ log-probs against a plain forward pass of each sequence.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -80,7 +81,8 @@ class HFEngine:
     model: a causal LM in eval mode; tokenizer: for ``eos`` ids; stopper: decides step ends
     (``treegrpo.agent.stops.StepStopper``); reuse_cache: keep KV between steps and branches;
     max_prefill_tokens: positions per prefill forward; pad_waste: padding share that starts a
-    new prefill chunk.
+    new prefill chunk. A peft (LoRA) model runs through the model it wraps, whose layers carry
+    the adapters in place: the wrapper's ``forward(**kwargs)`` would hide ``logits_to_keep``.
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class HFEngine:
         max_prefill_tokens: int = 16384,
         pad_waste: float = 0.05,
     ) -> None:
+        model = _unwrap_peft(model)
         self.model = model
         self.stopper = stopper
         self.reuse_cache = reuse_cache
@@ -336,6 +339,14 @@ def _row_kv(cache: DynamicCache, row: int, start: int, stop: int) -> torch.Tenso
     return torch.stack(
         [torch.stack([la.keys[row, :, start:stop], la.values[row, :, start:stop]]) for la in layers]  # type: ignore[index]
     )
+
+
+def _unwrap_peft(model: Any) -> Any:
+    """The transformers model inside a peft wrapper (adapters active), else ``model``."""
+    peft = sys.modules.get("peft")  # never imported: cannot be a peft model
+    if peft is not None and isinstance(model, peft.PeftModel):
+        return model.get_base_model()
+    return model
 
 
 def _default_eos(model: Any, tokenizer: Any) -> set[int]:

@@ -3,7 +3,9 @@
 Layout of ``<run>/checkpoints/step-000010/``:
 
     model/              save_pretrained (safetensors) and the tokenizer: loadable by
-                        transformers and vLLM without this package
+                        transformers and vLLM without this package (a LoRA policy is saved
+                        merged: base weights + α/r · B·A)
+    adapter/            LoRA only: peft's adapter directory, for exact resume (and for peft)
     trainer_state.pt    optimizer, scheduler, step, data position, and the RNG states of
                         python, numpy and torch
     meta.json           step and what produced it; written last
@@ -25,6 +27,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from treegrpo.train.policy import is_lora, merged_copy, save_adapter
 
 PREFIX = "step-"
 
@@ -74,7 +78,11 @@ def save_checkpoint(
     tmp = root / f"{final.name}.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(tmp / "model", safe_serialization=True)
+    if is_lora(model):
+        merged_copy(model).save_pretrained(tmp / "model", safe_serialization=True)
+        save_adapter(model, tmp / "adapter")
+    else:
+        model.save_pretrained(tmp / "model", safe_serialization=True)
     tokenizer.save_pretrained(tmp / "model")
     state = TrainerState(
         step=step,

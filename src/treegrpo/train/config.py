@@ -1,4 +1,5 @@
-"""Configuration of the RL step: what is optimized (algorithm) and how (optimizer).
+"""Configuration of the RL step: what is optimized (algorithm), how (optimizer), the run, and the
+model being trained (LoRA or full, checkpointing, device, precision).
 
 Frozen dataclasses whose attribute comments are the help text; defaults follow the paper and the
 authors' code (ALGORITHM.md §4). The math functions never see these objects: the trainer reads
@@ -103,3 +104,38 @@ class RunConfig:
     """Evaluate every this many steps (0: only when the caller asks)."""
     resume: bool = False
     """Continue from the newest complete checkpoint in out_dir."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What is trained and where: LoRA or full fine-tuning, memory savers, device, precision."""
+
+    lora_rank: int = 0
+    """LoRA rank r (0: full fine-tuning; > 0: only LoRA adapters train, through peft)."""
+    lora_alpha: float = 16.0
+    """LoRA scaling α (updates are scaled by α / r)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA branch's input during updates."""
+    lora_targets: tuple[str, ...] = (
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )
+    """Module names that get adapters (Qwen2 / Llama / Mistral linear layers)."""
+    grad_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, about a third more compute."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Autocast dtype of the update's forward passes on CUDA (auto: bfloat16 if supported).
+    CPU runs ignore it and compute float32; float16 runs without loss scaling."""
+    device: str = "auto"
+    """Device of the policy and reference (auto: cuda if available, else cpu)."""
+
+    def __post_init__(self) -> None:
+        if self.lora_rank < 0:
+            raise ValueError(f"lora_rank must be >= 0, got {self.lora_rank}")
+        if self.lora_rank > 0 and not self.lora_targets:
+            raise ValueError("lora_rank > 0 needs at least one module name in lora_targets")

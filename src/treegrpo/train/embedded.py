@@ -16,10 +16,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.presets import EmbeddedConfig
 from treegrpo.train.trainer import TrainItem, train
 
@@ -38,6 +40,7 @@ def run_embedded(
     cfg: EmbeddedConfig,
     warm: Any | None = None,
     progress: bool = True,
+    model_cfg: ModelConfig = ModelConfig(),
 ) -> dict[str, Any]:
     """Run the default job; returns the summary also written to ``<run>/summary.json``."""
     from treegrpo.data.synthetic import train_eval_worlds
@@ -53,9 +56,12 @@ def run_embedded(
     train_tool = BM25Retriever(train_world.passages)
     eval_tool = BM25Retriever(eval_world.passages)
     items = [TrainItem(q.question, tuple(q.golds), q.uid) for q in train_world.questions]
+    # Evenly spaced over the eval world's questions, which are listed by hop count, so every
+    # hop count keeps its share.
+    pick = np.linspace(0, len(eval_world.questions) - 1, cfg.eval_questions).round().astype(int)
     held_out = [
         EvalItem(q.question, list(q.golds), q.source, q.hops)
-        for q in eval_world.questions[: cfg.eval_questions]
+        for q in (eval_world.questions[i] for i in sorted(set(pick.tolist())))
     ]
     limits = AgentLimits(cfg.max_turns, 3, cfg.max_context)
     sampling = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
@@ -90,6 +96,7 @@ def run_embedded(
         cfg.max_obs_tokens,
         evaluate=periodic,
         on_step=bar.update if bar else None,
+        model_cfg=model_cfg,
     )
     if bar:
         bar.close()
@@ -114,6 +121,7 @@ def run_embedded(
             "optim": asdict(optim),
             "run": asdict(run),
             "embedded": asdict(cfg),
+            "model": asdict(model_cfg),
         },
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))

@@ -1,4 +1,4 @@
-"""Per-token log-probabilities of target tokens under a causal LM."""
+"""Per-token log-probabilities of target tokens under a causal LM (the policy or its reference)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any
 import torch
 
 from treegrpo.train.losses import entropy_from_logits
+from treegrpo.train.policy import is_lora
+from treegrpo.train.precision import autocast
 
 
 def token_logprobs(
@@ -14,12 +16,32 @@ def token_logprobs(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     with_entropy: bool = False,
+    autocast_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(ids[t + 1] | ids[≤ t]) for every position: (b, T) ids → (b, T − 1), and the entropy
-    of each predictive distribution when asked (b, T − 1). Computed in float32."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+    of each predictive distribution when asked (b, T − 1). The forward pass runs under autocast
+    on CUDA when ``autocast_dtype`` is lower than float32; the softmax is always float32."""
+    with autocast(input_ids.device, autocast_dtype):
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
     logits = logits.float()  # (b, T − 1, V)
     logp = torch.log_softmax(logits, dim=-1)
     target_logp = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
     entropy = entropy_from_logits(logits) if with_entropy else None
     return target_logp, entropy
+
+
+def reference_logprobs(
+    policy: Any,
+    reference: Any | None,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    autocast_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Log-probs under the frozen reference, (b, T) ids → (b, T − 1): the separate reference
+    model when one is loaded, else the LoRA policy with its adapters disabled (its base model)."""
+    if reference is not None:
+        return token_logprobs(reference, input_ids, attention_mask, False, autocast_dtype)[0]
+    if not is_lora(policy):
+        raise ValueError("a KL term needs a reference model, or a LoRA policy whose base is one")
+    with policy.disable_adapter():
+        return token_logprobs(policy, input_ids, attention_mask, False, autocast_dtype)[0]

@@ -28,7 +28,7 @@ from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.base import SearchTool
 from treegrpo.train.batch import MicroBatch, make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
-from treegrpo.train.logprobs import token_logprobs
+from treegrpo.train.logprobs import reference_logprobs, token_logprobs
 from treegrpo.train.losses import aggregate, kl_penalty, ppo_clip_loss
 
 
@@ -55,7 +55,10 @@ def rl_step(
     sampling: SamplingParams,
     limits: AgentLimits,
     seed: int,
+    autocast_dtype: torch.dtype | None = None,
 ) -> dict[str, float]:
+    """One RL step; ``reference`` is None when there is no KL term or when the policy is a LoRA
+    model (its base is the reference). ``autocast_dtype`` is the forward precision on CUDA."""
     t0 = time.perf_counter()
     # 1. rollout: the policy samples a forest (chains when algo.l == 0)
     policy.eval()
@@ -96,9 +99,13 @@ def rl_step(
     with torch.no_grad():
         for mb in (m for mbs in minis for m in mbs):
             d = mb.to(device)
-            old[id(mb)] = token_logprobs(policy, d.input_ids, d.attention_mask)[0]
-            if reference is not None and algo.kl_coef > 0:
-                ref[id(mb)] = token_logprobs(reference, d.input_ids, d.attention_mask)[0]
+            old[id(mb)] = token_logprobs(
+                policy, d.input_ids, d.attention_mask, autocast_dtype=autocast_dtype
+            )[0]
+            if algo.kl_coef > 0:
+                ref[id(mb)] = reference_logprobs(
+                    policy, reference, d.input_ids, d.attention_mask, autocast_dtype
+                )
 
     # 6. PPO update: one optimizer step per mini-batch, gradients accumulated over micro-batches
     policy.train()
@@ -113,7 +120,11 @@ def rl_step(
         for mb, w in zip(mbs, weights, strict=True):
             d = mb.to(device)
             logp, ent = token_logprobs(
-                policy, d.input_ids, d.attention_mask, with_entropy=algo.entropy_coef > 0
+                policy,
+                d.input_ids,
+                d.attention_mask,
+                with_entropy=algo.entropy_coef > 0,
+                autocast_dtype=autocast_dtype,
             )
             pg, stats = ppo_clip_loss(
                 logp,

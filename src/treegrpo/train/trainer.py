@@ -11,6 +11,8 @@ A run directory holds everything a run writes (DESIGN.md, "Configuration and run
 Resume (``RunConfig.resume``) restores the model, optimizer, scheduler, RNG states and the data
 position from the newest complete checkpoint; each step's randomness is derived from the run
 seed and the step number, so the step after a resume equals the step without interruption.
+A LoRA run resumes from the starting model plus the checkpoint's saved adapter (``adapter/``),
+not from the merged ``model/``, which is for everyone else to load.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from treegrpo.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.policy import load_adapter, prepare_policy
+from treegrpo.train.precision import autocast_dtype, resolve_device
 from treegrpo.train.step import Batch, rl_step
 
 
@@ -73,21 +77,33 @@ def train(
     max_obs_tokens: int = 500,
     evaluate: Callable[[Any, Any, int], dict[str, float]] | None = None,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    model_cfg: ModelConfig = ModelConfig(),
 ) -> Path:
     """Train from ``model_path`` (or resume) and return the run directory.
 
-    load_model(path) → (model, tokenizer); evaluate(model, tokenizer, step) → metrics to log;
-    on_step(step, metrics) is called after every step (progress display).
+    load_model(path) → (model, tokenizer) on the CPU; evaluate(model, tokenizer, step) → metrics
+    to log; on_step(step, metrics) is called after every step (progress display); model_cfg:
+    LoRA or full fine-tuning, gradient checkpointing, device and forward precision.
     """
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start_step, position = 0, 0
+    device = resolve_device(model_cfg.device)
+    amp = autocast_dtype(model_cfg.dtype, device)
+    lora = model_cfg.lora_rank > 0
     ckpt = latest_checkpoint(out) if run.resume else None
-    policy, tokenizer = load_model(ckpt / "model" if ckpt else Path(model_path))
+    if ckpt is not None:
+        _check_resumable(ckpt, lora)
+    # LoRA trains adapters on the frozen starting model; full fine-tuning resumes from model/
+    policy, tokenizer = load_model(ckpt / "model" if ckpt and not lora else Path(model_path))
+    policy = prepare_policy(policy, model_cfg, seed=run.seed)
+    if ckpt is not None and lora:
+        load_adapter(policy, ckpt / "adapter")
+    policy.to(device)
     reference = None
-    if algo.kl_coef > 0:
+    if algo.kl_coef > 0 and not lora:  # with LoRA the base model (adapters off) is the reference
         reference, _ = load_model(Path(model_path))  # the frozen starting policy
-        reference.eval().requires_grad_(False)
+        reference.eval().requires_grad_(False).to(device)
     optimizer = torch.optim.AdamW(
         [p for p in policy.parameters() if p.requires_grad],
         lr=optim.lr,
@@ -114,6 +130,7 @@ def train(
             "sampling": asdict(sampling),
             "limits": asdict(limits),
             "run": asdict(run),
+            "model": asdict(model_cfg),
             "max_obs_tokens": max_obs_tokens,
         }
         (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
@@ -148,6 +165,7 @@ def train(
                 sampling,
                 limits,
                 seed=run.seed * 1_000_003 + step,
+                autocast_dtype=amp,
             )
             metrics["train/lr"] = float(scheduler.get_last_lr()[0])
             done = step + 1
@@ -170,6 +188,18 @@ def train(
     if writer is not None:
         writer.close()
     return out
+
+
+def _check_resumable(ckpt: Path, lora: bool) -> None:
+    """A LoRA run resumes from an adapter, a full fine-tune from model/: refuse to mix them
+    (the optimizer state would not fit the parameters)."""
+    has_adapter = (ckpt / "adapter").is_dir()
+    if lora != has_adapter:
+        wrote, asks = ("LoRA", "full fine-tuning") if has_adapter else ("full fine-tuning", "LoRA")
+        raise ValueError(
+            f"{ckpt} was written by a {wrote} run, this run asks for {asks}; "
+            "resume with the model settings it was trained with (lora_rank)"
+        )
 
 
 def _log(log: Any, writer: Any, step: int, metrics: dict[str, float]) -> None:

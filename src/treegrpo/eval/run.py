@@ -1,0 +1,87 @@
+"""``treegrpo eval``: a saved model, greedily, on a dataset and its search tool; the report goes
+to ``eval.json`` (every number, every row) and ``eval.md`` (the table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from treegrpo.eval.datasets import SYNTHETIC_EVAL, read_questions, synthetic_eval
+from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.tools.base import SearchTool
+
+
+def eval_set(
+    data: str,
+    corpus: Path | None = None,
+    retriever_url: str | None = None,
+    world_seed: int = 0,
+    limit: int | None = None,
+) -> tuple[list[EvalItem], SearchTool]:
+    """Questions and the search tool to answer them with. ``data`` is ``synthetic-eval`` (the
+    embedded job's held-out world, with BM25 over its own corpus) or a FlashRAG jsonl path with
+    ``corpus`` (BM25 over a Search-R1 jsonl corpus) or ``retriever_url`` (a /retrieve server).
+    The questions are read before any index is built, so a broken file fails at once."""
+    from treegrpo.tools.bm25 import BM25Retriever
+
+    tool: SearchTool
+    if data == SYNTHETIC_EVAL:
+        if corpus is not None or retriever_url is not None:
+            raise ValueError(f"{SYNTHETIC_EVAL} searches its own world: drop the corpus/retriever")
+        questions, passages = synthetic_eval(world_seed)
+        questions = questions[:limit]
+        tool = BM25Retriever(passages)
+    else:
+        if (corpus is None) == (retriever_url is None):
+            raise ValueError(f"{data}: give exactly one of a corpus or a retriever URL")
+        questions = read_questions(data)[:limit]
+        if corpus is not None:
+            tool = BM25Retriever(corpus)
+        else:
+            from treegrpo.tools.http_client import RemoteRetriever
+
+            assert retriever_url is not None
+            tool = RemoteRetriever(retriever_url)
+    items = [EvalItem(q.question, list(q.golds), q.source, q.hops or None) for q in questions]
+    return items, tool
+
+
+def model_directory(path: Path) -> Path:
+    """``path`` if it is a Hugging Face model directory; a run checkpoint (``step-N``) gives its
+    ``model/``."""
+    if (path / "config.json").is_file():
+        return path
+    if (path / "model" / "config.json").is_file():
+        return path / "model"
+    raise FileNotFoundError(f"{path}: not a Hugging Face model directory (no config.json)")
+
+
+def evaluate_checkpoint(
+    model_dir: Path,
+    items: list[EvalItem],
+    tool: SearchTool,
+    out: Path,
+    limits: AgentLimits,
+    max_new_tokens: int,
+    max_obs_tokens: int,
+    batch_size: int,
+    device: str = "auto",
+    settings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Load ``model_dir`` with plain transformers, evaluate greedily, write the report to
+    ``out`` (``settings`` is recorded in the JSON) and return it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from treegrpo.train.precision import resolve_device
+
+    model_dir = model_directory(model_dir)
+    model: Any = AutoModelForCausalLM.from_pretrained(model_dir)
+    model.to(resolve_device(device))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    report = evaluate(
+        model, tokenizer, tool, items, limits, max_new_tokens, max_obs_tokens, batch_size
+    )
+    report["config"] = {"model": str(model_dir), **(settings or {})}
+    write_report(report, out, "eval")
+    return report

@@ -1,0 +1,148 @@
+"""`treegrpo eval` on the tiny agent: a FlashRAG jsonl dataset, a BM25 corpus, per-source and
+per-hop numbers in eval.json; broken inputs stop with the file, line and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_fixtures import CORPUS, FACTS, PEOPLE, trained_agent
+from treegrpo import cli
+from treegrpo.eval.datasets import DatasetError, read_questions
+from treegrpo.eval.run import eval_set
+from treegrpo.tools.corpus import write_corpus
+from treegrpo.tools.http_client import RemoteRetriever
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    agent = trained_agent()
+    path = tmp_path_factory.mktemp("model")
+    agent.model.save_pretrained(path)
+    agent.tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+def corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "corpus.jsonl"
+    write_corpus(path, CORPUS)
+    return path
+
+
+def _rows(people: list[str]) -> list[dict[str, object]]:
+    return [
+        {
+            "id": f"q{i}",
+            "question": f"Where was {p} born",
+            "golden_answers": [FACTS[p]],
+            "data_source": "toy-a" if i % 2 else "toy-b",
+            "metadata": {"hops": 1 + i % 2},
+        }
+        for i, p in enumerate(people)
+    ]
+
+
+def _write(path: Path, rows: list[object]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_eval_reports_per_source_and_per_hop(model_dir: Path, corpus: Path, tmp_path: Path) -> None:
+    data = _write(tmp_path / "toy.jsonl", _rows(PEOPLE[:4]))
+    out = tmp_path / "eval"
+    args = ["eval", "--model", str(model_dir), "--data", str(data), "--corpus", str(corpus)]
+    args += ["--out", str(out), "--max-turns", "2", "--max-new-tokens", "40"]
+    args += ["--max-obs-tokens", "120", "--max-context", "1024", "--batch-size", "3"]
+    cli.main(args)
+    report = json.loads((out / "eval.json").read_text())
+    assert set(report["by_source"]) == {"toy-a", "toy-b"}
+    assert set(report["by_hops"]) == {"1", "2"}
+    assert report["overall"]["n"] == 4 and len(report["rows"]) == 4
+    for key in ("em", "f1", "valid_format", "tool_calls"):
+        assert key in report["overall"]
+    assert report["overall"]["valid_format"] > 0  # the tiny agent follows the protocol
+    assert report["config"]["questions"] == 4 and report["config"]["max_turns"] == 2
+    table = (out / "eval.md").read_text()
+    assert "| source toy-a |" in table and "| 2-hop |" in table and "| overall | 4 |" in table
+
+
+def test_limit_and_a_checkpoint_directory(model_dir: Path, corpus: Path, tmp_path: Path) -> None:
+    step = tmp_path / "step-000001"
+    step.mkdir()
+    (step / "model").symlink_to(model_dir)  # a run checkpoint: step-N/model
+    rows = [{k: v for k, v in r.items() if k != "data_source"} for r in _rows(PEOPLE[:4])]
+    data = _write(tmp_path / "toy.jsonl", rows)
+    out = tmp_path / "eval"
+    args = ["eval", "--model", str(step), "--data", str(data), "--corpus", str(corpus)]
+    args += ["--out", str(out), "--limit", "2", "--max-new-tokens", "30", "--max-turns", "1"]
+    cli.main(args)
+    report = json.loads((out / "eval.json").read_text())
+    assert report["overall"]["n"] == 2 and set(report["by_source"]) == {"toy"}  # the file name
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "problem"),
+    [
+        ({"id": "x", "question": "q"}, "golden_answers", "missing"),
+        ({"id": "x", "question": "q", "golden_answers": "Rome"}, "golden_answers", "list"),
+        ({"id": "x", "question": "q", "golden_answers": []}, "golden_answers", "non-empty"),
+        ({"id": "x", "question": "", "golden_answers": ["a"]}, "question", "non-empty"),
+        ({"question": "q", "golden_answers": ["a"]}, "id", "missing"),
+        ({"id": [], "question": "q", "golden_answers": ["a"]}, "id", "got list"),
+        (
+            {"id": 1, "question": "q", "golden_answers": ["a"], "metadata": {"hops": "2"}},
+            "metadata.hops",
+            "integer",
+        ),
+        ({"id": 1, "question": "q", "golden_answers": ["a"], "data_source": 3}, "data_source", ""),
+        (["not", "an", "object"], None, "expected a JSON object"),
+    ],
+)
+def test_a_bad_row_names_file_line_and_field(
+    tmp_path: Path, row: object, field: str | None, problem: str
+) -> None:
+    good = _rows(PEOPLE[:1])[0]
+    path = _write(tmp_path / "bad.jsonl", [good, row])
+    with pytest.raises(DatasetError) as err:
+        read_questions(path)
+    assert str(err.value).startswith(f"{path}:2: ")
+    assert err.value.line == 2 and err.value.field == field
+    if field:
+        assert f"field {field!r}" in str(err.value)
+    assert problem in str(err.value)
+
+
+def test_the_cli_stops_with_the_message(model_dir: Path, corpus: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(_rows(PEOPLE[:1])[0]) + "\n\n{oops\n")
+    base = ["eval", "--model", str(model_dir), "--out", str(tmp_path / "o")]
+    cases = [
+        (["--data", str(bad), "--corpus", str(corpus)], f"{bad}:3: invalid JSON"),
+        (["--data", str(tmp_path / "d.parquet"), "--corpus", str(corpus)], "not supported yet"),
+        (["--data", str(bad)], "exactly one of a corpus or a retriever URL"),
+        (["--data", "synthetic-eval", "--corpus", str(corpus)], "searches its own world"),
+        (["--data", str(tmp_path / "none.jsonl"), "--corpus", str(corpus)], "No such file"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(SystemExit) as err:
+            cli.main(base + extra)
+        assert message in str(err.value), extra
+    with pytest.raises(SystemExit, match="not a Hugging Face model directory"):
+        cli.main(["eval", "--model", str(tmp_path), "--data", str(bad), "--corpus", str(corpus)])
+    assert not (tmp_path / "o").exists()  # nothing is loaded or written on a bad input
+
+
+def test_eval_sets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
+    items, tool = eval_set("synthetic-eval", limit=5)  # the embedded job's held-out world
+    assert len(items) == 5 and all(it.hops is not None and it.source for it in items)
+    hits = tool.search([items[0].question], topk=3)[0]
+    assert any(items[0].golds[0] in h.contents for h in hits)  # BM25 over the world's corpus
+    data = _write(tmp_path / "toy.jsonl", _rows(PEOPLE[:2]))
+    items, tool = eval_set(str(data), retriever_url="http://127.0.0.1:9/retrieve")
+    assert isinstance(tool, RemoteRetriever) and tool.url.endswith("/retrieve")
+    assert [it.hops for it in items] == [1, 2]  # nothing is contacted until a search
