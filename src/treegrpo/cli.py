@@ -191,10 +191,11 @@ def evaluate(
         model: A Hugging Face model directory (a run's checkpoints/step-N/model, or step-N
             itself, or the warm start directory).
         data: "synthetic-eval" (the embedded job's held-out world, searched with BM25 over its
-            own corpus) or a FlashRAG jsonl file ({"id", "question", "golden_answers"} a line;
-            optional "data_source", "metadata": {"hops": n}).
-        corpus: For a jsonl dataset: a Search-R1 jsonl corpus searched with BM25.
-        retriever_url: For a jsonl dataset: a /retrieve server instead of a corpus.
+            own corpus), a Search-R1 parquet file (e.g. from `treegrpo prepare`) or a FlashRAG
+            jsonl file ({"id", "question", "golden_answers"} a line; optional "data_source",
+            "metadata": {"hops": n}).
+        corpus: For a dataset file: a Search-R1 jsonl corpus searched with BM25.
+        retriever_url: For a dataset file: a /retrieve server instead of a corpus.
         out: Directory for eval.json and eval.md.
         limit: Evaluate only the first this many questions.
         max_turns: Steps that may search before the final step.
@@ -244,10 +245,56 @@ def evaluate(
     Console().print(f"wrote {out / 'eval.json'} and {out / 'eval.md'}")
 
 
+def prepare(
+    input: tuple[Path, ...],
+    out: Path,
+    source: tuple[str, ...] = (),
+    split: str = "train",
+) -> None:
+    """Convert FlashRAG jsonl files into one Search-R1 parquet with this package's prompt, ready
+    for `treegrpo eval --data` and for Search-R1/verl: columns data_source, prompt (one user
+    message: the instruction, then "Question: …?"), ability, reward_model (the gold answers as
+    ground_truth.target) and extra_info (split, index counted per data source; hops when known).
+
+    Args:
+        input: FlashRAG jsonl files ({"id", "question", "golden_answers": [...]} a line); a
+            Search-R1 parquet is accepted too and gets this package's prompt.
+        out: The parquet file to write (atomically: an existing file is replaced only when the
+            new one is complete).
+        source: Data source per input file, in the same order (default: each row's
+            "data_source", else the file name, or its directory for FlashRAG's nq/test.jsonl).
+        split: Written to extra_info.split ("train", "test", …).
+    """
+    from collections import Counter
+
+    from treegrpo.agent.prompt import instruction_text
+    from treegrpo.data.load import load_questions
+    from treegrpo.data.searchr1 import searchr1_rows, write_searchr1
+
+    if source and len(source) != len(input):
+        raise SystemExit(
+            f"treegrpo prepare: {len(source)} --source values for {len(input)} --input files: "
+            "give one per file or none"
+        )
+    try:
+        questions = load_questions(input, source or None)
+        write_searchr1(out, searchr1_rows(questions, split, instruction_text))
+    except (ValueError, OSError) as exc:  # bad rows, colliding ids, missing files
+        raise SystemExit(f"treegrpo prepare: {exc}") from None
+    counts = ", ".join(f"{k}: {n}" for k, n in Counter(q.source for q in questions).items())
+    print(f"wrote {len(questions)} questions ({counts}) to {out}")
+
+
 def main(args: Sequence[str] | None = None) -> None:
     """Entry point of the ``treegrpo`` script (``args``: instead of sys.argv[1:], for tests)."""
     argv = list(sys.argv[1:] if args is None else args)
-    commands: dict[str, Any] = {"train": train, "eval": evaluate, "budget": budget, "serve": serve}
+    commands: dict[str, Any] = {
+        "train": train,
+        "eval": evaluate,
+        "prepare": prepare,
+        "budget": budget,
+        "serve": serve,
+    }
     path = _config_path(argv)
     if path is not None:
         # The file's values become the defaults of train's flags, so flags given win over it.

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 class Question:
     """One question with its gold answers.
 
-    ``uid`` is unique across all sources (for example ``f"{source}-{index}"``), so group ids built
-    from it never merge two datasets' rows (ALGORITHM.md §3, last point).
+    ``uid`` is unique across all sources (``f"{source}-{index}"``), so group ids built from it
+    never merge two datasets' rows (ALGORITHM.md §3, last point); the file readers refuse a
+    second row with the same uid instead of merging it.
     """
 
     uid: str
@@ -18,3 +19,5 @@ class Question:
     golds: tuple[str, ...]  # any of them counts as correct (EM after SQuAD normalization)
     source: str  # data source, e.g. "nq", "hotpotqa", "synthetic"
     hops: int  # retrieval hops a perfect agent needs (0 when unknown)
+    index: int | str | None = None  # the row's id within its source (parquet extra_info.index)
+    prompt: str | None = None  # the file's own user message (Search-R1 parquet), verbatim

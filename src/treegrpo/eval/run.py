@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from treegrpo.eval.datasets import SYNTHETIC_EVAL, read_questions, synthetic_eval
+from treegrpo.data.load import load_questions
+from treegrpo.eval.datasets import SYNTHETIC_EVAL, synthetic_eval
 from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
@@ -20,8 +21,9 @@ def eval_set(
     limit: int | None = None,
 ) -> tuple[list[EvalItem], SearchTool]:
     """Questions and the search tool to answer them with. ``data`` is ``synthetic-eval`` (the
-    embedded job's held-out world, with BM25 over its own corpus) or a FlashRAG jsonl path with
-    ``corpus`` (BM25 over a Search-R1 jsonl corpus) or ``retriever_url`` (a /retrieve server).
+    embedded job's held-out world, with BM25 over its own corpus) or a Search-R1 parquet or
+    FlashRAG jsonl path with ``corpus`` (BM25 over a Search-R1 jsonl corpus) or
+    ``retriever_url`` (a /retrieve server).
     The questions are read before any index is built, so a broken file fails at once."""
     from treegrpo.tools.bm25 import BM25Retriever
 
@@ -35,7 +37,7 @@ def eval_set(
     else:
         if (corpus is None) == (retriever_url is None):
             raise ValueError(f"{data}: give exactly one of a corpus or a retriever URL")
-        questions = read_questions(data)[:limit]
+        questions = load_questions(data)[:limit]
         if corpus is not None:
             tool = BM25Retriever(corpus)
         else:

@@ -1,0 +1,97 @@
+"""FlashRAG jsonl questions: one ``{"id", "question", "golden_answers": [...]}`` object a line.
+
+Optional per row: ``data_source`` (the group in reports and the uid's prefix) and ``metadata``
+(FlashRAG's free-form dict; ``metadata.hops``, when present, gives per-hop report rows). Read
+with the standard library line by line, not with ``datasets``: its JSON loader unifies a schema
+over all rows, so a bad row surfaces as an Arrow type error without a line number.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from treegrpo.data.errors import DataError
+from treegrpo.data.types import Question
+
+# FlashRAG ships `nq/test.jsonl`: there the directory, not the file, names the source.
+SPLIT_NAMES = frozenset({"train", "dev", "val", "valid", "validation", "test"})
+
+
+def default_source(path: str | Path) -> str:
+    """The source of rows without ``data_source``: the file stem, or for a FlashRAG-layout file
+    named after its split (``nq/test.jsonl``) its directory name."""
+    path = Path(path)
+    if path.stem in SPLIT_NAMES and path.parent.name not in ("", ".", ".."):
+        return path.parent.name
+    return path.stem
+
+
+def read_flashrag(path: str | Path, source: str | None = None) -> list[Question]:
+    """The questions of a FlashRAG jsonl file in file order; blank lines are skipped.
+
+    ``source`` overrides every row's ``data_source``; without it a row's own ``data_source``
+    wins over :func:`default_source`. The uid is ``f"{source}-{id}"``.
+    """
+    path = Path(path)
+    fallback = default_source(path)
+    out: list[Question] = []
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if raw.strip():
+                out.append(_parse(path, len(out), lineno, raw, source, fallback))
+    if not out:
+        raise DataError(path, "no questions (the file is empty)")
+    return out
+
+
+def _parse(
+    path: Path, row_no: int, lineno: int, raw: bytes, source: str | None, fallback: str
+) -> Question:
+    def fail(field: str | None, problem: str) -> DataError:
+        return DataError(path, problem, row=row_no, line=lineno, field=field)
+
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise fail(None, f"unreadable JSON: not UTF-8 ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise fail(None, f"unreadable JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(row, dict):
+        raise fail(None, f"expected a JSON object, got {_kind(row)}")
+
+    def need(field: str) -> Any:
+        if field not in row:
+            raise fail(field, "missing")
+        return row[field]
+
+    uid = need("id")
+    if not isinstance(uid, str | int) or isinstance(uid, bool):
+        raise fail("id", f"expected a string or integer, got {_kind(uid)}")
+    question = need("question")
+    if not isinstance(question, str):
+        raise fail("question", f"expected a string, got {_kind(question)}")
+    if not question.strip():
+        raise fail("question", "empty")
+    golds = need("golden_answers")
+    if not isinstance(golds, list) or not all(isinstance(g, str) for g in golds):
+        raise fail("golden_answers", f"expected a list of strings, got {golds!r:.60}")
+    if not golds:
+        raise fail("golden_answers", "empty list: a question needs a gold answer")
+    if source is None:
+        source = row.get("data_source", fallback)
+        if not isinstance(source, str) or not source:
+            raise fail("data_source", f"expected a non-empty string, got {source!r:.60}")
+    meta = row.get("metadata")
+    meta = {} if meta is None else meta
+    if not isinstance(meta, dict):
+        raise fail("metadata", f"expected an object, got {_kind(meta)}")
+    hops = meta.get("hops", 0)
+    if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
+        raise fail("metadata.hops", f"expected an integer >= 0, got {hops!r:.60}")
+    return Question(f"{source}-{uid}", question, tuple(golds), source, hops, index=uid)
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__

@@ -1,0 +1,82 @@
+"""Load question files of either format, several at once, with uids that never collide.
+
+Training groups rollouts by uid (``dense_ids(uids)`` in the RL step), so two rows sharing a uid
+would be normalized as one prompt: NQ row 7 and HotpotQA row 7 in the authors' code
+(ALGORITHM.md §3). Uids carry the data source, and a second row with a uid already seen (the
+same file twice, or two files of one source with overlapping ids) is an error, not a merge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from treegrpo.data.errors import DataError
+from treegrpo.data.flashrag import read_flashrag
+from treegrpo.data.searchr1 import read_searchr1
+from treegrpo.data.types import Question
+
+FORMATS = {".parquet": "Search-R1 parquet", ".jsonl": "FlashRAG jsonl"}
+
+
+def load_questions(
+    paths: str | Path | Sequence[str | Path],
+    sources: Sequence[str | None] | None = None,
+) -> list[Question]:
+    """The questions of one or more files, in order: Search-R1 ``.parquet`` or FlashRAG
+    ``.jsonl``. ``sources``, one per file (None keeps the file's own), overrides the data
+    source of every row of that file. Raises DataError naming the file, row and field."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    files = [Path(p) for p in paths]
+    if not files:
+        raise ValueError("no dataset files given")
+    per_file = list(sources) if sources is not None else [None] * len(files)
+    if len(per_file) != len(files):
+        raise ValueError(f"{len(per_file)} sources for {len(files)} files: give one per file")
+    if any(s is not None and not (isinstance(s, str) and s.strip()) for s in per_file):
+        raise ValueError(f"a data source must be a non-empty string, got {per_file}")
+    out: list[Question] = []
+    seen: dict[str, tuple[int, Path, int]] = {}  # uid → (file number, file, row) of first use
+    for file_no, (path, source) in enumerate(zip(files, per_file, strict=True)):
+        questions = _read(path, source)
+        for row, q in enumerate(questions):
+            first = seen.setdefault(q.uid, (file_no, path, row))
+            if first != (file_no, path, row):
+                raise _duplicate(path, row, q.uid, first[1:], same_file=first[0] == file_no)
+        out.extend(questions)
+    return out
+
+
+def _read(path: Path, source: str | None) -> list[Question]:
+    if path.suffix == ".parquet":
+        return read_searchr1(path, source)
+    if path.suffix == ".jsonl":
+        return read_flashrag(path, source)
+    known = " or ".join(f"{name} ({ext})" for ext, name in FORMATS.items())
+    raise DataError(path, f"unknown format {path.suffix or '(no extension)'!r}: expected {known}")
+
+
+def _duplicate(
+    path: Path, row: int, uid: str, first: tuple[Path, int], same_file: bool
+) -> DataError:
+    jsonl = path.suffix == ".jsonl"
+    where = f"row {first[1]}" if same_file else f"{first[0]} row {first[1]}"
+    return DataError(
+        path,
+        f"duplicate uid {uid!r} (same data source and id as {where}); "
+        "give each file its own data source (--source) so their groups stay apart",
+        row=row,
+        line=_line_of(path, row) if jsonl else None,
+        field="id" if jsonl else "extra_info.index",
+    )
+
+
+def _line_of(path: Path, row: int) -> int:
+    """The 1-based line of the ``row``-th non-blank line (only for error messages)."""
+    with open(path, "rb") as f:
+        rows = (n for n, raw in enumerate(f, start=1) if raw.strip())
+        for i, lineno in enumerate(rows):
+            if i == row:
+                return lineno
+    raise AssertionError(f"{path} has no row {row}")

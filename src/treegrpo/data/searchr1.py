@@ -1,0 +1,191 @@
+"""Search-R1 parquet (ALGORITHM.md §6): read its rows as questions; write questions in its layout.
+
+One row: ``data_source`` ("nq"), ``prompt`` (a list of one ``{"role": "user", "content": …}``
+message, the instruction ending in ``Question: {question}``), ``ability`` ("fact-reasoning"),
+``reward_model`` (``{"style": "rule", "ground_truth": {"target": [answers]}}``) and ``extra_info``
+(``{"split": …, "index": …}``). The question text is recovered from the prompt so that our own
+prompt can be rendered for any tokenizer, and the file's message is kept beside it
+(``Question.prompt``) for a user who wants to train on it exactly.
+
+Read with pyarrow, the engine under ``datasets``: ``datasets.Dataset.from_parquet`` would first
+copy the whole file into the Hugging Face cache as Arrow, for the same rows. Written with
+``datasets``, so a prepared file carries the same schema metadata as Search-R1's own files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from treegrpo.data.errors import DataError
+from treegrpo.data.types import Question
+
+ABILITY = "fact-reasoning"
+REQUIRED = ("data_source", "prompt", "reward_model")  # `ability` is not read; `extra_info` optional
+# "Question:" starting a line or after whitespace; the last one wins, since few-shot templates
+# put worked examples (with their own "Question:") before the real question.
+_MARKER = re.compile(r"(?:^|(?<=\s))Question:")
+
+
+def question_from_prompt(content: str) -> str:
+    """The question inside a Search-R1 user message: the text after its last ``Question:``,
+    stripped (Search-R1's templates and ours end with ``Question: {question}\\n``); the whole
+    message, stripped, when it has no such marker."""
+    matches = list(_MARKER.finditer(content))
+    if not matches:
+        return content.strip()
+    return content[matches[-1].end() :].strip()
+
+
+def normalize_answers(value: Any) -> tuple[str, ...]:
+    """``ground_truth.target`` as a tuple of strings: a single string, a list, or the numpy array
+    a list becomes after a pandas round trip. Raises ValueError for anything else or for no
+    answer at all."""
+    if isinstance(value, str):
+        value = [value]
+    elif hasattr(value, "tolist") and not isinstance(value, list | tuple):
+        value = value.tolist()  # numpy array (pandas' parquet reader) → list of str
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of strings, got {value!r:.60}")
+    if not value:
+        raise ValueError("empty list: a question needs a gold answer")
+    return tuple(value)
+
+
+def read_searchr1(path: str | Path, source: str | None = None) -> list[Question]:
+    """The questions of a Search-R1 parquet file in row order. ``source`` overrides every row's
+    ``data_source``. The uid is ``f"{data_source}-{extra_info.index}"`` (the row number when the
+    file has no index)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    with open(path, "rb") as f:  # a missing file is the usual FileNotFoundError
+        try:
+            pfile = pq.ParquetFile(f)
+            names = pfile.schema_arrow.names
+            for column in REQUIRED:
+                if column not in names and not (column == "data_source" and source):
+                    known = ", ".join(names)
+                    raise DataError(path, f"missing (columns: {known})", row=0, field=column)
+            wanted = [c for c in (*REQUIRED, "extra_info") if c in names]
+            rows = pfile.read(columns=wanted).to_pylist()
+        except (pa.ArrowException, OSError) as exc:
+            raise DataError(path, f"unreadable parquet ({exc})") from None
+    if not rows:
+        raise DataError(path, "no questions (the file has no rows)")
+    return [searchr1_question(row, path, i, source) for i, row in enumerate(rows)]
+
+
+def searchr1_question(
+    row: Mapping[str, Any], path: str | Path, row_no: int, source: str | None = None
+) -> Question:
+    """One Search-R1 row (a dict as pyarrow or pandas gives it) as a Question; errors name
+    ``path``, ``row_no`` and the field."""
+
+    def fail(field: str, problem: str) -> DataError:
+        return DataError(path, problem, row=row_no, field=field)
+
+    if source is None:
+        source = row.get("data_source")
+        if source is None:
+            raise fail("data_source", "missing")
+        if not isinstance(source, str) or not source:
+            raise fail("data_source", f"expected a non-empty string, got {source!r:.60}")
+    content = _user_message(row.get("prompt"), fail)
+    question = question_from_prompt(content)
+    if not question:
+        raise fail("prompt", "empty question (the user message has no text after 'Question:')")
+    model = row.get("reward_model")
+    truth = model.get("ground_truth") if isinstance(model, Mapping) else None
+    if not isinstance(truth, Mapping) or "target" not in truth:
+        what = "reward_model" if not isinstance(model, Mapping) else "reward_model.ground_truth"
+        raise fail(what, 'expected {"ground_truth": {"target": [answers]}}')
+    try:
+        golds = normalize_answers(truth["target"])
+    except ValueError as exc:
+        raise fail("reward_model.ground_truth.target", str(exc)) from None
+    extra = row.get("extra_info")
+    extra = extra if isinstance(extra, Mapping) else {}
+    index = extra.get("index")
+    if index is None:
+        index = row_no
+    elif hasattr(index, "item"):
+        index = index.item()  # numpy scalar (pandas) → int
+    if not isinstance(index, int | str) or isinstance(index, bool):
+        raise fail("extra_info.index", f"expected an integer or string, got {index!r:.60}")
+    hops = extra.get("hops") or 0
+    if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
+        raise fail("extra_info.hops", f"expected an integer >= 0, got {hops!r:.60}")
+    return Question(f"{source}-{index}", question, golds, source, hops, index, content)
+
+
+def searchr1_rows(
+    questions: Sequence[Question], split: str, user_message: Callable[[str], str]
+) -> list[dict[str, Any]]:
+    """Questions as Search-R1 rows, the prompt being ``user_message(question)`` (the caller
+    passes ``treegrpo.agent.prompt.instruction_text``: data sits below the agent layer).
+
+    ``extra_info.index`` counts rows per data source, as Search-R1's own scripts do, so
+    ``(data_source, index)`` is unique within the file even when several inputs share a source.
+    ``extra_info.hops`` is written when any question knows its hop count (null for the others).
+    """
+    counts: dict[str, int] = {}
+    with_hops = any(q.hops for q in questions)
+    rows = []
+    for q in questions:
+        index = counts.get(q.source, 0)
+        counts[q.source] = index + 1
+        extra: dict[str, Any] = {"split": split, "index": index}
+        if with_hops:
+            extra["hops"] = q.hops or None
+        rows.append(
+            {
+                "data_source": q.source,
+                "prompt": [{"role": "user", "content": user_message(q.question)}],
+                "ability": ABILITY,
+                "reward_model": {"style": "rule", "ground_truth": {"target": list(q.golds)}},
+                "extra_info": extra,
+            }
+        )
+    return rows
+
+
+def write_searchr1(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``rows`` as a parquet file, atomically: a temporary file in the same directory
+    replaces ``path`` only once complete, so a crash never leaves half a dataset behind."""
+    import pyarrow.parquet as pq
+    from datasets import Dataset
+
+    if not rows:
+        raise ValueError(f"{path}: no rows to write")
+    table = Dataset.from_list(list(rows)).data.table  # datasets' schema and metadata
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _user_message(prompt: Any, fail: Callable[[str, str], DataError]) -> str:
+    """The content of a prompt that is a list of exactly one user message."""
+    if hasattr(prompt, "tolist") and not isinstance(prompt, list | tuple):
+        prompt = prompt.tolist()  # numpy array of dicts (pandas)
+    if prompt is None:
+        raise fail("prompt", "missing")
+    if not isinstance(prompt, list | tuple) or len(prompt) != 1:
+        n = f"{len(prompt)} items" if isinstance(prompt, list | tuple) else type(prompt).__name__
+        raise fail("prompt", f'expected a list of one {{"role": "user", "content": …}}, got {n}')
+    message = prompt[0]
+    if not isinstance(message, Mapping) or message.get("role") != "user":
+        raise fail("prompt", f"expected one message with role 'user', got {message!r:.60}")
+    content = message.get("content")
+    if not isinstance(content, str):
+        raise fail("prompt", f"expected the message's content as a string, got {content!r:.60}")
+    return content
