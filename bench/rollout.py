@@ -180,9 +180,10 @@ def generate_chains(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rollout.json"))
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     agent = trained_agent()
     prompts = [agent.prompt(p) for p in PEOPLE]  # 8 prompts
     limits = AgentLimits(max_turns=3, topk=3, max_context=2048)

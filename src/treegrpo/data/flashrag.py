@@ -9,6 +9,8 @@ over all rows, so a bad row surfaces as an Arrow type error without a line numbe
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,32 @@ def read_flashrag(path: str | Path, source: str | None = None) -> list[Question]
     if not out:
         raise DataError(path, "no questions (the file is empty)")
     return out
+
+
+def write_flashrag(path: str | Path, questions: Iterable[Question]) -> int:
+    """Write questions as FlashRAG jsonl (``id`` = the question's index, ``data_source``,
+    ``metadata.hops``), atomically; return the count. ``read_flashrag`` gives them back with the
+    same uids."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    n = 0
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for q in questions:
+                row = {
+                    "id": q.index if q.index is not None else n,
+                    "question": q.question,
+                    "golden_answers": list(q.golds),
+                    "data_source": q.source,
+                    "metadata": {"hops": q.hops},
+                }
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n
 
 
 def _parse(

