@@ -17,9 +17,11 @@ import tyro
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.presets import (
     DEFAULT_ALGO,
+    DEFAULT_DATA,
     DEFAULT_EMBEDDED,
     DEFAULT_OPTIM,
     DEFAULT_RUN,
+    DataConfig,
     EmbeddedConfig,
 )
 
@@ -32,7 +34,12 @@ TRAIN_SECTIONS: dict[str, Any] = {
     "run": DEFAULT_RUN,
     "world": DEFAULT_EMBEDDED,
     "model": ModelConfig(),
+    "data": DEFAULT_DATA,
 }
+# Sections whose flags have no prefix (--lr, --lora-rank); `--model.lora-rank` is accepted too.
+# The data section keeps its prefix (--data.train-files): its agent limits would otherwise
+# clash with the world section's (--max-turns, --max-new-tokens).
+FLAT_SECTIONS = ("algo", "optim", "run", "world", "model")
 
 
 def budget(depth: int = 3) -> None:
@@ -134,37 +141,85 @@ def serve(
 
 def train(
     config: Path | None = None,
+    dry_run: bool = False,
     algo: Annotated[AlgorithmConfig, Flat] = DEFAULT_ALGO,
     optim: Annotated[OptimConfig, Flat] = DEFAULT_OPTIM,
     run: Annotated[RunConfig, Flat] = DEFAULT_RUN,
     world: Annotated[EmbeddedConfig, Flat] = DEFAULT_EMBEDDED,
     model: Annotated[ModelConfig, Flat] = ModelConfig(),
+    data: DataConfig = DEFAULT_DATA,
 ) -> None:
     """Train a search agent. With no arguments: Tree-GRPO at budget ≈ 4 on the embedded
     synthetic world (warm start cached after the first run), evaluated before and after on a
     held-out world; writes the run directory with a before/after table and a learning curve.
-    `--algo chain --m 4` runs chain GRPO at the same budget.
+    `--algo chain --m 4` runs chain GRPO at the same budget. With `--data.train-files` or a
+    config file with a `data:` section: the same on your questions, model and retriever, e.g.
+    `--data.train-files train.parquet --data.eval-files test.parquet --data.model DIR
+    --data.retriever-url http://127.0.0.1:8000/retrieve`. Flags of the other sections may carry
+    their section too: `--model.lora-rank 16` is `--lora-rank 16`.
 
     Args:
-        config: YAML file with sections algo, optim, run, world, model (configs/*.yaml);
+        config: YAML file with sections algo, optim, run, world, model, data (configs/*.yaml);
             flags given beside it win over the file. The resolved settings are written to
             <out_dir>/config.yaml.
+        dry_run: Check the settings, print them as a config file and stop (nothing is loaded
+            or written).
     """
-    from rich.console import Console
+    import yaml
 
-    from treegrpo.train.embedded import before_after_table, run_embedded
     from treegrpo.train.yaml_config import dump_config
+
+    data_section = config is not None and "data" in (yaml.safe_load(config.read_text()) or {})
+    job = "data" if data.train_files or data_section else "embedded"
+    if job == "embedded" and data != DEFAULT_DATA:
+        raise SystemExit(
+            "treegrpo train: the data settings need data.train_files (--data.train-files "
+            "FILE ...); without them the embedded job runs, which does not use them"
+        )
+    if job == "data" and world != DEFAULT_EMBEDDED:
+        raise SystemExit(
+            "treegrpo train: the world section configures the embedded job, which does not run "
+            "with data settings (data.train_files or a data section); drop it"
+        )
+    sections: dict[str, Any] = {"algo": algo, "optim": optim, "run": run, "model": model}
+    sections |= {"data": data} if job == "data" else {"world": world}
+    origin = f"{config} and flags" if config is not None else "the preset and flags"
+    if job == "data":
+        from treegrpo.train.datarun import check_data, prepare_inputs
+
+        problems = check_data(data)
+        if problems:
+            raise SystemExit("treegrpo train: " + "; ".join(problems))
+    if dry_run:
+        print(f"# treegrpo train --dry-run: the {job} job with these settings ({origin})")
+        print(dump_config(sections), end="")
+        return
+    if job == "data":
+        try:  # questions first: a broken row stops before a model loads or an index builds
+            inputs = prepare_inputs(data)
+        except (ValueError, OSError) as exc:
+            raise SystemExit(f"treegrpo train: {exc}") from None
+
+    from rich.console import Console
 
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     resolved = out / "config.yaml"
     if not (run.resume and resolved.exists()):  # a resumed run keeps its first settings file
-        sections = {"algo": algo, "optim": optim, "run": run, "world": world, "model": model}
-        origin = f"{config} and flags" if config is not None else "the preset and flags"
         resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
-    summary = run_embedded(algo, optim, run, world, model_cfg=model)
     console = Console()
-    console.print(before_after_table(summary["before"], summary["after"]))
+    if job == "data":
+        from treegrpo.eval.evaluate import compare_table
+        from treegrpo.train.datarun import run_data
+
+        summary = run_data(algo, optim, run, data, inputs, model_cfg=model)
+        if summary["before"] is not None and summary["after"] is not None:
+            console.print(compare_table(summary["before"], summary["after"]))
+    else:
+        from treegrpo.train.embedded import before_after_table, run_embedded
+
+        summary = run_embedded(algo, optim, run, world, model_cfg=model)
+        console.print(before_after_table(summary["before"], summary["after"]))
     console.print(f"run directory: {run.out_dir} ({summary['seconds']['total']:.0f} s)")
 
 
@@ -352,6 +407,8 @@ def main(args: Sequence[str] | None = None) -> None:
         "budget": budget,
         "serve": serve,
     }
+    if argv and argv[0] == "train":
+        argv = _without_flat_prefixes(argv)
     path = _config_path(argv)
     if path is not None:
         # The file's values become the defaults of train's flags, so flags given win over it.
@@ -368,6 +425,20 @@ def main(args: Sequence[str] | None = None) -> None:
         "tree-structured rollouts.",
         args=argv,
     )
+
+
+def _without_flat_prefixes(argv: list[str]) -> list[str]:
+    """``--model.lora-rank 16`` → ``--lora-rank 16`` (and ``--run.steps=4`` → ``--steps=4``) for
+    the sections whose flags tyro parses without a prefix, so dotted overrides work for every
+    section; ``--data.*`` flags keep theirs."""
+    out = []
+    for arg in argv:
+        for section in FLAT_SECTIONS:
+            if arg.startswith(f"--{section}."):
+                arg = "--" + arg[len(section) + 3 :]
+                break
+        out.append(arg)
+    return out
 
 
 def _config_path(argv: list[str]) -> str | None:

@@ -1,5 +1,7 @@
 """`treegrpo train --config file.yaml --flag value`: flags win over the file, the file over the
-preset, and the resolved settings land in the run directory."""
+preset, and the resolved settings land in the run directory; a data section or
+`--data.train-files` runs the data-driven job instead of the embedded one; `--dry-run` prints the
+resolved settings and stops."""
 
 from __future__ import annotations
 
@@ -7,11 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from treegrpo import cli
-from treegrpo.train import embedded
+from treegrpo.train import datarun, embedded
 from treegrpo.train.config import ModelConfig
-from treegrpo.train.yaml_config import load_config
+from treegrpo.train.presets import DataConfig
+from treegrpo.train.yaml_config import apply_config, load_config
+
+REPO = Path(__file__).parents[2]
 
 
 @pytest.fixture
@@ -23,8 +29,16 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         seen.append({"algo": algo, "optim": optim, "run": run, "world": world, "model": model_cfg})
         return {"before": {}, "after": {}, "seconds": {"total": 0.0}}
 
+    def fake_data(
+        algo: Any, optim: Any, run: Any, data: Any, inputs: Any, model_cfg: Any
+    ) -> dict[str, Any]:
+        seen.append({"algo": algo, "optim": optim, "run": run, "data": data, "model": model_cfg})
+        return {"before": None, "after": None, "seconds": {"total": 0.0}}
+
     monkeypatch.setattr(embedded, "run_embedded", fake_run)
     monkeypatch.setattr(embedded, "before_after_table", lambda before, after: "")
+    monkeypatch.setattr(datarun, "run_data", fake_data)
+    monkeypatch.setattr(datarun, "prepare_inputs", lambda data: None)  # reads nothing
     return seen
 
 
@@ -48,7 +62,7 @@ def test_flags_win_over_the_file_and_the_file_over_the_preset(
     assert got["world"] == cli.DEFAULT_EMBEDDED
     assert got["model"] == ModelConfig(lora_rank=8, grad_checkpointing=True)
     resolved = load_config(out / "config.yaml", cli.TRAIN_SECTIONS)
-    assert resolved == {k: got[k] for k in cli.TRAIN_SECTIONS}
+    assert resolved == {**cli.TRAIN_SECTIONS, **got}  # data keeps its default: not written
 
 
 def test_without_a_file_the_preset_applies(tmp_path: Path, calls: list[dict[str, Any]]) -> None:
@@ -66,4 +80,114 @@ def test_a_bad_file_stops_with_its_name_and_key(
     with pytest.raises(SystemExit) as err:
         cli.main(["train", f"--config={path}"])
     assert f"{path}: unknown key 'optim.learning_rate'" in str(err.value)
+    assert calls == []
+
+
+def test_a_data_section_runs_the_data_job(tmp_path: Path, calls: list[dict[str, Any]]) -> None:
+    out = tmp_path / "run"
+    train = tmp_path / "train.parquet"
+    train.touch()  # only names are checked before prepare_inputs
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        f"run: {{out_dir: {out}, steps: 3}}\n"
+        f"data: {{model: smollm2, train_files: [{train}], corpus: 'wiki:corpus', topk: 5}}\n"
+    )
+    cli.main(["train", "--config", str(path), "--data.topk", "4", "--data.max-turns", "2"])
+    (got,) = calls
+    assert "world" not in got  # the embedded job did not run
+    assert got["data"] == DataConfig(
+        model="smollm2", train_files=(str(train),), corpus="wiki:corpus", topk=4, max_turns=2
+    )
+    resolved = load_config(out / "config.yaml", cli.TRAIN_SECTIONS)
+    assert resolved["data"] == got["data"] and resolved["run"].steps == 3
+    assert "world:" not in (out / "config.yaml").read_text()  # the embedded job's section
+
+
+def test_data_flags_run_the_data_job_and_sections_take_dotted_flags(
+    tmp_path: Path, calls: list[dict[str, Any]]
+) -> None:
+    files = [tmp_path / "nq.parquet", tmp_path / "hotpotqa.jsonl"]
+    for f in files:
+        f.touch()
+    args = ["train", "--data.train-files", *map(str, files), "--data.model", "smollm2"]
+    args += ["--data.retriever-url", "http://127.0.0.1:8000/retrieve", "--model.lora-rank", "16"]
+    args += ["--model.device", "cpu", f"--run.out-dir={tmp_path / 'r'}", "--optim.lr", "2e-5"]
+    args += ["--algo.algo", "chain", "--m", "4"]  # dotted and flat flags mix
+    cli.main(args)
+    (got,) = calls
+    assert got["data"].train_files == tuple(map(str, files))
+    assert got["data"].retriever_url == "http://127.0.0.1:8000/retrieve"
+    assert got["model"] == ModelConfig(lora_rank=16, device="cpu")
+    assert got["optim"].lr == 2e-5 and got["run"].out_dir == str(tmp_path / "r")
+    assert got["algo"].algo == "chain" and got["algo"].m == 4
+
+
+def test_world_settings_do_not_go_with_the_data_job(
+    tmp_path: Path, calls: list[dict[str, Any]]
+) -> None:
+    args = ["train", "--data.train-files", "wiki:train", "--data.model", "smollm2"]
+    args += ["--data.corpus", "wiki:corpus", "--world-seed", "3"]
+    with pytest.raises(SystemExit, match="world section configures the embedded job"):
+        cli.main(args)
+    assert calls == []
+
+
+def test_dry_run_resolves_the_real_preset_and_writes_nothing(
+    tmp_path: Path, calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "real"
+    preset = REPO / "configs" / "real-smollm2-wiki.yaml"
+    args = ["train", "--config", str(preset), "--dry-run", "--run.steps", "0"]
+    cli.main([*args, "--run.out-dir", str(out), "--run.prompts-per-step", "64"])
+    printed = capsys.readouterr().out
+    assert printed.startswith("# treegrpo train --dry-run: the data job")
+    cfg = apply_config(yaml.safe_load(printed), cli.TRAIN_SECTIONS, "stdout")
+    assert cfg == {**load_config(preset, cli.TRAIN_SECTIONS), "run": cfg["run"]}
+    assert cfg["run"].steps == 0 and cfg["run"].prompts_per_step == 64
+    data, model = cfg["data"], cfg["model"]
+    assert data.model == "smollm2" and data.train_files == ("wiki:train",)
+    assert data.eval_files == ("wiki:test",) and data.eval_questions == 100
+    assert data.corpus == "wiki:corpus" and data.retriever == "bm25"
+    assert (data.max_new_tokens, data.max_obs_tokens, data.max_context) == (128, 256, 2048)
+    assert model.lora_rank == 16 and model.grad_checkpointing
+    algo = cfg["algo"]
+    assert (algo.m, algo.n, algo.l) == (2, 2, 1)
+    assert calls == [] and not out.exists()
+
+
+def test_dry_run_of_the_embedded_job_and_of_a_bad_data_setting(
+    tmp_path: Path, calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli.main(["train", "--dry-run", f"--out-dir={tmp_path / 'x'}"])
+    printed = capsys.readouterr().out
+    assert "the embedded job" in printed and "world:" in printed and "data:" not in printed
+    args = ["train", "--dry-run", "--data.train-files", "wiki:train", "--data.model", "smollm2"]
+    with pytest.raises(SystemExit, match=r"data\.corpus: wiki:corps: unknown built-in set"):
+        cli.main([*args, "--data.corpus", "wiki:corps"])
+    assert calls == [] and not (tmp_path / "x").exists()
+
+
+def test_the_paper_preset_is_a_data_job_that_wants_files(
+    tmp_path: Path, calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    preset = str(REPO / "configs" / "searchr1-qa.yaml")
+    with pytest.raises(SystemExit, match=r"data\.train_files: give at least one"):
+        cli.main(["train", "--config", preset, "--dry-run"])  # its data section picks the job
+    model = tmp_path / "qwen"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    train = tmp_path / "nq_hotpotqa_train.parquet"
+    train.touch()
+    args = ["train", "--config", preset, "--dry-run", "--data.train-files", str(train)]
+    args += ["--data.model", str(model), "--data.retriever-url", "http://127.0.0.1:8000/retrieve"]
+    cli.main([*args, "--model.device", "cuda"])
+    cfg = apply_config(yaml.safe_load(capsys.readouterr().out), cli.TRAIN_SECTIONS, "stdout")
+    assert cfg["optim"].lr == 1e-6 and cfg["optim"].mini_batch_prompts == 64
+    assert cfg["run"].prompts_per_step == 512 and cfg["run"].steps == 180
+    assert cfg["model"] == ModelConfig(device="cuda")
+    assert cfg["data"] == DataConfig(
+        model=str(model),
+        train_files=(str(train),),
+        retriever_url="http://127.0.0.1:8000/retrieve",
+    )  # the file's data section restates the paper's defaults
     assert calls == []

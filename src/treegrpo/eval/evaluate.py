@@ -1,11 +1,17 @@
 """Greedy evaluation of a search agent: EM and F1 per data source and per hop count, tool calls,
-valid-format share (ALGORITHM.md §5: evaluation is greedy, pure EM)."""
+valid-format share (ALGORITHM.md §5: evaluation is greedy, pure EM).
+
+Reports list Search-R1's data sources in the paper's column order (ALGORITHM.md §7) with its two
+averages: "single-hop avg" over nq, triviaqa, popqa and "multi-hop avg" over hotpotqa,
+2wikimultihopqa, musique, bamboogle. Like the paper's, they are macro averages: the mean of the
+per-source numbers, not of the pooled questions.
+"""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +27,23 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.base import SearchTool
+
+SINGLE_HOP = ("nq", "triviaqa", "popqa")
+"""Search-R1's single-hop data sources, in the paper's column order."""
+MULTI_HOP = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+"""Search-R1's multi-hop data sources, in the paper's column order."""
+PAPER_NAMES = {
+    "nq": "NQ",
+    "triviaqa": "TriviaQA",
+    "popqa": "PopQA",
+    "hotpotqa": "HotpotQA",
+    "2wikimultihopqa": "2Wiki",
+    "musique": "Musique",
+    "bamboogle": "Bamboogle",
+}
+"""Column names of the paper's table (ALGORITHM.md §7), by Search-R1 data_source."""
+AVERAGES = {"single-hop avg": SINGLE_HOP, "multi-hop avg": MULTI_HOP}
+METRICS = ("em", "f1", "valid_format", "tool_calls")
 
 
 @dataclass(frozen=True)
@@ -81,10 +104,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means overall, per source and per hop count."""
 
     def means(rs: Sequence[dict[str, Any]]) -> dict[str, float]:
-        return {
-            k: float(np.mean([r[k] for r in rs]))
-            for k in ("em", "f1", "valid_format", "tool_calls")
-        } | {"n": len(rs)}
+        return {k: float(np.mean([r[k] for r in rs])) for k in METRICS} | {"n": len(rs)}
 
     by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_hops: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -92,31 +112,113 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         by_source[r["source"]].append(r)
         if r["hops"] is not None:
             by_hops[str(r["hops"])].append(r)
+    per_source = {k: means(by_source[k]) for k in ordered_sources(by_source)}
     return {
         "overall": means(rows) if rows else {},
-        "by_source": {k: means(v) for k, v in sorted(by_source.items())},
+        "by_source": per_source,
+        "averages": source_averages(per_source),
         "by_hops": {k: means(v) for k, v in sorted(by_hops.items())},
         "rows": list(rows),
     }
 
 
+def ordered_sources(names: Iterable[str]) -> list[str]:
+    """Data sources in the paper's column order (NQ, TriviaQA, PopQA, HotpotQA, 2Wiki, Musique,
+    Bamboogle; matched without regard to case), then any others alphabetically."""
+    rank = {s: i for i, s in enumerate(SINGLE_HOP + MULTI_HOP)}
+    return sorted(names, key=lambda s: (rank.get(s.lower(), len(rank)), s))
+
+
+def source_averages(by_source: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """The paper's "single-hop avg" and "multi-hop avg": each metric's mean over the group's
+    sources (macro average; ``n`` is their total). A group with none of its sources present is
+    left out; one with some of them is labelled with those it averages, e.g.
+    ``"multi-hop avg (hotpotqa, musique)"``, so a partial average is never mistaken for the
+    paper's."""
+    lower = {s.lower(): s for s in by_source}
+    out: dict[str, dict[str, float]] = {}
+    for name, group in AVERAGES.items():
+        present = [lower[s] for s in group if s in lower]
+        if not present:
+            continue
+        label = name if len(present) == len(group) else f"{name} ({', '.join(present)})"
+        ms = [by_source[s] for s in present]
+        out[label] = {k: float(np.mean([m[k] for m in ms])) for k in METRICS}
+        out[label]["n"] = sum(int(m["n"]) for m in ms)
+    return out
+
+
+def report_groups(report: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
+    """The rows of a report's table, in order: the paper's data sources (its column order),
+    the single-hop and multi-hop averages, other sources, hop counts, overall."""
+    by_source = report["by_source"]
+    names = ordered_sources(by_source)
+    paper = [s for s in names if s.lower() in PAPER_NAMES]
+    others = [s for s in names if s.lower() not in PAPER_NAMES]
+    groups = [(f"source {s}", by_source[s]) for s in paper]
+    groups += list(source_averages({s: by_source[s] for s in paper}).items())
+    groups += [(f"source {s}", by_source[s]) for s in others]
+    groups += [(f"{k}-hop", v) for k, v in report["by_hops"].items()]
+    groups.append(("overall", report["overall"]))
+    return groups
+
+
 def format_table(report: dict[str, Any], title: str = "evaluation") -> str:
-    """A markdown table: one row per source and hop count, then overall."""
+    """A markdown table: one row per source (the paper's in its column order, then its two
+    averages, then the others), per hop count, then overall. When any of the paper's sources is
+    present, a one-row EM table laid out like the paper's (ALGORITHM.md §7) follows."""
     lines = [
         f"### {title}",
         "",
         "| group | n | EM | F1 | valid format | tool calls |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    groups = [(f"source {k}", v) for k, v in report["by_source"].items()]
-    groups += [(f"{k}-hop", v) for k, v in report["by_hops"].items()]
-    groups.append(("overall", report["overall"]))
-    for name, m in groups:
+    for name, m in report_groups(report):
         lines.append(
             f"| {name} | {m['n']} | {100 * m['em']:.1f} | {100 * m['f1']:.1f} | "
             f"{100 * m['valid_format']:.1f} | {m['tool_calls']:.2f} |"
         )
+    paper = paper_table(report)
+    if paper:
+        lines += ["", paper]
     return "\n".join(lines)
+
+
+def compare_table(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Two reports of the same questions side by side (before and after training), with the
+    rows of :func:`report_groups`: EM and tool calls per source, average, hop count, overall."""
+    after_groups = dict(report_groups(after))
+    lines = [
+        "| held-out group | n | EM before | EM after | tool calls before | after |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, b in report_groups(before):
+        a = after_groups[name]
+        lines.append(
+            f"| {name} | {b['n']} | {100 * b['em']:.1f} | {100 * a['em']:.1f} | "
+            f"{b['tool_calls']:.2f} | {a['tool_calls']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def paper_table(report: dict[str, Any]) -> str:
+    """EM (%) in the paper's layout: one column per data source in its order, then the
+    single-hop and multi-hop averages (ALGORITHM.md §7), so a run reads beside the published
+    numbers; "" when none of the paper's sources is in the report."""
+    by_source = report["by_source"]
+    paper = [s for s in ordered_sources(by_source) if s.lower() in PAPER_NAMES]
+    if not paper:
+        return ""
+    cols = [(PAPER_NAMES[s.lower()], by_source[s]) for s in paper]
+    averages = source_averages({s: by_source[s] for s in paper})
+    cols += [(name.replace("-hop avg", " avg"), m) for name, m in averages.items()]
+    return "\n".join(
+        [
+            "| EM % | " + " | ".join(name for name, _ in cols) + " |",
+            "|---|" + "---:|" * len(cols),
+            "| this run | " + " | ".join(f"{100 * m['em']:.1f}" for _, m in cols) + " |",
+        ]
+    )
 
 
 def write_report(report: dict[str, Any], out_dir: Path, name: str = "eval") -> None:

@@ -1,8 +1,10 @@
-"""Presets: the embedded default job's settings (no heavy imports, so the CLI loads fast)."""
+"""Presets and job settings: the embedded default job's world, and the data-driven job's model,
+datasets and retriever (no heavy imports, so the CLI loads fast)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
 
@@ -34,3 +36,45 @@ DEFAULT_OPTIM = OptimConfig(
 )
 DEFAULT_RUN = RunConfig(out_dir="runs/default", steps=30, prompts_per_step=16, save_every=10)
 DEFAULT_EMBEDDED = EmbeddedConfig()
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The data-driven job (`treegrpo train --data.train-files …`): the starting model, the
+    question files, the search tool and the agent's limits (defaults: the paper's QA runs).
+    Built-in, offline sets: questions "wiki:train" and "wiki:test", corpus "wiki:corpus", model
+    "smollm2" (treegrpo.train.datarun resolves them)."""
+
+    model: str | None = None
+    """Hugging Face model directory to start from, or "smollm2" (SmolLM2-135M-Instruct, built
+    offline by `treegrpo prepare-model smollm2`)."""
+    train_files: tuple[str, ...] = ()
+    """Training questions: Search-R1 parquet or FlashRAG jsonl files, or "wiki:train" (given:
+    the data-driven job runs instead of the embedded one)."""
+    eval_files: tuple[str, ...] = ()
+    """Held-out questions evaluated greedily before and after training (none: no evaluation)."""
+    eval_questions: int | None = 1000
+    """Evaluate this many of them, evenly spaced so every file keeps its share (None: all)."""
+    corpus: str | None = None
+    """Search-R1 jsonl corpus searched in-process, or "wiki:corpus" (else give retriever_url)."""
+    retriever_url: str | None = None
+    """A running Search-R1 /retrieve server, e.g. http://127.0.0.1:8000/retrieve."""
+    retriever: Literal["bm25", "dense"] = "bm25"
+    """How the corpus is searched: bm25 (bm25s) or dense (sentence-transformers + FAISS)."""
+    max_turns: int = 3
+    """Steps that may search before the final step."""
+    topk: int = 3
+    """Passages per search."""
+    max_new_tokens: int = 500
+    """Tokens per agent step."""
+    max_obs_tokens: int = 500
+    """Tokens per observation (longer ones are truncated)."""
+    max_context: int = 4096
+    """Prompt plus all steps and observations, in tokens."""
+    temperature: float = 1.0
+    """Sampling temperature during training (evaluation is greedy)."""
+    top_p: float = 0.95
+    """Nucleus sampling during training (the paper's 0.95)."""
+
+
+DEFAULT_DATA = DataConfig()

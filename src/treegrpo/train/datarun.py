@@ -1,0 +1,328 @@
+"""The data-driven job: train a model on your own questions with your own search tool.
+
+    questions (Search-R1 parquet / FlashRAG jsonl / built-in sets) + model + corpus or server
+    → greedy held-out eval → RL (trainer.train) → greedy held-out eval
+    → before/after table, learning curve, summary.json, report.md in the run directory
+
+``treegrpo train --data.train-files …`` runs this instead of the embedded synthetic job. Names
+with a colon are built-in, offline sets: questions ``wiki:train`` and ``wiki:test`` and corpus
+``wiki:corpus`` (``treegrpo.data.wiki``), and model ``smollm2`` (``treegrpo.models.smollm2``).
+
+Inputs are checked in two stages so a mistake costs seconds, not a model load: ``check_data``
+only looks at names and paths (``treegrpo train --dry-run`` stops there); ``prepare_inputs``
+reads every question file (a broken row stops with file, row and field), then prepares the
+model and the search tool; only then does ``run_data`` load a model.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Collection, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from treegrpo.data.types import Question
+from treegrpo.tools.base import SearchTool
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.presets import DataConfig
+
+BUILTIN_QUESTIONS: dict[str, Literal["train", "test"]] = {
+    "wiki:train": "train",
+    "wiki:test": "test",
+}
+"""Built-in question sets → split of ``treegrpo.data.wiki.wiki_questions``."""
+BUILTIN_CORPORA = ("wiki:corpus",)
+"""Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
+BUILTIN_MODELS = ("smollm2",)
+"""Built-in models: ``smollm2`` is ``treegrpo.models.smollm2.prepare_smollm2()``."""
+
+
+@dataclass
+class DataInputs:
+    """Everything the job reads, ready before any model loads."""
+
+    model_dir: Path
+    train: list[Question]
+    held_out: list[Question]  # already cut to eval_questions
+    tool: SearchTool
+
+
+def check_data(data: DataConfig) -> list[str]:
+    """What is wrong with ``data`` as far as names and paths tell (no file is read); [] if
+    nothing. Every problem names its field, e.g. ``data.corpus: wiki:corps: unknown …``."""
+    problems = []
+    if not data.train_files:
+        problems.append("data.train_files: give at least one question file (or wiki:train)")
+    if data.model is None:
+        problems.append(
+            "data.model: give a Hugging Face model directory, or smollm2 for the built-in one"
+        )
+    elif data.model not in BUILTIN_MODELS and not (Path(data.model) / "config.json").is_file():
+        problems.append(f"data.model: {data.model}: not a Hugging Face model directory")
+    for field, names in (("train_files", data.train_files), ("eval_files", data.eval_files)):
+        for name in names:
+            problem = _check_name(name, BUILTIN_QUESTIONS)
+            if problem:
+                problems.append(f"data.{field}: {problem}")
+    if (data.corpus is None) == (data.retriever_url is None):
+        problems.append(
+            "data.corpus / data.retriever_url: give exactly one (a Search-R1 jsonl corpus to "
+            "search in-process, or the URL of a running /retrieve server)"
+        )
+    elif data.corpus is not None:
+        problem = _check_name(data.corpus, BUILTIN_CORPORA)
+        if problem:
+            problems.append(f"data.corpus: {problem}")
+    elif data.retriever != "bm25":
+        problems.append(
+            "data.retriever: applies to a corpus; a /retrieve server searches its own way"
+        )
+    if data.eval_questions is not None and data.eval_questions < 1:
+        problems.append(f"data.eval_questions: must be >= 1 or null, got {data.eval_questions}")
+    for field in ("topk", "max_new_tokens", "max_obs_tokens", "max_context"):
+        if getattr(data, field) < 1:
+            problems.append(f"data.{field}: must be >= 1, got {getattr(data, field)}")
+    if data.max_turns < 0:
+        problems.append(f"data.max_turns: must be >= 0, got {data.max_turns}")
+    if not 0 < data.top_p <= 1 or data.temperature <= 0:
+        problems.append("data.temperature must be > 0 and data.top_p in (0, 1]")
+    return problems
+
+
+def _check_name(name: str, builtin: Collection[str]) -> str | None:
+    if name in builtin:
+        return None
+    prefix = name.split(":", 1)[0]
+    if ":" in name and any(b.startswith(prefix + ":") for b in builtin):
+        return f"{name}: unknown built-in set (known: {', '.join(builtin)})"
+    if not Path(name).is_file():
+        return f"{name}: no such file"
+    return None
+
+
+def resolve_questions(names: Sequence[str]) -> list[Question]:
+    """The questions of files and built-in sets: the files first, read together by
+    ``load_questions`` (strict; uids unique across them), then the built-in sets in order.
+    A uid seen twice (one set given twice) is an error, never a merged group."""
+    from treegrpo.data.load import load_questions
+
+    files = [n for n in names if n not in BUILTIN_QUESTIONS]
+    out = load_questions(files) if files else []
+    for name in names:
+        if name in BUILTIN_QUESTIONS:
+            from treegrpo.data.wiki import wiki_questions
+
+            out.extend(wiki_questions(BUILTIN_QUESTIONS[name]))
+    seen: set[str] = set()
+    for q in out:
+        if q.uid in seen:
+            raise ValueError(f"question {q.uid!r} is given twice (is a set listed twice?)")
+        seen.add(q.uid)
+    return out
+
+
+def resolve_model(name: str) -> Path:
+    """A model directory: ``smollm2`` is built (once) into the cache; anything else is a path."""
+    if name == "smollm2":
+        from treegrpo.models.smollm2 import prepare_smollm2
+
+        return prepare_smollm2()
+    return Path(name)
+
+
+def resolve_corpus(name: str) -> Path:
+    """A Search-R1 jsonl corpus: ``wiki:corpus`` is written (once) into the cache."""
+    if name == "wiki:corpus":
+        from treegrpo.data.wiki import wiki_corpus
+
+        return wiki_corpus()
+    return Path(name)
+
+
+def make_tool(data: DataConfig) -> SearchTool:
+    """The search tool: a /retrieve server, or BM25 or dense search over the corpus."""
+    if data.retriever_url is not None:
+        from treegrpo.tools.http_client import RemoteRetriever
+
+        return RemoteRetriever(data.retriever_url)
+    assert data.corpus is not None
+    corpus = resolve_corpus(data.corpus)
+    if data.retriever == "dense":
+        from treegrpo.tools.dense import DenseRetriever
+
+        return DenseRetriever(corpus)
+    from treegrpo.tools.bm25 import BM25Retriever
+
+    return BM25Retriever(corpus)
+
+
+def evenly_spaced(items: Sequence[Question], n: int | None) -> list[Question]:
+    """``n`` of ``items`` at evenly spaced positions (all when ``n`` is None or too large), so
+    every file of a concatenated list keeps its share."""
+    if n is None or n >= len(items):
+        return list(items)
+    import numpy as np
+
+    pick = np.linspace(0, len(items) - 1, n).round().astype(int)
+    return [items[i] for i in sorted(set(pick.tolist()))]
+
+
+def prepare_inputs(data: DataConfig) -> DataInputs:
+    """Check ``data``, read the questions, then prepare the model directory and the search tool
+    (an index is built or loaded from the cache). Raises ValueError (bad names, bad rows) or
+    OSError (missing files, missing packages of the built-in sets)."""
+    problems = check_data(data)
+    if problems:
+        raise ValueError("; ".join(problems))
+    train_qs = resolve_questions(data.train_files)
+    held_out = resolve_questions(data.eval_files) if data.eval_files else []
+    held_out = evenly_spaced(held_out, data.eval_questions)
+    assert data.model is not None
+    return DataInputs(resolve_model(data.model), train_qs, held_out, make_tool(data))
+
+
+def run_data(
+    algo: AlgorithmConfig,
+    optim: OptimConfig,
+    run: RunConfig,
+    data: DataConfig,
+    inputs: DataInputs,
+    model_cfg: ModelConfig = ModelConfig(),
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate, train, evaluate; returns the summary also written to ``<run>/summary.json``.
+    Evaluation is greedy and runs on the training device (``model_cfg.device``)."""
+    from treegrpo.engine.sampling import SamplingParams
+    from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
+    from treegrpo.rollout.sampler import AgentLimits
+    from treegrpo.train.checkpoint import latest_checkpoint
+    from treegrpo.train.embedded import _Progress, load_model
+    from treegrpo.train.precision import resolve_device
+    from treegrpo.train.trainer import TrainItem, train
+    from treegrpo.viz.curves import plot_learning_curve
+
+    t0 = time.perf_counter()
+    out = Path(run.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(model_cfg.device)
+    items = [TrainItem(q.question, q.golds, q.uid) for q in inputs.train]
+    held_out = [
+        EvalItem(q.question, list(q.golds), q.source, q.hops or None) for q in inputs.held_out
+    ]
+    limits = AgentLimits(data.max_turns, data.topk, data.max_context)
+    sampling = SamplingParams(
+        temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
+    )
+
+    def held_out_eval(model: Any, tokenizer: Any) -> dict[str, Any]:
+        return evaluate(
+            model,
+            tokenizer,
+            inputs.tool,
+            held_out,
+            limits,
+            data.max_new_tokens,
+            data.max_obs_tokens,
+        )
+
+    def eval_dir(path: Path, name: str) -> dict[str, Any] | None:
+        if not held_out:
+            return None
+        model, tokenizer = load_model(path)
+        report = held_out_eval(model.to(device), tokenizer)
+        write_report(report, out, name)
+        return report
+
+    saved_before = out / "eval-before.json"
+    if run.resume and saved_before.exists():  # the starting model was evaluated by the first run
+        before: dict[str, Any] | None = json.loads(saved_before.read_text())
+    else:
+        before = eval_dir(inputs.model_dir, "eval-before")
+    t_before = time.perf_counter() - t0
+
+    def periodic(model: Any, tokenizer: Any, step: int) -> dict[str, float]:
+        report = held_out_eval(model, tokenizer)  # the policy, already on the device
+        return {"eval/em": report["overall"]["em"], "eval/f1": report["overall"]["f1"]}
+
+    bar = _Progress(run.steps) if progress else None
+    t1 = time.perf_counter()
+    train(
+        inputs.model_dir,
+        load_model,
+        inputs.tool,
+        items,
+        algo,
+        optim,
+        sampling,
+        limits,
+        run,
+        data.max_obs_tokens,
+        evaluate=periodic if held_out else None,
+        on_step=bar.update if bar else None,
+        model_cfg=model_cfg,
+    )
+    if bar:
+        bar.close()
+    t_train = time.perf_counter() - t1
+
+    final = latest_checkpoint(out)
+    after = eval_dir(final / "model", "eval-after") if final is not None else None
+    has_steps = (out / "metrics.jsonl").is_file() and (out / "metrics.jsonl").read_text().strip()
+    curve = plot_learning_curve(out) if has_steps else None
+    summary: dict[str, Any] = {
+        "model_dir": str(inputs.model_dir),
+        "final_checkpoint": None if final is None else str(final),
+        "questions": {"train": len(items), "held_out": len(held_out)},
+        "before": _no_rows(before),
+        "after": _no_rows(after),
+        "seconds": {
+            "eval_before": t_before,
+            "train": t_train,
+            "total": time.perf_counter() - t0,
+        },
+        "config": {
+            "algo": asdict(algo),
+            "optim": asdict(optim),
+            "run": asdict(run),
+            "data": asdict(data),
+            "model": asdict(model_cfg),
+        },
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / "report.md").write_text(_report(out, before, after, curve, summary))
+    return summary
+
+
+def _no_rows(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if report is None else {k: v for k, v in report.items() if k != "rows"}
+
+
+def _report(
+    out: Path,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    curve: Path | None,
+    summary: dict[str, Any],
+) -> str:
+    from treegrpo.eval.evaluate import compare_table, paper_table
+
+    n = summary["questions"]
+    lines = [f"# {out.name}", "", f"{n['train']} training questions, {n['held_out']} held out.", ""]
+    if before is not None and after is not None:
+        lines += [compare_table(before, after), ""]
+        for name, report in (("before", before), ("after", after)):
+            paper = paper_table(report)
+            if paper:
+                lines += [f"EM {name} training, in the paper's layout:", "", paper, ""]
+    else:
+        lines += ["No held-out evaluation (data.eval_files is empty).", ""]
+    if curve is not None:
+        lines += [f"![learning curve]({curve.name})", ""]
+    seconds = summary["seconds"]
+    lines.append(
+        f"Wall time: {seconds['total']:.0f} s (evaluation before training "
+        f"{seconds['eval_before']:.0f} s, RL {seconds['train']:.0f} s)."
+    )
+    return "\n".join(lines) + "\n"
