@@ -114,3 +114,49 @@ def test_non_finite_gradient_skips_the_update(monkeypatch) -> None:  # type: ign
     assert metrics["train/skipped_updates"] == metrics["train/updates"] == 1
     for n, p in policy.named_parameters():
         assert torch.equal(p, before[n]), n
+
+
+def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The first update reuses its own forward as the old log-probs and the later mini-batches
+    (and epochs) use log-probs computed before any update: all equal the starting policy's."""
+    agent, policy, _, opt, eng, batch = _setup(lr=1e-2)
+    start = copy.deepcopy(policy)
+    seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (ids, mask, logp_old)
+    inputs: list[tuple[torch.Tensor, torch.Tensor]] = []
+    real_logprobs, real_loss = step_module.token_logprobs, step_module.ppo_clip_loss
+
+    def logprobs(model, input_ids, attention_mask, *a, **k):  # type: ignore[no-untyped-def]
+        if torch.is_grad_enabled():  # an update's forward (old log-probs run under no_grad)
+            inputs.append((input_ids, attention_mask))
+        return real_logprobs(model, input_ids, attention_mask, *a, **k)
+
+    def loss(logp, logp_old, *a, **k):  # type: ignore[no-untyped-def]
+        seen.append((*inputs[-1], logp_old.detach().clone()))
+        return real_loss(logp, logp_old, *a, **k)
+
+    monkeypatch.setattr(step_module, "token_logprobs", logprobs)
+    monkeypatch.setattr(step_module, "ppo_clip_loss", loss)
+    metrics = rl_step(
+        policy,
+        None,
+        opt,
+        None,
+        eng,
+        agent.protocol,
+        WordTool(),
+        batch,
+        AlgorithmConfig(kl_coef=0.0),
+        OptimConfig(lr=1e-2, mini_batch_prompts=2, ppo_epochs=2),
+        SAMPLING,
+        LIMITS,
+        seed=0,
+    )
+    assert metrics["train/updates"] == 4 and len(seen) >= 4
+    with torch.no_grad():
+        for ids, attn, logp_old in seen:
+            expect = real_logprobs(start, ids, attn)[0]
+            mask = attn[:, 1:].bool()
+            assert torch.allclose(logp_old[mask], expect[mask], atol=1e-5)
+    assert any(
+        not torch.equal(p, q) for p, q in zip(policy.parameters(), start.parameters(), strict=True)
+    )

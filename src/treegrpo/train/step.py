@@ -92,16 +92,23 @@ def rl_step(
         )
         minis.append(mbs)
 
-    # 5. old and reference log-probs, all before the first update
+    # 5. old and reference log-probs, all before the first update. The mini-batch of the first
+    # update needs no separate pass: before any optimizer step the policy is the old policy, so
+    # its old log-probs are the update forward's own, detached (ratio 1, as TRL does). Exact
+    # when the model has no active dropout (ours and the usual LLM configs); the others are
+    # computed here, before their weights move.
+    schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
+    first = {id(mb) for mb in minis[schedule[0]]} if schedule else set()
     device = engine.device
     old: dict[int, torch.Tensor] = {}
     ref: dict[int, torch.Tensor] = {}
     with torch.no_grad():
         for mb in (m for mbs in minis for m in mbs):
             d = mb.to(device)
-            old[id(mb)] = token_logprobs(
-                policy, d.input_ids, d.attention_mask, autocast_dtype=autocast_dtype
-            )[0]
+            if id(mb) not in first:
+                old[id(mb)] = token_logprobs(
+                    policy, d.input_ids, d.attention_mask, autocast_dtype=autocast_dtype
+                )[0]
             if algo.kl_coef > 0:
                 ref[id(mb)] = reference_logprobs(
                     policy, reference, d.input_ids, d.attention_mask, autocast_dtype
@@ -114,7 +121,6 @@ def rl_step(
     grad_norms: list[float] = []
     skipped = 0
     n_micro = 0
-    schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
     for mbs in (minis[i] for i in schedule):
         weights = _accumulation_weights(mbs, algo.aggregation)
         for mb, w in zip(mbs, weights, strict=True):
@@ -126,9 +132,10 @@ def rl_step(
                 with_entropy=algo.entropy_coef > 0,
                 autocast_dtype=autocast_dtype,
             )
+            logp_old = old.setdefault(id(mb), logp.detach())  # first update: its own
             pg, stats = ppo_clip_loss(
                 logp,
-                old[id(mb)],
+                logp_old,
                 d.advantages,
                 d.action_mask,
                 algo.clip_eps,
