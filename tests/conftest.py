@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_fixtures import TAGS
+from agent_fixtures import TAGS, trained_agent
 from treegrpo.models.tiny import train_bpe_tokenizer
 
 TEXTS = [
@@ -29,3 +29,13 @@ def split_tokenizer():  # type: ignore[no-untyped-def]
 def tag_tokenizer():  # type: ignore[no-untyped-def]
     """The same with each protocol tag as one special token."""
     return train_bpe_tokenizer(TEXTS, vocab_size=300, special_tokens=TAGS)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tests' tiny trained agent saved as a Hugging Face model directory."""
+    agent = trained_agent()
+    path = tmp_path_factory.mktemp("model")
+    agent.model.save_pretrained(path)
+    agent.tokenizer.save_pretrained(path)
+    return path

@@ -9,20 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_fixtures import CORPUS, FACTS, PEOPLE, trained_agent
+from agent_fixtures import CORPUS, FACTS, PEOPLE
 from treegrpo import cli
 from treegrpo.eval.run import eval_set
 from treegrpo.tools.corpus import write_corpus
 from treegrpo.tools.http_client import RemoteRetriever
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    agent = trained_agent()
-    path = tmp_path_factory.mktemp("model")
-    agent.model.save_pretrained(path)
-    agent.tokenizer.save_pretrained(path)
-    return path
 
 
 @pytest.fixture

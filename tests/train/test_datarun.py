@@ -10,22 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from agent_fixtures import CORPUS, FACTS, PEOPLE, trained_agent
+from agent_fixtures import CORPUS, FACTS, PEOPLE
 from treegrpo import cli
 from treegrpo.tools.corpus import write_corpus
 from treegrpo.train import datarun
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.presets import DataConfig
 from treegrpo.train.yaml_config import load_config
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    agent = trained_agent()
-    path = tmp_path_factory.mktemp("model")
-    agent.model.save_pretrained(path)
-    agent.tokenizer.save_pretrained(path)
-    return path
 
 
 @pytest.fixture
