@@ -80,6 +80,23 @@ class BufferLayer(DynamicLayer):
             self.keys = self._k[:, :, : self._len]
             self.values = self._v[:, :, : self._len]
 
+    def keep_rows(self, keep: Sequence[int]) -> None:
+        """Keep rows ``keep`` (ascending), in place: each kept row moves up to its new index.
+        ``batch_select_indices`` would gather the whole buffer, empty room included, into a new
+        one at every exit; this copies only the filled columns of the rows that move, straight
+        to their new place (row j < i was already moved or dropped). The buffers keep their
+        strides, so attention sees the same memory layout either way."""
+        if not self.is_initialized:
+            return
+        n = self._len
+        for j, i in enumerate(keep):
+            if i != j:
+                self._k[j, :, :n] = self._k[i, :, :n]
+                self._v[j, :, :n] = self._v[i, :, :n]
+        self._k, self._v = self._k[: len(keep)], self._v[: len(keep)]
+        self.keys = self._k[:, :, :n]
+        self.values = self._v[:, :, :n]
+
 
 def assemble_cache(
     rows: Sequence[Sequence[torch.Tensor]], room: int, config: Any, n_layers: int
@@ -105,3 +122,10 @@ def assemble_cache(
             pos += p.shape[3]
     cache.layers = [BufferLayer(0, buf[i, 0], buf[i, 1], width) for i in range(layers)]
     return cache, width
+
+
+def keep_rows(cache: DynamicCache, keep: Sequence[int]) -> None:
+    """Keep rows ``keep`` (ascending) of a cache from ``assemble_cache``, in place."""
+    for layer in cache.layers:
+        assert isinstance(layer, BufferLayer)
+        layer.keep_rows(keep)

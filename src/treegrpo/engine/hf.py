@@ -35,7 +35,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from treegrpo.engine.cache import assemble_cache
+from treegrpo.engine.cache import assemble_cache, keep_rows
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
 
@@ -108,11 +108,11 @@ class HFEngine:
         self._keep_kw = "logits_to_keep" in params
         probe = DynamicCache(config=model.config)
         self._n_layers = len(probe.layers) or model.config.get_text_config().num_hidden_layers
-        if (
-            reuse_cache
-            and probe.layers
-            and any(type(la) is not DynamicLayer for la in probe.layers)
-        ):
+        full_attention = all(type(la) is DynamicLayer for la in probe.layers)
+        # Decode can then hand SDPA its additive mask itself (see _DecodeMask).
+        sdpa = getattr(model.config, "_attn_implementation", None) == "sdpa"
+        self._sdpa_bias = bool(probe.layers) and full_attention and sdpa
+        if reuse_cache and not full_attention:
             raise ValueError(
                 "reuse_cache needs full-attention layers; this model has sliding-window or other "
                 "cache layers. Use reuse_cache=False."
@@ -162,7 +162,7 @@ class HFEngine:
         live = [r for r in rows if r.limit > 0]
         for r in rows:
             if r.limit <= 0:  # no room left in the context: the step ends before it starts
-                results[r.index] = self._result(r, requests[r.index], [], [], "length", None, 0)
+                results[r.index] = self._result(r, requests[r.index], "length")
         if not live:
             return [r for r in results if r is not None]
         last_logits = self._prefill(live)  # (b, V)
@@ -175,9 +175,7 @@ class HFEngine:
             if finish is None:
                 active.append(r)
             else:
-                results[r.index] = self._result(
-                    r, requests[r.index], r.tokens or [], r.logprobs or [], finish, None, 0
-                )
+                results[r.index] = self._result(r, requests[r.index], finish)
         if active:
             self._decode(active, requests, params, generator, results)
         return [r for r in results if r is not None]
@@ -197,22 +195,20 @@ class HFEngine:
         self,
         r: _Row,
         req: StepRequest,
-        tokens: list[int],
-        logprobs: list[float],
         finish: Finish,
-        decoded_kv: torch.Tensor | None,
-        decode_steps: int,
+        tail_kv: torch.Tensor | None = None,
+        decode_steps: int = 0,
     ) -> StepResult:
-        """Build the result; ``decoded_kv`` is the KV of tokens[:-1] (None if cache is off)."""
+        """Build the result from ``r.tokens``; ``tail_kv`` is the KV of the last pending token
+        and tokens[:-1] when decoding ran (None: no decode step, or the cache is off)."""
+        tokens, logprobs = r.tokens or [], r.logprobs or []
         base = r.context if self.reuse_cache else req.context
         pending = r.feed if self.reuse_cache else req.pending
         kv = r.feed_kv if self.reuse_cache else None
         fork = base.extend(pending[:-1], None if kv is None else kv[:, :, :, :-1])
-        end_kv = None
-        if kv is not None:
-            parts = [kv[:, :, :, -1:]] + ([decoded_kv] if decoded_kv is not None else [])
-            end_kv = torch.cat(parts, dim=3)
-        end = fork.extend([pending[-1], *tokens[:-1]], end_kv)
+        if tail_kv is None and kv is not None:
+            tail_kv = kv[:, :, :, -1:]
+        end = fork.extend([pending[-1], *tokens[:-1]], tail_kv)
         return StepResult(tokens, logprobs, finish, fork, end, r.prefill_width + decode_steps)
 
     def _forward(
@@ -289,6 +285,12 @@ class HFEngine:
         generator: torch.Generator | None,
         results: list[StepResult | None],
     ) -> None:
+        """One token per forward for all rows until each row's step ends.
+
+        Per-token work besides the model is kept small: the mask is built once at full width and
+        sliced; the fed tokens stay a tensor; a leaving row's KV is read once, and the rows that
+        stay move up in place instead of the whole cache being copied. The model's inputs (rows,
+        columns, mask values, positions) are exactly what a plainer loop would give it."""
         dev = self.device
         full = []
         for r in rows:
@@ -296,17 +298,18 @@ class HFEngine:
             full.append([*r.context.kv_parts(), r.feed_kv])
         room = max(r.limit for r in rows)
         cache, width = assemble_cache(full, room, self.model.config, self._n_layers)
-        mask = torch.zeros(len(rows), width, dtype=torch.long, device=dev)
-        for i, parts in enumerate(full):
-            mask[i, width - sum(k.shape[3] for k in parts) :] = 1
+        pads = [width - sum(k.shape[3] for k in parts) for parts in full]
         del full
+        # SDPA wants the mask in the query's dtype, which autocast would change
+        bias = self._sdpa_bias and not torch.is_autocast_enabled(dev.type)
+        mask = _DecodeMask(pads, width + room, self.model.dtype if bias else None, dev)
         lengths = torch.tensor([r.context.length + len(r.feed) for r in rows], device=dev)
+        last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)  # type: ignore[index]
         steps = 0
         while rows:
-            last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)  # type: ignore[index]
-            mask = torch.cat([mask, torch.ones(len(rows), 1, dtype=torch.long, device=dev)], dim=1)
-            logits = self._forward(last, mask, (lengths + steps)[:, None], cache)
             steps += 1
+            pos = (lengths + (steps - 1))[:, None]
+            logits = self._forward(last, mask.columns(width + steps), pos, cache)
             tok, lp = sample(logits, params, generator)
             keep = []
             for i, (r, t, p) in enumerate(zip(rows, tok.tolist(), lp.tolist(), strict=True)):
@@ -317,20 +320,53 @@ class HFEngine:
                 if finish is None:
                     keep.append(i)
                     continue
-                decoded = None
-                if self.reuse_cache:
-                    decoded = _row_kv(cache, i, width, width + steps)
-                results[r.index] = self._result(
-                    r, requests[r.index], r.tokens, r.logprobs, finish, decoded, steps
-                )
+                # KV of the last pending token (column width - 1) and of tokens[:-1]
+                end_kv = _row_kv(cache, i, width - 1, width + steps) if self.reuse_cache else None
+                results[r.index] = self._result(r, requests[r.index], finish, end_kv, steps)
+            last = tok[:, None]  # (b, 1)
             if len(keep) < len(rows):
                 rows = [rows[i] for i in keep]
                 if not rows:
                     break
                 idx = torch.tensor(keep, device=dev)
-                cache.batch_select_indices(idx)
-                mask = mask[idx]
-                lengths = lengths[idx]
+                keep_rows(cache, keep)
+                mask.keep(keep)
+                lengths, last = lengths[idx], last[idx]
+
+
+class _DecodeMask:
+    """Which cache columns each decode row attends to, built once at full width: row i has
+    ``pads[i]`` padding columns, then its context, then every decoded column.
+
+    ``columns(n)`` gives the model the first n columns. As a 2-D mask, transformers turns it into
+    a 4-D one at every forward and SDPA turns that into an additive one in every layer. With
+    ``dtype`` set (SDPA on full-attention layers) this passes the additive mask itself, what those
+    two steps produce for one query token: (b, 1, 1, n), 0 where attended, -inf on padding. With
+    no padding in the batch it passes the all-ones 2-D mask, which transformers drops."""
+
+    def __init__(
+        self, pads: list[int], width: int, dtype: torch.dtype | None, device: torch.device
+    ) -> None:
+        self.padded = any(pads)
+        self.mask = torch.ones(len(pads), width, dtype=torch.long, device=device)  # (b, W)
+        for i, pad in enumerate(pads):
+            self.mask[i, :pad] = 0
+        self.bias = None
+        if dtype is not None:
+            bias = torch.zeros(len(pads), 1, 1, width, dtype=dtype, device=device)
+            self.bias = bias.masked_fill(self.mask[:, None, None, :] == 0, float("-inf"))
+
+    def columns(self, n: int) -> torch.Tensor:
+        if self.bias is not None and self.padded:
+            return self.bias[..., :n]
+        return self.mask[:, :n]
+
+    def keep(self, rows: list[int]) -> None:
+        idx = torch.tensor(rows, device=self.mask.device)
+        self.padded = bool((self.mask[idx, 0] == 0).any())  # padding starts at column 0
+        self.mask = self.mask[idx]
+        if self.bias is not None:
+            self.bias = self.bias[idx]
 
 
 def _row_kv(cache: DynamicCache, row: int, start: int, stop: int) -> torch.Tensor:
