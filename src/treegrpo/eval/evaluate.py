@@ -75,7 +75,7 @@ def evaluate(
         chunk = list(items[start : start + batch_size])
         prompts = [render_prompt(tokenizer, it.question) for it in chunk]
         rollout = sample_forest(engine, protocol, tool, prompts, TreeShape(1), greedy, limits)
-        leaves = [int(x) for x in rollout.forest.leaves()]  # one per prompt, in prompt order
+        leaves = leaf_per_prompt(rollout.forest)
         scores = score_leaves(rollout, leaves, [it.golds for it in chunk], protocol.decode)
         for i, it in enumerate(chunk):
             rows.append(
@@ -87,6 +87,9 @@ def evaluate(
                     "valid_format": float(scores.valid_format[i]),
                     "tool_calls": float(scores.tool_calls[i]),
                     "answer": _answer(rollout, leaves[i], protocol),
+                    "question": it.question,
+                    "golds": list(it.golds),
+                    "response": _response(rollout, leaves[i], protocol),
                 }
             )
     if was_training:
@@ -94,10 +97,25 @@ def evaluate(
     return summarize(rows)
 
 
+def leaf_per_prompt(forest: Any) -> list[int]:
+    """The leaf of each prompt of a forest of single chains, in prompt order. Leaf ids follow
+    the order in which episodes ended (a short episode's leaf comes first), not prompt order."""
+    leaves = sorted((int(v) for v in forest.leaves()), key=lambda v: int(forest.prompt_id[v]))
+    if [int(forest.prompt_id[v]) for v in leaves] != list(range(len(leaves))):
+        raise ValueError("expected exactly one leaf per prompt")
+    return leaves
+
+
 def _answer(rollout: Any, leaf: int, protocol: SearchProtocol) -> str | None:
     from treegrpo.core.rewards import extract_answer
 
     return extract_answer(protocol.decode(rollout.action_ids(leaf)))
+
+
+def _response(rollout: Any, leaf: int, protocol: SearchProtocol) -> str:
+    """The trajectory after the prompt: the model's steps and the observations."""
+    seq = rollout.leaf_sequence(leaf)
+    return protocol.decode(seq.ids[seq.prompt_len :])
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
