@@ -21,13 +21,10 @@ TINY = WarmStartConfig(
     demo_worlds=1,
     vocab_size=600,
     hidden=32,
-    layers=1,
+    layers=2,
     heads=2,
-    kv_heads=1,
     n_demos=40,
     steps=3,
-    drill_steps=2,
-    drill_batch=4,
     warmup=1,
 )
 

@@ -56,3 +56,11 @@ def tokenizer_texts() -> list[str]:
 def train_search_tokenizer(vocab_size: int = 1536) -> PreTrainedTokenizerFast:
     """The tokenizer (a few seconds at most); deterministic for a given ``vocab_size``."""
     return train_bpe_tokenizer(tokenizer_texts(), vocab_size=vocab_size, special_tokens=TAGS)
+
+
+def name_start_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:
+    """Ids of the tokens that begin a name: a capitalized syllable, with or without a leading
+    space (``"Ka"`` after a quote in a passage title, ``" Ka"`` elsewhere)."""
+    starts = {s.capitalize() for s in SYLLABLES}
+    vocab = tokenizer.get_vocab()
+    return sorted(i for i in vocab.values() if str(tokenizer.decode([i])).strip() in starts)

@@ -44,12 +44,15 @@ def tiny_qwen2(
     layers: int = 2,
     heads: int = 4,
     kv_heads: int = 2,
+    head_dim: int | None = None,
+    rope_theta: float = 10_000.0,
     max_positions: int = 4096,
     seed: int = 0,
     eos_token_id: int = 1,
     pad_token_id: int = 0,
 ) -> Qwen2ForCausalLM:
-    """A randomly initialized Qwen2 causal LM with a few hundred thousand parameters."""
+    """A randomly initialized Qwen2 causal LM with a few hundred thousand parameters.
+    ``head_dim`` defaults to hidden / heads; ``rope_theta`` is the rotary base."""
     config = Qwen2Config(
         vocab_size=vocab_size,
         hidden_size=hidden,
@@ -57,12 +60,14 @@ def tiny_qwen2(
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
+        rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
         max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,
         bos_token_id=None,
     )
+    config.head_dim = head_dim or hidden // heads  # read by the attention layers
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.eval()

@@ -40,9 +40,11 @@ def score_leaves(
     golds: Sequence[Sequence[str]],
     decode: Callable[[list[int]], str],
     reward: Literal["em", "f1"] = "em",
+    format_score: float = 0.2,
 ) -> LeafScores:
     """Score ``leaves``; ``golds[p]`` are the gold answers of the forest's prompt p. The answer is
-    read from the model's own tokens, the format from the whole response."""
+    read from the model's own tokens, the format from the whole response. ``format_score``:
+    Search-R1's bonus for a valid format (half of it for a wrong answer in invalid format)."""
     fn = search_r1_reward if reward == "em" else search_r1_f1_reward
     cols: list[list[float]] = [[] for _ in range(6)]
     for leaf in leaves:
@@ -53,7 +55,13 @@ def score_leaves(
         answer = extract_answer(model_text)
         path = rollout.forest.path(int(leaf))
         values = (
-            fn(response, g, model_text=model_text),
+            fn(
+                response,
+                g,
+                model_text=model_text,
+                format_score=format_score,
+                final_format_score=format_score / 2,
+            ),
             exact_match(answer, g),
             f1_score(answer, g),
             float(is_valid_format(response)),

@@ -38,6 +38,9 @@ class AlgorithmConfig:
     """Divide by the group's standard deviation (False: Dr. GRPO)."""
     reward: Literal["em", "f1"] = "em"
     """Search-R1 reward with format score, on exact match or on F1."""
+    format_score: float = 0.2
+    """Search-R1's format bonus: a wrong answer in valid format earns this, in invalid format
+    half of it (0: the reward is the answer's score alone)."""
     clip_eps: float = 0.2
     """PPO clip range ε."""
     dual_clip: float | None = 3.0
@@ -126,6 +129,9 @@ class ModelConfig:
         "down_proj",
     )
     """Module names that get adapters (Qwen2 / Llama / Mistral linear layers)."""
+    frozen: tuple[str, ...] = ()
+    """Full fine-tuning: parameters whose names start with one of these stay fixed (e.g.
+    "model.embed_tokens"). The embedded preset keeps the warm start's copying circuits fixed."""
     grad_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, about a third more compute."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"

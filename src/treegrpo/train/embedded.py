@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +44,17 @@ def run_embedded(
 ) -> dict[str, Any]:
     """Run the default job; returns the summary also written to ``<run>/summary.json``."""
     from treegrpo.data.synthetic import train_eval_worlds
-    from treegrpo.models.warmstart import WarmStartConfig, warm_start
+    from treegrpo.models.warmstart import CIRCUIT_PARAMS, WarmStartConfig, warm_start
     from treegrpo.tools.bm25 import BM25Retriever
 
     t0 = time.perf_counter()
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model_dir = warm_start(warm or WarmStartConfig(), progress=progress)
+    warm = warm or WarmStartConfig()
+    model_dir = warm_start(warm, progress=progress)
+    if warm.induction and warm.freeze_circuits and model_cfg.lora_rank == 0:
+        # RL keeps the hand-built copying circuits fixed too (see warmstart.CIRCUIT_PARAMS).
+        model_cfg = replace(model_cfg, frozen=tuple(sorted({*model_cfg.frozen, *CIRCUIT_PARAMS})))
     t_warm = time.perf_counter() - t0
     train_world, eval_world = train_eval_worlds(cfg.world_seed)
     train_tool = BM25Retriever(train_world.passages)

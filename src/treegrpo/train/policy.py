@@ -27,13 +27,21 @@ def is_lora(model: Any) -> bool:
 
 
 def prepare_policy(model: Any, cfg: ModelConfig, seed: int = 0) -> Any:
-    """Turn on gradient checkpointing and wrap ``model`` with LoRA adapters as ``cfg`` asks;
+    """Turn on gradient checkpointing, freeze ``cfg.frozen`` (full fine-tuning) and wrap
+    ``model`` with LoRA adapters as ``cfg`` asks;
     returns the model to train (the peft wrapper with LoRA, else ``model`` itself). LoRA's A
     matrices are drawn from ``seed`` (B starts at zero) without touching the global RNG, so a
     run starts from the same adapters every time."""
     if cfg.grad_checkpointing:
         enable_grad_checkpointing(model)
     if cfg.lora_rank == 0:
+        names = [n for n, _ in model.named_parameters()]
+        for prefix in cfg.frozen:
+            if not any(n.startswith(prefix) for n in names):
+                raise ValueError(f"model.frozen: no parameter name starts with {prefix!r}")
+        for name, p in model.named_parameters():
+            if name.startswith(tuple(cfg.frozen)):
+                p.requires_grad_(False)
         return model
     from peft import LoraConfig, get_peft_model
 

@@ -69,7 +69,9 @@ def rl_step(
     leaves = [int(x) for x in rollout.kept]
 
     # 2. rewards on every kept leaf
-    scores = score_leaves(rollout, leaves, batch.golds, protocol.decode, algo.reward)
+    scores = score_leaves(
+        rollout, leaves, batch.golds, protocol.decode, algo.reward, algo.format_score
+    )
 
     # 3. advantages: groups are prompts (by uid, never by row index) and trees within them
     prompt_of, tree_of = rollout.forest.leaf_groups(np.array(leaves, dtype=np.int64))
