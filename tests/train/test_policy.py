@@ -1,5 +1,5 @@
 """Gradient checkpointing changes memory, not gradients; on the CPU precision settings are
-no-ops."""
+no-ops; frozen parameters stay out of training."""
 
 from __future__ import annotations
 
@@ -71,3 +71,16 @@ def test_model_config_validates() -> None:
         ModelConfig(lora_rank=-1)
     with pytest.raises(ValueError, match="lora_targets"):
         ModelConfig(lora_rank=8, lora_targets=())
+
+
+def test_frozen_prefixes_stay_fixed_and_an_unknown_one_is_an_error() -> None:
+    model = tiny_qwen2(300, hidden=32, layers=2, seed=0)
+    frozen = ("model.embed_tokens", "model.layers.0.self_attn")
+    policy = prepare_policy(model, ModelConfig(frozen=frozen))
+    fixed = {n for n, p in policy.named_parameters() if not p.requires_grad}
+    assert fixed and all(n.startswith(frozen) for n in fixed)
+    assert {n for n in fixed if "self_attn" in n} == {
+        n for n, _ in model.named_parameters() if n.startswith("model.layers.0.self_attn")
+    }
+    with pytest.raises(ValueError, match="no parameter name starts with 'mlp'"):
+        prepare_policy(tiny_qwen2(300, hidden=32, layers=1), ModelConfig(frozen=("mlp",)))
