@@ -1,15 +1,18 @@
 """The warm start of the default run: a tiny Qwen2 taught the search protocol by imitation.
 
 ``warm_start(cfg)`` builds, once per configuration, a tokenizer (``search_tokenizer``), a tiny
-Qwen2 (``tiny.tiny_qwen2``) and scripted, deliberately imperfect demonstrations on the train
-world (``demos``), fits the model to them with a loss on action tokens only (``sft``), and saves
+Qwen2 (``tiny.tiny_qwen2``) with hand-built copying circuits (``induction``) and scripted,
+deliberately imperfect demonstrations on worlds of their own (``demos``), fits the model to them
+with a loss on action tokens only (``sft``; the circuits stay fixed), and saves
 model and tokenizer in Hugging Face format under ``<cache>/warmstart/<key>/`` (cache root
 ``$TREEGRPO_CACHE_DIR`` or ``~/.cache/treegrpo``). The key hashes every setting and
 ``FORMAT_VERSION``; the directory is written under a temporary name and renamed when complete,
 so a crash never leaves a half-written model behind, and the next call just returns the path.
 
-The result is a policy that searches well for one hop and makes the scripted mistakes on
-longer questions often enough that reinforcement learning has something to fix. Load it with
+The aim is a policy that searches well for one hop and makes the scripted mistakes on longer
+questions often enough that reinforcement learning has something to fix. Measured (BENCHMARKS.md):
+it uses the protocol and copies names, but reads facts from passages poorly (5–11% held-out EM
+with the defaults). Load it with
 ``AutoModelForCausalLM.from_pretrained(path)`` and ``AutoTokenizer.from_pretrained(path)``.
 """
 
@@ -62,7 +65,7 @@ class WarmStartConfig:
     """Start from the hand-built copying circuit of ``induction.induction_init`` (a previous-
     token head, an induction head and a name-start head). Without it the tiny model does not
     learn to copy unseen names within the warm start's budget: 0% held-out EM after 700
-    updates, against 11% with it (BENCHMARKS.md)."""
+    updates, against 5–11% with it (BENCHMARKS.md)."""
     two_token: float = 0.7
     """Weight of the induction head's second token of match (0: match one token)."""
     freeze_circuits: bool = True
@@ -128,8 +131,8 @@ def warm_start(
     cache_dir: str | Path | None = None,
     progress: bool = True,
 ) -> Path:
-    """The directory of the warm-started model for ``cfg``, built on first use (about two
-    minutes on two CPU cores with the defaults), loaded from the cache afterwards."""
+    """The directory of the warm-started model for ``cfg``, built on first use (about five
+    minutes on one CPU thread with the defaults), loaded from the cache afterwards."""
     entry = warm_start_dir(cfg, cache_dir)
     meta = {"format": FORMAT_VERSION, "config": asdict(cfg)}
     hit = cached_dir(entry, lambda tmp: build(cfg, tmp, progress), meta)
