@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.rewards import exact_match, extract_answer, is_valid_format, search_r1_reward
-from treegrpo.data.relations import RELATIONS, find_object
+from treegrpo.data.relations import RELATIONS, find_fact, find_object
 from treegrpo.data.synthetic import Plan
 from treegrpo.tools.base import SearchTool
 
@@ -40,9 +40,12 @@ def plan_text(subject: str, relations: Sequence[str]) -> str:
     return f"{subject}: " + ", ".join(RELATIONS[r].keyword for r in relations)
 
 
-def fact_text(relation: str, subject: str, obj: str) -> str:
-    """The thought after reading a fact: its canonical sentence."""
-    return RELATIONS[relation].statement.format(s=subject, o=obj) + "."
+def fact_text(observation: str, relation: str, subject: str) -> str:
+    """The thought after reading a fact: the passage's own sentence that states it (quoting
+    lets a reader copy the words around the object exactly as they stand in the passage)."""
+    found = find_fact(observation, relation, subject)
+    assert found is not None, "fact_text: the fact is not in the observation"
+    return found[1]
 
 
 @dataclass
@@ -129,7 +132,7 @@ class OracleAgent:
         if hop > 0:
             prev = chain[-2]
             assert prev is not None
-            fact = fact_text(rels[hop - 1], prev, current)
+            fact = fact_text(observations[hop - 1], rels[hop - 1], prev)
             think = f"{fact} {think}" if hop < len(rels) else fact
         if hop == len(rels):
             return answer_step(think, current)

@@ -27,7 +27,7 @@ class Relation:
     keyword: str  # the search word; in every template
     templates: tuple[str, ...]  # fact sentences with {s} and {o}
     questions: tuple[str, ...]  # one-hop questions with {s}
-    statement: str  # the canonical sentence an agent thinks after reading the fact
+    statement: str  # a canonical sentence of the fact (in the tokenizer's training text)
 
     def sentence(self, subject: str, obj: str, variant: int) -> str:
         return self.templates[variant % len(self.templates)].format(s=subject, o=obj)
@@ -198,27 +198,34 @@ def _patterns(relation: str, subject: str) -> tuple[re.Pattern[str], ...]:
     return tuple(out)
 
 
-def find_object(text: str, relation: str, subject: str) -> str | None:
-    """The object of the first sentence in ``text`` that states ``relation`` of ``subject`` in
-    any of the relation's paraphrases, or None. Sentences about other subjects never match."""
-    best: tuple[int, str] | None = None
+def find_fact(text: str, relation: str, subject: str) -> tuple[str, str] | None:
+    """(object, sentence) of the first sentence in ``text`` that states ``relation`` of
+    ``subject`` in any of the relation's paraphrases, or None. Sentences about other subjects
+    never match. ``sentence`` is the passage's own wording, from its first word to the period."""
+    best: tuple[int, str, str] | None = None
     for pat in _patterns(relation, subject):
         m = pat.search(text)
         if m and (best is None or m.start() < best[0]):
-            best = (m.start(), m.group("o"))
-    return best[1] if best else None
+            best = (m.start(), m.group("o"), m.group(0))
+    return (best[1], best[2]) if best else None
 
 
-def find_any(text: str, relation: str) -> tuple[str, str] | None:
-    """(subject, object) of the first sentence stating ``relation`` about anyone: what a careless
-    reader takes from passages about the wrong entity."""
+def find_object(text: str, relation: str, subject: str) -> str | None:
+    """The object of ``find_fact``, or None."""
+    found = find_fact(text, relation, subject)
+    return found[0] if found else None
+
+
+def find_any(text: str, relation: str) -> tuple[str, str, str] | None:
+    """(subject, object, sentence) of the first sentence stating ``relation`` about anyone: what
+    a careless reader takes from passages about the wrong entity."""
     rel = RELATIONS[relation]
     subj = r"(?<![\w])(?P<s>" + _NAME[rel.subject] + r")(?![\w])"
     obj = r"(?<![\w])(?P<o>" + _NAME[rel.object] + r")(?![\w])"
-    best: tuple[int, str, str] | None = None
+    best: tuple[int, str, str, str] | None = None
     for t in rel.templates:
         literal = re.escape(t).replace(r"\{s\}", "{s}").replace(r"\{o\}", "{o}")
         m = re.search(literal.replace("{s}", subj).replace("{o}", obj), text)
         if m and (best is None or m.start() < best[0]):
-            best = (m.start(), m.group("s"), m.group("o"))
-    return (best[1], best[2]) if best else None
+            best = (m.start(), m.group("s"), m.group("o"), m.group(0))
+    return (best[1], best[2], best[3]) if best else None

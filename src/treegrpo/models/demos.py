@@ -85,7 +85,7 @@ class FlawedAgent:
             if prev is None or current is None:
                 return answer_step("the fact is missing", self.guess)
             answer = current if self.answer_bridge else self.guess
-            return answer_step(fact_text(rels[hop - 1], prev, current), answer)
+            return answer_step(fact_text(observations[-1], rels[hop - 1], prev), answer)
         if self.behaviour == "vague" and hop == self.at:
             current = self.oracle.entities(observations)[-1] or self.plan.start
             rel = RELATIONS[rels[hop]]
@@ -94,9 +94,9 @@ class FlawedAgent:
             found = find_any(observations[-1], rels[hop - 1])
             if found is None:
                 return answer_step("the fact is missing", self.guess)
-            subject, obj = found
+            _, obj, sentence = found
             answer = obj if hop == len(rels) else self.guess
-            return answer_step(fact_text(rels[hop - 1], subject, obj), answer)
+            return answer_step(sentence, answer)
         return self.oracle(observations)
 
 
