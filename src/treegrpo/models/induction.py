@@ -3,9 +3,10 @@
 Every skill of the search agent rests on copying names it has never seen (question → query,
 passage → next query and answer). A randomly initialized tiny transformer needs thousands of
 updates before the circuit that copies, the induction head, appears (Olsson et al. 2022, "In-
-context Learning and Induction Heads"): far beyond the default run's budget (measured: 0% held-
-out EM after 700 SFT updates without these circuits, 11% with them). So the warm start writes
-three heads into the weights before it imitates the agent; SFT and RL then train every weight:
+context Learning and Induction Heads"): far beyond the default run's budget (measured: about 0%
+held-out EM without these circuits, 17% with them; BENCHMARKS.md). So the warm start writes
+four heads into the weights before it imitates the agent; SFT and the embedded job's RL train
+every other weight and keep these fixed (``warmstart.CIRCUIT_PARAMS``):
 
 - The token embedding E fills the first half of the residual stream ("content" dims; zeros in
   the second half, so the tied output layer reads only E).
