@@ -23,19 +23,20 @@ import torch
 
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.data.synthetic import train_eval_worlds
-from treegrpo.eval.evaluate import EvalItem, evaluate
+from treegrpo.eval.evaluate import evaluate
 from treegrpo.models.demos import build_demos
 from treegrpo.models.search_tokenizer import name_start_ids
 from treegrpo.models.warmstart import WarmStartConfig, warm_start
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.train.embedded import load_model
+from treegrpo.train.embedded import held_out_items, load_model
+from treegrpo.train.presets import DEFAULT_EMBEDDED
 
 
 def teacher_forced(model: torch.nn.Module, tok: object, n_demos: int) -> dict[str, float]:
     """Accuracy per token category on ``n_demos`` perfect eval-world demonstrations."""
-    _, world = train_eval_worlds(0)
-    protocol = SearchProtocol(tok, WarmStartConfig().max_obs_tokens)
+    _, world = train_eval_worlds(DEFAULT_EMBEDDED.world_seed)
+    protocol = SearchProtocol(tok, DEFAULT_EMBEDDED.max_obs_tokens)
     perfect = {"perfect": 1.0, "vague": 0.0, "skip": 0.0, "early": 0.0}
     tool = BM25Retriever(world.passages, use_cache=False)
     demos = build_demos([(world, tool)], tok, protocol, n_demos, perfect, seed=5)  # type: ignore[arg-type]
@@ -80,14 +81,12 @@ def main() -> None:
     path = warm_start(cfg, progress=False)
     stats = json.loads((path / "warmstart.json").read_text())
     model, tok = load_model(path)
-    _, world = train_eval_worlds(0)
-    pick = np.linspace(0, len(world.questions) - 1, 150).round().astype(int)
-    items = [
-        EvalItem(q.question, list(q.golds), q.source, q.hops)
-        for q in (world.questions[i] for i in sorted(set(pick.tolist())))
-    ]
+    job = DEFAULT_EMBEDDED  # the default job's held-out set and agent limits
+    _, world = train_eval_worlds(job.world_seed)
+    items = held_out_items(world, job.eval_questions)
     tool = BM25Retriever(world.passages, use_cache=False)
-    report = evaluate(model, tok, tool, items, AgentLimits(3, 3, 1024), 48, 160)
+    limits = AgentLimits(job.max_turns, 3, job.max_context)
+    report = evaluate(model, tok, tool, items, limits, job.max_new_tokens, job.max_obs_tokens)
     out = {
         "warm_start": str(path),
         "sft_loss_last": stats["sft_loss_last"],

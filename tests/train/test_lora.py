@@ -137,15 +137,6 @@ def test_lora_checkpoint_is_a_plain_merged_model(tmp_path: Path) -> None:
 ITEMS = [TrainItem(f"Where was {p} born", (c,), f"toy-{p}") for p, c in FACTS.items()]
 
 
-@pytest.fixture(scope="module")
-def start_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    agent = trained_agent()
-    path = tmp_path_factory.mktemp("start")
-    agent.model.save_pretrained(path)
-    agent.tokenizer.save_pretrained(path)
-    return path
-
-
 def _train(start: Path, out: Path, steps: int, resume: bool = False, cfg: ModelConfig = LORA):
     loads: list[Path] = []
 
@@ -180,11 +171,11 @@ def _adapter(run_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(ckpt / "adapter" / "adapter_model.safetensors")
 
 
-def test_lora_resume_equals_no_interruption(start_dir: Path, tmp_path: Path) -> None:
-    loads = _train(start_dir, tmp_path / "straight", steps=2)
-    assert loads == [start_dir]  # KL against the base: no second model is loaded
-    _train(start_dir, tmp_path / "resumed", steps=1)
-    _train(start_dir, tmp_path / "resumed", steps=2, resume=True)
+def test_lora_resume_equals_no_interruption(model_dir: Path, tmp_path: Path) -> None:
+    loads = _train(model_dir, tmp_path / "straight", steps=2)
+    assert loads == [model_dir]  # KL against the base: no second model is loaded
+    _train(model_dir, tmp_path / "resumed", steps=1)
+    _train(model_dir, tmp_path / "resumed", steps=2, resume=True)
     a, b = _adapter(tmp_path / "straight"), _adapter(tmp_path / "resumed")
     assert a.keys() == b.keys() and a
     for k in a:
@@ -209,4 +200,4 @@ def test_lora_resume_equals_no_interruption(start_dir: Path, tmp_path: Path) -> 
     config = json.loads((tmp_path / "straight" / "config.json").read_text())
     assert config["model"]["lora_rank"] == LORA.lora_rank
     with pytest.raises(ValueError, match="LoRA run"):  # a LoRA checkpoint is not a full one
-        _train(start_dir, tmp_path / "resumed", steps=3, resume=True, cfg=ModelConfig())
+        _train(model_dir, tmp_path / "resumed", steps=3, resume=True, cfg=ModelConfig())

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agent_fixtures import FACTS, PEOPLE, WordTool, trained_agent
+from agent_fixtures import FACTS, PEOPLE, WordTool
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.train import checkpoint as ckpt_module
@@ -23,15 +23,6 @@ ALGO = AlgorithmConfig(kl_coef=0.001)
 OPTIM = OptimConfig(lr=1e-3, mini_batch_prompts=2, micro_batch_tokens=2000)
 SAMPLING = SamplingParams(max_new_tokens=40)
 LIMITS = AgentLimits(max_turns=2, max_context=1024)
-
-
-@pytest.fixture(scope="module")
-def start_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    agent = trained_agent()
-    path = tmp_path_factory.mktemp("start")
-    agent.model.save_pretrained(path)
-    agent.tokenizer.save_pretrained(path)
-    return path
 
 
 def load(path: Path) -> tuple[Any, Any]:
@@ -54,10 +45,10 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
-def test_resume_equals_no_interruption(start_dir: Path, tmp_path: Path) -> None:
-    straight = _train(start_dir, tmp_path / "straight", steps=2)
-    _train(start_dir, tmp_path / "resumed", steps=1)
-    resumed = _train(start_dir, tmp_path / "resumed", steps=2, resume=True)
+def test_resume_equals_no_interruption(model_dir: Path, tmp_path: Path) -> None:
+    straight = _train(model_dir, tmp_path / "straight", steps=2)
+    _train(model_dir, tmp_path / "resumed", steps=1)
+    resumed = _train(model_dir, tmp_path / "resumed", steps=2, resume=True)
     a, b = _weights(straight), _weights(resumed)
     assert a.keys() == b.keys()
     for k in a:
@@ -66,16 +57,16 @@ def test_resume_equals_no_interruption(start_dir: Path, tmp_path: Path) -> None:
     again = [json.loads(x) for x in (resumed / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in again] == [1, 2]
     assert lines[1]["loss/pg_loss"] == again[1]["loss/pg_loss"]
-    start = AutoModelForCausalLM.from_pretrained(start_dir).state_dict()
+    start = AutoModelForCausalLM.from_pretrained(model_dir).state_dict()
     assert any(not torch.equal(start[k], a[k]) for k in a)  # training moved the weights
     assert (straight / "config.json").exists() and (straight / "tb").is_dir()
 
 
 def test_killed_save_leaves_the_previous_checkpoint_usable(
-    start_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "run"
-    _train(start_dir, out, steps=1)
+    _train(model_dir, out, steps=1)
     good = latest_checkpoint(out)
     assert good is not None and good.name == "step-000001"
 
@@ -84,11 +75,11 @@ def test_killed_save_leaves_the_previous_checkpoint_usable(
 
     monkeypatch.setattr(ckpt_module, "_fsync_tree", crash)  # dies after writing files
     with pytest.raises(KeyboardInterrupt):
-        _train(start_dir, out, steps=2, resume=True)
+        _train(model_dir, out, steps=2, resume=True)
     monkeypatch.undo()
     assert (out / "checkpoints" / "step-000002.tmp").exists()
     assert latest_checkpoint(out) == good  # the half-written one is ignored
-    resumed = _train(start_dir, out, steps=2, resume=True)
+    resumed = _train(model_dir, out, steps=2, resume=True)
     final = latest_checkpoint(resumed)
     assert final is not None and final.name == "step-000002"
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]

@@ -107,6 +107,7 @@ def induction_init(
         a0.k_proj.bias[:d] = k
         a0.v_proj.weight[:d, :c] = torch.eye(c) * unscale
         a0.o_proj.weight[c:, :d] = torch.eye(c)
+        # Drawn even when unused, so the later draws do not depend on ``second``.
         rot = torch.linalg.qr(torch.randn(c, c, generator=gen))[0]  # (c, c) orthogonal
         if second > 0:
             q2, k2 = previous_token_bias(inv_freq, n_fast, prev_gain, distance=2)

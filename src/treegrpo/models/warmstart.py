@@ -198,8 +198,6 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         warmup=min(cfg.warmup, cfg.steps),
         progress=progress,
     )
-    for p in frozen:
-        p.requires_grad_(True)
     t_sft = time.perf_counter()
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

@@ -33,6 +33,16 @@ def load_model(path: Path) -> tuple[Any, Any]:
     return model, AutoTokenizer.from_pretrained(path)
 
 
+def held_out_items(world: Any, n: int) -> list[EvalItem]:
+    """``n`` questions of ``world`` (a ``data.synthetic.World``) evenly spaced over its list,
+    which is ordered by hop count, so every hop count keeps its share."""
+    pick = np.linspace(0, len(world.questions) - 1, n).round().astype(int)
+    return [
+        EvalItem(q.question, list(q.golds), q.source, q.hops)
+        for q in (world.questions[i] for i in sorted(set(pick.tolist())))
+    ]
+
+
 def run_embedded(
     algo: AlgorithmConfig,
     optim: OptimConfig,
@@ -60,13 +70,7 @@ def run_embedded(
     train_tool = BM25Retriever(train_world.passages)
     eval_tool = BM25Retriever(eval_world.passages)
     items = [TrainItem(q.question, tuple(q.golds), q.uid) for q in train_world.questions]
-    # Evenly spaced over the eval world's questions, which are listed by hop count, so every
-    # hop count keeps its share.
-    pick = np.linspace(0, len(eval_world.questions) - 1, cfg.eval_questions).round().astype(int)
-    held_out = [
-        EvalItem(q.question, list(q.golds), q.source, q.hops)
-        for q in (eval_world.questions[i] for i in sorted(set(pick.tolist())))
-    ]
+    held_out = held_out_items(eval_world, cfg.eval_questions)
     limits = AgentLimits(cfg.max_turns, 3, cfg.max_context)
     sampling = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
 
