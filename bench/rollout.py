@@ -9,6 +9,7 @@ B. tree speed: wall time of tree rollouts (2,2,1), cache on vs re-prefill, on a 
    "feedback": every step runs to the token limit and gets the short invalid-action feedback;
    "search": every step is treated as a search whose observation is three ~130-word passages
    (cut at 500 tokens, the paper's limit): the shape of a real search agent's context;
+   and a third run, cached with the linear layers on MKL instead of packed oneDNN weights;
 C. chain speed: one agent step for a batch of prompts, our engine vs transformers'
    `model.generate` (stop strings on, so both stop on the same tags; `generate` keeps finished
    rows in the batch), and full multi-turn chain rollouts vs a loop of `generate` calls that
@@ -99,8 +100,15 @@ def tree_run(
     sampling: SamplingParams,
     limits: AgentLimits,
     search: bool = False,
+    packed: bool | None = None,
 ) -> Any:
-    eng = HFEngine(model, agent.tokenizer, StepStopper(agent.tokenizer), reuse_cache=reuse)
+    eng = HFEngine(
+        model,
+        agent.tokenizer,
+        StepStopper(agent.tokenizer),
+        reuse_cache=reuse,
+        packed_linear=packed,
+    )
     proto = AlwaysSearch(agent.tokenizer, max_obs_tokens=500) if search else agent.protocol
     tool = LongPassages() if search else WordTool()
     return sample_forest(eng, proto, tool, prompts, TreeShape(2, 2, 1), sampling, limits, seed=0)
@@ -217,15 +225,20 @@ def main() -> None:
         ("search", SamplingParams(max_new_tokens=64), True),
     ):
         limits_b = AgentLimits(max_turns=3, topk=3, max_context=4096)
-        for reuse in (True, False):
+        # the third run: cached, linear layers on MKL instead of packed oneDNN weights
+        for reuse, pk, name in (
+            (True, None, "cache"),
+            (False, None, "reprefill"),
+            (True, False, "cache_mkl"),
+        ):
             t, ro = median_time(
-                lambda r=reuse, s=sampling_b, q=search, lim=limits_b: tree_run(
-                    big, agent, r, prompts, s, lim, q
+                lambda r=reuse, s=sampling_b, q=search, lim=limits_b, p=pk: tree_run(
+                    big, agent, r, prompts, s, lim, q, p
                 ),
                 args.repeats,
             )
             spend = ro.spend.total()
-            res[f"B_{workload}_tree_{'cache' if reuse else 'reprefill'}"] = {
+            res[f"B_{workload}_tree_{name}"] = {
                 "seconds": t,
                 "processed": spend.processed,
                 "distinct": ro.distinct_tokens(),
@@ -295,6 +308,11 @@ def main() -> None:
         )
         print(
             f"| B {workload}: processed ÷ distinct | {b_on['ratio']:.3f} | {b_off['ratio']:.3f} | |"
+        )
+        mkl = res[f"B_{workload}_tree_cache_mkl"]["seconds"]
+        print(
+            f"| B {workload}: cached wall s, MKL linear vs packed | {mkl:.2f} | "
+            f"{b_on['seconds']:.2f} | {mkl / b_on['seconds']:.2f}× faster packed |"
         )
     print("\n| chain job (32 prompts) | ours s | generate s | speed-up |\n|---|---|---|---|")
     for key in (

@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -35,6 +36,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from treegrpo.engine import packed
 from treegrpo.engine.cache import assemble_cache, keep_rows
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
@@ -81,8 +83,10 @@ class HFEngine:
     model: a causal LM in eval mode; tokenizer: for ``eos`` ids; stopper: decides step ends
     (``treegrpo.agent.stops.StepStopper``); reuse_cache: keep KV between steps and branches;
     max_prefill_tokens: positions per prefill forward; pad_waste: padding share that starts a
-    new prefill chunk. A peft (LoRA) model runs through the model it wraps, whose layers carry
-    the adapters in place: the wrapper's ``forward(**kwargs)`` would hide ``logits_to_keep``.
+    new prefill chunk; packed_linear: run the linear layers on oneDNN-packed weights while
+    generating (``packed``; None = wherever it applies: CPU, fp32). A peft (LoRA) model runs
+    through the model it wraps, whose layers carry the adapters in place: the wrapper's
+    ``forward(**kwargs)`` would hide ``logits_to_keep``.
     """
 
     def __init__(
@@ -94,6 +98,7 @@ class HFEngine:
         reuse_cache: bool = True,
         max_prefill_tokens: int = 16384,
         pad_waste: float = 0.05,
+        packed_linear: bool | None = None,
     ) -> None:
         model = _unwrap_peft(model)
         self.model = model
@@ -101,6 +106,10 @@ class HFEngine:
         self.reuse_cache = reuse_cache
         self.max_prefill_tokens = max_prefill_tokens
         self.pad_waste = pad_waste
+        if packed_linear and not packed.available(model):
+            raise ValueError("packed_linear needs oneDNN and a model on CPU in fp32")
+        use_packed = packed.available(model) if packed_linear is None else packed_linear
+        self._packed = packed.PackedLinears(model) if use_packed else None
         self.eos_ids = set(eos_ids) if eos_ids is not None else _default_eos(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         params = inspect.signature(model.forward).parameters
@@ -138,7 +147,8 @@ class HFEngine:
         pairs = zip(contexts, tokens, strict=True)
         rows = [_Row(i, c, list(t), 0) for i, (c, t) in enumerate(pairs)]
         if self.reuse_cache:
-            self._prefill([r for r in rows if r.feed])
+            with self._fast():
+                self._prefill([r for r in rows if r.feed])
         return [r.context.extend(r.feed, r.feed_kv) for r in rows], [r.prefill_width for r in rows]
 
     @torch.no_grad()
@@ -149,6 +159,19 @@ class HFEngine:
         generator: torch.Generator | None = None,
     ) -> list[StepResult]:
         """Generate one agent step for every request; results come back in request order."""
+        with self._fast():
+            return self._step(requests, params, generator)
+
+    # ----------------------------------------------------------------- private
+    def _fast(self) -> AbstractContextManager[None]:
+        return nullcontext() if self._packed is None else self._packed.active()
+
+    def _step(
+        self,
+        requests: Sequence[StepRequest],
+        params: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> list[StepResult]:
         rows = []
         for i, req in enumerate(requests):
             if not req.pending:
@@ -180,7 +203,6 @@ class HFEngine:
             self._decode(active, requests, params, generator, results)
         return [r for r in results if r is not None]
 
-    # ----------------------------------------------------------------- private
     def _finish(self, r: _Row) -> Finish | None:
         assert r.tokens is not None
         if self.stopper is not None and self.stopper.hit(r.tokens):

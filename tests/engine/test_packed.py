@@ -1,0 +1,93 @@
+"""oneDNN-packed linear layers: same numbers as ``F.linear``, in step with the live weights,
+and gone outside the ``active()`` block."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from treegrpo.agent.stops import StepStopper
+from treegrpo.engine import packed
+from treegrpo.engine.hf import HFEngine, StepRequest
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.models.tiny import tiny_qwen2
+
+pytestmark = pytest.mark.skipif(
+    not packed.available(nn.Linear(2, 2)), reason="oneDNN linear ops not in this torch build"
+)
+
+
+@pytest.fixture
+def model(split_tokenizer):  # type: ignore[no-untyped-def]
+    return tiny_qwen2(len(split_tokenizer), hidden=64, layers=2, seed=3)
+
+
+def _logits(model, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    with torch.no_grad():
+        out: torch.Tensor = model(ids).logits
+    return out
+
+
+def test_packed_forward_equals_plain_forward_and_is_undone(model) -> None:  # type: ignore[no-untyped-def]
+    ids = torch.randint(0, model.config.vocab_size, (3, 17))
+    plain = _logits(model, ids)
+    pk = packed.PackedLinears(model)
+    assert len(pk.linears) == 2 * 7 + 1  # q k v o gate up down per layer, and the head
+    calls = 0
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def counting(*args):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        return real(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.ops.mkldnn, "_linear_pointwise", counting)
+        with pk.active():
+            fast = _logits(model, ids)
+    assert calls == len(pk.linears)  # every linear layer went through the packed path
+    torch.testing.assert_close(fast, plain, rtol=1e-4, atol=1e-4)
+    assert not (fast == plain).all()  # a different kernel, not the same call
+    # outside the block the modules are plain again: autograd works
+    assert all("forward" not in m.__dict__ for m in pk.linears)
+    model(ids).logits.sum().backward()
+    assert all(m.weight.grad is not None for m in pk.linears)
+
+
+def test_repacks_after_an_in_place_update(model) -> None:  # type: ignore[no-untyped-def]
+    ids = torch.randint(0, model.config.vocab_size, (2, 9))
+    pk = packed.PackedLinears(model)
+    with pk.active():
+        before = _logits(model, ids)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    model(ids).logits.pow(2).mean().backward()
+    opt.step()  # in place, as every optimizer step
+    with pk.active():
+        after = _logits(model, ids)
+    torch.testing.assert_close(after, _logits(model, ids), rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(after, before, atol=1e-3)
+
+
+def test_engine_gives_the_same_greedy_steps_packed_or_not(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    prompts = [split_tokenizer(t)["input_ids"] for t in ("capital of", "<think>I", "x y z")]
+    greedy = SamplingParams(greedy=True, max_new_tokens=10)
+    out = {}
+    for flag in (False, True):
+        eng = HFEngine(model, split_tokenizer, StepStopper(split_tokenizer), packed_linear=flag)
+        assert (eng._packed is not None) == flag
+        first = eng.step([StepRequest(eng.root(), p) for p in prompts], greedy)
+        obs = split_tokenizer(" <information>o</information>")["input_ids"]
+        second = eng.step([StepRequest(r.end, [r.tokens[-1], *obs]) for r in first], greedy)
+        out[flag] = first + second
+    for a, b in zip(out[False], out[True], strict=True):
+        assert a.tokens == b.tokens
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_packing_is_refused_where_it_does_not_apply(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    model = model.to(torch.bfloat16)
+    assert not packed.available(model)
+    assert HFEngine(model, split_tokenizer)._packed is None  # auto: off
+    with pytest.raises(ValueError, match="packed_linear needs"):
+        HFEngine(model, split_tokenizer, packed_linear=True)
