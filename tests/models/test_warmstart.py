@@ -86,3 +86,26 @@ def test_demonstrations_train_on_actions_only(built) -> None:  # type: ignore[no
         assert len(d.ids) == len(d.mask)
         masked = [t for t, m in zip(d.ids, d.mask, strict=True) if m]
         assert masked and info_open not in masked  # observations never carry loss
+
+
+def test_skipping_stops_short_on_multi_hop_questions_only(built) -> None:  # type: ignore[no-untyped-def]
+    from treegrpo.data.synthetic import train_eval_worlds
+    from treegrpo.models.demos import build_demos
+    from treegrpo.tools.bm25 import BM25Retriever
+
+    _, path = built
+    tok = AutoTokenizer.from_pretrained(path)
+    world, _ = train_eval_worlds(0)
+    tool = BM25Retriever(world.passages, use_cache=False)
+    protocol = SearchProtocol(tok, TINY.max_obs_tokens)
+    demos = build_demos([(world, tool)], tok, protocol, 60, {"skip": 1.0}, seed=1)
+    search = tok.convert_tokens_to_ids("<search>")
+    hops_seen = set()
+    for d in demos:
+        searches = sum(t == search for t, m in zip(d.ids, d.mask, strict=True) if m)
+        hops_seen.add(d.hops)
+        if d.hops == 1:
+            assert searches == 1  # nothing to skip: played perfectly
+        else:
+            assert 1 <= searches < d.hops  # answers before the last hop
+    assert hops_seen == {1, 2, 3}

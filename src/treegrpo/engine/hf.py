@@ -36,10 +36,10 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from treegrpo.engine import packed
 from treegrpo.engine.cache import assemble_cache, keep_rows
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
+from treegrpo.models import onednn
 
 Finish = Literal["stop", "eos", "length"]
 
@@ -106,10 +106,10 @@ class HFEngine:
         self.reuse_cache = reuse_cache
         self.max_prefill_tokens = max_prefill_tokens
         self.pad_waste = pad_waste
-        if packed_linear and not packed.available(model):
+        if packed_linear and not onednn.available(model):
             raise ValueError("packed_linear needs oneDNN and a model on CPU in fp32")
-        use_packed = packed.available(model) if packed_linear is None else packed_linear
-        self._packed = packed.PackedLinears(model) if use_packed else None
+        use_packed = onednn.available(model) if packed_linear is None else packed_linear
+        self._packed = onednn.PackedLinears(model) if use_packed else None
         self.eos_ids = set(eos_ids) if eos_ids is not None else _default_eos(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         params = inspect.signature(model.forward).parameters
@@ -147,7 +147,7 @@ class HFEngine:
         pairs = zip(contexts, tokens, strict=True)
         rows = [_Row(i, c, list(t), 0) for i, (c, t) in enumerate(pairs)]
         if self.reuse_cache:
-            with self._fast():
+            with self.fast():
                 self._prefill([r for r in rows if r.feed])
         return [r.context.extend(r.feed, r.feed_kv) for r in rows], [r.prefill_width for r in rows]
 
@@ -159,12 +159,16 @@ class HFEngine:
         generator: torch.Generator | None = None,
     ) -> list[StepResult]:
         """Generate one agent step for every request; results come back in request order."""
-        with self._fast():
+        with self.fast():
             return self._step(requests, params, generator)
 
-    # ----------------------------------------------------------------- private
-    def _fast(self) -> AbstractContextManager[None]:
+    def fast(self) -> AbstractContextManager[None]:
+        """The context the engine computes in (packed linear layers where they apply); also
+        for other gradient-free forwards of the same model, such as the trainer's old
+        log-probs."""
         return nullcontext() if self._packed is None else self._packed.active()
+
+    # ----------------------------------------------------------------- private
 
     def _step(
         self,

@@ -6,7 +6,8 @@ with the real search tool and the real observation tokens, under one of four beh
 - ``perfect``: the oracle (right query every hop, bridge entities read from the passages);
 - ``vague``: at one hop the query leaves out the entity ("born city"), so the wrong passages come
   back; the agent states whatever fact of that relation it finds first and answers wrongly;
-- ``skip``: after a hop short of the last, it answers the bridge entity in hand or a guess;
+- ``skip``: after a hop short of the last, it answers the bridge entity in hand or a guess
+  (one-hop questions have nothing to skip and are played perfectly);
 - ``early``: it answers a guess without searching.
 
 The policy fitted to this mix uses the protocol and searches well for one hop, but it has seen
@@ -67,11 +68,11 @@ class FlawedAgent:
         self.oracle = OracleAgent(plan)
         self.behaviour = behaviour
         hops = len(plan.relations)
-        # vague: any hop; skip: after 1..hops-1 facts (a one-hop question skips nothing, so
-        # it answers early instead).
+        # vague: any hop; skip: after 1..hops-1 facts (a one-hop question has no hop to skip,
+        # so it is played perfectly: skipping is a flaw of multi-hop questions only).
         self.at = rng.randrange(hops) if behaviour == "vague" else rng.randrange(1, max(hops, 2))
         if behaviour == "skip" and hops == 1:
-            self.behaviour = "early"
+            self.behaviour = "perfect"
         self.guess = rng.choice(list(guesses))
         self.answer_bridge = rng.random() < 0.5  # skip: answer the entity in hand, or a guess
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from treegrpo.models import onednn
+
 IGNORE = -100  # label of a token without loss (the convention of transformers' LM heads)
 
 
@@ -105,7 +107,7 @@ def train_sft(
     queue: list[list[int]] = []
     losses: list[float] = []
     model.train()
-    with _progress(progress, steps) as advance:
+    with _progress(progress, steps) as advance, onednn.training(model):
         for _ in range(steps):
             if not queue:
                 queue = length_batches(lengths, max_batch_tokens, rng)

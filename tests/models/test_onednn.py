@@ -8,13 +8,13 @@ import torch
 from torch import nn
 
 from treegrpo.agent.stops import StepStopper
-from treegrpo.engine import packed
 from treegrpo.engine.hf import HFEngine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.models import onednn
 from treegrpo.models.tiny import tiny_qwen2
 
 pytestmark = pytest.mark.skipif(
-    not packed.available(nn.Linear(2, 2)), reason="oneDNN linear ops not in this torch build"
+    not onednn.available(nn.Linear(2, 2)), reason="oneDNN linear ops not in this torch build"
 )
 
 
@@ -32,7 +32,7 @@ def _logits(model, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untype
 def test_packed_forward_equals_plain_forward_and_is_undone(model) -> None:  # type: ignore[no-untyped-def]
     ids = torch.randint(0, model.config.vocab_size, (3, 17))
     plain = _logits(model, ids)
-    pk = packed.PackedLinears(model)
+    pk = onednn.PackedLinears(model)
     assert len(pk.linears) == 2 * 7 + 1  # q k v o gate up down per layer, and the head
     calls = 0
     real = torch.ops.mkldnn._linear_pointwise
@@ -57,7 +57,7 @@ def test_packed_forward_equals_plain_forward_and_is_undone(model) -> None:  # ty
 
 def test_repacks_after_an_in_place_update(model) -> None:  # type: ignore[no-untyped-def]
     ids = torch.randint(0, model.config.vocab_size, (2, 9))
-    pk = packed.PackedLinears(model)
+    pk = onednn.PackedLinears(model)
     with pk.active():
         before = _logits(model, ids)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -87,7 +87,49 @@ def test_engine_gives_the_same_greedy_steps_packed_or_not(model, split_tokenizer
 
 def test_packing_is_refused_where_it_does_not_apply(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
     model = model.to(torch.bfloat16)
-    assert not packed.available(model)
+    assert not onednn.available(model)
     assert HFEngine(model, split_tokenizer)._packed is None  # auto: off
     with pytest.raises(ValueError, match="packed_linear needs"):
         HFEngine(model, split_tokenizer, packed_linear=True)
+
+
+def _grads(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
+    model.zero_grad(set_to_none=True)
+    model(ids).logits.pow(2).mean().backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_trainable_linears_give_the_plain_gradients(model) -> None:  # type: ignore[no-untyped-def]
+    ids = torch.randint(0, model.config.vocab_size, (3, 11))
+    plain = _grads(model, ids)
+    tl = onednn.TrainableLinears(model)
+    calls = 0
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def counting(*args):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        return real(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.ops.mkldnn, "_linear_pointwise", counting)
+        with tl.active():
+            fast = _grads(model, ids)
+    assert calls == 3 * len(tl.linears)  # forward, input gradient, weight gradient
+    assert fast.keys() == plain.keys() and len(plain) == len(list(model.parameters()))
+    for name in plain:
+        torch.testing.assert_close(fast[name], plain[name], rtol=1e-3, atol=1e-5, msg=name)
+    assert all("forward" not in m.__dict__ for m in tl.linears)
+
+
+def test_trainable_linears_skip_frozen_weights(model) -> None:  # type: ignore[no-untyped-def]
+    for n, p in model.named_parameters():
+        p.requires_grad_("mlp" not in n)  # the MLP's linear layers frozen
+    ids = torch.randint(0, model.config.vocab_size, (2, 7))
+    plain = _grads(model, ids)
+    with onednn.training(model):
+        fast = _grads(model, ids)
+    assert fast.keys() == plain.keys()
+    assert not any("mlp" in n for n in fast)
+    for name in plain:
+        torch.testing.assert_close(fast[name], plain[name], rtol=1e-3, atol=1e-5, msg=name)
