@@ -70,6 +70,62 @@ def budget(depth: int = 3) -> None:
     Console().print(table)
 
 
+def bench_budget(
+    quick: bool = False,
+    steps: int | None = None,
+    prompts_per_step: int | None = None,
+    seeds: tuple[int, ...] | None = None,
+    eval_questions: int | None = None,
+    budgets: tuple[int, ...] | None = None,
+    no_ablation: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False,
+    workers: int = 2,
+    out: Path | None = None,
+    runs_dir: Path | None = None,
+) -> None:
+    """Budget-matched benchmark on the embedded world: Tree-GRPO (1,2,1), (2,2,1), (2,6,1),
+    (4,5,1) against chain GRPO with 2, 4, 8, 16 chains, and the advantage ablation at ≈ 4, all
+    from the same warm start with the same prompts, seeds and held-out questions. Writes a JSON,
+    a markdown table and plots under bench/results/; finished runs are reused, so re-running the
+    same command resumes. Full mode: 30 runs of 20 steps, about 1 h 40 min on 2 CPU cores.
+
+    Args:
+        quick: One seed, budgets 2 and 4, 3 steps, 30 held-out questions, no ablation: checks
+            that the pipeline runs (a few minutes), not the result.
+        steps: RL steps per run (default: 20; quick 3).
+        prompts_per_step: Prompts per RL step (default: 16).
+        seeds: Run seeds (default: 0 1 2; quick 0).
+        eval_questions: Held-out questions (default: 150; quick 30).
+        budgets: Budget rungs among 2 4 8 16 (default: all; quick 2 4).
+        no_ablation: Skip the advantage ablation (intra only, inter only at ≈ 4); quick mode
+            always skips it.
+        workers: Runs in parallel, each in a process pinned to its own core with one torch
+            thread (1: one after another in this process).
+        out: The JSON result (default bench/results/budget.json, quick budget-quick.json); the
+            table (.md) and the plots (<stem>_*.png) go beside it.
+        runs_dir: Root of the run directories (default runs/bench-budget/full or .../quick).
+    """
+    from treegrpo.eval.budget_bench import bench_settings, run_benchmark
+
+    try:
+        settings = bench_settings(
+            quick,
+            steps=steps,
+            prompts_per_step=prompts_per_step,
+            seeds=seeds,
+            eval_questions=eval_questions,
+            budgets=budgets,
+            ablation=False if no_ablation else None,
+            workers=workers,
+            out=out,
+            runs_dir=runs_dir,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"treegrpo bench-budget: {exc}") from None
+    result = run_benchmark(settings)
+    if result["failed"]:
+        raise SystemExit(f"treegrpo bench-budget: runs failed: {', '.join(result['failed'])}")
+
+
 def serve(
     corpus: Path,
     retriever: Literal["bm25", "dense"] = "bm25",
@@ -405,8 +461,11 @@ def main(args: Sequence[str] | None = None) -> None:
         "prepare-model": prepare_model,
         "prepare-corpus": prepare_corpus,
         "budget": budget,
+        "bench-budget": bench_budget,
         "serve": serve,
     }
+    if argv[:1] == ["bench"] and len(argv) > 1:  # `treegrpo bench budget` = `bench-budget`
+        argv = [f"bench-{argv[1]}", *argv[2:]]
     if argv and argv[0] == "train":
         argv = _without_flat_prefixes(argv)
     path = _config_path(argv)

@@ -51,8 +51,13 @@ def run_embedded(
     warm: Any | None = None,
     progress: bool = True,
     model_cfg: ModelConfig = ModelConfig(),
+    before: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run the default job; returns the summary also written to ``<run>/summary.json``."""
+    """Run the default job; returns the summary also written to ``<run>/summary.json``.
+
+    ``before``: the warm start's held-out report (``evaluate``'s output) to use instead of
+    evaluating it again; runs that share the warm start and held-out questions can share it.
+    """
     from treegrpo.data.synthetic import train_eval_worlds
     from treegrpo.models.warmstart import CIRCUIT_PARAMS, WarmStartConfig, warm_start
     from treegrpo.tools.bm25 import BM25Retriever
@@ -79,10 +84,11 @@ def run_embedded(
             model, tokenizer, eval_tool, held_out, limits, cfg.max_new_tokens, cfg.max_obs_tokens
         )
 
-    model, tokenizer = load_model(model_dir)
-    before = held_out_eval(model, tokenizer)
+    if before is None:
+        model, tokenizer = load_model(model_dir)
+        before = held_out_eval(model, tokenizer)
+        del model
     write_report(before, out, "eval-before")
-    del model
 
     bar = _Progress(run.steps) if progress else None
 

@@ -1,0 +1,20 @@
+"""Budget-matched Tree-GRPO vs chain GRPO on the embedded synthetic world (issue 6).
+
+A thin entry point: the logic is ``treegrpo.eval.budget_bench`` and the flags are those of
+``treegrpo bench-budget`` (``--help`` lists them).
+
+    .venv/bin/python bench/budget.py --quick     # a few minutes: the pipeline runs
+    .venv/bin/python bench/budget.py             # 30 runs, about 1 h 40 min on 2 CPU cores
+
+writes ``bench/results/budget.json`` (quick: ``budget-quick.json``), the table beside it
+(``.md``, also printed) and the plots ``bench/results/budget_*.png``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from treegrpo.cli import main
+
+if __name__ == "__main__":
+    main(["bench-budget", *sys.argv[1:]])

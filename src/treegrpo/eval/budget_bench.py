@@ -1,0 +1,505 @@
+"""The budget-matched benchmark (issue 6): at the same rollout budget, does Tree-GRPO beat chain
+GRPO on the embedded synthetic world?
+
+Every run is the embedded default job (``train.embedded.run_embedded``) from the same cached warm
+start, with the same prompts per step (the data order depends on the seed only), the same number
+of steps, the same seeds and the same held-out questions; only the sampling shape (and, in the
+ablation, the advantage mode) changes. The ladder is the paper's (ALGORITHM.md §2): tree
+(M,N,L) = (1,2,1), (2,2,1), (2,6,1), (4,5,1) against 2, 4, 8, 16 chains, plus the advantage
+ablation at ≈ 4 (tree (2,2,1) with "intra" and with "inter"; "intra+inter" is the main tree run).
+Because the budget formula is only an estimate, each run also reports what it really spent:
+generated tokens and tool calls per prompt, leaves per prompt, trajectories per 1,000 generated
+tokens and the engine's token efficiency.
+
+    treegrpo bench-budget --quick        # 1 seed, budgets 2 and 4, 3 steps, 30 questions
+    treegrpo bench-budget                # 3 seeds x 4 budgets x 2 methods + 6 ablation runs
+
+Each run has its own directory (``runs/bench-budget/<mode>/<method>-b<budget>-s<seed>``); one
+whose ``summary.json`` exists is reused, so a killed benchmark resumes by re-running the same
+command (a run killed halfway starts over). Runs go to a pool of ``--workers`` processes, each
+pinned to its own core with one torch thread; the warm start is built (or loaded) and evaluated
+once, in this process, before the pool starts.
+
+Sizing of the full mode (``FULL_STEPS`` = 20), measured 2026-11-30 with the default warm start,
+16 prompts per step, one torch thread on a core that another job shared: a step costs about
+2 s + 1.9 s per leaf per prompt (tree (1,2,1) 7.4 s, (2,2,1) 13.5 s, (4,5,1) 46 s; 4 chains
+9.3 s, 16 chains 30 s: the update, not the rollout, is most of it), and a run's fixed part
+(loading, the BM25 index, the held-out evaluation of 150 questions in ~7 s) about 15 s. The 30
+runs hold 3 x 89 leaves per prompt (chain 2+4+8+16, tree 3+6+14+24, ablation 6+6 per seed), so
+all of them cost 3 x (10 x 2 s + 89 x 1.9 s) = 567 s per step: 20 steps plus the fixed parts
+come to about 11,800 s of one core, about 1 h 40 min on 2 workers (less on idle cores). Quick
+mode took 2 min 14 s with both workers on one shared core.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from treegrpo.core.advantage import Mode
+from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER
+from treegrpo.eval.budget_report import (
+    ABLATION_BUDGET,
+    aggregate,
+    format_duration,
+    markdown_table,
+    percent,
+    run_record,
+)
+from treegrpo.models.warmstart import WarmStartConfig
+from treegrpo.train.config import AlgorithmConfig, RunConfig
+from treegrpo.train.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_RUN, EmbeddedConfig
+
+FULL_STEPS = 20
+"""RL steps per run in full mode: 30 runs in about 1 h 40 min on 2 CPU cores (module docstring)."""
+QUICK_STEPS = 3
+"""RL steps per run in quick mode: checks that the pipeline runs, not the result."""
+ABLATION_MODES: tuple[Mode, ...] = ("intra", "inter")
+"""Advantage modes of the ablation runs ("intra+inter" is the main tree run)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the benchmark: a method at a budget with a seed."""
+
+    method: str
+    """"chain", "tree" (intra+inter) or "tree-intra" / "tree-inter" (the ablation)."""
+    budget: int
+    """Budget rung of the ladder (≈ trajectories per prompt)."""
+    seed: int
+    """RunConfig.seed: data order, sampling and expansion choice."""
+    algo: AlgorithmConfig
+    """The embedded preset's algorithm settings with this run's shape and advantage mode."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.method}-b{self.budget}-s{self.seed}"
+
+    def identity(self) -> dict[str, Any]:
+        """What names the run in the benchmark's records."""
+        a = self.algo
+        tree = a.algo == "tree"
+        return {
+            "name": self.name,
+            "method": self.method,
+            "budget": self.budget,
+            "seed": self.seed,
+            "shape": {"m": a.m, "n": a.n if tree else 0, "l": a.l if tree else 0},
+            "advantage_mode": a.mode(),
+        }
+
+    @property
+    def cost(self) -> float:
+        """Relative cost for scheduling and the ETA: a step costs about one leaf's worth of
+        fixed work plus one per leaf (trajectory) per prompt (measured, module docstring)."""
+        return 1.0 + self.algo.shape().leaves_per_prompt
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What the benchmark runs and where it writes."""
+
+    mode: str = "full"
+    """"full" or "quick" (names the default output files and run directories)."""
+    budgets: tuple[int, ...] = (2, 4, 8, 16)
+    """Budget rungs, each of 2, 4, 8, 16."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """RunConfig.seed values; every method runs with each."""
+    steps: int = FULL_STEPS
+    """RL steps per run."""
+    prompts_per_step: int = DEFAULT_RUN.prompts_per_step
+    """Prompts per RL step (the same prompts for every method with the same seed)."""
+    eval_questions: int = DEFAULT_EMBEDDED.eval_questions
+    """Held-out questions evaluated after training (and once on the warm start)."""
+    ablation: bool = True
+    """Also run the advantage ablation at budget ≈ 4 (intra only, inter only)."""
+    workers: int = 2
+    """Parallel runs, each in its own process pinned to one core (1: sequential, in-process)."""
+    out: Path = Path("bench/results/budget.json")
+    """The JSON result; the table (.md) and the plots (<stem>_*.png) go beside it."""
+    runs_dir: Path = Path("runs/bench-budget/full")
+    """Root of the run directories."""
+
+
+def bench_settings(quick: bool = False, **overrides: Any) -> BenchSettings:
+    """The full or quick defaults with the given fields replaced (None values are ignored)."""
+    base = BenchSettings()
+    if quick:
+        base = replace(
+            base,
+            mode="quick",
+            budgets=(2, 4),
+            seeds=(0,),
+            steps=QUICK_STEPS,
+            eval_questions=30,
+            ablation=False,
+            out=Path("bench/results/budget-quick.json"),
+            runs_dir=Path("runs/bench-budget/quick"),
+        )
+    s = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    bad = [b for b in s.budgets if b not in TREE_LADDER]
+    if bad or not s.budgets:
+        raise ValueError(f"budgets must be among {sorted(TREE_LADDER)}, got {list(s.budgets)}")
+    if not s.seeds or s.steps < 1 or s.prompts_per_step < 1 or s.eval_questions < 1:
+        raise ValueError("need at least one seed, step, prompt per step and held-out question")
+    if s.workers < 1:
+        raise ValueError(f"workers must be >= 1, got {s.workers}")
+    return s
+
+
+# ---------------------------------------------------------------------------------------------
+# plan
+
+
+def plan_runs(budgets: Iterable[int], seeds: Iterable[int], ablation: bool) -> list[RunSpec]:
+    """Chain and tree at each budget for each seed, plus the ablation's two modes at ≈ 4.
+
+    Chain runs change only ``algo`` and ``m`` of the embedded preset, exactly as
+    ``treegrpo train --algo chain --m B`` does; tree runs set (M, N, L) from the ladder."""
+    specs = []
+    for seed in seeds:
+        for b in budgets:
+            chain = replace(DEFAULT_ALGO, algo="chain", m=CHAIN_LADDER[b].m, advantage_mode=None)
+            specs.append(RunSpec("chain", b, seed, chain))
+            specs.append(RunSpec("tree", b, seed, _tree_algo(b)))
+        if ablation:
+            for mode in ABLATION_MODES:
+                algo = replace(_tree_algo(ABLATION_BUDGET), advantage_mode=mode)
+                specs.append(RunSpec(f"tree-{mode}", ABLATION_BUDGET, seed, algo))
+    return specs
+
+
+def _tree_algo(budget: int) -> AlgorithmConfig:
+    shape = TREE_LADDER[budget]
+    return replace(DEFAULT_ALGO, algo="tree", m=shape.m, n=shape.n, l=shape.l, advantage_mode=None)
+
+
+def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
+    """The run's RunConfig: its directory and seed, the benchmark's steps and prompts; one
+    checkpoint at the end, no periodic evaluation."""
+    return replace(
+        DEFAULT_RUN,
+        out_dir=str(s.runs_dir / spec.name),
+        seed=spec.seed,
+        steps=s.steps,
+        prompts_per_step=s.prompts_per_step,
+        save_every=s.steps,
+        keep_checkpoints=1,
+        eval_every=0,
+        resume=False,
+    )
+
+
+def world_config(s: BenchSettings) -> EmbeddedConfig:
+    return replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+def warm_start_report(cfg: EmbeddedConfig, warm: WarmStartConfig) -> dict[str, Any]:
+    """Build (or load) the warm start and evaluate it on the held-out questions exactly as
+    ``run_embedded`` does before training; every run gets this report instead of repeating it."""
+    from treegrpo.data.synthetic import train_eval_worlds
+    from treegrpo.eval.evaluate import evaluate
+    from treegrpo.models.warmstart import warm_start
+    from treegrpo.rollout.sampler import AgentLimits
+    from treegrpo.tools.bm25 import BM25Retriever
+    from treegrpo.train.embedded import held_out_items, load_model
+
+    _, eval_world = train_eval_worlds(cfg.world_seed)
+    model, tokenizer = load_model(warm_start(warm, progress=False))
+    return evaluate(
+        model,
+        tokenizer,
+        BM25Retriever(eval_world.passages),
+        held_out_items(eval_world, cfg.eval_questions),
+        AgentLimits(cfg.max_turns, 3, cfg.max_context),
+        cfg.max_new_tokens,
+        cfg.max_obs_tokens,
+    )
+
+
+def execute_run(
+    spec: RunSpec, s: BenchSettings, warm: WarmStartConfig, before: dict[str, Any]
+) -> None:
+    """Run one benchmark run from scratch. A leftover directory of a killed run is removed
+    first: the trainer would append to its metrics.jsonl."""
+    from treegrpo.train.embedded import run_embedded
+    from treegrpo.train.presets import DEFAULT_OPTIM
+
+    run = run_config(spec, s)
+    shutil.rmtree(run.out_dir, ignore_errors=True)
+    run_embedded(
+        spec.algo, DEFAULT_OPTIM, run, world_config(s), warm=warm, progress=False, before=before
+    )
+
+
+def check_reusable(
+    spec: RunSpec, s: BenchSettings, warm: WarmStartConfig, summary: dict[str, Any]
+) -> None:
+    """Refuse to reuse a finished run made with other settings (warm start, algorithm,
+    optimizer, world, steps, prompts, seed): its numbers would silently mix into this one."""
+    from treegrpo.models.warmstart import warm_start_dir
+    from treegrpo.train.presets import DEFAULT_OPTIM
+
+    cfg = summary["config"]
+    run = run_config(spec, s)
+    want = {
+        "warm start": warm_start_dir(warm).name,  # the cache key: every setting + format
+        "algo": asdict(spec.algo),
+        "optim": asdict(DEFAULT_OPTIM),
+        "embedded": asdict(world_config(s)),
+        "steps": run.steps,
+        "prompts_per_step": run.prompts_per_step,
+        "seed": run.seed,
+    }
+    have = {
+        "warm start": Path(summary["warm_start_dir"]).name,
+        "algo": cfg["algo"],
+        "optim": cfg["optim"],
+        "embedded": cfg["embedded"],
+        "steps": cfg["run"]["steps"],
+        "prompts_per_step": cfg["run"]["prompts_per_step"],
+        "seed": cfg["run"]["seed"],
+    }
+    want = json.loads(json.dumps(want))  # tuples → lists, as in summary.json
+    diff = sorted(k for k in want if want[k] != have[k])
+    if diff:
+        raise SystemExit(
+            f"bench budget: {s.runs_dir / spec.name} was run with other settings "
+            f"({', '.join(diff)}); use another --runs-dir or remove it"
+        )
+
+
+def _summary_path(s: BenchSettings, spec: RunSpec) -> Path:
+    return s.runs_dir / spec.name / "summary.json"
+
+
+def read_run(spec: RunSpec, s: BenchSettings) -> dict[str, Any]:
+    """The record of a finished run, from its directory."""
+    summary = json.loads(_summary_path(s, spec).read_text())
+    lines = (s.runs_dir / spec.name / "metrics.jsonl").read_text().splitlines()
+    steps = [m for m in (json.loads(x) for x in lines if x) if "agent/leaves" in m]
+    return run_record(spec.identity(), summary, steps)
+
+
+class _Clock:
+    """Progress lines with the elapsed time and an ETA from the cost of what is left."""
+
+    def __init__(self, total: int, cost_left: float, workers: int) -> None:
+        self.t0 = time.perf_counter()
+        self.total, self.done = total, 0
+        self.cost_left, self.workers = cost_left, workers
+        self.cost_done, self.seconds_done = 0.0, 0.0
+
+    def line(self, what: str) -> None:
+        elapsed = format_duration(time.perf_counter() - self.t0)
+        eta = "?"
+        if self.cost_done > 0:
+            rate = self.seconds_done / self.cost_done / self.workers  # wall seconds per cost
+            eta = format_duration(self.cost_left * rate)
+        print(f"[{self.done:>2}/{self.total}] {what} | elapsed {elapsed} | ETA {eta}", flush=True)
+
+    def finished(self, cost: float, seconds: float) -> None:
+        self.done += 1
+        self.cost_left -= cost
+        self.cost_done += cost
+        self.seconds_done += seconds
+
+
+def run_pending(
+    pending: Sequence[RunSpec],
+    s: BenchSettings,
+    warm: WarmStartConfig,
+    before: dict[str, Any],
+    clock: _Clock,
+) -> list[str]:
+    """Run ``pending`` (costliest first) in ``s.workers`` pinned processes, or in this process
+    when workers is 1; returns the names of runs that failed (their error is printed)."""
+    order = sorted(pending, key=lambda sp: -sp.cost)
+    failed: list[str] = []
+
+    def started(spec: RunSpec) -> None:
+        clock.line(f"start {spec.name} ({_shape_text(spec)})")
+
+    def ended(spec: RunSpec, seconds: float, error: BaseException | None) -> None:
+        clock.finished(spec.cost, seconds)
+        if error is not None:
+            failed.append(spec.name)
+            clock.line(f"FAILED {spec.name}: {error!r}")
+        else:
+            em = read_run(spec, s)["em"]
+            clock.line(
+                f"done  {spec.name} in {format_duration(seconds)}: held-out EM {percent(em)}"
+            )
+
+    if s.workers == 1:
+        for spec in order:
+            started(spec)
+            t0 = time.perf_counter()
+            try:
+                execute_run(spec, s, warm, before)
+                ended(spec, time.perf_counter() - t0, None)
+            except Exception as exc:
+                ended(spec, time.perf_counter() - t0, exc)
+    else:
+        _run_in_pool(order, s, warm, before, started, ended)
+    return failed
+
+
+def _run_in_pool(
+    order: Sequence[RunSpec],
+    s: BenchSettings,
+    warm: WarmStartConfig,
+    before: dict[str, Any],
+    started: Callable[[RunSpec], None],
+    ended: Callable[[RunSpec, float, BaseException | None], None],
+) -> None:
+    """At most ``s.workers`` runs in flight; the next starts as soon as one ends, so the
+    progress lines show real start times. Workers are spawned (never forked from a process
+    that already ran torch) and each takes its own core."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+    ctx = mp.get_context("spawn")
+    cores: Any = ctx.Queue()
+    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
+    for i in range(s.workers):
+        cores.put(available[i % len(available)])
+    queue = list(order)
+    running: dict[Future[None], tuple[RunSpec, float]] = {}
+    with ProcessPoolExecutor(
+        s.workers, mp_context=ctx, initializer=_init_worker, initargs=(cores,)
+    ) as pool:
+        while queue or running:
+            while queue and len(running) < s.workers:
+                spec = queue.pop(0)
+                started(spec)
+                fut = pool.submit(execute_run, spec, s, warm, before)
+                running[fut] = (spec, time.perf_counter())
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                spec, t0 = running.pop(fut)
+                ended(spec, time.perf_counter() - t0, fut.exception())
+
+
+def _init_worker(cores: Any) -> None:
+    """Pin this worker to one core and one torch thread (set before torch is imported here)."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+    core = cores.get()
+    if core is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {core})
+    import torch
+
+    torch.set_num_threads(1)
+    _quiet()
+
+
+def _quiet() -> None:
+    """No per-load progress bars from transformers: one line per run is the progress."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def _shape_text(spec: RunSpec) -> str:
+    a = spec.algo
+    if a.algo == "chain":
+        return f"{a.m} chains"
+    return f"(M,N,L)=({a.m},{a.n},{a.l}), {a.mode()}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the benchmark
+
+
+def run_benchmark(
+    s: BenchSettings, warm: WarmStartConfig | None = None, command: str | None = None
+) -> dict[str, Any]:
+    """Run (or reuse) every run of ``s``, then write the JSON, the markdown table and the plots;
+    returns the result (the table is printed too). ``warm``: the warm start every run starts
+    from (default: the embedded job's; tests pass a tiny one); ``command``: for the header
+    (default: this process's command line)."""
+    warm = warm or WarmStartConfig()
+    t0 = time.perf_counter()
+    _quiet()
+    specs = plan_runs(s.budgets, s.seeds, s.ablation)
+    done = [sp for sp in specs if _summary_path(s, sp).is_file()]
+    for sp in done:
+        check_reusable(sp, s, warm, json.loads(_summary_path(s, sp).read_text()))
+    pending = [sp for sp in specs if sp not in done]
+    workers = 1 if s.workers == 1 else min(s.workers, max(len(pending), 1))
+    clock = _Clock(len(specs), sum(sp.cost for sp in pending), workers)
+    for sp in done:
+        clock.done += 1
+        clock.line(f"reuse {sp.name} (summary.json exists)")
+    if pending:
+        print(f"warm start: build or load, evaluate on {s.eval_questions} questions", flush=True)
+        before = warm_start_report(world_config(s), warm)
+    else:  # every run is reused: their summaries hold the same report
+        before = json.loads(_summary_path(s, done[0]).read_text())["before"]
+    clock.line(f"warm start held-out EM {percent(before['overall']['em'])}")
+    failed = run_pending(pending, s, warm, before, clock) if pending else []
+    records = [read_run(sp, s) for sp in specs if sp.name not in failed]
+    result = {
+        "command": command or invocation(),
+        "machine": machine(1 if s.workers > 1 else None),
+        "settings": json.loads(json.dumps(asdict(s), default=str)),
+        "warm_start": {k: v for k, v in before.items() if k != "rows"},
+        "warm_start_config": asdict(warm),
+        "wall_s": time.perf_counter() - t0,
+        "counts": {"runs": len(specs), "ran": len(pending), "reused": len(done)},
+        "failed": failed,
+        "runs": records,
+        "aggregates": aggregate(records),
+    }
+    write_outputs(result, s.out)
+    return result
+
+
+def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
+    """``out`` (JSON), ``out`` with .md (the table) and ``<stem>_*.png`` beside it."""
+    from treegrpo.viz.budget import plot_all
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    table = markdown_table(result)
+    out.with_suffix(".md").write_text(table + "\n")
+    print(table, flush=True)
+    plots = plot_all(result, out.parent, out.stem)
+    print(f"wrote {out}, {out.with_suffix('.md')} and {len(plots)} plots", flush=True)
+    return [out, out.with_suffix(".md"), *plots]
+
+
+def invocation() -> str:
+    """The command line that started this process, as a user would type it."""
+    prog = Path(sys.argv[0])
+    head = ["treegrpo"] if prog.name == "treegrpo" else ["python", str(prog)]
+    return shlex.join([*head, *sys.argv[1:]])
+
+
+def machine(torch_threads: int | None) -> dict[str, Any]:
+    """Platform, CPUs (all, and those this process may use) and the torch threads each run
+    used (None: this process's setting)."""
+    import torch
+
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpus": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "torch_threads": torch_threads or torch.get_num_threads(),
+    }

@@ -1,0 +1,244 @@
+"""Numbers and the table of the budget-matched benchmark (``treegrpo.eval.budget_bench``):
+one record per run from its ``summary.json`` and ``metrics.jsonl``, mean ± sample std over
+seeds per (method, budget), and the paper-shaped markdown table. Pure: no torch, no files.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+ABLATION_BUDGET = 4
+"""The paper's advantage ablation is at budget ≈ 4, tree (2,2,1)."""
+NUMERIC = (
+    "em",
+    "f1",
+    "valid_format",
+    "tool_calls",
+    "leaves_per_prompt",
+    "generated_per_prompt",
+    "tool_calls_per_prompt",
+    "generated_total_per_prompt",
+    "tool_calls_total_per_prompt",
+    "trajectories_per_1k_tokens",
+    "token_efficiency",
+    "step_s",
+    "wall_s",
+)
+"""Per-run numbers aggregated over seeds (mean and sample std)."""
+
+
+def per_1k_tokens(trajectories: float, tokens: float) -> float:
+    """Trajectories per 1,000 generated tokens (NaN when nothing was generated)."""
+    return 1000.0 * trajectories / tokens if tokens > 0 else float("nan")
+
+
+def mean_std(xs: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (n − 1; None for a single value)."""
+    if not xs:
+        raise ValueError("mean_std of no values")
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
+
+
+def run_record(
+    identity: dict[str, Any], summary: dict[str, Any], steps: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """One run's numbers from its ``summary.json`` and the RL-step lines of ``metrics.jsonl``,
+    after ``identity`` (name, method, budget, seed, shape, advantage mode).
+
+    Held-out (after RL): EM, F1, EM by hop count, tool calls per question. Spent in training
+    (mean over steps, per prompt): leaves, generated tokens, tool calls; their totals over the
+    run; trajectories per 1,000 generated tokens; the engine's processed ÷ distinct tokens.
+    """
+    if not steps:
+        raise ValueError(f"{identity.get('name')}: metrics.jsonl has no RL step")
+    after = summary["after"]
+    prompts = summary["config"]["run"]["prompts_per_step"]
+    leaves = statistics.fmean(m["agent/leaves"] for m in steps) / prompts
+    generated = [m["spend/generated_per_prompt"] for m in steps]
+    tools = [m["spend/tool_calls_per_prompt"] for m in steps]
+    cumulative = [sum(generated[: i + 1]) for i in range(len(generated))]
+    return {
+        **identity,
+        "steps": len(steps),
+        "em": after["overall"]["em"],
+        "f1": after["overall"]["f1"],
+        "valid_format": after["overall"]["valid_format"],
+        "tool_calls": after["overall"]["tool_calls"],
+        "em_by_hops": {h: v["em"] for h, v in after["by_hops"].items()},
+        "leaves_per_prompt": leaves,
+        "generated_per_prompt": statistics.fmean(generated),
+        "tool_calls_per_prompt": statistics.fmean(tools),
+        "generated_total_per_prompt": sum(generated),
+        "tool_calls_total_per_prompt": sum(tools),
+        "trajectories_per_1k_tokens": per_1k_tokens(leaves, statistics.fmean(generated)),
+        "token_efficiency": statistics.fmean(m["spend/token_efficiency"] for m in steps),
+        "step_s": statistics.fmean(m["time/step_s"] for m in steps),
+        "wall_s": summary["seconds"]["total"],
+        "curve": {"generated_per_prompt": cumulative, "reward_em": [m["reward/em"] for m in steps]},
+    }
+
+
+def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (method, budget): every NUMERIC field and each hop's EM as mean and sample std over
+    seeds, and the learning curve averaged over seeds step by step."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["method"], r["budget"]), []).append(r)
+    out = []
+    for (method, budget), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        agg: dict[str, Any] = {
+            "method": method,
+            "budget": budget,
+            "shape": rs[0]["shape"],
+            "seeds": sorted(r["seed"] for r in rs),
+        }
+        for key in NUMERIC:
+            agg[key] = _ms([r[key] for r in rs])
+        hops = sorted({h for r in rs for h in r["em_by_hops"]})
+        agg["em_by_hops"] = {
+            h: _ms([r["em_by_hops"][h] for r in rs if h in r["em_by_hops"]]) for h in hops
+        }
+        n = min(len(r["curve"]["reward_em"]) for r in rs)
+        agg["curve"] = {
+            k: [statistics.fmean(r["curve"][k][i] for r in rs) for i in range(n)]
+            for k in ("generated_per_prompt", "reward_em")
+        }
+        out.append(agg)
+    return out
+
+
+def _ms(xs: Sequence[float]) -> dict[str, float | None]:
+    mean, std = mean_std(xs)
+    return {"mean": mean, "std": std}
+
+
+SPEND_COLUMNS = (
+    ("tool calls (held-out)", "tool_calls", ".2f"),
+    ("tool calls spent / prompt", "tool_calls_per_prompt", ".2f"),
+    ("leaves / prompt", "leaves_per_prompt", ".1f"),
+    ("gen. tokens / prompt", "generated_per_prompt", ".0f"),
+    ("traj. per 1k tokens", "trajectories_per_1k_tokens", ".1f"),
+    ("token efficiency", "token_efficiency", ".3f"),
+)
+"""Columns after EM: (header, aggregate key, format). Spent = per prompt per RL step."""
+ABLATION_NAMES = {"tree": "intra+inter (Tree-GRPO)", "tree-intra": "intra", "tree-inter": "inter"}
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    """The paper-shaped budget table (rows: budget; chain vs tree) after a header with the
+    command, machine, settings and the warm start's EM; then the ablation table, if it ran."""
+    aggs = {(a["method"], a["budget"]): a for a in result["aggregates"]}
+    hops = sorted(result["warm_start"]["by_hops"])
+    parts = [
+        _header(result, hops),
+        _budget_rows(aggs, result["settings"]["budgets"], hops),
+        _ablation_rows(aggs, hops),
+    ]
+    return "\n\n".join(p for p in parts if p)
+
+
+def _header(result: dict[str, Any], hops: Sequence[str]) -> str:
+    s, m, before = result["settings"], result["machine"], result["warm_start"]
+    return "\n".join(
+        [
+            f"### Budget-matched Tree-GRPO vs chain GRPO ({s['mode']} mode)",
+            "",
+            f"Command: `{result['command']}`  ",
+            f"Machine: {m['platform']}, {m['cpus']} CPUs ({m.get('usable_cpus')} usable), "
+            f"{s['workers']} worker(s) with "
+            f"{m['torch_threads']} torch thread(s) each; total wall time "
+            f"{format_duration(result['wall_s'])} ({result['counts']['ran']} runs ran, "
+            f"{result['counts']['reused']} reused).  ",
+            f"Settings: {s['steps']} RL steps x {s['prompts_per_step']} prompts, seeds "
+            f"{' '.join(map(str, s['seeds']))}, {s['eval_questions']} held-out questions; "
+            f"warm start (before RL) EM {percent(before['overall']['em'])} (by hop "
+            f"{'/'.join(hops)}: {_hops_cell(before['by_hops'], hops)}).  ",
+            "EM %: held-out, greedy, after RL, mean ± sample std over seeds; by hop: means. "
+            "Spend columns (chain / tree): per prompt per RL step, mean over steps and seeds.",
+        ]
+    )
+
+
+def _budget_rows(
+    aggs: dict[tuple[str, int], dict[str, Any]], budgets: Sequence[int], hops: Sequence[str]
+) -> str:
+    by_hop = "/".join(hops)
+    head = [
+        "budget",
+        "tree (M,N,L)",
+        "chain EM %",
+        "tree EM %",
+        f"chain EM by hop {by_hop}",
+        f"tree EM by hop {by_hop}",
+        *(c[0] for c in SPEND_COLUMNS),
+    ]
+    lines = [_row(head), "|---:|---|---:|---:|---|---|" + "---:|" * len(SPEND_COLUMNS)]
+    for b in budgets:
+        c, t = aggs.get(("chain", b)), aggs.get(("tree", b))
+        shape = "({m},{n},{l})".format(**t["shape"]) if t else "—"
+        cells = [f"≈{b}", shape, _em(c), _em(t), _by_hop(c, hops), _by_hop(t, hops)]
+        cells += [f"{_one(c, key, f)} / {_one(t, key, f)}" for _, key, f in SPEND_COLUMNS]
+        lines.append(_row(cells))
+    return "\n".join(lines)
+
+
+def _ablation_rows(aggs: dict[tuple[str, int], dict[str, Any]], hops: Sequence[str]) -> str:
+    """Tree (2,2,1) with each advantage mode, and chain GRPO at the same budget for reference;
+    empty when the ablation did not run."""
+    if not any((m, ABLATION_BUDGET) in aggs for m in ("tree-intra", "tree-inter")):
+        return ""
+    head = ["advantage", "EM %", f"EM by hop {'/'.join(hops)}", *(c[0] for c in SPEND_COLUMNS)]
+    lines = [
+        f"Advantage ablation at ≈{ABLATION_BUDGET}, tree (2,2,1):",
+        "",
+        _row(head),
+        "|---|---:|---|" + "---:|" * len(SPEND_COLUMNS),
+    ]
+    rows = [(name, aggs.get((m, ABLATION_BUDGET))) for m, name in ABLATION_NAMES.items()]
+    rows.append((f"chain GRPO, {ABLATION_BUDGET} chains", aggs.get(("chain", ABLATION_BUDGET))))
+    for name, a in rows:
+        if a is not None:
+            cells = [name, _em(a), _by_hop(a, hops)]
+            lines.append(_row(cells + [_one(a, key, f) for _, key, f in SPEND_COLUMNS]))
+    return "\n".join(lines)
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def percent(x: float) -> str:
+    """0.173 → "17.3%"."""
+    return f"{100 * x:.1f}%"
+
+
+def _em(a: dict[str, Any] | None) -> str:
+    if a is None:
+        return "—"
+    std = a["em"]["std"]
+    return f"{100 * a['em']['mean']:.1f}" + ("" if std is None else f" ± {100 * std:.1f}")
+
+
+def _hops_cell(by_hops: dict[str, Any], hops: Sequence[str]) -> str:
+    return "/".join(f"{100 * by_hops[h]['em']:.0f}" if h in by_hops else "—" for h in hops)
+
+
+def _by_hop(a: dict[str, Any] | None, hops: Sequence[str]) -> str:
+    if a is None:
+        return "—"
+    return "/".join(
+        f"{100 * a['em_by_hops'][h]['mean']:.0f}" if h in a["em_by_hops"] else "—" for h in hops
+    )
+
+
+def _one(a: dict[str, Any] | None, key: str, fmt: str) -> str:
+    return "—" if a is None else format(a[key]["mean"], fmt)
+
+
+def format_duration(seconds: float) -> str:
+    """4321.4 → "1h12m01s", 75 → "1m15s"."""
+    m, s = divmod(round(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"

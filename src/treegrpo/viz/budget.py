@@ -1,0 +1,158 @@
+"""Plots of the budget-matched benchmark (``treegrpo.eval.budget_bench``): held-out EM against
+the budget, learning curves against generated tokens, and EM against the tool calls spent.
+
+Each function takes the benchmark's result dict (its JSON) and writes one PNG; styles are fixed
+per method so the three plots read alike (chain GRPO blue, Tree-GRPO orange, ablations grey).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+STYLE: dict[str, dict[str, Any]] = {
+    "chain": {"color": "tab:blue", "marker": "o", "label": "chain GRPO"},
+    "tree": {"color": "tab:orange", "marker": "s", "label": "Tree-GRPO (intra+inter)"},
+    "tree-intra": {"color": "0.35", "marker": "v", "label": "tree, intra only"},
+    "tree-inter": {"color": "0.65", "marker": "^", "label": "tree, inter only"},
+}
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def moving_average(xs: Sequence[float], window: int) -> list[float]:
+    """Trailing moving average; the first points average what exists so far."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    return [sum(xs[max(0, i - window + 1) : i + 1]) / min(i + 1, window) for i in range(len(xs))]
+
+
+def _std(x: dict[str, float | None]) -> float:
+    return 0.0 if x["std"] is None else float(x["std"])
+
+
+def plot_em_vs_budget(result: dict[str, Any], out: Path) -> Path:
+    """Held-out EM (mean ± std over seeds) against the budget, chain vs tree; the ablation as
+    points at its budget, the warm start as a dashed line."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for method, style in STYLE.items():
+        aggs = [a for a in result["aggregates"] if a["method"] == method]
+        if not aggs:
+            continue
+        xs = [a["budget"] * (1.04 if method.startswith("tree-") else 1.0) for a in aggs]
+        ax.errorbar(
+            xs,
+            [100 * a["em"]["mean"] for a in aggs],
+            yerr=[100 * _std(a["em"]) for a in aggs],
+            capsize=4,
+            linestyle="-" if method in ("chain", "tree") else "none",
+            **style,
+        )
+    warm = 100 * result["warm_start"]["overall"]["em"]
+    ax.axhline(warm, color="0.5", ls="--", label="warm start")
+    budgets = result["settings"]["budgets"]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(budgets, [f"≈{b}" for b in budgets])
+    ax.set_xlabel("budget (trajectories per prompt)")
+    ax.set_ylabel("held-out EM % (after RL)")
+    ax.set_title(f"Held-out EM vs budget ({len(result['settings']['seeds'])} seed(s))")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out)
+
+
+def plot_learning_curves(result: dict[str, Any], out: Path, window: int = 5) -> Path:
+    """Training reward EM (trailing moving average, mean over seeds) against cumulative
+    generated tokens per prompt: one panel per budget, one line per method."""
+    plt = _plt()
+    budgets: Sequence[int] = result["settings"]["budgets"]
+    fig, axes = plt.subplots(
+        1, len(budgets), figsize=(3.6 * len(budgets), 3.6), squeeze=False, sharey=True
+    )
+    for ax, b in zip(axes[0], budgets, strict=True):
+        for a in (a for a in result["aggregates"] if a["budget"] == b):
+            curve = a["curve"]
+            ax.plot(
+                curve["generated_per_prompt"],
+                [100 * y for y in moving_average(curve["reward_em"], window)],
+                markersize=3,
+                **STYLE[a["method"]],
+            )
+        ax.set_title(f"budget ≈{b}")
+        ax.set_xlabel("generated tokens per prompt (cumulative)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"train EM % (moving avg, {window} steps)")
+    axes[0][0].legend(fontsize=7)
+    return _save(fig, out)
+
+
+def plot_em_vs_tool_calls(result: dict[str, Any], out: Path) -> Path:
+    """Final held-out EM against the tool calls spent per prompt over the whole training run:
+    every run as a faint point, each (method, budget) as mean ± std with its budget written."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for method, style in STYLE.items():
+        runs = [r for r in result["runs"] if r["method"] == method]
+        aggs = [a for a in result["aggregates"] if a["method"] == method]
+        if not aggs:
+            continue
+        ax.scatter(
+            [r["tool_calls_total_per_prompt"] for r in runs],
+            [100 * r["em"] for r in runs],
+            color=style["color"],
+            marker=style["marker"],
+            alpha=0.25,
+            s=18,
+        )
+        ax.errorbar(
+            [a["tool_calls_total_per_prompt"]["mean"] for a in aggs],
+            [100 * a["em"]["mean"] for a in aggs],
+            xerr=[_std(a["tool_calls_total_per_prompt"]) for a in aggs],
+            yerr=[100 * _std(a["em"]) for a in aggs],
+            capsize=3,
+            linestyle="none",
+            **style,
+        )
+        for a in aggs:
+            ax.annotate(
+                f"≈{a['budget']}",
+                (a["tool_calls_total_per_prompt"]["mean"], 100 * a["em"]["mean"]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize=7,
+                color=style["color"],
+            )
+    ax.set_xlabel("tool calls spent per prompt, whole training run")
+    ax.set_ylabel("held-out EM % (after RL)")
+    ax.set_title("Held-out EM vs search spend")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out)
+
+
+def plot_all(result: dict[str, Any], folder: Path, prefix: str) -> list[Path]:
+    """The three plots as ``<folder>/<prefix>_{em_vs_budget,learning_curves,em_vs_tool_calls}``."""
+    return [
+        plot_em_vs_budget(result, folder / f"{prefix}_em_vs_budget.png"),
+        plot_learning_curves(result, folder / f"{prefix}_learning_curves.png"),
+        plot_em_vs_tool_calls(result, folder / f"{prefix}_em_vs_tool_calls.png"),
+    ]
+
+
+def _save(fig: Any, out: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
