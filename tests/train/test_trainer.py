@@ -29,9 +29,17 @@ def load(path: Path) -> tuple[Any, Any]:
     return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
 
 
-def _train(start: Path, out: Path, steps: int, resume: bool = False) -> Path:
+def _train(
+    start: Path, out: Path, steps: int, resume: bool = False, overwrite: bool = False
+) -> Path:
     run = RunConfig(
-        out_dir=str(out), steps=steps, prompts_per_step=4, seed=3, save_every=1, resume=resume
+        out_dir=str(out),
+        steps=steps,
+        prompts_per_step=4,
+        seed=3,
+        save_every=1,
+        resume=resume,
+        overwrite=overwrite,
     )
     return train(
         start, load, WordTool(), ITEMS, ALGO, OPTIM, SAMPLING, LIMITS, run, max_obs_tokens=120
@@ -85,6 +93,24 @@ def test_killed_save_leaves_the_previous_checkpoint_usable(
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]  # the crashed attempt's step-2 line was replaced, not duplicated
     assert not (out / "checkpoints" / "step-000002.tmp").exists()
+
+
+def test_a_fresh_run_never_mixes_with_a_previous_one(model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _train(model_dir, out, steps=2)
+    with pytest.raises(ValueError, match="holds a previous run"):
+        _train(model_dir, out, steps=1)
+    assert latest_checkpoint(out).name == "step-000002"  # type: ignore[union-attr]  # untouched
+    _train(model_dir, out, steps=1, overwrite=True)
+    final = latest_checkpoint(out)
+    assert final is not None and final.name == "step-000001"  # not the old run's step 2
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1]
+    # killed before its first checkpoint: resume starts over and logs each step once
+    (out / "checkpoints" / "step-000001").rename(out / "checkpoints" / "step-000001.tmp")
+    _train(model_dir, out, steps=1, resume=True)
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1]
 
 
 def test_data_order_is_a_resumable_stream() -> None:

@@ -107,6 +107,9 @@ class RunConfig:
     """Evaluate every this many steps (0: only when the caller asks)."""
     resume: bool = False
     """Continue from the newest complete checkpoint in out_dir."""
+    overwrite: bool = False
+    """Start afresh in an out_dir that holds a previous run, deleting its checkpoints, metrics
+    and TensorBoard events first (without it, or resume, such a directory is refused)."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ not from the merged ``model/``, which is for everyone else to load.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -94,6 +95,8 @@ def train(
     ckpt = latest_checkpoint(out) if run.resume else None
     if ckpt is not None:
         _check_resumable(ckpt, lora)
+    else:
+        _start_afresh(out, run.resume, run.overwrite)
     # LoRA trains adapters on the frozen starting model; full fine-tuning resumes from model/
     policy, tokenizer = load_model(ckpt / "model" if ckpt and not lora else Path(model_path))
     policy = prepare_policy(policy, model_cfg, seed=run.seed)
@@ -208,6 +211,27 @@ def _log(log: Any, writer: Any, step: int, metrics: dict[str, float]) -> None:
     if writer is not None:
         for k, v in metrics.items():
             writer.add_scalar(k, v, step)
+
+
+def _start_afresh(out: Path, resume: bool, overwrite: bool) -> None:
+    """Clear what a previous run left in ``out`` before step 1, so its steps never mix into this
+    run's metrics and its checkpoints are never taken for this run's. A previous run with
+    checkpoints is refused unless ``overwrite``; with ``resume`` and no checkpoint yet (killed
+    before the first one), its logged steps are simply redone."""
+    previous = [p for p in (out / "checkpoints", out / "metrics.jsonl", out / "tb") if p.exists()]
+    if not previous:
+        return
+    if latest_checkpoint(out) is not None and not overwrite:
+        raise ValueError(
+            f"{out} holds a previous run ({', '.join(p.name for p in previous)}); pass "
+            "--run.resume to continue it, --run.overwrite to start afresh in it, or choose "
+            "another --run.out-dir"
+        )
+    for p in previous:
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
 
 
 def _truncate_metrics(path: Path, last_step: int) -> None:
