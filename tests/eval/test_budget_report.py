@@ -197,3 +197,49 @@ def test_cli_bench_budget_parses_into_settings(monkeypatch: pytest.MonkeyPatch) 
     assert seen[0].mode == "quick" and seen[0].seeds == (3, 4) and seen[0].steps == 2
     assert seen[0].workers == 1 and seen[0].budgets == (2, 4)
     assert seen[1].mode == "full" and seen[1].budgets == (8,) and not seen[1].ablation
+
+
+def test_workers_end_with_a_killed_benchmark(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("parent-death signal is Linux only")
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import multiprocessing as mp, os, sys, time
+            from concurrent.futures import ProcessPoolExecutor
+            from treegrpo.eval.budget_bench import _init_worker
+
+            if __name__ == "__main__":
+                ctx = mp.get_context("spawn")
+                cores = ctx.Manager().Queue()
+                cores.put(None)
+                pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker,
+                                           initargs=(cores,))
+                print(pool.submit(os.getpid).result(), flush=True)
+                pool.submit(time.sleep, 120)
+                time.sleep(120)
+            """
+        )
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)  # no clean-up code runs in the parent
+    parent.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return  # the worker is gone
+        time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    pytest.fail("the worker outlived its killed parent")

@@ -395,7 +395,10 @@ def _run_in_pool(
 
 
 def _init_worker(cores: Any) -> None:
-    """Pin this worker to one core and one torch thread (set before torch is imported here)."""
+    """Pin this worker to one core and one torch thread (set before torch is imported here), and
+    have it end with the benchmark: on Linux a worker whose parent dies gets SIGTERM, so a
+    killed benchmark leaves no worker training into a run directory on its own."""
+    _die_with_parent()
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
     core = cores.get()
@@ -405,6 +408,19 @@ def _init_worker(cores: Any) -> None:
 
     torch.set_num_threads(1)
     _quiet()
+
+
+def _die_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: workers outlive a killed parent, as before
+        pass
 
 
 def _quiet() -> None:
