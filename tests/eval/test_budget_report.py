@@ -219,7 +219,7 @@ def test_workers_end_with_a_killed_benchmark(tmp_path) -> None:  # type: ignore[
 
             if __name__ == "__main__":
                 ctx = mp.get_context("spawn")
-                cores = ctx.Manager().Queue()
+                cores = ctx.Queue()
                 cores.put(None)
                 pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker,
                                            initargs=(cores,))
