@@ -148,7 +148,7 @@ def test_dry_run_resolves_the_real_preset_and_writes_nothing(
     assert data.model == "smollm2" and data.train_files == ("wiki:train",)
     assert data.eval_files == ("wiki:test",) and data.eval_questions == 100
     assert data.corpus == "wiki:corpus" and data.retriever == "bm25"
-    assert (data.max_new_tokens, data.max_obs_tokens, data.max_context) == (128, 256, 2048)
+    assert (data.max_new_tokens, data.max_obs_tokens, data.max_context) == (96, 256, 2048)
     assert model.lora_rank == 16 and model.grad_checkpointing
     algo = cfg["algo"]
     assert (algo.m, algo.n, algo.l) == (2, 2, 1)
