@@ -21,11 +21,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The main job. Until `treegrpo train` exists (issue "embedded default"), show the CLI and the
-# budget ladder.
+# The main job: the embedded default (warm start, cached after the first run; Tree-GRPO on the
+# synthetic world; held-out evaluation before and after) in runs/default, started afresh.
 run: setup
-	$(VENV)/bin/treegrpo --help
-	$(VENV)/bin/treegrpo budget
+	$(VENV)/bin/treegrpo train --run.overwrite
 
 # Everything CI checks: lint, format, types, then the test suite.
 test: setup lint typecheck unit
