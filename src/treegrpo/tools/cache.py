@@ -46,6 +46,10 @@ def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any
     entry.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
     try:
+        # mkdtemp makes it 0700; a cache entry gets the permissions of any new directory
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)
         build(tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
         if entry.exists():  # an interrupted build left it without meta.json

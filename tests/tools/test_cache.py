@@ -1,0 +1,39 @@
+"""The cache helper: an entry is built once, atomically, with ordinary permissions."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from treegrpo.tools.cache import cached_dir
+
+
+def test_built_once_atomically_with_the_permissions_of_a_new_directory(tmp_path: Path) -> None:
+    calls = []
+
+    def build(tmp: Path) -> None:
+        calls.append(tmp)
+        (tmp / "index.bin").write_bytes(b"x")
+
+    entry = tmp_path / "cache" / "abc"
+    assert cached_dir(entry, build, {"k": 1}) is False
+    assert cached_dir(entry, build, {"k": 1}) is True
+    assert len(calls) == 1 and (entry / "index.bin").read_bytes() == b"x"
+    assert (entry / "meta.json").is_file() and not calls[0].exists()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o777 & ~umask  # not mkdtemp's 0700
+
+
+def test_a_failed_build_leaves_nothing(tmp_path: Path) -> None:
+    def build(tmp: Path) -> None:
+        (tmp / "half").write_text("…")
+        raise RuntimeError("killed")
+
+    entry = tmp_path / "abc"
+    with pytest.raises(RuntimeError):
+        cached_dir(entry, build, {})
+    assert not entry.exists() and list(tmp_path.iterdir()) == []
