@@ -73,12 +73,12 @@ def induction_init(
     name_starts: Sequence[int] = (),
     name_gain: float = 3.0,
     recency: float = 0.5,
-    second: float = 0.7,
+    two_token: float = 0.7,
 ) -> Any:
     """Write the circuits of the module docstring into ``model`` (a freshly built
     Qwen2ForCausalLM) in place and return it. ``name_starts``: token ids that begin a name
-    (empty: no name-start head). ``second`` > 0 adds a second previous-token head (layer 0,
-    head 1) that writes the token two back, rotated and scaled by ``second``, into the same
+    (empty: no name-start head). ``two_token`` > 0 adds a second previous-token head (layer 0,
+    head 1) that writes the token two back, rotated and scaled by ``two_token``, into the same
     previous dims, and lets the induction query carry the previous token too: the match then
     rewards agreeing on two tokens ("born in" → X) over one ("in" → X)."""
     cfg = model.config
@@ -107,15 +107,15 @@ def induction_init(
         a0.k_proj.bias[:d] = k
         a0.v_proj.weight[:d, :c] = torch.eye(c) * unscale
         a0.o_proj.weight[c:, :d] = torch.eye(c)
-        # Drawn even when unused, so the later draws do not depend on ``second``.
+        # Drawn even when unused, so the later draws do not depend on ``two_token``.
         rot = torch.linalg.qr(torch.randn(c, c, generator=gen))[0]  # (c, c) orthogonal
-        if second > 0:
+        if two_token > 0:
             q2, k2 = previous_token_bias(inv_freq, n_fast, prev_gain, distance=2)
             _clear_head(a0, 1, d)
             a0.q_proj.bias[d:] = q2
             a0.k_proj.bias[d:] = k2
             a0.v_proj.weight[d:, :c] = torch.eye(c) * unscale
-            a0.o_proj.weight[c:, d:] = rot * second
+            a0.o_proj.weight[c:, d:] = rot * two_token
 
         a1 = model.model.layers[1].self_attn
         _clear_head(a1, 0, d)
@@ -123,8 +123,8 @@ def induction_init(
         proj = torch.linalg.qr(torch.randn(c, len(rows), generator=gen))[0].T  # (r, c)
         a1.q_proj.weight[rows, :c] = proj * match_gain  # current token
         a1.k_proj.weight[rows, c:] = proj * match_gain  # previous token
-        if second > 0:  # the query adds the previous token, rotated like the key's second one
-            a1.q_proj.weight[rows, c:] = proj @ rot * second * match_gain
+        if two_token > 0:  # the query adds the previous token, rotated like the key's second one
+            a1.q_proj.weight[rows, c:] = proj @ rot * two_token * match_gain
         # Both halves are filled at layer 1, so RMSNorm scales each by about 1/sqrt(2) more.
         a1.v_proj.weight[:d, :c] = torch.eye(c) * unscale * math.sqrt(2)
         a1.o_proj.weight[:c, :d] = torch.eye(c) * copy_gain

@@ -182,7 +182,7 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
     )
     if cfg.induction:
         induction_init(
-            model, seed=cfg.seed, name_starts=name_start_ids(tokenizer), second=cfg.two_token
+            model, seed=cfg.seed, name_starts=name_start_ids(tokenizer), two_token=cfg.two_token
         )
     frozen = _circuit_params(model) if cfg.induction and cfg.freeze_circuits else []
     for p in frozen:
