@@ -138,11 +138,11 @@ def build_demos(
         agent = FlawedAgent(plan, behaviour, rng, guesses[k][answer_kind])
         episode = run_episode(agent, protocol, tool, max_turns, topk)
         prompt = render_prompt(tokenizer, q.question)
-        demos.append(_demo(prompt, episode, behaviour, q.hops, protocol, q.golds))
+        demos.append(demo_from_episode(prompt, episode, behaviour, q.hops, protocol, q.golds))
     return demos
 
 
-def _demo(
+def demo_from_episode(
     prompt: list[int],
     episode: Episode,
     behaviour: Behaviour,
