@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -106,12 +107,14 @@ def test_bad_inputs_stop_before_anything_loads(
 
 def test_check_data_on_names_only() -> None:
     preset = DataConfig(model="smollm2", train_files=("wiki:train",), corpus="wiki:corpus")
+    assert datarun.check_data(replace(preset, model="smollm2-protocol")) == []
     assert datarun.check_data(preset) == []  # built-in names are not looked up on disk
     url = DataConfig(model="smollm2", train_files=("wiki:train",), retriever_url="http://x")
     assert datarun.check_data(url) == []
     problems = datarun.check_data(DataConfig(train_files=("wiki:train",), corpus="wiki:corpus"))
     assert problems == [
-        "data.model: give a Hugging Face model directory, or smollm2 for the built-in one"
+        "data.model: give a Hugging Face model directory, or a built-in one: smollm2, "
+        "smollm2-protocol"
     ]
     dense_url = DataConfig(
         model="smollm2", train_files=("wiki:test",), retriever_url="http://x", retriever="dense"

@@ -35,8 +35,10 @@ BUILTIN_QUESTIONS: dict[str, Literal["train", "test"]] = {
 """Built-in question sets → split of ``treegrpo.data.wiki.wiki_questions``."""
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
-BUILTIN_MODELS = ("smollm2",)
-"""Built-in models: ``smollm2`` is ``treegrpo.models.smollm2.prepare_smollm2()``."""
+BUILTIN_MODELS = ("smollm2", "smollm2-protocol")
+"""Built-in models: ``smollm2`` is ``treegrpo.models.smollm2.prepare_smollm2()``;
+``smollm2-protocol`` is it after the protocol warm start on the wiki train questions
+(``treegrpo.models.protocol_warmstart``; built once, a few minutes on a CPU)."""
 
 
 @dataclass
@@ -57,7 +59,8 @@ def check_data(data: DataConfig) -> list[str]:
         problems.append("data.train_files: give at least one question file (or wiki:train)")
     if data.model is None:
         problems.append(
-            "data.model: give a Hugging Face model directory, or smollm2 for the built-in one"
+            "data.model: give a Hugging Face model directory, or a built-in one: "
+            + ", ".join(BUILTIN_MODELS)
         )
     elif data.model not in BUILTIN_MODELS and not (Path(data.model) / "config.json").is_file():
         problems.append(f"data.model: {data.model}: not a Hugging Face model directory")
@@ -124,11 +127,17 @@ def resolve_questions(names: Sequence[str]) -> list[Question]:
 
 
 def resolve_model(name: str) -> Path:
-    """A model directory: ``smollm2`` is built (once) into the cache; anything else is a path."""
-    if name == "smollm2":
+    """A model directory: the built-in ones are built (once) into the cache; anything else is a
+    path."""
+    if name in BUILTIN_MODELS:
         from treegrpo.models.smollm2 import prepare_smollm2
 
-        return prepare_smollm2()
+        base = prepare_smollm2()
+        if name == "smollm2-protocol":
+            from treegrpo.models.protocol_warmstart import protocol_warm_start
+
+            return protocol_warm_start(base)
+        return base
     return Path(name)
 
 
