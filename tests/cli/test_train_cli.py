@@ -145,7 +145,7 @@ def test_dry_run_resolves_the_real_preset_and_writes_nothing(
     assert cfg == {**load_config(preset, cli.TRAIN_SECTIONS), "run": cfg["run"]}
     assert cfg["run"].steps == 0 and cfg["run"].prompts_per_step == 64
     data, model = cfg["data"], cfg["model"]
-    assert data.model == "smollm2" and data.train_files == ("wiki:train",)
+    assert data.model == "smollm2-protocol" and data.train_files == ("wiki:train",)
     assert data.eval_files == ("wiki:test",) and data.eval_questions == 100
     assert data.corpus == "wiki:corpus" and data.retriever == "bm25"
     assert (data.max_new_tokens, data.max_obs_tokens, data.max_context) == (96, 256, 2048)
