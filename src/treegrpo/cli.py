@@ -258,7 +258,13 @@ def train(
 
     from rich.console import Console
 
+    from treegrpo.train.trainer import refuse_previous_run
+
     out = Path(run.out_dir)
+    try:  # before anything is written into it
+        refuse_previous_run(out, run.resume, run.overwrite)
+    except ValueError as exc:
+        raise SystemExit(f"treegrpo train: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
     resolved = out / "config.yaml"
     if not (run.resume and resolved.exists()):  # a resumed run keeps its first settings file

@@ -3,6 +3,9 @@ and gone outside the ``active()`` block."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import torch
 from torch import nn
@@ -23,6 +26,21 @@ def model(split_tokenizer):  # type: ignore[no-untyped-def]
     return tiny_qwen2(len(split_tokenizer), hidden=64, layers=2, seed=3)
 
 
+@contextmanager
+def _counting_pointwise() -> Iterator[list[int]]:
+    """Counts calls of oneDNN's linear kernel within the block (in ``[0]``)."""
+    calls = [0]
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def counting(*args):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return real(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.ops.mkldnn, "_linear_pointwise", counting)
+        yield calls
+
+
 def _logits(model, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
     with torch.no_grad():
         out: torch.Tensor = model(ids).logits
@@ -34,19 +52,9 @@ def test_packed_forward_equals_plain_forward_and_is_undone(model) -> None:  # ty
     plain = _logits(model, ids)
     pk = onednn.PackedLinears(model)
     assert len(pk.linears) == 2 * 7 + 1  # q k v o gate up down per layer, and the head
-    calls = 0
-    real = torch.ops.mkldnn._linear_pointwise
-
-    def counting(*args):  # type: ignore[no-untyped-def]
-        nonlocal calls
-        calls += 1
-        return real(*args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(torch.ops.mkldnn, "_linear_pointwise", counting)
-        with pk.active():
-            fast = _logits(model, ids)
-    assert calls == len(pk.linears)  # every linear layer went through the packed path
+    with _counting_pointwise() as calls, pk.active():
+        fast = _logits(model, ids)
+    assert calls[0] == len(pk.linears)  # every linear layer went through the packed path
     torch.testing.assert_close(fast, plain, rtol=1e-4, atol=1e-4)
     assert not (fast == plain).all()  # a different kernel, not the same call
     # outside the block the modules are plain again: autograd works
@@ -103,19 +111,9 @@ def test_trainable_linears_give_the_plain_gradients(model) -> None:  # type: ign
     ids = torch.randint(0, model.config.vocab_size, (3, 11))
     plain = _grads(model, ids)
     tl = onednn.TrainableLinears(model)
-    calls = 0
-    real = torch.ops.mkldnn._linear_pointwise
-
-    def counting(*args):  # type: ignore[no-untyped-def]
-        nonlocal calls
-        calls += 1
-        return real(*args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(torch.ops.mkldnn, "_linear_pointwise", counting)
-        with tl.active():
-            fast = _grads(model, ids)
-    assert calls == 3 * len(tl.linears)  # forward, input gradient, weight gradient
+    with _counting_pointwise() as calls, tl.active():
+        fast = _grads(model, ids)
+    assert calls[0] == 3 * len(tl.linears)  # forward, input gradient, weight gradient
     assert fast.keys() == plain.keys() and len(plain) == len(list(model.parameters()))
     for name in plain:
         torch.testing.assert_close(fast[name], plain[name], rtol=1e-3, atol=1e-5, msg=name)

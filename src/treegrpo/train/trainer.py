@@ -213,21 +213,29 @@ def _log(log: Any, writer: Any, step: int, metrics: dict[str, float]) -> None:
             writer.add_scalar(k, v, step)
 
 
+def refuse_previous_run(out: Path, resume: bool, overwrite: bool) -> None:
+    """Raise ValueError when ``out`` holds a checkpointed run that this one would neither
+    continue (``resume``) nor replace (``overwrite``). Callers that write into ``out`` before
+    training (the CLI, the jobs) call it first, so a refused run touches nothing."""
+    if not (resume or overwrite) and latest_checkpoint(out) is not None:
+        previous = [p.name for p in _previous_files(out)]
+        raise ValueError(
+            f"{out} holds a previous run ({', '.join(previous)}); pass --run.resume to continue "
+            "it, --run.overwrite to start afresh in it, or choose another --run.out-dir"
+        )
+
+
+def _previous_files(out: Path) -> list[Path]:
+    return [p for p in (out / "checkpoints", out / "metrics.jsonl", out / "tb") if p.exists()]
+
+
 def _start_afresh(out: Path, resume: bool, overwrite: bool) -> None:
     """Clear what a previous run left in ``out`` before step 1, so its steps never mix into this
-    run's metrics and its checkpoints are never taken for this run's. A previous run with
-    checkpoints is refused unless ``overwrite``; with ``resume`` and no checkpoint yet (killed
-    before the first one), its logged steps are simply redone."""
-    previous = [p for p in (out / "checkpoints", out / "metrics.jsonl", out / "tb") if p.exists()]
-    if not previous:
-        return
-    if latest_checkpoint(out) is not None and not overwrite:
-        raise ValueError(
-            f"{out} holds a previous run ({', '.join(p.name for p in previous)}); pass "
-            "--run.resume to continue it, --run.overwrite to start afresh in it, or choose "
-            "another --run.out-dir"
-        )
-    for p in previous:
+    run's metrics and its checkpoints are never taken for this run's (a checkpointed run is
+    refused unless ``overwrite``; with ``resume`` and no checkpoint yet, killed before the
+    first one, its logged steps are simply redone)."""
+    refuse_previous_run(out, resume, overwrite)
+    for p in _previous_files(out):
         if p.is_dir():
             shutil.rmtree(p)
         else:
