@@ -9,7 +9,9 @@ B. tree speed: wall time of tree rollouts (2,2,1), cache on vs re-prefill, on a 
    "feedback": every step runs to the token limit and gets the short invalid-action feedback;
    "search": every step is treated as a search whose observation is three ~130-word passages
    (cut at 500 tokens, the paper's limit): the shape of a real search agent's context;
-   and a third run, cached with the linear layers on MKL instead of packed oneDNN weights;
+   and two more cached runs, each with one engine speed-up off: the linear layers on MKL
+   instead of packed oneDNN weights, and the model's own forward at decode instead of the
+   lean decode step (``engine.lean``);
 C. chain speed: one agent step for a batch of prompts, our engine vs transformers'
    `model.generate` (stop strings on, so both stop on the same tags; `generate` keeps finished
    rows in the batch), and full multi-turn chain rollouts vs a loop of `generate` calls that
@@ -101,6 +103,7 @@ def tree_run(
     limits: AgentLimits,
     search: bool = False,
     packed: bool | None = None,
+    lean: bool | None = None,
 ) -> Any:
     eng = HFEngine(
         model,
@@ -108,6 +111,7 @@ def tree_run(
         StepStopper(agent.tokenizer),
         reuse_cache=reuse,
         packed_linear=packed,
+        lean_decode=lean,
     )
     proto = AlwaysSearch(agent.tokenizer, max_obs_tokens=500) if search else agent.protocol
     tool = LongPassages() if search else WordTool()
@@ -225,15 +229,16 @@ def main() -> None:
         ("search", SamplingParams(max_new_tokens=64), True),
     ):
         limits_b = AgentLimits(max_turns=3, topk=3, max_context=4096)
-        # the third run: cached, linear layers on MKL instead of packed oneDNN weights
-        for reuse, pk, name in (
-            (True, None, "cache"),
-            (False, None, "reprefill"),
-            (True, False, "cache_mkl"),
+        # then cached with one speed-up off: MKL linear layers; the model's forward at decode
+        for reuse, pk, lean, name in (
+            (True, None, None, "cache"),
+            (False, None, None, "reprefill"),
+            (True, False, None, "cache_mkl"),
+            (True, None, False, "cache_model_forward"),
         ):
             t, ro = median_time(
-                lambda r=reuse, s=sampling_b, q=search, lim=limits_b, p=pk: tree_run(
-                    big, agent, r, prompts, s, lim, q, p
+                lambda r=reuse, s=sampling_b, q=search, lim=limits_b, p=pk, ln=lean: tree_run(
+                    big, agent, r, prompts, s, lim, q, p, ln
                 ),
                 args.repeats,
             )
@@ -313,6 +318,11 @@ def main() -> None:
         print(
             f"| B {workload}: cached wall s, MKL linear vs packed | {mkl:.2f} | "
             f"{b_on['seconds']:.2f} | {mkl / b_on['seconds']:.2f}× faster packed |"
+        )
+        fwd = res[f"B_{workload}_tree_cache_model_forward"]["seconds"]
+        print(
+            f"| B {workload}: cached wall s, model forward vs lean decode | {fwd:.2f} | "
+            f"{b_on['seconds']:.2f} | {fwd / b_on['seconds']:.2f}× faster lean |"
         )
     print("\n| chain job (32 prompts) | ours s | generate s | speed-up |\n|---|---|---|---|")
     for key in (

@@ -37,6 +37,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from treegrpo.engine.cache import assemble_cache, keep_rows
+from treegrpo.engine.lean import SUPPORTED, attention_spans, lean_decoder
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
 from treegrpo.models import onednn
@@ -84,7 +85,9 @@ class HFEngine:
     (``treegrpo.agent.stops.StepStopper``); reuse_cache: keep KV between steps and branches;
     max_prefill_tokens: positions per prefill forward; pad_waste: padding share that starts a
     new prefill chunk; packed_linear: run the linear layers on oneDNN-packed weights while
-    generating (``packed``; None = wherever it applies: CPU, fp32). A peft (LoRA) model runs
+    generating (``packed``; None = wherever it applies: CPU, fp32); lean_decode: decode with
+    ``engine.lean.LeanDecoder`` instead of the model's forward (None = wherever the architecture
+    is supported; same logits, less per-token overhead). A peft (LoRA) model runs
     through the model it wraps, whose layers carry the adapters in place: the wrapper's
     ``forward(**kwargs)`` would hide ``logits_to_keep``.
     """
@@ -99,6 +102,7 @@ class HFEngine:
         max_prefill_tokens: int = 16384,
         pad_waste: float = 0.05,
         packed_linear: bool | None = None,
+        lean_decode: bool | None = None,
     ) -> None:
         model = _unwrap_peft(model)
         self.model = model
@@ -110,6 +114,12 @@ class HFEngine:
             raise ValueError("packed_linear needs oneDNN and a model on CPU in fp32")
         use_packed = onednn.available(model) if packed_linear is None else packed_linear
         self._packed = onednn.PackedLinears(model) if use_packed else None
+        self._lean = lean_decoder(model) if lean_decode is not False else None
+        if lean_decode and self._lean is None:
+            raise ValueError(
+                f"lean_decode supports model types {sorted(SUPPORTED)} with full attention; "
+                f"this model is {getattr(model.config, 'model_type', None)!r}"
+            )
         self.eos_ids = set(eos_ids) if eos_ids is not None else _default_eos(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         params = inspect.signature(model.forward).parameters
@@ -318,6 +328,8 @@ class HFEngine:
         stay move up in place instead of the whole cache being copied. The model's inputs (rows,
         columns, mask values, positions) are exactly what a plainer loop would give it."""
         dev = self.device
+        # longest first: rows of similar length sit together, so attention can skip padding
+        rows = sorted(rows, key=lambda r: -(r.context.length + len(r.feed)))
         full = []
         for r in rows:
             assert r.feed_kv is not None
@@ -327,15 +339,21 @@ class HFEngine:
         pads = [width - sum(k.shape[3] for k in parts) for parts in full]
         del full
         # SDPA wants the mask in the query's dtype, which autocast would change
-        bias = self._sdpa_bias and not torch.is_autocast_enabled(dev.type)
+        plain = not torch.is_autocast_enabled(dev.type)
+        lean = self._lean if plain else None
+        bias = plain and (self._sdpa_bias or lean is not None)
         mask = _DecodeMask(pads, width + room, self.model.dtype if bias else None, dev)
         lengths = torch.tensor([r.context.length + len(r.feed) for r in rows], device=dev)
         last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)  # type: ignore[index]
+        spans = lean and attention_spans(mask.pads, width + 1, lean.call_overhead)
         steps = 0
         while rows:
             steps += 1
             pos = (lengths + (steps - 1))[:, None]
-            logits = self._forward(last, mask.columns(width + steps), pos, cache)
+            if lean is not None:
+                logits = lean(last, mask.additive(width + steps), pos, cache, spans)
+            else:
+                logits = self._forward(last, mask.columns(width + steps), pos, cache)
             tok, lp = sample(logits, params, generator)
             keep = []
             for i, (r, t, p) in enumerate(zip(rows, tok.tolist(), lp.tolist(), strict=True)):
@@ -357,6 +375,7 @@ class HFEngine:
                 idx = torch.tensor(keep, device=dev)
                 keep_rows(cache, keep)
                 mask.keep(keep)
+                spans = lean and attention_spans(mask.pads, width + steps, lean.call_overhead)
                 lengths, last = lengths[idx], last[idx]
 
 
@@ -373,6 +392,7 @@ class _DecodeMask:
     def __init__(
         self, pads: list[int], width: int, dtype: torch.dtype | None, device: torch.device
     ) -> None:
+        self.pads = list(pads)
         self.padded = any(pads)
         self.mask = torch.ones(len(pads), width, dtype=torch.long, device=device)  # (b, W)
         for i, pad in enumerate(pads):
@@ -387,8 +407,13 @@ class _DecodeMask:
             return self.bias[..., :n]
         return self.mask[:, :n]
 
+    def additive(self, n: int) -> torch.Tensor | None:
+        """The additive mask of the first n columns, or None when no row has padding."""
+        return self.bias[..., :n] if self.bias is not None and self.padded else None
+
     def keep(self, rows: list[int]) -> None:
         idx = torch.tensor(rows, device=self.mask.device)
+        self.pads = [self.pads[i] for i in rows]
         self.padded = bool((self.mask[idx, 0] == 0).any())  # padding starts at column 0
         self.mask = self.mask[idx]
         if self.bias is not None:

@@ -1,0 +1,181 @@
+"""One decode token per row through a Llama-family model, without transformers' plumbing.
+
+At decode time each forward computes a single token per row, so the arithmetic is small and the
+fixed cost of the model's module stack (keyword plumbing, output capturing, mask and cache
+bookkeeping, about forty module calls per layer) is a large share of the step: on the bench
+model of ``bench/rollout.py`` (8 layers, hidden 512, ~8 rows) about 4 ms of a 13 ms step at two
+CPU threads. ``LeanDecoder`` runs the same computation as the model's own forward for
+``q_len = 1`` and an additive mask, calling the model's own linear, MLP and rotary modules (so
+LoRA adapters, packed oneDNN weights and any rope scaling still apply) and doing the rest with a
+handful of tensor ops per layer:
+
+    x = h + o_proj(attn(rope(q_proj(n1(h))), cache ⊕ rope(k_proj(n1(h))), cache ⊕ v_proj(n1(h))))
+    h' = x + mlp(n2(x));   logits = lm_head(norm(h_L))
+
+with RMSNorm n(x) = w · x / sqrt(mean(x²) + eps) (Zhang & Sennrich 2019) and rotary position
+embedding (Su et al. 2021) as the model defines them. Grouped-query attention runs on the
+key/value heads directly: the n_rep query heads of a group become n_rep query rows.
+
+Only architectures whose decoder layer is exactly that (Qwen2, Llama and their fine-tunes, such
+as SmolLM2 and Qwen2.5) are accepted; ``lean_decoder`` returns None for anything else, and the
+engine then calls the model itself. A test compares the logits with the model's forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+
+# Decoder layers computed as in the docstring; a model type joins once a test covers it.
+SUPPORTED = frozenset({"qwen2", "llama"})
+# The fixed cost of one attention call, in bytes of KV it could have read instead (~15 µs at the
+# ~10 GB/s one core streams on these CPUs); see attention_spans.
+CALL_BYTES = 150_000
+
+
+def lean_decoder(model: Any) -> LeanDecoder | None:
+    """A ``LeanDecoder`` for ``model`` (a transformers causal LM, peft already unwrapped), or
+    None when its architecture is not one this file reproduces exactly."""
+    config = model.config
+    if getattr(config, "model_type", None) not in SUPPORTED:
+        return None
+    if getattr(model, "hf_device_map", None):  # accelerate hooks move tensors between devices
+        return None
+    if any(t != "full_attention" for t in getattr(config, "layer_types", None) or []):
+        return None
+    inner = getattr(model, "model", None)
+    needed = ("embed_tokens", "layers", "norm", "rotary_emb")
+    if inner is None or not all(hasattr(inner, n) for n in needed):
+        return None
+    return LeanDecoder(model)
+
+
+class LeanDecoder:
+    """``decoder(ids, bias, pos, cache)`` → next-token logits, as ``model(...)`` would give.
+
+    ids: (b, 1) token ids; bias: (b, 1, 1, n) additive mask over the n = cached + 1 columns (0
+    attended, -inf not) or None for all columns; pos: (b, 1) position ids; cache: a
+    ``DynamicCache`` whose layers take the new column with ``update`` (the engine's
+    ``BufferLayer``). Returns (b, V) logits.
+    """
+
+    def __init__(self, model: Any) -> None:
+        inner = model.model
+        self.embed = inner.embed_tokens
+        self.layers = list(inner.layers)
+        self.norm = inner.norm
+        self.rotary = inner.rotary_emb
+        self.lm_head = model.lm_head
+        config = model.config
+        head_dim = (
+            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        )
+        column = (
+            2 * config.num_key_value_heads * head_dim * model.dtype.itemsize
+        )  # K and V, one row
+        self.call_overhead = max(1, CALL_BYTES // column)  # in row-columns
+
+    def __call__(
+        self,
+        ids: torch.Tensor,
+        bias: torch.Tensor | None,
+        pos: torch.Tensor,
+        cache: DynamicCache,
+        spans: Sequence[tuple[int, int, int]] | None = None,
+    ) -> torch.Tensor:
+        """``spans``: attend in row ranges (see ``attention_spans``); None = one call."""
+        b = ids.shape[0]
+        h = self.embed(ids)  # (b, 1, E)
+        cos, sin = self.rotary(h, pos)  # (b, 1, D) each
+        cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, D), broadcast over heads
+        for layer, kv in zip(self.layers, cache.layers, strict=True):
+            att = layer.self_attn
+            x = _rms_norm(h, layer.input_layernorm)
+            d = att.head_dim
+            q = att.q_proj(x).view(b, -1, 1, d)  # (b, Hq, 1, D)
+            k = att.k_proj(x).view(b, -1, 1, d)  # (b, Hkv, 1, D)
+            v = att.v_proj(x).view(b, -1, 1, d)
+            q = q * cos + _rotate_half(q) * sin
+            k = k * cos + _rotate_half(k) * sin
+            keys, values = kv.update(k, v)  # (b, Hkv, n, D)
+            hkv = keys.shape[1]
+            q = q.view(b, hkv, -1, d)  # (b, Hkv, n_rep, D): a group's query heads as rows
+            o = _attend(q, keys, values, bias, att.scaling, spans)  # (b, Hkv, n_rep, D)
+            h = h + att.o_proj(o.reshape(b, 1, -1))  # (b, 1, Hq·D), heads in order
+            h = h + layer.mlp(_rms_norm(h, layer.post_attention_layernorm))
+        logits: torch.Tensor = self.lm_head(_rms_norm(h, self.norm))[:, -1]  # (b, V)
+        return logits
+
+
+def attention_spans(pads: Sequence[int], width: int, overhead: int) -> list[tuple[int, int, int]]:
+    """Split the rows of a decode batch into contiguous ranges that attend separately.
+
+    Row i of the cache holds ``pads[i]`` padding columns, then its ``width - pads[i]`` real ones.
+    One attention call over all rows reads every padding column (a quarter of decode attention
+    in bench/rollout.py, where attention is bound by memory traffic); a call over rows [a, b)
+    may start at column c = min(pads[a:b]) and skip the columns no row of the range needs. Each
+    call costs a fixed ``overhead`` (in row-columns). Returns the ranges (a, b, c) that minimize
+    Σ (b − a)(width − c) + overhead, by dynamic programming over the row order (O(rows²)); rows
+    sorted by length make the ranges tight. Within a range the mask still hides the padding."""
+    n = len(pads)
+    best = [0.0] + [float("inf")] * n  # best[j]: cost of rows [0, j)
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        lo = pads[j - 1]
+        for a in range(j - 1, -1, -1):
+            lo = min(lo, pads[a])
+            cost = best[a] + (j - a) * (width - lo) + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, a
+    spans = []
+    j = n
+    while j > 0:
+        a = cut[j]
+        spans.append((a, j, min(pads[a:j])))
+        j = a
+    return spans[::-1]
+
+
+def _attend(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    bias: torch.Tensor | None,
+    scale: float,
+    spans: Sequence[tuple[int, int, int]] | None,
+) -> torch.Tensor:
+    """softmax(q kᵀ · scale + bias) v, over all rows at once or per span, skipping each span's
+    leading columns (views, no copies). q (b, Hkv, n_rep, D); keys, values (b, Hkv, n, D)."""
+    if spans is None or (len(spans) == 1 and spans[0][2] == 0):
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale)
+    parts = [
+        F.scaled_dot_product_attention(
+            q[a:b],
+            keys[a:b, :, c:],
+            values[a:b, :, c:],
+            attn_mask=None if bias is None else bias[a:b, ..., c:],
+            scale=scale,
+        )
+        for a, b, c in spans
+    ]
+    return torch.cat(parts)
+
+
+def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
+    """The model's RMSNorm: normalized in fp32, cast back, then scaled by the weight."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, norm.weight.shape, norm.weight, norm.variance_epsilon)
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    out: torch.Tensor = norm.weight * xf.to(x.dtype)
+    return out
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(x1, x2) → (−x2, x1) over the last dimension's halves, the rotary embedding's pairing."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)

@@ -1,0 +1,191 @@
+"""The lean decode step against the model's own forward (Qwen2 and Llama, grouped-query
+attention, padded rows, rope scaling, biases), and in the engine."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+
+import pytest
+import torch
+from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+from treegrpo.agent.stops import StepStopper
+from treegrpo.engine.cache import assemble_cache
+from treegrpo.engine.hf import HFEngine, StepRequest
+from treegrpo.engine.lean import LeanDecoder, attention_spans, lean_decoder
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.models.tiny import tiny_qwen2
+
+
+def _tiny_llama(vocab: int) -> LlamaForCausalLM:
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        attention_bias=True,
+        mlp_bias=True,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500_000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32,
+        },
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(3)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # random biases, not the zeros they start from
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    return model
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")
+
+MODELS = {
+    "qwen2": lambda: tiny_qwen2(300, hidden=64, layers=2, heads=4, kv_heads=2, seed=4).eval(),
+    "llama": lambda: _tiny_llama(300),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_lean_logits_equal_the_model_forward_on_padded_rows(name: str) -> None:
+    model = MODELS[name]()
+    lean = lean_decoder(model)
+    assert isinstance(lean, LeanDecoder)
+    lengths = [7, 3, 11]  # rows of different lengths, right-aligned with left padding
+    ids = [torch.randint(2, 300, (n,)) for n in lengths]
+    with torch.no_grad():
+        kvs = []
+        for row in ids:
+            out = model(row[None], use_cache=True)
+            kvs.append(
+                torch.stack(
+                    [torch.stack([la.keys[0], la.values[0]]) for la in out.past_key_values.layers]
+                )
+            )
+    new = torch.tensor([[5], [6], [7]])  # (b, 1): one new token per row
+    pos = torch.tensor([[n] for n in lengths])
+    for run in ("lean", "spans", "model"):
+        cache, width = assemble_cache([[kv] for kv in kvs], 4, model.config, 2)
+        pads = [width - n for n in lengths]
+        keep = torch.ones(3, width + 1, dtype=torch.bool)
+        for i, p in enumerate(pads):
+            keep[i, :p] = False
+        with torch.no_grad():
+            if run == "lean":
+                bias = torch.zeros(3, 1, 1, width + 1).masked_fill(
+                    ~keep[:, None, None], float("-inf")
+                )
+                got = lean(new, bias, pos, cache)
+            elif run == "spans":
+                spans = attention_spans(pads, width + 1, overhead=1)
+                assert len(spans) > 1  # the split path really runs
+                got_spans = lean(new, bias, pos, cache, spans)
+            else:
+                out = model(
+                    input_ids=new,
+                    attention_mask=keep.long(),
+                    position_ids=pos,
+                    past_key_values=cache,
+                )
+                want = out.logits[:, -1]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_spans, want, rtol=1e-5, atol=1e-5)
+    # and each row equals that row computed alone, without any padding
+    with torch.no_grad():
+        for i, row in enumerate(ids):
+            alone = model(torch.cat([row, new[i]])[None]).logits[0, -1]
+            torch.testing.assert_close(got[i], alone, rtol=1e-4, atol=1e-4)
+
+
+def test_engine_uses_the_lean_step_and_gives_the_same_greedy_steps(
+    split_tokenizer, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    model = tiny_qwen2(len(split_tokenizer), hidden=64, layers=2, seed=1)
+    texts = ["capital of France", "<think>I should", "x", "Paris is the capital of France."]
+    prompts = [split_tokenizer(t)["input_ids"] for t in texts]
+    greedy = SamplingParams(greedy=True, max_new_tokens=12)
+    calls = [0]
+    real = LeanDecoder.__call__
+
+    def counted(self, *args):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return real(self, *args)
+
+    monkeypatch.setattr(LeanDecoder, "__call__", counted)
+    outs = []
+    for flag in (True, False):
+        calls[0] = 0
+        eng = HFEngine(model, split_tokenizer, StepStopper(split_tokenizer), lean_decode=flag)
+        assert (eng._lean is not None) == flag
+        first = eng.step([StepRequest(eng.root(), p) for p in prompts], greedy)
+        again = eng.step([StepRequest(r.end, [r.tokens[-1], 5, 6]) for r in first], greedy)
+        outs.append([(r.tokens, r.logprobs) for r in first + again])
+        assert (calls[0] > 0) == flag
+    for (tok_a, lp_a), (tok_b, lp_b) in zip(*outs, strict=True):
+        assert tok_a == tok_b
+        assert lp_a == pytest.approx(lp_b, abs=1e-5)
+
+
+def test_other_architectures_fall_back_to_the_model(split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=300, n_embd=32, n_layer=1, n_head=2)).eval()
+    assert lean_decoder(gpt2) is None
+    assert HFEngine(gpt2, split_tokenizer, reuse_cache=False)._lean is None
+    with pytest.raises(ValueError, match="lean_decode supports model types"):
+        HFEngine(gpt2, split_tokenizer, reuse_cache=False, lean_decode=True)
+
+
+def test_without_padding_the_mask_is_none_and_the_cache_grows_by_a_column() -> None:
+    model = MODELS["qwen2"]()
+    lean = lean_decoder(model)
+    assert lean is not None
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(torch.tensor([[3, 4, 5]]), past_key_values=cache, use_cache=True)
+        cache2, width = assemble_cache(
+            [[torch.stack([torch.stack([la.keys[0], la.values[0]]) for la in cache.layers])]],
+            2,
+            model.config,
+            2,
+        )
+        got = lean(torch.tensor([[6]]), None, torch.tensor([[3]]), cache2)
+        want = model(torch.tensor([[3, 4, 5, 6]])).logits[:, -1]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert width == 3 and cache2.get_seq_length() == 4
+
+
+def test_attention_spans_by_hand_and_against_every_partition() -> None:
+    # two long rows, two short ones: one call reads 4 × 10 columns + 3, two calls 2 × 10 + 2 × 2
+    # + 2 × 3
+    assert attention_spans([0, 0, 8, 8], 10, overhead=3) == [(0, 2, 0), (2, 4, 8)]
+    assert attention_spans([0, 0, 8, 8], 10, overhead=100) == [(0, 4, 0)]
+    assert attention_spans([], 10, overhead=1) == []
+    rng = random.Random(0)
+    for _ in range(200):
+        n, width = rng.randint(1, 6), rng.randint(1, 30)
+        pads = [rng.randint(0, width - 1) for _ in range(n)]
+        overhead = rng.randint(1, 40)
+        spans = attention_spans(pads, width, overhead)
+        assert [a for a, _, _ in spans] == [0] + [b for _, b, _ in spans[:-1]]  # contiguous
+        assert spans[-1][1] == n
+        assert all(c == min(pads[a:b]) for a, b, c in spans)
+        best = min(
+            _cost(pads, width, overhead, cuts)
+            for k in range(n)
+            for cuts in itertools.combinations(range(1, n), k)
+        )
+        assert _cost(pads, width, overhead, [a for a, _, _ in spans[1:]]) == best
+
+
+def _cost(pads: list[int], width: int, overhead: int, cuts: Sequence[int]) -> int:
+    bounds = [0, *cuts, len(pads)]
+    return sum((b - a) * (width - min(pads[a:b])) + overhead for a, b in itertools.pairwise(bounds))
