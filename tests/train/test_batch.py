@@ -36,7 +36,14 @@ def test_length_grouping_keeps_padding_small() -> None:
     assert sorted(i for mb in batches for i in mb.index) == list(range(len(seqs)))
     assert all(mb.input_ids.numel() <= 820 or len(mb.index) == 1 for mb in batches)
     assert pad_fraction(batches) < 0.02
-    # one big batch of everything would waste most of its positions
-    (single,) = make_micro_batches(seqs, [0.0] * len(seqs), max_tokens=10**6)
+    # with room for everything the cut still splits where padding costs more than a call
+    roomy = make_micro_batches(seqs, [0.0] * len(seqs), max_tokens=10**6, overhead=100)
+    assert [sorted(len(seqs[i].ids) for i in mb.index) for mb in roomy] == [
+        [48, 49, 50, 51, 52],
+        [200, 201, 202, 203],
+        [500],
+    ]
+    # one big batch of everything (a call costing more than any padding) wastes most positions
+    (single,) = make_micro_batches(seqs, [0.0] * len(seqs), max_tokens=10**6, overhead=10**6)
     assert pad_fraction([single]) > 0.5
     assert torch.equal(single.attention_mask.sum(1).sort().values, torch.tensor(sorted(lengths)))

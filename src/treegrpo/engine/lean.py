@@ -23,12 +23,15 @@ engine then calls the model itself. A test compares the logits with the model's 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
+
+from treegrpo.core.partition import contiguous_partition
 
 # Decoder layers computed as in the docstring; a model type joins once a test covers it.
 SUPPORTED = frozenset({"qwen2", "llama"})
@@ -114,30 +117,17 @@ class LeanDecoder:
 def attention_spans(pads: Sequence[int], width: int, overhead: int) -> list[tuple[int, int, int]]:
     """Split the rows of a decode batch into contiguous ranges that attend separately.
 
-    Row i of the cache holds ``pads[i]`` padding columns, then its ``width - pads[i]`` real ones.
-    One attention call over all rows reads every padding column (a quarter of decode attention
-    in bench/rollout.py, where attention is bound by memory traffic); a call over rows [a, b)
-    may start at column c = min(pads[a:b]) and skip the columns no row of the range needs. Each
-    call costs a fixed ``overhead`` (in row-columns). Returns the ranges (a, b, c) that minimize
-    Σ (b − a)(width − c) + overhead, by dynamic programming over the row order (O(rows²)); rows
-    sorted by length make the ranges tight. Within a range the mask still hides the padding."""
-    n = len(pads)
-    best = [0.0] + [float("inf")] * n  # best[j]: cost of rows [0, j)
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        lo = pads[j - 1]
-        for a in range(j - 1, -1, -1):
-            lo = min(lo, pads[a])
-            cost = best[a] + (j - a) * (width - lo) + overhead
-            if cost < best[j]:
-                best[j], cut[j] = cost, a
-    spans = []
-    j = n
-    while j > 0:
-        a = cut[j]
-        spans.append((a, j, min(pads[a:j])))
-        j = a
-    return spans[::-1]
+    Row i of the cache holds ``pads[i]`` padding columns, then its ``width - pads[i]`` real ones;
+    rows come longest first, so ``pads`` is ascending. One attention call over all rows reads
+    every padding column (a quarter of decode attention in bench/rollout.py, where attention is
+    bound by memory traffic); a call over rows [a, b) can start at column ``pads[a]``, the
+    range's least padding. Each call costs a fixed ``overhead`` (in row-columns). Returns the
+    ranges (a, b, first column) that minimize Σ (b − a)(width − pads[a]) + overhead
+    (``core.partition``). Within a range the mask still hides the remaining padding."""
+    if any(x > y for x, y in itertools.pairwise(pads)):
+        raise ValueError("pads must be ascending (rows longest first)")
+    ranges = contiguous_partition(len(pads), lambda a, b: (b - a) * (width - pads[a]) + overhead)
+    return [(a, b, pads[a]) for a, b in ranges]
 
 
 def _attend(
