@@ -76,6 +76,15 @@ def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: 
     assert resolved["data"].model == str(model_dir) and resolved["run"].steps == 2
     assert resolved["data"].train_files == (str(files["train"]),)
 
+    # the job called as a library refuses a second run into the same directory, untouched
+    before = (out / "eval-before.json").stat().st_mtime_ns  # rewritten = a newer time
+    inputs = datarun.prepare_inputs(resolved["data"])
+    with pytest.raises(ValueError, match="holds a previous run"):
+        datarun.run_data(
+            resolved["algo"], resolved["optim"], resolved["run"], resolved["data"], inputs
+        )
+    assert (out / "eval-before.json").stat().st_mtime_ns == before
+
 
 def test_bad_inputs_stop_before_anything_loads(
     model_dir: Path, files: dict[str, Path], tmp_path: Path

@@ -41,3 +41,9 @@ def test_the_default_job_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     before, after = dict(start.named_parameters()), dict(final.named_parameters())
     moved = {n for n in before if not torch.equal(before[n], after[n])}
     assert moved and not any(n.startswith(CIRCUIT_PARAMS) for n in moved)
+
+    # a second run into the same directory is refused before it writes anything there
+    report = (out / "eval-before.json").stat().st_mtime_ns  # rewritten = a newer time
+    with pytest.raises(ValueError, match="holds a previous run"):
+        run_embedded(DEFAULT_ALGO, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False)
+    assert (out / "eval-before.json").stat().st_mtime_ns == report

@@ -209,11 +209,12 @@ def run_data(
     from treegrpo.train.checkpoint import latest_checkpoint
     from treegrpo.train.embedded import _Progress, load_model
     from treegrpo.train.precision import resolve_device
-    from treegrpo.train.trainer import TrainItem, train
+    from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
     from treegrpo.viz.curves import plot_learning_curve
 
     t0 = time.perf_counter()
     out = Path(run.out_dir)
+    refuse_previous_run(out, run.resume, run.overwrite)  # before anything is written there
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(model_cfg.device)
     items = [TrainItem(q.question, q.golds, q.uid) for q in inputs.train]

@@ -23,7 +23,7 @@ from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.presets import EmbeddedConfig
-from treegrpo.train.trainer import TrainItem, train
+from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
 
 
 def load_model(path: Path) -> tuple[Any, Any]:
@@ -64,6 +64,7 @@ def run_embedded(
 
     t0 = time.perf_counter()
     out = Path(run.out_dir)
+    refuse_previous_run(out, run.resume, run.overwrite)  # before anything is written there
     out.mkdir(parents=True, exist_ok=True)
     warm = warm or WarmStartConfig()
     model_dir = warm_start(warm, progress=progress)
