@@ -11,8 +11,8 @@ so a crash never leaves a half-written model behind, and the next call just retu
 
 The aim is a policy that searches well for one hop and makes the scripted mistakes on longer
 questions often enough that reinforcement learning has something to fix. Measured (BENCHMARKS.md):
-it uses the protocol, copies names and quotes the fact it read (17% held-out EM with the
-defaults; 0% without the copying circuits). Load it with
+it uses the protocol, copies names and quotes the fact it read (9–17% held-out EM with the
+defaults, depending on rounding in training; 0% without the copying circuits). Load it with
 ``AutoModelForCausalLM.from_pretrained(path)`` and ``AutoTokenizer.from_pretrained(path)``.
 """
 
@@ -65,7 +65,7 @@ class WarmStartConfig:
     """Start from the hand-built copying circuit of ``induction.induction_init`` (a previous-
     token head, an induction head and a name-start head). Without it the tiny model does not
     learn to copy unseen names within the warm start's budget (about 0% held-out EM after
-    300–1,000 updates in session 2), against 17% with it (BENCHMARKS.md)."""
+    300–1,000 updates in session 2), against 9–17% with it (BENCHMARKS.md)."""
     two_token: float = 0.7
     """Weight of the induction head's second token of match (0: match one token)."""
     freeze_circuits: bool = True
