@@ -63,6 +63,25 @@ def test_packed_forward_equals_plain_forward_and_is_undone(model) -> None:  # ty
     assert all(m.weight.grad is not None for m in pk.linears)
 
 
+def test_packed_keeps_one_pack_per_model(model) -> None:  # type: ignore[no-untyped-def]
+    ids = torch.randint(0, model.config.vocab_size, (2, 9))
+    plain = _logits(model, ids)
+    reorders = [0]
+    real = torch.ops.mkldnn._reorder_linear_weight
+
+    def counting(*args):  # type: ignore[no-untyped-def]
+        reorders[0] += 1
+        return real(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.ops.mkldnn, "_reorder_linear_weight", counting)
+        for _ in range(3):
+            with _counting_pointwise() as calls, onednn.packed(model):
+                torch.testing.assert_close(_logits(model, ids), plain, rtol=1e-4, atol=1e-4)
+            assert calls[0] == 2 * 7 + 1  # routed every time
+    assert reorders[0] == 2 * 7 + 1  # but packed only the first time
+
+
 def test_repacks_after_an_in_place_update(model) -> None:  # type: ignore[no-untyped-def]
     ids = torch.randint(0, model.config.vocab_size, (2, 9))
     pk = onednn.PackedLinears(model)

@@ -21,6 +21,7 @@ equal ``F.linear`` up to fp32 rounding (summation order), checked in the tests.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
@@ -126,6 +127,21 @@ class TrainableLinears:
             self.linears,
             lambda m: lambda x: _OneDNNLinear.apply(x.contiguous(), m.weight, m.bias),  # type: ignore[no-untyped-call]
         )
+
+
+_PACKS: weakref.WeakKeyDictionary[nn.Module, PackedLinears] = weakref.WeakKeyDictionary()
+
+
+def packed(model: nn.Module) -> AbstractContextManager[None]:
+    """``PackedLinears(model).active()`` where oneDNN applies (CPU, fp32), else nothing; one
+    ``PackedLinears`` per model, kept while the model lives, so a frozen model (the trainer's
+    reference) is packed once for the whole run."""
+    if not available(model):
+        return nullcontext()
+    pk = _PACKS.get(model)
+    if pk is None:
+        pk = _PACKS[model] = PackedLinears(model)
+    return pk.active()
 
 
 def training(model: nn.Module) -> AbstractContextManager[None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +106,9 @@ def rl_step(
     device = engine.device
     old: dict[int, torch.Tensor] = {}
     ref: dict[int, torch.Tensor] = {}
-    with torch.no_grad(), engine.fast():  # the engine's packed weights serve here too
+    # packed oneDNN weights where they apply: the engine's for the policy, the reference's own
+    ref_fast = onednn.packed(reference) if reference is not None else nullcontext()
+    with torch.no_grad(), engine.fast(), ref_fast:
         for mb in (m for mbs in minis for m in mbs):
             d = mb.to(device)
             if id(mb) not in first:
