@@ -37,7 +37,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from treegrpo.engine.cache import assemble_cache, keep_rows
-from treegrpo.engine.lean import SUPPORTED, attention_spans, lean_decoder
+from treegrpo.engine.lean import SUPPORTED, LeanDecoder, attention_spans, lean_decoder
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
 from treegrpo.models import onednn
@@ -345,7 +345,7 @@ class HFEngine:
         mask = _DecodeMask(pads, width + room, self.model.dtype if bias else None, dev)
         lengths = torch.tensor([r.context.length + len(r.feed) for r in rows], device=dev)
         last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)  # type: ignore[index]
-        spans = lean and attention_spans(mask.pads, width + 1, lean.call_overhead)
+        spans = _spans(lean, mask.pads, width + 1)
         steps = 0
         while rows:
             steps += 1
@@ -375,7 +375,7 @@ class HFEngine:
                 idx = torch.tensor(keep, device=dev)
                 keep_rows(cache, keep)
                 mask.keep(keep)
-                spans = lean and attention_spans(mask.pads, width + steps, lean.call_overhead)
+                spans = _spans(lean, mask.pads, width + steps)
                 lengths, last = lengths[idx], last[idx]
 
 
@@ -418,6 +418,13 @@ class _DecodeMask:
         self.mask = self.mask[idx]
         if self.bias is not None:
             self.bias = self.bias[idx]
+
+
+def _spans(
+    lean: LeanDecoder | None, pads: list[int], width: int
+) -> list[tuple[int, int, int]] | None:
+    """The lean decoder's attention row ranges for rows with ``pads`` (None without it)."""
+    return None if lean is None else attention_spans(pads, width, lean.call_overhead)
 
 
 def _row_kv(cache: DynamicCache, row: int, start: int, stop: int) -> torch.Tensor:

@@ -104,7 +104,7 @@ class LeanDecoder:
             v = att.v_proj(x).view(b, -1, 1, d)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            keys, values = kv.update(k, v)  # (b, Hkv, n, D)
+            keys, values = kv.update(k, v)  # type: ignore[union-attr]  # (b, Hkv, n, D)
             hkv = keys.shape[1]
             q = q.view(b, hkv, -1, d)  # (b, Hkv, n_rep, D): a group's query heads as rows
             o = _attend(q, keys, values, bias, att.scaling, spans)  # (b, Hkv, n_rep, D)

@@ -141,7 +141,8 @@ def packed(model: nn.Module) -> AbstractContextManager[None]:
     pk = _PACKS.get(model)
     if pk is None:
         pk = _PACKS[model] = PackedLinears(model)
-    return pk.active()
+    active: AbstractContextManager[None] = pk.active()
+    return active
 
 
 def training(model: nn.Module) -> AbstractContextManager[None]:
