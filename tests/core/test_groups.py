@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from treegrpo.core.advantage import tree_advantage
-from treegrpo.core.groups import dense_ids
+from treegrpo.core.groups import dense_ids, uniform_share
 
 
 def test_dense_ids_first_appearance_order() -> None:
@@ -28,3 +28,13 @@ def test_dense_ids_accepts_numpy_columns_and_checks_lengths() -> None:
     assert dense_ids(np.array([3, 3, 4]), np.array([1, 1, 1])).tolist() == [0, 0, 1]
     with pytest.raises(ValueError, match="rows"):
         dense_ids([1, 2], [1])
+
+
+def test_uniform_share_counts_groups_with_one_reward() -> None:
+    assert uniform_share([0, 0, 1, 0, 1, 1], [0, 0, 1, 1, 2, 2]) == pytest.approx(2 / 3)
+    assert uniform_share([0.2, 0.2], [5, 5]) == 1.0  # ids need not be dense
+    assert uniform_share([1.0], [0]) == 1.0  # a group of one
+    assert uniform_share([0.0, 1.0, 0.5], [0, 0, 0]) == 0.0
+    assert uniform_share([], []) == 0.0
+    with pytest.raises(ValueError, match="same 1-D shape"):
+        uniform_share([0.0, 1.0], [0])

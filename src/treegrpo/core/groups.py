@@ -32,3 +32,26 @@ def dense_ids(*columns: Sequence[Hashable] | npt.NDArray[np.generic]) -> npt.NDA
         key = tuple(k.item() if isinstance(k, np.generic) else k for k in key)
         out[row] = seen.setdefault(key, len(seen))
     return out
+
+
+def uniform_share(rewards: npt.ArrayLike, group_ids: npt.ArrayLike) -> float:
+    """Share of groups whose rewards are all equal: they give z-scored GRPO advantages of zero,
+    so their prompts teach nothing this step (TRL logs the same as ``frac_reward_zero_std``).
+    ``rewards`` and ``group_ids``: (B,) per leaf; ids as from ``dense_ids``.
+
+    >>> uniform_share([0, 0, 1, 0, 1, 1], [0, 0, 1, 1, 2, 2])
+    0.6666666666666666
+    """
+    r = np.asarray(rewards, dtype=np.float64)  # (B,)
+    g = np.asarray(group_ids, dtype=np.int64)  # (B,)
+    if r.shape != g.shape or r.ndim != 1:
+        raise ValueError(f"rewards {r.shape} and group_ids {g.shape} must be the same 1-D shape")
+    if r.size == 0:
+        return 0.0
+    _, inverse = np.unique(g, return_inverse=True)  # (B,) in 0..G-1
+    n = int(inverse.max()) + 1
+    lo = np.full(n, np.inf)
+    hi = np.full(n, -np.inf)
+    np.minimum.at(lo, inverse, r)
+    np.maximum.at(hi, inverse, r)
+    return float(np.mean(lo == hi))

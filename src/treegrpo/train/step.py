@@ -21,7 +21,7 @@ import torch
 
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.advantage import tree_advantage
-from treegrpo.core.groups import dense_ids
+from treegrpo.core.groups import dense_ids, uniform_share
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models import onednn
@@ -192,6 +192,7 @@ def rl_step(
             "agent/tool_calls_per_leaf": float(scores.tool_calls.mean()),
             "agent/leaves": float(len(leaves)),
             "adv/abs_mean": float(np.abs(adv).mean()),
+            "adv/uniform_prompts": uniform_share(scores.reward, groups),
             "spend/generated_per_prompt": spend.generated / len(batch.prompts),
             "spend/tool_calls_per_prompt": spend.tool_calls / len(batch.prompts),
             "spend/token_efficiency": spend.processed / max(rollout.distinct_tokens(), 1),
