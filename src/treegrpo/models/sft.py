@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from treegrpo.models import onednn
+from treegrpo.models.memory import release_freed_memory
 
 IGNORE = -100  # label of a token without loss (the convention of transformers' LM heads)
 
@@ -122,6 +123,8 @@ def train_sft(
             sched.step()
             losses.append(loss.item())
             advance(losses[-1])
+            if len(losses) % 50 == 0:
+                release_freed_memory()  # see models.memory
     model.eval()
     return losses
 

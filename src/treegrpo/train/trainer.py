@@ -33,6 +33,7 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.models.memory import release_freed_memory
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
 from treegrpo.train.checkpoint import (
@@ -170,6 +171,7 @@ def train(
                 seed=run.seed * 1_000_003 + step,
                 autocast_dtype=amp,
             )
+            release_freed_memory()  # else the heap fragments and memory grows every step
             metrics["train/lr"] = float(scheduler.get_last_lr()[0])
             done = step + 1
             if evaluate is not None and run.eval_every and done % run.eval_every == 0:
