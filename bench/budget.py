@@ -1,13 +1,16 @@
-"""Budget-matched Tree-GRPO vs chain GRPO on the embedded synthetic world (issue 6).
+"""Budget-matched Tree-GRPO vs chain GRPO on the embedded synthetic world, or with ``--config``
+on the questions, corpus and model of a ``treegrpo train`` config (issue 6).
 
 A thin entry point: the logic is ``treegrpo.eval.budget_bench`` and the flags are those of
 ``treegrpo bench-budget`` (``--help`` lists them).
 
     .venv/bin/python bench/budget.py --quick     # a few minutes: the pipeline runs
     .venv/bin/python bench/budget.py             # 30 runs, about 1 h 40 min on 2 CPU cores
+    .venv/bin/python bench/budget.py --quick --config configs/real-smollm2-wiki.yaml
 
-writes ``bench/results/budget.json`` (quick: ``budget-quick.json``), the table beside it
-(``.md``, also printed) and the plots ``bench/results/budget_*.png``.
+writes ``bench/results/budget.json`` (quick: ``budget-quick.json``; with --config
+``budget-data.json``, ``budget-data-quick.json``), the table beside it (``.md``, also printed)
+and the plots ``bench/results/<stem>_*.png``.
 """
 
 from __future__ import annotations

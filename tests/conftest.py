@@ -1,7 +1,9 @@
-"""Shared fixtures: tokenizers with and without the protocol tags as single tokens."""
+"""Shared fixtures: tokenizers with and without the protocol tags as single tokens, the tiny
+agent as a model directory, and question files with a corpus for the data-driven job."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agent_fixtures import TAGS, trained_agent
+from agent_fixtures import CORPUS, FACTS, PEOPLE, TAGS, trained_agent
 from treegrpo.models.tiny import train_bpe_tokenizer
 
 TEXTS = [
@@ -39,3 +41,30 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     agent.model.save_pretrained(path)
     agent.tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A BM25 corpus (Search-R1 jsonl) and FlashRAG question files about it: "train" (6
+    questions, source "toy") and "test" (4, sources "nq" and "hotpotqa", no hop counts); the
+    cache goes to tmp_path."""
+    from treegrpo.tools.corpus import write_corpus
+
+    monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
+    corpus = tmp_path / "corpus.jsonl"
+    write_corpus(corpus, CORPUS)
+
+    def questions(path: Path, people: list[str], sources: list[str]) -> Path:
+        rows = [
+            {"id": str(i), "question": f"Where was {p} born", "golden_answers": [FACTS[p]]}
+            | {"data_source": sources[i % len(sources)]}
+            for i, p in enumerate(people)
+        ]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    return {
+        "corpus": corpus,
+        "train": questions(tmp_path / "train.jsonl", PEOPLE[:6], ["toy"]),
+        "test": questions(tmp_path / "test.jsonl", PEOPLE[4:], ["nq", "hotpotqa"]),
+    }

@@ -21,21 +21,14 @@ from treegrpo.train.presets import (
     DEFAULT_EMBEDDED,
     DEFAULT_OPTIM,
     DEFAULT_RUN,
+    TRAIN_SECTIONS,
     DataConfig,
     EmbeddedConfig,
 )
 
 Flat = tyro.conf.OmitArgPrefixes  # type: ignore[type-arg]  # flags without a prefix: --algo, --lr
 
-# The sections of a `treegrpo train --config` file and their defaults (the embedded preset).
-TRAIN_SECTIONS: dict[str, Any] = {
-    "algo": DEFAULT_ALGO,
-    "optim": DEFAULT_OPTIM,
-    "run": DEFAULT_RUN,
-    "world": DEFAULT_EMBEDDED,
-    "model": ModelConfig(),
-    "data": DEFAULT_DATA,
-}
+# TRAIN_SECTIONS (train.presets): the sections of a `treegrpo train --config` file.
 # Sections whose flags have no prefix (--lr, --lora-rank); `--model.lora-rank` is accepted too.
 # The data section keeps its prefix (--data.train-files): its agent limits would otherwise
 # clash with the world section's (--max-turns, --max-new-tokens).
@@ -72,43 +65,54 @@ def budget(depth: int = 3) -> None:
 
 def bench_budget(
     quick: bool = False,
+    config: Path | None = None,
     steps: int | None = None,
     prompts_per_step: int | None = None,
     seeds: tuple[int, ...] | None = None,
     eval_questions: int | None = None,
     budgets: tuple[int, ...] | None = None,
     no_ablation: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False,
-    workers: int = 2,
+    workers: int | None = None,
     out: Path | None = None,
     runs_dir: Path | None = None,
 ) -> None:
-    """Budget-matched benchmark on the embedded world: Tree-GRPO (1,2,1), (2,2,1), (2,6,1),
-    (4,5,1) against chain GRPO with 2, 4, 8, 16 chains, and the advantage ablation at ≈ 4, all
-    from the same warm start with the same prompts, seeds and held-out questions. Writes a JSON,
-    a markdown table and plots under bench/results/; finished runs are reused, so re-running the
-    same command resumes. Full mode: 30 runs of 20 steps, about 1 h 40 min on 2 CPU cores.
+    """Budget-matched benchmark: Tree-GRPO (1,2,1), (2,2,1), (2,6,1), (4,5,1) against chain
+    GRPO with 2, 4, 8, 16 chains, and the advantage ablation at ≈ 4, all from the same starting
+    model with the same prompts, seeds and held-out questions; on the embedded world from its
+    warm start, or with `--config FILE` on the data, model and settings of a `treegrpo train`
+    config (data mode, e.g. configs/real-smollm2-wiki.yaml). Writes a JSON, a markdown table and
+    plots under bench/results/; finished runs are reused, so re-running the same command
+    resumes. Full embedded mode: 30 runs of 20 steps, about 1 h 40 min on 2 CPU cores.
 
     Args:
-        quick: One seed, budgets 2 and 4, 3 steps, 30 held-out questions, no ablation: checks
-            that the pipeline runs (a few minutes), not the result.
-        steps: RL steps per run (default: 20; quick 3).
-        prompts_per_step: Prompts per RL step (default: 16).
+        quick: One seed, budgets 2 and 4, 3 steps, 30 held-out questions (data mode: at most
+            30 of the config's), no ablation: checks that the pipeline runs, not the result.
+        config: A `treegrpo train --config` YAML file with a data section (questions with
+            held-out ones, corpus or retriever, model): every run is that data-driven job with
+            the ladder's shape, from the file's algo, optim, model, data and run sections.
+        steps: RL steps per run (default: 20, data mode the config's run.steps; quick 3).
+        prompts_per_step: Prompts per RL step (default: 16, data mode the config's).
         seeds: Run seeds (default: 0 1 2; quick 0).
-        eval_questions: Held-out questions (default: 150; quick 30).
+        eval_questions: Held-out questions (default: 150, data mode the config's
+            data.eval_questions; quick 30).
         budgets: Budget rungs among 2 4 8 16 (default: all; quick 2 4).
         no_ablation: Skip the advantage ablation (intra only, inter only at ≈ 4); quick mode
             always skips it.
-        workers: Runs in parallel, each in a process pinned to its own core with one torch
-            thread (1: one after another in this process).
-        out: The JSON result (default bench/results/budget.json, quick budget-quick.json); the
-            table (.md) and the plots (<stem>_*.png) go beside it.
-        runs_dir: Root of the run directories (default runs/bench-budget/full or .../quick).
+        workers: Runs in parallel, each in a process pinned to its own CPU core with one torch
+            thread (1: one after another in this process). Default 2; data mode 1, which is
+            what a GPU run (model.device) wants.
+        out: The JSON result (default bench/results/budget.json, quick budget-quick.json; data
+            mode budget-data.json, budget-data-quick.json); the table (.md) and the plots
+            (<stem>_*.png) go beside it.
+        runs_dir: Root of the run directories (default runs/bench-budget/full or .../quick;
+            data mode .../data or .../data-quick).
     """
     from treegrpo.eval.budget_bench import bench_settings, run_benchmark
 
     try:
         settings = bench_settings(
             quick,
+            config,
             steps=steps,
             prompts_per_step=prompts_per_step,
             seeds=seeds,

@@ -1,17 +1,23 @@
 """Tier 3: the budget-matched benchmark end to end on a tiny setting (a tiny warm start, two
 seeds, budgets 2 and 4, one RL step, a few held-out questions, in-process): every run is in the
 JSON with its numbers, the aggregates are the mean and std of those numbers, the table and the
-plots are written, and running it again reuses every finished run."""
+plots are written, and running it again reuses every finished run. Tier 2: the same protocol in
+data mode (a run config with the tiny agent, question files and a corpus): the config's sections
+reach every run, the starting model is evaluated once, and finished runs are reused."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
+from treegrpo import cli
 from treegrpo.eval.budget_bench import bench_settings, plan_runs, run_benchmark, run_config
 from treegrpo.eval.budget_report import NUMERIC
 from treegrpo.models.warmstart import WarmStartConfig
@@ -79,3 +85,85 @@ def test_budget_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyP
     world = replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
     own = run_embedded(spec.algo, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False)
     assert own["before"] == saved["warm_start"]
+
+
+def test_budget_benchmark_data_mode(
+    model_dir: Path, files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "bench.yaml"
+    sections = {
+        "algo": {"algo": "tree", "m": 2, "n": 2, "l": 1, "k": 3, "kl_coef": 0.0},
+        "optim": {"lr": 1.0e-4, "mini_batch_prompts": 2, "micro_batch_tokens": 2000},
+        "run": {"out_dir": str(tmp_path / "unused"), "steps": 5, "prompts_per_step": 2},
+        "model": {"device": "cpu"},
+        "data": {
+            "model": str(model_dir),
+            "train_files": [str(files["train"])],
+            "eval_files": [str(files["test"])],
+            "eval_questions": 3,
+            "corpus": str(files["corpus"]),
+            "max_turns": 2,
+            "max_new_tokens": 40,
+            "max_obs_tokens": 120,
+            "max_context": 1024,
+        },
+    }
+    config.write_text(yaml.safe_dump(sections))
+    out, runs_dir = tmp_path / "results" / "budget-data.json", tmp_path / "runs"
+    evaluated: list[int] = []  # questions per call of the evaluation run_data uses
+    module = importlib.import_module("treegrpo.eval.evaluate")
+    real = module.evaluate
+
+    def counting(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        evaluated.append(len(args[3]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "evaluate", counting)
+
+    def bench(steps: int = 1) -> None:
+        args = ["bench", "budget", "--quick", "--config", str(config), "--budgets", "2"]
+        cli.main([*args, "--steps", str(steps), "--out", str(out), "--runs-dir", str(runs_dir)])
+
+    bench()
+    saved = json.loads(out.read_text())
+    s = saved["settings"]
+    assert (s["steps"], s["prompts_per_step"], s["eval_questions"]) == (1, 2, 3)  # flag, file
+    assert s["workers"] == 1 and s["seeds"] == [0] and s["budgets"] == [2]
+    assert s["job"]["data"]["train_files"] == [str(files["train"])]
+    assert s["job"]["config"] == str(config) and saved["warm_start_config"] is None
+    assert evaluated == [3, 3, 3]  # the starting model once, then each run after training
+
+    start = saved["warm_start"]  # the starting model's report
+    assert start["overall"]["n"] == 3 and start["by_hops"] == {}
+    assert list(start["by_source"]) == ["nq", "hotpotqa"]
+    runs = {r["name"]: r for r in saved["runs"]}
+    assert set(runs) == {"chain-b2-s0", "tree-b2-s0"} and not saved["failed"]
+    algos = {}
+    for name, r in runs.items():
+        assert r["em_by_hops"] == {} and list(r["em_by_source"]) == ["nq", "hotpotqa"]
+        summary = json.loads((runs_dir / name / "summary.json").read_text())
+        assert summary["before"] == start  # handed over, not evaluated again
+        assert summary["model_dir"] == str(model_dir)
+        cfg = summary["config"]
+        assert {k: cfg["data"][k] for k in sections["data"]} == sections["data"]
+        assert cfg["algo"]["kl_coef"] == 0.0 and cfg["optim"]["mini_batch_prompts"] == 2
+        assert cfg["run"]["steps"] == 1 and cfg["run"]["out_dir"] == str(runs_dir / name)
+        assert cfg["model"]["device"] == "cpu"
+        algos[name] = cfg["algo"]
+    assert (algos["chain-b2-s0"]["algo"], algos["chain-b2-s0"]["m"]) == ("chain", 2)
+    tree = algos["tree-b2-s0"]
+    assert (tree["algo"], tree["m"], tree["n"], tree["l"], tree["k"]) == ("tree", 1, 2, 1, None)
+
+    table = out.with_suffix(".md").read_text()
+    assert "data mode" in table and f"Data: config {config}" in table and "| ≈2 |" in table
+    assert "EM by source nq/hotpotqa" in table and "by hop" not in table
+    assert len(sorted(out.parent.glob("budget-data_*.png"))) == 3
+
+    # Re-running the same command reuses both runs: nothing is evaluated or trained again.
+    evaluated.clear()
+    bench()
+    again = json.loads(out.read_text())
+    assert again["counts"] == {"runs": 2, "ran": 0, "reused": 2} and evaluated == []
+    assert again["warm_start"] == start and again["aggregates"] == saved["aggregates"]
+    with pytest.raises(SystemExit, match="other settings"):
+        bench(steps=2)

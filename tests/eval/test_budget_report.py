@@ -155,6 +155,32 @@ def test_table_has_a_row_per_budget_and_the_ablation() -> None:
         assert row in table
 
 
+def test_table_without_hops_shows_sources_or_no_breakdown() -> None:
+    """Real question files have no hop counts: EM by source when there are several sources,
+    no breakdown columns for one (it would repeat the EM column)."""
+    summary = _summary(0.5, {})
+    by_source = {"nq": {"em": 0.25, "n": 2}, "hotpotqa": {"em": 0.75, "n": 2}}
+    summary["after"]["by_source"] = by_source
+    records = [
+        run_record(_identity(m, 2, 0), summary, [_step(8, 100, 1, 0)]) for m in ("chain", "tree")
+    ]
+    assert records[0]["em_by_hops"] == {} and records[0]["em_by_source"] == {
+        "nq": 0.25,
+        "hotpotqa": 0.75,
+    }
+    assert list(aggregate(records)[0]["em_by_source"]) == ["nq", "hotpotqa"]
+    result = _result(records, [2])
+    result["warm_start"] = {"overall": {"em": 0.1, "n": 4}, "by_hops": {}, "by_source": by_source}
+    table = markdown_table(result)
+    assert "chain EM by source nq/hotpotqa" in table and "| 25/75 | 25/75 |" in table
+    assert "4 held-out questions" in table and "by hop" not in table
+    result["warm_start"]["by_source"] = {"wiki": {"em": 0.1, "n": 4}}
+    table = markdown_table(result)
+    assert "EM by" not in table and "| ≈2 | (2,2,1) | 50.0 | 50.0 | 1.50 / 1.50 |" in table
+    header, align = table.splitlines()[-3:-1]
+    assert header.count("|") == align.count("|")
+
+
 def test_plan_matches_the_ladder_and_counts_30_runs() -> None:
     specs = plan_runs((2, 4, 8, 16), (0, 1, 2), ablation=True)
     assert len(specs) == 30 and len({s.name for s in specs}) == 30

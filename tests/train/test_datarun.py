@@ -1,6 +1,6 @@
 """The data-driven job end to end on the tiny agent: `treegrpo train --data.train-files …` with a
-FlashRAG jsonl file and a BM25 corpus the test writes; built-in sets ("wiki:test"); the checks
-that stop a bad setting before anything loads."""
+FlashRAG jsonl file and a BM25 corpus the test writes (the `files` fixture, conftest.py);
+built-in sets ("wiki:test"); the checks that stop a bad setting before anything loads."""
 
 from __future__ import annotations
 
@@ -11,35 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from agent_fixtures import CORPUS, FACTS, PEOPLE
 from treegrpo import cli
-from treegrpo.tools.corpus import write_corpus
 from treegrpo.train import datarun
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.presets import DataConfig
 from treegrpo.train.yaml_config import load_config
-
-
-@pytest.fixture
-def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
-    corpus = tmp_path / "corpus.jsonl"
-    write_corpus(corpus, CORPUS)
-
-    def questions(path: Path, people: list[str], sources: list[str]) -> Path:
-        rows = [
-            {"id": str(i), "question": f"Where was {p} born", "golden_answers": [FACTS[p]]}
-            | {"data_source": sources[i % len(sources)]}
-            for i, p in enumerate(people)
-        ]
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        return path
-
-    return {
-        "corpus": corpus,
-        "train": questions(tmp_path / "train.jsonl", PEOPLE[:6], ["toy"]),
-        "test": questions(tmp_path / "test.jsonl", PEOPLE[4:], ["nq", "hotpotqa"]),
-    }
 
 
 def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: Path) -> None:

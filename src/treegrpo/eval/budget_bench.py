@@ -1,34 +1,52 @@
 """The budget-matched benchmark (issue 6): at the same rollout budget, does Tree-GRPO beat chain
-GRPO on the embedded synthetic world?
+GRPO, on the embedded synthetic world or on your own questions, corpus and model?
 
-Every run is the embedded default job (``train.embedded.run_embedded``) from the same cached warm
-start, with the same prompts per step (the data order depends on the seed only), the same number
-of steps, the same seeds and the same held-out questions; only the sampling shape (and, in the
-ablation, the advantage mode) changes. The ladder is the paper's (ALGORITHM.md §2): tree
-(M,N,L) = (1,2,1), (2,2,1), (2,6,1), (4,5,1) against 2, 4, 8, 16 chains, plus the advantage
-ablation at ≈ 4 (tree (2,2,1) with "intra" and with "inter"; "intra+inter" is the main tree run).
-Because the budget formula is only an estimate, each run also reports what it really spent:
-generated tokens and tool calls per prompt, leaves per prompt, trajectories per 1,000 generated
-tokens and the engine's token efficiency.
+Every run starts from the same model, with the same prompts per step (the data order depends on
+the seed only), the same number of steps, the same seeds and the same held-out questions; only
+the sampling shape (and, in the ablation, the advantage mode) changes. The ladder is the
+paper's (ALGORITHM.md §2): tree (M,N,L) = (1,2,1), (2,2,1), (2,6,1), (4,5,1) against 2, 4, 8,
+16 chains, plus the advantage ablation at ≈ 4 (tree (2,2,1) with "intra" and with "inter";
+"intra+inter" is the main tree run). Because the budget formula is only an estimate, each run
+also reports what it really spent: generated tokens and tool calls per prompt, leaves per
+prompt, trajectories per 1,000 generated tokens and the engine's token efficiency.
+
+Two modes, one protocol:
+
+- Embedded (the default): every run is the embedded default job
+  (``train.embedded.run_embedded``) from the same cached warm start.
+- Data (``--config FILE``, a ``treegrpo train --config`` file with a ``data`` section, e.g.
+  configs/real-smollm2-wiki.yaml on a CPU or configs/searchr1-qa.yaml on a GPU): every run is
+  the data-driven job (``train.datarun.run_data``) with the file's algo section (the ladder sets
+  the shape and the advantage mode), its optim, model and data sections, and its run section
+  (the benchmark sets directory, seed, steps, prompts and checkpoints). Steps, prompts per step
+  and held-out questions are the file's unless flags give them. The held-out set must exist
+  (``data.eval_files``); it is broken down by data source where the questions have no hops.
 
     treegrpo bench-budget --quick        # 1 seed, budgets 2 and 4, 3 steps, 30 questions
     treegrpo bench-budget                # 3 seeds x 4 budgets x 2 methods + 6 ablation runs
+    treegrpo bench-budget --config configs/real-smollm2-wiki.yaml --quick   # data mode
 
-Each run has its own directory (``runs/bench-budget/<mode>/<method>-b<budget>-s<seed>``); one
-whose ``summary.json`` exists is reused, so a killed benchmark resumes by re-running the same
-command (a run killed halfway starts over). Runs go to a pool of ``--workers`` processes, each
-pinned to its own core with one torch thread; the warm start is built (or loaded) and evaluated
-once, in this process, before the pool starts.
+Each run has its own directory (``runs/bench-budget/<mode>/<method>-b<budget>-s<seed>``, mode
+full, quick, data or data-quick); one whose ``summary.json`` exists is reused if it was made
+with the same settings, so a killed benchmark resumes by re-running the same command (a run
+killed halfway starts over). The starting model (the warm start, or the data mode's model) is
+built or loaded and evaluated once, in this process; every run gets that report as its
+evaluation before training. Embedded runs go to a pool of ``--workers`` processes (default 2),
+each pinned to its own core with one torch thread. Data mode defaults to one worker: the runs
+go one after another in this process, which shares the questions, model directory and search
+index it prepared, and leaves ``model.device`` (a GPU) and torch's threads alone; more workers
+are pinned CPU processes as above, each preparing its own inputs (CPU runs only).
 
-Sizing of the full mode (``FULL_STEPS`` = 20), measured 2026-11-30 with the default warm start,
-16 prompts per step, one torch thread on a core that another job shared: a step costs about
-2 s + 1.9 s per leaf per prompt (tree (1,2,1) 7.4 s, (2,2,1) 13.5 s, (4,5,1) 46 s; 4 chains
-9.3 s, 16 chains 30 s: the update, not the rollout, is most of it), and a run's fixed part
-(loading, the BM25 index, the held-out evaluation of 150 questions in ~7 s) about 15 s. The 30
-runs hold 3 x 89 leaves per prompt (chain 2+4+8+16, tree 3+6+14+24, ablation 6+6 per seed), so
-all of them cost 3 x (10 x 2 s + 89 x 1.9 s) = 567 s per step: 20 steps plus the fixed parts
-come to about 11,800 s of one core, about 1 h 40 min on 2 workers (less on idle cores). Quick
-mode took 2 min 14 s with both workers on one shared core.
+Sizing of the embedded full mode (``FULL_STEPS`` = 20), measured 2026-11-30 with the default
+warm start, 16 prompts per step, one torch thread on a core that another job shared: a step
+costs about 2 s + 1.9 s per leaf per prompt (tree (1,2,1) 7.4 s, (2,2,1) 13.5 s, (4,5,1) 46 s;
+4 chains 9.3 s, 16 chains 30 s: the update, not the rollout, is most of it), and a run's fixed
+part (loading, the BM25 index, the held-out evaluation of 150 questions in ~7 s) about 15 s.
+The 30 runs hold 3 x 89 leaves per prompt (chain 2+4+8+16, tree 3+6+14+24, ablation 6+6 per
+seed), so all of them cost 3 x (10 x 2 s + 89 x 1.9 s) = 567 s per step: 20 steps plus the
+fixed parts come to about 11,800 s of one core, about 1 h 40 min on 2 workers (less on idle
+cores). Quick mode took 2 min 14 s with both workers on one shared core. Data mode is not sized
+yet: its cost is the config's model, steps and prompts times the same 89 leaves per prompt.
 """
 
 from __future__ import annotations
@@ -56,13 +74,22 @@ from treegrpo.eval.budget_report import (
     run_record,
 )
 from treegrpo.models.warmstart import WarmStartConfig
-from treegrpo.train.config import AlgorithmConfig, RunConfig
-from treegrpo.train.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_RUN, EmbeddedConfig
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.presets import (
+    DEFAULT_ALGO,
+    DEFAULT_EMBEDDED,
+    DEFAULT_RUN,
+    TRAIN_SECTIONS,
+    DataConfig,
+    EmbeddedConfig,
+)
 
 FULL_STEPS = 20
 """RL steps per run in full mode: 30 runs in about 1 h 40 min on 2 CPU cores (module docstring)."""
 QUICK_STEPS = 3
 """RL steps per run in quick mode: checks that the pipeline runs, not the result."""
+QUICK_EVAL_QUESTIONS = 30
+"""Held-out questions in quick mode (data mode: at most this many of the config's)."""
 ABLATION_MODES: tuple[Mode, ...] = ("intra", "inter")
 """Advantage modes of the ablation runs ("intra+inter" is the main tree run)."""
 
@@ -78,7 +105,8 @@ class RunSpec:
     seed: int
     """RunConfig.seed: data order, sampling and expansion choice."""
     algo: AlgorithmConfig
-    """The embedded preset's algorithm settings with this run's shape and advantage mode."""
+    """The embedded preset's (data mode: the config's) algorithm settings with this run's shape
+    and advantage mode."""
 
     @property
     def name(self) -> str:
@@ -105,11 +133,53 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class DataJob:
+    """Data mode: the sections of a run config file (``treegrpo train --config``), as read. The
+    benchmark applies its ladder, run settings and held-out count on top of them."""
+
+    config: str
+    """The YAML file they were read from."""
+    algo: AlgorithmConfig
+    """Every run's algorithm settings but the shape and the advantage mode (the ladder's)."""
+    optim: OptimConfig
+    """Every run's optimizer settings."""
+    run: RunConfig
+    """Every run's run settings but directory, seed, steps, prompts, checkpoints, eval_every."""
+    model: ModelConfig
+    """LoRA or full fine-tuning, device and precision of every run."""
+    data: DataConfig
+    """The starting model, questions, search tool and agent limits (eval_questions: the
+    benchmark's)."""
+
+
+def load_data_job(path: str | Path) -> DataJob:
+    """Read a run config for data mode (strictly, as ``treegrpo train --config`` does); a
+    ``world`` section is refused: it configures the embedded job. Raises ValueError."""
+    from treegrpo.train.yaml_config import load_config
+
+    sections = load_config(path, TRAIN_SECTIONS)
+    if sections["world"] != DEFAULT_EMBEDDED:
+        raise ValueError(
+            f"{path}: the world section configures the embedded job, which data mode does not "
+            "run; drop it"
+        )
+    return DataJob(
+        str(path),
+        sections["algo"],
+        sections["optim"],
+        sections["run"],
+        sections["model"],
+        sections["data"],
+    )
+
+
+@dataclass(frozen=True)
 class BenchSettings:
     """What the benchmark runs and where it writes."""
 
     mode: str = "full"
-    """"full" or "quick" (names the default output files and run directories)."""
+    """"full" or "quick" (names the default output files and run directories, with "data"
+    in data mode)."""
     budgets: tuple[int, ...] = (2, 4, 8, 16)
     """Budget rungs, each of 2, 4, 8, 16."""
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -118,41 +188,80 @@ class BenchSettings:
     """RL steps per run."""
     prompts_per_step: int = DEFAULT_RUN.prompts_per_step
     """Prompts per RL step (the same prompts for every method with the same seed)."""
-    eval_questions: int = DEFAULT_EMBEDDED.eval_questions
-    """Held-out questions evaluated after training (and once on the warm start)."""
+    eval_questions: int | None = DEFAULT_EMBEDDED.eval_questions
+    """Held-out questions evaluated after training (and once on the starting model); None (data
+    mode only): every question of the eval files."""
     ablation: bool = True
     """Also run the advantage ablation at budget ≈ 4 (intra only, inter only)."""
     workers: int = 2
-    """Parallel runs, each in its own process pinned to one core (1: sequential, in-process)."""
+    """Parallel runs, each in its own process pinned to one core (1: sequential, in-process;
+    the default in data mode)."""
     out: Path = Path("bench/results/budget.json")
     """The JSON result; the table (.md) and the plots (<stem>_*.png) go beside it."""
     runs_dir: Path = Path("runs/bench-budget/full")
     """Root of the run directories."""
+    job: DataJob | None = None
+    """Data mode: the run config every run starts from (None: the embedded world)."""
 
 
-def bench_settings(quick: bool = False, **overrides: Any) -> BenchSettings:
-    """The full or quick defaults with the given fields replaced (None values are ignored)."""
+def bench_settings(
+    quick: bool = False, config: str | Path | None = None, **overrides: Any
+) -> BenchSettings:
+    """The full or quick defaults with the given fields replaced (None values are ignored).
+
+    ``config``: data mode with this run config (``load_data_job``): steps, prompts per step and
+    held-out questions default to the file's (quick: 3 steps, at most 30 questions), workers to
+    1, the outputs to bench/results/budget-data[-quick].json and runs/bench-budget/data[-quick].
+    Raises ValueError on bad settings, a config file that does not fit, or a data section that
+    ``datarun.check_data`` rejects or that has no held-out questions."""
     base = BenchSettings()
+    tag = ""
+    if config is not None:
+        job = load_data_job(config)
+        tag = "data"
+        base = replace(
+            base,
+            job=job,
+            steps=job.run.steps,
+            prompts_per_step=job.run.prompts_per_step,
+            eval_questions=job.data.eval_questions,
+            workers=1,
+            out=Path("bench/results/budget-data.json"),
+            runs_dir=Path("runs/bench-budget/data"),
+        )
     if quick:
+        n = base.eval_questions
         base = replace(
             base,
             mode="quick",
             budgets=(2, 4),
             seeds=(0,),
             steps=QUICK_STEPS,
-            eval_questions=30,
+            eval_questions=QUICK_EVAL_QUESTIONS if n is None else min(n, QUICK_EVAL_QUESTIONS),
             ablation=False,
-            out=Path("bench/results/budget-quick.json"),
-            runs_dir=Path("runs/bench-budget/quick"),
+            out=Path(f"bench/results/budget{'-' + tag if tag else ''}-quick.json"),
+            runs_dir=Path(f"runs/bench-budget/{tag + '-' if tag else ''}quick"),
         )
     s = replace(base, **{k: v for k, v in overrides.items() if v is not None})
     bad = [b for b in s.budgets if b not in TREE_LADDER]
     if bad or not s.budgets:
         raise ValueError(f"budgets must be among {sorted(TREE_LADDER)}, got {list(s.budgets)}")
-    if not s.seeds or s.steps < 1 or s.prompts_per_step < 1 or s.eval_questions < 1:
-        raise ValueError("need at least one seed, step, prompt per step and held-out question")
+    if not s.seeds or s.steps < 1 or s.prompts_per_step < 1:
+        raise ValueError("need at least one seed, step and prompt per step")
+    n = s.eval_questions
+    if (n is None and s.job is None) or (n is not None and n < 1):
+        raise ValueError("need at least one held-out question")
     if s.workers < 1:
         raise ValueError(f"workers must be >= 1, got {s.workers}")
+    if s.job is not None:
+        from treegrpo.train.datarun import check_data
+
+        data = data_config(s)
+        problems = check_data(data)
+        if not data.eval_files:
+            problems.append("data.eval_files: the benchmark compares held-out EM; give some")
+        if problems:
+            raise ValueError(f"{s.job.config}: " + "; ".join(problems))
     return s
 
 
@@ -160,34 +269,42 @@ def bench_settings(quick: bool = False, **overrides: Any) -> BenchSettings:
 # plan
 
 
-def plan_runs(budgets: Iterable[int], seeds: Iterable[int], ablation: bool) -> list[RunSpec]:
+def plan_runs(
+    budgets: Iterable[int],
+    seeds: Iterable[int],
+    ablation: bool,
+    base: AlgorithmConfig = DEFAULT_ALGO,
+) -> list[RunSpec]:
     """Chain and tree at each budget for each seed, plus the ablation's two modes at ≈ 4.
 
-    Chain runs change only ``algo`` and ``m`` of the embedded preset, exactly as
-    ``treegrpo train --algo chain --m B`` does; tree runs set (M, N, L) from the ladder."""
+    ``base``: the algorithm settings every run starts from (the embedded preset, or the data
+    mode's config). Chain runs change only ``algo`` and ``m`` of it, exactly as
+    ``treegrpo train --algo chain --m B`` does; tree runs set (M, N, L) from the ladder (every
+    leaf kept: k None); both use their algorithm's default advantage mode."""
     specs = []
     for seed in seeds:
         for b in budgets:
-            chain = replace(DEFAULT_ALGO, algo="chain", m=CHAIN_LADDER[b].m, advantage_mode=None)
+            chain = replace(base, algo="chain", m=CHAIN_LADDER[b].m, advantage_mode=None)
             specs.append(RunSpec("chain", b, seed, chain))
-            specs.append(RunSpec("tree", b, seed, _tree_algo(b)))
+            specs.append(RunSpec("tree", b, seed, _tree_algo(b, base)))
         if ablation:
             for mode in ABLATION_MODES:
-                algo = replace(_tree_algo(ABLATION_BUDGET), advantage_mode=mode)
+                algo = replace(_tree_algo(ABLATION_BUDGET, base), advantage_mode=mode)
                 specs.append(RunSpec(f"tree-{mode}", ABLATION_BUDGET, seed, algo))
     return specs
 
 
-def _tree_algo(budget: int) -> AlgorithmConfig:
+def _tree_algo(budget: int, base: AlgorithmConfig) -> AlgorithmConfig:
     shape = TREE_LADDER[budget]
-    return replace(DEFAULT_ALGO, algo="tree", m=shape.m, n=shape.n, l=shape.l, advantage_mode=None)
+    return replace(base, algo="tree", m=shape.m, n=shape.n, l=shape.l, k=None, advantage_mode=None)
 
 
 def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
-    """The run's RunConfig: its directory and seed, the benchmark's steps and prompts; one
-    checkpoint at the end, no periodic evaluation."""
+    """The run's RunConfig (from the embedded preset's, or the data mode config's): its
+    directory and seed, the benchmark's steps and prompts; one checkpoint at the end, no
+    periodic evaluation."""
     return replace(
-        DEFAULT_RUN,
+        DEFAULT_RUN if s.job is None else s.job.run,
         out_dir=str(s.runs_dir / spec.name),
         seed=spec.seed,
         steps=s.steps,
@@ -196,11 +313,21 @@ def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
         keep_checkpoints=1,
         eval_every=0,
         resume=False,
+        overwrite=False,  # execute_run removes a killed run's directory itself
     )
 
 
 def world_config(s: BenchSettings) -> EmbeddedConfig:
+    """Embedded mode: the preset's world with the benchmark's held-out questions."""
+    assert s.eval_questions is not None  # None (all questions) is for data mode only
     return replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
+
+
+def data_config(s: BenchSettings) -> DataConfig:
+    """Data mode: the config's data section with the benchmark's held-out questions."""
+    if s.job is None:
+        raise ValueError("data_config: the benchmark is not in data mode (no config)")
+    return replace(s.job.data, eval_questions=s.eval_questions)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,45 +357,84 @@ def warm_start_report(cfg: EmbeddedConfig, warm: WarmStartConfig) -> dict[str, A
     )
 
 
+def data_start(s: BenchSettings) -> tuple[Any, dict[str, Any]]:
+    """Data mode: read the questions, prepare the model directory and the search tool
+    (``datarun.prepare_inputs``), and evaluate the starting model on the held-out questions
+    exactly as ``run_data`` does before training; returns the inputs and that report, which
+    every run gets instead of repeating it. Bad rows or missing files stop the benchmark."""
+    from treegrpo.train.datarun import evaluate_model_dir, prepare_inputs
+
+    assert s.job is not None
+    data = data_config(s)
+    try:
+        inputs = prepare_inputs(data)
+    except (ValueError, OSError) as exc:
+        raise SystemExit(f"bench budget: {exc}") from None
+    n = len(inputs.held_out)
+    print(f"starting model {inputs.model_dir}: evaluate on {n} questions", flush=True)
+    before = evaluate_model_dir(inputs.model_dir, inputs, data, s.job.model.device)
+    if before is None:
+        raise SystemExit(f"bench budget: {s.job.config}: the eval files hold no questions")
+    return inputs, before
+
+
 def execute_run(
-    spec: RunSpec, s: BenchSettings, warm: WarmStartConfig, before: dict[str, Any]
+    spec: RunSpec,
+    s: BenchSettings,
+    warm: WarmStartConfig,
+    before: dict[str, Any],
+    inputs: Any = None,
 ) -> None:
     """Run one benchmark run from scratch. A leftover directory of a killed run is removed
-    first: the trainer would append to its metrics.jsonl."""
-    from treegrpo.train.embedded import run_embedded
-    from treegrpo.train.presets import DEFAULT_OPTIM
-
+    first: the trainer would append to its metrics.jsonl. Data mode: ``inputs`` are the
+    prepared ``datarun.DataInputs`` (None: prepared here, as in a worker process)."""
     run = run_config(spec, s)
     shutil.rmtree(run.out_dir, ignore_errors=True)
-    run_embedded(
-        spec.algo, DEFAULT_OPTIM, run, world_config(s), warm=warm, progress=False, before=before
-    )
+    if s.job is None:
+        from treegrpo.train.embedded import run_embedded
+        from treegrpo.train.presets import DEFAULT_OPTIM
+
+        run_embedded(
+            spec.algo, DEFAULT_OPTIM, run, world_config(s), warm=warm, progress=False, before=before
+        )
+        return
+    from treegrpo.train.datarun import prepare_inputs, run_data
+
+    data = data_config(s)
+    if inputs is None:
+        inputs = prepare_inputs(data)
+    run_data(spec.algo, s.job.optim, run, data, inputs, s.job.model, progress=False, before=before)
 
 
 def check_reusable(
     spec: RunSpec, s: BenchSettings, warm: WarmStartConfig, summary: dict[str, Any]
 ) -> None:
-    """Refuse to reuse a finished run made with other settings (warm start, algorithm,
-    optimizer, world, steps, prompts, seed): its numbers would silently mix into this one."""
-    from treegrpo.models.warmstart import warm_start_dir
-    from treegrpo.train.presets import DEFAULT_OPTIM
-
+    """Refuse to reuse a finished run made with other settings (the starting model, algorithm,
+    optimizer, world or data and model sections, steps, prompts, seed): its numbers would
+    silently mix into this one."""
     cfg = summary["config"]
     run = run_config(spec, s)
-    want = {
-        "warm start": warm_start_dir(warm).name,  # the cache key: every setting + format
-        "algo": asdict(spec.algo),
-        "optim": asdict(DEFAULT_OPTIM),
-        "embedded": asdict(world_config(s)),
-        "steps": run.steps,
-        "prompts_per_step": run.prompts_per_step,
-        "seed": run.seed,
-    }
-    have = {
-        "warm start": Path(summary["warm_start_dir"]).name,
-        "algo": cfg["algo"],
-        "optim": cfg["optim"],
-        "embedded": cfg["embedded"],
+    want: dict[str, Any] = {"algo": asdict(spec.algo)}
+    have: dict[str, Any] = {"algo": cfg["algo"]}
+    if s.job is None:
+        from treegrpo.models.warmstart import warm_start_dir
+        from treegrpo.train.presets import DEFAULT_OPTIM
+
+        want["warm start"] = warm_start_dir(warm).name  # the cache key: every setting + format
+        have["warm start"] = Path(summary["warm_start_dir"]).name
+        want |= {"optim": asdict(DEFAULT_OPTIM), "embedded": asdict(world_config(s))}
+        have |= {"optim": cfg["optim"], "embedded": cfg["embedded"]}
+    else:
+        from treegrpo.train.datarun import resolve_model
+
+        data = data_config(s)
+        assert data.model is not None  # bench_settings checked the data section
+        want["model dir"] = str(resolve_model(data.model))  # built-in models: their cache entry
+        have["model dir"] = summary["model_dir"]
+        want |= {"optim": asdict(s.job.optim), "data": asdict(data), "model": asdict(s.job.model)}
+        have |= {"optim": cfg["optim"], "data": cfg["data"], "model": cfg["model"]}
+    want |= {"steps": run.steps, "prompts_per_step": run.prompts_per_step, "seed": run.seed}
+    have |= {
         "steps": cfg["run"]["steps"],
         "prompts_per_step": cfg["run"]["prompts_per_step"],
         "seed": cfg["run"]["seed"],
@@ -324,9 +490,11 @@ def run_pending(
     warm: WarmStartConfig,
     before: dict[str, Any],
     clock: _Clock,
+    inputs: Any = None,
 ) -> list[str]:
     """Run ``pending`` (costliest first) in ``s.workers`` pinned processes, or in this process
-    when workers is 1; returns the names of runs that failed (their error is printed)."""
+    when workers is 1 (data mode: with the ``inputs`` prepared here; worker processes prepare
+    their own); returns the names of runs that failed (their error is printed)."""
     order = sorted(pending, key=lambda sp: -sp.cost)
     failed: list[str] = []
 
@@ -349,7 +517,7 @@ def run_pending(
             started(spec)
             t0 = time.perf_counter()
             try:
-                execute_run(spec, s, warm, before)
+                execute_run(spec, s, warm, before, inputs)
                 ended(spec, time.perf_counter() - t0, None)
             except Exception as exc:
                 ended(spec, time.perf_counter() - t0, exc)
@@ -446,12 +614,13 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Run (or reuse) every run of ``s``, then write the JSON, the markdown table and the plots;
     returns the result (the table is printed too). ``warm``: the warm start every run starts
-    from (default: the embedded job's; tests pass a tiny one); ``command``: for the header
-    (default: this process's command line)."""
+    from in embedded mode (default: the embedded job's; tests pass a tiny one); ``command``: for
+    the header (default: this process's command line). In data mode (``s.job``) every run starts
+    from the config's model; the result's "warm_start" is that model's report."""
     warm = warm or WarmStartConfig()
     t0 = time.perf_counter()
     _quiet()
-    specs = plan_runs(s.budgets, s.seeds, s.ablation)
+    specs = plan_runs(s.budgets, s.seeds, s.ablation, DEFAULT_ALGO if s.job is None else s.job.algo)
     done = [sp for sp in specs if _summary_path(s, sp).is_file()]
     for sp in done:
         check_reusable(sp, s, warm, json.loads(_summary_path(s, sp).read_text()))
@@ -461,20 +630,24 @@ def run_benchmark(
     for sp in done:
         clock.done += 1
         clock.line(f"reuse {sp.name} (summary.json exists)")
-    if pending:
+    start = "warm start" if s.job is None else "starting model"
+    inputs = None
+    if pending and s.job is None:
         print(f"warm start: build or load, evaluate on {s.eval_questions} questions", flush=True)
         before = warm_start_report(world_config(s), warm)
+    elif pending:
+        inputs, before = data_start(s)
     else:  # every run is reused: their summaries hold the same report
         before = json.loads(_summary_path(s, done[0]).read_text())["before"]
-    clock.line(f"warm start held-out EM {percent(before['overall']['em'])}")
-    failed = run_pending(pending, s, warm, before, clock) if pending else []
+    clock.line(f"{start} held-out EM {percent(before['overall']['em'])}")
+    failed = run_pending(pending, s, warm, before, clock, inputs) if pending else []
     records = [read_run(sp, s) for sp in specs if sp.name not in failed]
     result = {
         "command": command or invocation(),
         "machine": machine(1 if s.workers > 1 else None),
         "settings": json.loads(json.dumps(asdict(s), default=str)),
-        "warm_start": {k: v for k, v in before.items() if k != "rows"},
-        "warm_start_config": asdict(warm),
+        "warm_start": {k: v for k, v in before.items() if k != "rows"},  # the starting model's
+        "warm_start_config": asdict(warm) if s.job is None else None,
         "wall_s": time.perf_counter() - t0,
         "counts": {"runs": len(specs), "ran": len(pending), "reused": len(done)},
         "failed": failed,
@@ -507,8 +680,8 @@ def invocation() -> str:
 
 
 def machine(torch_threads: int | None) -> dict[str, Any]:
-    """Platform, CPUs (all, and those this process may use) and the torch threads each run
-    used (None: this process's setting)."""
+    """Platform, CPUs (all, and those this process may use), the first GPU's name (None: no
+    GPU) and the torch threads each run used (None: this process's setting)."""
     import torch
 
     return {
@@ -517,5 +690,6 @@ def machine(torch_threads: int | None) -> dict[str, Any]:
         "torch": torch.__version__,
         "cpus": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "torch_threads": torch_threads or torch.get_num_threads(),
     }

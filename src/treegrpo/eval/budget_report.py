@@ -1,12 +1,16 @@
 """Numbers and the table of the budget-matched benchmark (``treegrpo.eval.budget_bench``):
 one record per run from its ``summary.json`` and ``metrics.jsonl``, mean ± sample std over
 seeds per (method, budget), and the paper-shaped markdown table. Pure: no torch, no files.
+
+Held-out EM is broken down by hop count where the questions have one (the synthetic world),
+else by data source where there are several (real question files); otherwise not at all.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 ABLATION_BUDGET = 4
@@ -47,7 +51,8 @@ def run_record(
     """One run's numbers from its ``summary.json`` and the RL-step lines of ``metrics.jsonl``,
     after ``identity`` (name, method, budget, seed, shape, advantage mode).
 
-    Held-out (after RL): EM, F1, EM by hop count, tool calls per question. Spent in training
+    Held-out (after RL): EM, F1, EM by hop count and by data source (either may be empty),
+    tool calls per question. Spent in training
     (mean over steps, per prompt): leaves, generated tokens, tool calls; their totals over the
     run; trajectories per 1,000 generated tokens; the engine's processed ÷ distinct tokens.
     """
@@ -66,7 +71,8 @@ def run_record(
         "f1": after["overall"]["f1"],
         "valid_format": after["overall"]["valid_format"],
         "tool_calls": after["overall"]["tool_calls"],
-        "em_by_hops": {h: v["em"] for h, v in after["by_hops"].items()},
+        "em_by_hops": {h: v["em"] for h, v in after.get("by_hops", {}).items()},
+        "em_by_source": {s: v["em"] for s, v in after.get("by_source", {}).items()},
         "leaves_per_prompt": leaves,
         "generated_per_prompt": statistics.fmean(generated),
         "tool_calls_per_prompt": statistics.fmean(tools),
@@ -81,8 +87,8 @@ def run_record(
 
 
 def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (method, budget): every NUMERIC field and each hop's EM as mean and sample std over
-    seeds, and the learning curve averaged over seeds step by step."""
+    """Per (method, budget): every NUMERIC field and each hop's and each source's EM as mean
+    and sample std over seeds, and the learning curve averaged over seeds step by step."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["method"], r["budget"]), []).append(r)
@@ -96,10 +102,11 @@ def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         for key in NUMERIC:
             agg[key] = _ms([r[key] for r in rs])
-        hops = sorted({h for r in rs for h in r["em_by_hops"]})
-        agg["em_by_hops"] = {
-            h: _ms([r["em_by_hops"][h] for r in rs if h in r["em_by_hops"]]) for h in hops
-        }
+        for by in ("em_by_hops", "em_by_source"):
+            names = list(dict.fromkeys(g for r in rs for g in r.get(by, {})))  # first seen first
+            if by == "em_by_hops":
+                names.sort()
+            agg[by] = {g: _ms([r[by][g] for r in rs if g in r.get(by, {})]) for g in names}
         n = min(len(r["curve"]["reward_em"]) for r in rs)
         agg["curve"] = {
             k: [statistics.fmean(r["curve"][k][i] for r in rs) for i in range(n)]
@@ -126,81 +133,133 @@ SPEND_COLUMNS = (
 ABLATION_NAMES = {"tree": "intra+inter (Tree-GRPO)", "tree-intra": "intra", "tree-inter": "inter"}
 
 
+@dataclass(frozen=True)
+class Groups:
+    """The held-out breakdown the table shows: by hop count or by data source."""
+
+    label: str
+    """"hop" or "source"."""
+    key: str
+    """The record's and aggregate's field: "em_by_hops" or "em_by_source"."""
+    report_key: str
+    """The evaluation report's field: "by_hops" or "by_source"."""
+    names: tuple[str, ...]
+    """The groups, in column order."""
+
+    @property
+    def title(self) -> str:
+        return f"EM by {self.label} {'/'.join(self.names)}"
+
+
+def table_groups(before: dict[str, Any]) -> Groups | None:
+    """Hop counts if the starting model's report has them, else data sources if it has more
+    than one (one source would repeat the overall EM), else None: no breakdown columns."""
+    hops = tuple(sorted(before.get("by_hops", {})))
+    if hops:
+        return Groups("hop", "em_by_hops", "by_hops", hops)
+    sources = tuple(before.get("by_source", {}))
+    if len(sources) > 1:
+        return Groups("source", "em_by_source", "by_source", sources)
+    return None
+
+
 def markdown_table(result: dict[str, Any]) -> str:
     """The paper-shaped budget table (rows: budget; chain vs tree) after a header with the
-    command, machine, settings and the warm start's EM; then the ablation table, if it ran."""
+    command, machine, settings and the starting model's EM (the warm start, or the data mode's
+    model); then the ablation table, if it ran."""
     aggs = {(a["method"], a["budget"]): a for a in result["aggregates"]}
-    hops = sorted(result["warm_start"]["by_hops"])
+    groups = table_groups(result["warm_start"])
     parts = [
-        _header(result, hops),
-        _budget_rows(aggs, result["settings"]["budgets"], hops),
-        _ablation_rows(aggs, hops),
+        _header(result, groups),
+        _budget_rows(aggs, result["settings"]["budgets"], groups),
+        _ablation_rows(aggs, groups),
     ]
     return "\n\n".join(p for p in parts if p)
 
 
-def _header(result: dict[str, Any], hops: Sequence[str]) -> str:
+def _header(result: dict[str, Any], groups: Groups | None) -> str:
     s, m, before = result["settings"], result["machine"], result["warm_start"]
-    return "\n".join(
-        [
-            f"### Budget-matched Tree-GRPO vs chain GRPO ({s['mode']} mode)",
-            "",
-            f"Command: `{result['command']}`  ",
-            f"Machine: {m['platform']}, {m['cpus']} CPUs ({m.get('usable_cpus')} usable), "
-            f"{s['workers']} worker(s) with "
-            f"{m['torch_threads']} torch thread(s) each; total wall time "
-            f"{format_duration(result['wall_s'])} ({result['counts']['ran']} runs ran, "
-            f"{result['counts']['reused']} reused).  ",
-            f"Settings: {s['steps']} RL steps x {s['prompts_per_step']} prompts, seeds "
-            f"{' '.join(map(str, s['seeds']))}, {s['eval_questions']} held-out questions; "
-            f"warm start (before RL) EM {percent(before['overall']['em'])} (by hop "
-            f"{'/'.join(hops)}: {_hops_cell(before['by_hops'], hops)}).  ",
-            "EM %: held-out, greedy, after RL, mean ± sample std over seeds; by hop: means. "
-            "Spend columns (chain / tree): per prompt per RL step, mean over steps and seeds.",
-        ]
-    )
+    job = s.get("job")
+    start = "starting model" if job else "warm start"
+    breakdown = ""
+    if groups is not None:
+        cells = _report_cells(before[groups.report_key], groups.names)
+        breakdown = f" (by {groups.label} {'/'.join(groups.names)}: {cells})"
+    held_out = before["overall"].get("n", s["eval_questions"])
+    gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
+    lines = [
+        f"### Budget-matched Tree-GRPO vs chain GRPO ({s['mode']} mode"
+        + (", data mode)" if job else ")"),
+        "",
+        f"Command: `{result['command']}`  ",
+    ]
+    if job:
+        d = job["data"]
+        search = d["retriever_url"] or f"{d['corpus']} ({d['retriever']})"
+        lines.append(
+            f"Data: config {job['config']}; model {d['model']}; questions "
+            f"{', '.join(d['train_files'])}; held out {', '.join(d['eval_files'])}; "
+            f"search {search}.  "
+        )
+    lines += [
+        f"Machine: {m['platform']}, {m['cpus']} CPUs ({m.get('usable_cpus')} usable){gpu}, "
+        f"{s['workers']} worker(s) with "
+        f"{m['torch_threads']} torch thread(s) each; total wall time "
+        f"{format_duration(result['wall_s'])} ({result['counts']['ran']} runs ran, "
+        f"{result['counts']['reused']} reused).  ",
+        f"Settings: {s['steps']} RL steps x {s['prompts_per_step']} prompts, seeds "
+        f"{' '.join(map(str, s['seeds']))}, {held_out} held-out questions; "
+        f"{start} (before RL) EM {percent(before['overall']['em'])}{breakdown}.  ",
+        "EM %: held-out, greedy, after RL, mean ± sample std over seeds"
+        + (f"; by {groups.label}: means" if groups else "")
+        + ". Spend columns (chain / tree): per prompt per RL step, mean over steps and seeds.",
+    ]
+    return "\n".join(lines)
 
 
 def _budget_rows(
-    aggs: dict[tuple[str, int], dict[str, Any]], budgets: Sequence[int], hops: Sequence[str]
+    aggs: dict[tuple[str, int], dict[str, Any]], budgets: Sequence[int], groups: Groups | None
 ) -> str:
-    by_hop = "/".join(hops)
+    by = [f"chain {groups.title}", f"tree {groups.title}"] if groups else []
     head = [
         "budget",
         "tree (M,N,L)",
         "chain EM %",
         "tree EM %",
-        f"chain EM by hop {by_hop}",
-        f"tree EM by hop {by_hop}",
+        *by,
         *(c[0] for c in SPEND_COLUMNS),
     ]
-    lines = [_row(head), "|---:|---|---:|---:|---|---|" + "---:|" * len(SPEND_COLUMNS)]
+    align = "|---:|---|---:|---:|" + "---|" * len(by) + "---:|" * len(SPEND_COLUMNS)
+    lines = [_row(head), align]
     for b in budgets:
         c, t = aggs.get(("chain", b)), aggs.get(("tree", b))
         shape = "({m},{n},{l})".format(**t["shape"]) if t else "—"
-        cells = [f"≈{b}", shape, _em(c), _em(t), _by_hop(c, hops), _by_hop(t, hops)]
+        cells = [f"≈{b}", shape, _em(c), _em(t)]
+        if groups:
+            cells += [_by_group(c, groups), _by_group(t, groups)]
         cells += [f"{_one(c, key, f)} / {_one(t, key, f)}" for _, key, f in SPEND_COLUMNS]
         lines.append(_row(cells))
     return "\n".join(lines)
 
 
-def _ablation_rows(aggs: dict[tuple[str, int], dict[str, Any]], hops: Sequence[str]) -> str:
+def _ablation_rows(aggs: dict[tuple[str, int], dict[str, Any]], groups: Groups | None) -> str:
     """Tree (2,2,1) with each advantage mode, and chain GRPO at the same budget for reference;
     empty when the ablation did not run."""
     if not any((m, ABLATION_BUDGET) in aggs for m in ("tree-intra", "tree-inter")):
         return ""
-    head = ["advantage", "EM %", f"EM by hop {'/'.join(hops)}", *(c[0] for c in SPEND_COLUMNS)]
+    by = [groups.title] if groups else []
+    head = ["advantage", "EM %", *by, *(c[0] for c in SPEND_COLUMNS)]
     lines = [
         f"Advantage ablation at ≈{ABLATION_BUDGET}, tree (2,2,1):",
         "",
         _row(head),
-        "|---|---:|---|" + "---:|" * len(SPEND_COLUMNS),
+        "|---|---:|" + "---|" * len(by) + "---:|" * len(SPEND_COLUMNS),
     ]
     rows = [(name, aggs.get((m, ABLATION_BUDGET))) for m, name in ABLATION_NAMES.items()]
     rows.append((f"chain GRPO, {ABLATION_BUDGET} chains", aggs.get(("chain", ABLATION_BUDGET))))
     for name, a in rows:
         if a is not None:
-            cells = [name, _em(a), _by_hop(a, hops)]
+            cells = [name, _em(a), *([_by_group(a, groups)] if groups else [])]
             lines.append(_row(cells + [_one(a, key, f) for _, key, f in SPEND_COLUMNS]))
     return "\n".join(lines)
 
@@ -221,16 +280,16 @@ def _em(a: dict[str, Any] | None) -> str:
     return f"{100 * a['em']['mean']:.1f}" + ("" if std is None else f" ± {100 * std:.1f}")
 
 
-def _hops_cell(by_hops: dict[str, Any], hops: Sequence[str]) -> str:
-    return "/".join(f"{100 * by_hops[h]['em']:.0f}" if h in by_hops else "—" for h in hops)
+def _report_cells(by: dict[str, Any], names: Sequence[str]) -> str:
+    """EM % per group of an evaluation report, "—" where a group is missing."""
+    return "/".join(f"{100 * by[g]['em']:.0f}" if g in by else "—" for g in names)
 
 
-def _by_hop(a: dict[str, Any] | None, hops: Sequence[str]) -> str:
+def _by_group(a: dict[str, Any] | None, groups: Groups) -> str:
     if a is None:
         return "—"
-    return "/".join(
-        f"{100 * a['em_by_hops'][h]['mean']:.0f}" if h in a["em_by_hops"] else "—" for h in hops
-    )
+    by = a.get(groups.key, {})
+    return "/".join(f"{100 * by[g]['mean']:.0f}" if g in by else "—" for g in groups.names)
 
 
 def _one(a: dict[str, Any] | None, key: str, fmt: str) -> str:

@@ -192,6 +192,42 @@ def prepare_inputs(data: DataConfig) -> DataInputs:
     return DataInputs(resolve_model(data.model), train_qs, held_out, make_tool(data))
 
 
+def held_out_eval(
+    model: Any, tokenizer: Any, inputs: DataInputs, data: DataConfig
+) -> dict[str, Any]:
+    """Greedy evaluation of a loaded model on ``inputs.held_out`` with ``data``'s agent limits:
+    what ``run_data`` reports before and after training (and every ``run.eval_every`` steps)."""
+    from treegrpo.eval.evaluate import EvalItem, evaluate
+    from treegrpo.rollout.sampler import AgentLimits
+
+    items = [EvalItem(q.question, list(q.golds), q.source, q.hops or None) for q in inputs.held_out]
+    return evaluate(
+        model,
+        tokenizer,
+        inputs.tool,
+        items,
+        AgentLimits(data.max_turns, data.topk, data.max_context),
+        data.max_new_tokens,
+        data.max_obs_tokens,
+    )
+
+
+def evaluate_model_dir(
+    path: Path, inputs: DataInputs, data: DataConfig, device: str = "auto"
+) -> dict[str, Any] | None:
+    """Load the model at ``path`` onto ``device`` (``ModelConfig.device``) and evaluate it with
+    ``held_out_eval``; None without held-out questions. With ``inputs.model_dir`` this is the
+    starting model's report: runs that share ``inputs`` can compute it once and hand it to
+    ``run_data(before=…)``."""
+    from treegrpo.train.embedded import load_model
+    from treegrpo.train.precision import resolve_device
+
+    if not inputs.held_out:
+        return None
+    model, tokenizer = load_model(path)
+    return held_out_eval(model.to(resolve_device(device)), tokenizer, inputs, data)
+
+
 def run_data(
     algo: AlgorithmConfig,
     optim: OptimConfig,
@@ -200,15 +236,18 @@ def run_data(
     inputs: DataInputs,
     model_cfg: ModelConfig = ModelConfig(),
     progress: bool = True,
+    before: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate, train, evaluate; returns the summary also written to ``<run>/summary.json``.
-    Evaluation is greedy and runs on the training device (``model_cfg.device``)."""
+    Evaluation is greedy and runs on the training device (``model_cfg.device``).
+
+    ``before``: the starting model's held-out report (``evaluate_model_dir(inputs.model_dir,
+    …)``) to write instead of evaluating it again; runs that share the inputs can share it."""
     from treegrpo.engine.sampling import SamplingParams
-    from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
+    from treegrpo.eval.evaluate import write_report
     from treegrpo.rollout.sampler import AgentLimits
     from treegrpo.train.checkpoint import latest_checkpoint
     from treegrpo.train.embedded import _Progress, load_model
-    from treegrpo.train.precision import resolve_device
     from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
     from treegrpo.viz.curves import plot_learning_curve
 
@@ -216,44 +255,30 @@ def run_data(
     out = Path(run.out_dir)
     refuse_previous_run(out, run.resume, run.overwrite)  # before anything is written there
     out.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(model_cfg.device)
     items = [TrainItem(q.question, q.golds, q.uid) for q in inputs.train]
-    held_out = [
-        EvalItem(q.question, list(q.golds), q.source, q.hops or None) for q in inputs.held_out
-    ]
+    has_held_out = bool(inputs.held_out)
     limits = AgentLimits(data.max_turns, data.topk, data.max_context)
     sampling = SamplingParams(
         temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
     )
 
-    def held_out_eval(model: Any, tokenizer: Any) -> dict[str, Any]:
-        return evaluate(
-            model,
-            tokenizer,
-            inputs.tool,
-            held_out,
-            limits,
-            data.max_new_tokens,
-            data.max_obs_tokens,
-        )
-
     def eval_dir(path: Path, name: str) -> dict[str, Any] | None:
-        if not held_out:
-            return None
-        model, tokenizer = load_model(path)
-        report = held_out_eval(model.to(device), tokenizer)
-        write_report(report, out, name)
+        report = evaluate_model_dir(path, inputs, data, model_cfg.device)
+        if report is not None:
+            write_report(report, out, name)
         return report
 
     saved_before = out / "eval-before.json"
-    if run.resume and saved_before.exists():  # the starting model was evaluated by the first run
-        before: dict[str, Any] | None = json.loads(saved_before.read_text())
+    if before is not None:  # evaluated once by the caller for runs that share the inputs
+        write_report(before, out, "eval-before")
+    elif run.resume and saved_before.exists():  # the starting model was evaluated by the first run
+        before = json.loads(saved_before.read_text())
     else:
         before = eval_dir(inputs.model_dir, "eval-before")
     t_before = time.perf_counter() - t0
 
     def periodic(model: Any, tokenizer: Any, step: int) -> dict[str, float]:
-        report = held_out_eval(model, tokenizer)  # the policy, already on the device
+        report = held_out_eval(model, tokenizer, inputs, data)  # the policy, on the device
         return {"eval/em": report["overall"]["em"], "eval/f1": report["overall"]["f1"]}
 
     bar = _Progress(run.steps) if progress else None
@@ -269,7 +294,7 @@ def run_data(
         limits,
         run,
         data.max_obs_tokens,
-        evaluate=periodic if held_out else None,
+        evaluate=periodic if has_held_out else None,
         on_step=bar.update if bar else None,
         model_cfg=model_cfg,
     )
@@ -284,7 +309,7 @@ def run_data(
     summary: dict[str, Any] = {
         "model_dir": str(inputs.model_dir),
         "final_checkpoint": None if final is None else str(final),
-        "questions": {"train": len(items), "held_out": len(held_out)},
+        "questions": {"train": len(items), "held_out": len(inputs.held_out)},
         "before": _no_rows(before),
         "after": _no_rows(after),
         "seconds": {

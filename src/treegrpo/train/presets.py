@@ -4,9 +4,9 @@ datasets and retriever (no heavy imports, so the CLI loads fast)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,14 @@ class DataConfig:
 
 
 DEFAULT_DATA = DataConfig()
+
+# The sections of a `treegrpo train --config` file (configs/*.yaml) and their defaults: the
+# embedded preset. `treegrpo bench budget --config` reads the same files.
+TRAIN_SECTIONS: dict[str, Any] = {
+    "algo": DEFAULT_ALGO,
+    "optim": DEFAULT_OPTIM,
+    "run": DEFAULT_RUN,
+    "world": DEFAULT_EMBEDDED,
+    "model": ModelConfig(),
+    "data": DEFAULT_DATA,
+}
