@@ -137,3 +137,21 @@ def test_sampling_is_seeded_and_respects_top_k() -> None:
     assert torch.equal(c, logits.argmax(-1))
     with pytest.raises(ValueError):
         SamplingParams(temperature=0)
+
+
+def test_sampled_frequencies_match_the_distribution() -> None:
+    # one row of 6 tokens with known probabilities (one of them 0), drawn 40,000 times
+    probs = torch.tensor([0.5, 0.25, 0.0, 0.15, 0.07, 0.03])
+    logits = torch.log(probs).repeat(40_000, 1)  # (B, V), -inf where p = 0
+    tokens, lp = sample(logits, SamplingParams(), torch.Generator().manual_seed(0))
+    freq = torch.bincount(tokens, minlength=6).float() / len(tokens)
+    assert freq[2] == 0  # probability 0 is never drawn
+    # within 4 binomial standard errors of each probability
+    se = (probs * (1 - probs) / len(tokens)).sqrt()
+    assert ((freq - probs).abs() <= 4 * se + 1e-9).all(), freq
+    torch.testing.assert_close(lp, torch.log(probs)[tokens])
+    # temperature 0.5 squares the odds: p_i² / Σ p_j²
+    hot, _ = sample(logits, SamplingParams(temperature=0.5), torch.Generator().manual_seed(1))
+    want = probs**2 / (probs**2).sum()
+    freq = torch.bincount(hot, minlength=6).float() / len(hot)
+    assert ((freq - want).abs() <= 4 * (want * (1 - want) / len(hot)).sqrt() + 1e-9).all()
