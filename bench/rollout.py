@@ -194,6 +194,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rollout.json"))
+    ap.add_argument(
+        "--only",
+        choices=["feedback", "search"],
+        help="time only this B workload, cached vs re-prefill (no A, C or one-speed-up-off rows)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     agent = trained_agent()
@@ -206,7 +211,7 @@ def main() -> None:
 
     # A. token efficiency, tiny trained agent
     sampling = SamplingParams(max_new_tokens=48)
-    for reuse in (True, False):
+    for reuse in () if args.only else (True, False):
         t, ro = median_time(
             lambda r=reuse: tree_run(agent.model, agent, r, prompts, sampling, limits), args.repeats
         )
@@ -228,14 +233,14 @@ def main() -> None:
         ("feedback", SamplingParams(max_new_tokens=96), False),
         ("search", SamplingParams(max_new_tokens=64), True),
     ):
+        if args.only not in (None, workload):
+            continue
         limits_b = AgentLimits(max_turns=3, topk=3, max_context=4096)
         # then cached with one speed-up off: MKL linear layers; the model's forward at decode
-        for reuse, pk, lean, name in (
-            (True, None, None, "cache"),
-            (False, None, None, "reprefill"),
-            (True, False, None, "cache_mkl"),
-            (True, None, False, "cache_model_forward"),
-        ):
+        runs = [(True, None, None, "cache"), (False, None, None, "reprefill")]
+        if not args.only:
+            runs += [(True, False, None, "cache_mkl"), (True, None, False, "cache_model_forward")]
+        for reuse, pk, lean, name in runs:
             t, ro = median_time(
                 lambda r=reuse, s=sampling_b, q=search, lim=limits_b, p=pk, ln=lean: tree_run(
                     big, agent, r, prompts, s, lim, q, p, ln
@@ -255,7 +260,7 @@ def main() -> None:
 
     # C. chain speed vs HF generate, 32 prompts (the 8 questions × 4)
     batch = prompts * 4
-    for name, model in (("tiny_agent", agent.model), ("big_random", big)):
+    for name, model in () if args.only else (("tiny_agent", agent.model), ("big_random", big)):
         sp = SamplingParams(max_new_tokens=64)
         eng = HFEngine(model, agent.tokenizer, StepStopper(agent.tokenizer))
         gen = torch.Generator().manual_seed(0)
@@ -298,6 +303,11 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))
+    if args.only:
+        on, off = res[f"B_{args.only}_tree_cache"], res[f"B_{args.only}_tree_reprefill"]
+        print(f"B {args.only}: cache {on['seconds']:.2f} s, re-prefill {off['seconds']:.2f} s: "
+              f"{off['seconds'] / on['seconds']:.2f}× faster")  # fmt: skip
+        return
     a_on, a_off = res["A_tiny_tree_cache"], res["A_tiny_tree_reprefill"]
     print("\n| measure | cache | re-prefill | ratio |\n|---|---|---|---|")
     print(
