@@ -27,17 +27,18 @@ def model(split_tokenizer):  # type: ignore[no-untyped-def]
 
 
 @contextmanager
-def _counting_pointwise() -> Iterator[list[int]]:
-    """Counts calls of oneDNN's linear kernel within the block (in ``[0]``)."""
+def _counting(op: str = "_linear_pointwise") -> Iterator[list[int]]:
+    """Counts calls of ``torch.ops.mkldnn.<op>`` within the block (in ``[0]``): by default
+    oneDNN's linear kernel; ``_reorder_linear_weight`` counts weight packings."""
     calls = [0]
-    real = torch.ops.mkldnn._linear_pointwise
+    real = getattr(torch.ops.mkldnn, op)
 
     def counting(*args):  # type: ignore[no-untyped-def]
         calls[0] += 1
         return real(*args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(torch.ops.mkldnn, "_linear_pointwise", counting)
+        mp.setattr(torch.ops.mkldnn, op, counting)
         yield calls
 
 
@@ -52,7 +53,7 @@ def test_packed_forward_equals_plain_forward_and_is_undone(model) -> None:  # ty
     plain = _logits(model, ids)
     pk = onednn.PackedLinears(model)
     assert len(pk.linears) == 2 * 7 + 1  # q k v o gate up down per layer, and the head
-    with _counting_pointwise() as calls, pk.active():
+    with _counting() as calls, pk.active():
         fast = _logits(model, ids)
     assert calls[0] == len(pk.linears)  # every linear layer went through the packed path
     torch.testing.assert_close(fast, plain, rtol=1e-4, atol=1e-4)
@@ -66,17 +67,9 @@ def test_packed_forward_equals_plain_forward_and_is_undone(model) -> None:  # ty
 def test_packed_keeps_one_pack_per_model(model) -> None:  # type: ignore[no-untyped-def]
     ids = torch.randint(0, model.config.vocab_size, (2, 9))
     plain = _logits(model, ids)
-    reorders = [0]
-    real = torch.ops.mkldnn._reorder_linear_weight
-
-    def counting(*args):  # type: ignore[no-untyped-def]
-        reorders[0] += 1
-        return real(*args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(torch.ops.mkldnn, "_reorder_linear_weight", counting)
+    with _counting("_reorder_linear_weight") as reorders:
         for _ in range(3):
-            with _counting_pointwise() as calls, onednn.packed(model):
+            with _counting() as calls, onednn.packed(model):
                 torch.testing.assert_close(_logits(model, ids), plain, rtol=1e-4, atol=1e-4)
             assert calls[0] == 2 * 7 + 1  # routed every time
     assert reorders[0] == 2 * 7 + 1  # but packed only the first time
@@ -130,7 +123,7 @@ def test_trainable_linears_give_the_plain_gradients(model) -> None:  # type: ign
     ids = torch.randint(0, model.config.vocab_size, (3, 11))
     plain = _grads(model, ids)
     tl = onednn.TrainableLinears(model)
-    with _counting_pointwise() as calls, tl.active():
+    with _counting() as calls, tl.active():
         fast = _grads(model, ids)
     assert calls[0] == 3 * len(tl.linears)  # forward, input gradient, weight gradient
     assert fast.keys() == plain.keys() and len(plain) == len(list(model.parameters()))

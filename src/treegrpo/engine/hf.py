@@ -392,8 +392,7 @@ class _DecodeMask:
     def __init__(
         self, pads: list[int], width: int, dtype: torch.dtype | None, device: torch.device
     ) -> None:
-        self.pads = list(pads)
-        self.padded = any(pads)
+        self.pads = list(pads)  # padding columns per row, ascending (rows longest first)
         self.mask = torch.ones(len(pads), width, dtype=torch.long, device=device)  # (b, W)
         for i, pad in enumerate(pads):
             self.mask[i, :pad] = 0
@@ -401,6 +400,10 @@ class _DecodeMask:
         if dtype is not None:
             bias = torch.zeros(len(pads), 1, 1, width, dtype=dtype, device=device)
             self.bias = bias.masked_fill(self.mask[:, None, None, :] == 0, float("-inf"))
+
+    @property
+    def padded(self) -> bool:
+        return any(self.pads)
 
     def columns(self, n: int) -> torch.Tensor:
         if self.bias is not None and self.padded:
@@ -414,7 +417,6 @@ class _DecodeMask:
     def keep(self, rows: list[int]) -> None:
         idx = torch.tensor(rows, device=self.mask.device)
         self.pads = [self.pads[i] for i in rows]
-        self.padded = bool((self.mask[idx, 0] == 0).any())  # padding starts at column 0
         self.mask = self.mask[idx]
         if self.bias is not None:
             self.bias = self.bias[idx]
