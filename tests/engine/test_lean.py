@@ -70,22 +70,28 @@ def test_lean_logits_equal_the_model_forward_on_padded_rows(name: str) -> None:
             )
     new = torch.tensor([[5], [6], [7]])  # (b, 1): one new token per row
     pos = torch.tensor([[n] for n in lengths])
-    for run in ("lean", "spans", "model"):
+    got: dict[str, torch.Tensor] = {}
+    for run in ("lean", "packed", "unfused", "spans", "model"):
         cache, width = assemble_cache([[kv] for kv in kvs], 4, model.config, 2)
         pads = [width - n for n in lengths]
         keep = torch.ones(3, width + 1, dtype=torch.bool)
         for i, p in enumerate(pads):
             keep[i, :p] = False
         with torch.no_grad():
-            if run == "lean":
-                bias = torch.zeros(3, 1, 1, width + 1).masked_fill(
-                    ~keep[:, None, None], float("-inf")
-                )
-                got = lean(new, bias, pos, cache)
+            bias = torch.zeros(3, 1, 1, width + 1).masked_fill(~keep[:, None, None], float("-inf"))
+            if run in ("lean", "packed"):
+                lean.prepare(packed=run == "packed")
+                got[run] = lean(new, bias, pos, cache)
+            elif run == "unfused":  # each projection through its own module
+                unfused = LeanDecoder(model)
+                unfused.qkv = [None] * len(unfused.qkv)
+                unfused.gate_up = [None] * len(unfused.gate_up)
+                got[run] = unfused(new, bias, pos, cache)
             elif run == "spans":
                 spans = attention_spans(pads, width + 1, overhead=1)
                 assert len(spans) > 1  # the split path really runs
-                got_spans = lean(new, bias, pos, cache, spans)
+                lean.prepare(packed=False)
+                got[run] = lean(new, bias, pos, cache, spans)
             else:
                 out = model(
                     input_ids=new,
@@ -94,13 +100,49 @@ def test_lean_logits_equal_the_model_forward_on_padded_rows(name: str) -> None:
                     past_key_values=cache,
                 )
                 want = out.logits[:, -1]
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(got_spans, want, rtol=1e-5, atol=1e-5)
+    assert all(f is not None for f in lean.qkv + lean.gate_up)  # the fused path really runs
+    for run, logits in got.items():
+        torch.testing.assert_close(logits, want, rtol=1e-5, atol=1e-5, msg=run)
     # and each row equals that row computed alone, without any padding
     with torch.no_grad():
         for i, row in enumerate(ids):
             alone = model(torch.cat([row, new[i]])[None]).logits[0, -1]
-            torch.testing.assert_close(got[i], alone, rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(got["lean"][i], alone, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_fused_projections_follow_the_weights(packed: bool) -> None:
+    """After an in-place update of one part (as an optimizer step does), ``refresh`` rebuilds
+    the stacked weight: the fused product equals the separate layers again."""
+    model = _tiny_llama(300)
+    lean = lean_decoder(model)
+    assert lean is not None
+    att = model.model.layers[1].self_attn
+    fused = lean.qkv[1]
+    assert fused is not None
+    x = torch.randn(3, 1, 64)
+    with torch.no_grad():
+        fused.refresh(packed)
+        before = fused(x)[1]
+        att.k_proj.weight.add_(0.5)
+        att.v_proj.bias.mul_(-1.0)
+        fused.refresh(packed)
+        q, k, v = fused(x)
+        assert not torch.allclose(k, before, atol=1e-3)  # the update reached the fused weight
+        for got, m in ((q, att.q_proj), (k, att.k_proj), (v, att.v_proj)):
+            torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+
+
+def test_lora_wrapped_projections_are_not_fused() -> None:
+    from peft import LoraConfig, get_peft_model
+
+    model = MODELS["qwen2"]()
+    peft = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "up_proj"]))
+    lean = lean_decoder(peft.base_model.model)
+    assert lean is not None
+    assert lean.qkv == [None, None] and lean.gate_up == [None, None]
+    bare = lean_decoder(MODELS["qwen2"]())
+    assert bare is not None and all(f is not None for f in bare.qkv + bare.gate_up)
 
 
 def test_engine_uses_the_lean_step_and_gives_the_same_greedy_steps(
@@ -153,6 +195,7 @@ def test_without_padding_the_mask_is_none_and_the_cache_grows_by_a_column() -> N
             model.config,
             2,
         )
+        lean.prepare(packed=False)
         got = lean(torch.tensor([[6]]), None, torch.tensor([[3]]), cache2)
         want = model(torch.tensor([[3, 4, 5, 6]])).logits[:, -1]
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)

@@ -161,3 +161,61 @@ def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # 
     assert any(
         not torch.equal(p, q) for p, q in zip(policy.parameters(), start.parameters(), strict=True)
     )
+
+
+def _step_with_advantages(monkeypatch, adv_of_group, skip: bool):  # type: ignore[no-untyped-def]
+    """One tree step whose advantages are ``adv_of_group(groups)``; returns the metrics, the
+    advantages each mini-batch was built from, and whether any parameter moved."""
+    agent, policy, ref, opt, eng, batch = _setup(lr=1e-2)
+    monkeypatch.setattr(
+        step_module, "tree_advantage", lambda rewards, groups, *a, **k: adv_of_group(groups)
+    )
+    seen: list[list[float]] = []
+    real = step_module.make_micro_batches
+
+    def spy(seqs, advantages, *args):  # type: ignore[no-untyped-def]
+        seen.append(list(advantages))
+        return real(seqs, advantages, *args)
+
+    monkeypatch.setattr(step_module, "make_micro_batches", spy)
+    before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    metrics = rl_step(
+        policy,
+        ref,
+        opt,
+        None,
+        eng,
+        agent.protocol,
+        WordTool(),
+        batch,
+        AlgorithmConfig(skip_uniform_prompts=skip),  # KL and entropy terms on
+        OptimConfig(lr=1e-2, mini_batch_prompts=2),
+        SAMPLING,
+        LIMITS,
+        seed=0,
+    )
+    moved = any(not torch.equal(p, before[n]) for n, p in policy.named_parameters())
+    return metrics, seen, moved
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_skip_uniform_prompts_trains_only_prompts_with_an_advantage(monkeypatch, skip) -> None:  # type: ignore[no-untyped-def]
+    # one prompt (group 2) has advantages, the other three are all zero
+    metrics, seen, moved = _step_with_advantages(
+        monkeypatch, lambda g: np.where(g == 2, np.linspace(-1, 1, len(g)), 0.0), skip
+    )
+    flat = [a for mini in seen for a in mini]
+    assert moved
+    if skip:
+        assert metrics["train/prompts_updated"] == 1 and metrics["train/updates"] == 1
+        assert len(flat) == 2 * 3 and all(a != 0 for a in flat)  # that prompt's six leaves
+    else:
+        assert metrics["train/prompts_updated"] == 4 and metrics["train/updates"] == 2
+        assert len(flat) == 4 * 2 * 3
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_all_zero_advantages_move_the_policy_only_through_kl_and_entropy(monkeypatch, skip) -> None:  # type: ignore[no-untyped-def]
+    metrics, _, moved = _step_with_advantages(monkeypatch, lambda g: np.zeros(len(g)), skip)
+    assert moved == (not skip)  # the entropy bonus moves it unless every prompt is skipped
+    assert metrics["train/updates"] == (0 if skip else 2)

@@ -85,10 +85,10 @@ class HFEngine:
     (``treegrpo.agent.stops.StepStopper``); reuse_cache: keep KV between steps and branches;
     max_prefill_tokens: positions per prefill forward; pad_waste: padding share that starts a
     new prefill chunk; packed_linear: run the linear layers on oneDNN-packed weights while
-    generating (``packed``; None = wherever it applies: CPU, fp32); lean_decode: decode with
-    ``engine.lean.LeanDecoder`` instead of the model's forward (None = wherever the architecture
-    is supported; same logits, less per-token overhead). A peft (LoRA) model runs
-    through the model it wraps, whose layers carry the adapters in place: the wrapper's
+    generating (None = where ``models.onednn.preferred``: CPU, fp32, not Intel); lean_decode:
+    decode with ``engine.lean.LeanDecoder`` instead of the model's forward (None = wherever
+    the architecture is supported; same logits, less per-token overhead). A peft (LoRA) model
+    runs through the model it wraps, whose layers carry the adapters in place: the wrapper's
     ``forward(**kwargs)`` would hide ``logits_to_keep``.
     """
 
@@ -110,9 +110,9 @@ class HFEngine:
         self.reuse_cache = reuse_cache
         self.max_prefill_tokens = max_prefill_tokens
         self.pad_waste = pad_waste
-        if packed_linear and not onednn.available(model):
+        if packed_linear and not onednn.supported(model):
             raise ValueError("packed_linear needs oneDNN and a model on CPU in fp32")
-        use_packed = onednn.available(model) if packed_linear is None else packed_linear
+        use_packed = onednn.preferred(model) if packed_linear is None else packed_linear
         self._packed = onednn.PackedLinears(model) if use_packed else None
         self._lean = lean_decoder(model) if lean_decode is not False else None
         if lean_decode and self._lean is None:
@@ -346,6 +346,8 @@ class HFEngine:
         lengths = torch.tensor([r.context.length + len(r.feed) for r in rows], device=dev)
         last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)  # type: ignore[index]
         spans = _spans(lean, mask.pads, width + 1)
+        if lean is not None:
+            lean.prepare(packed=self._packed is not None)
         steps = 0
         while rows:
             steps += 1

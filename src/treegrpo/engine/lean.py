@@ -16,6 +16,12 @@ with RMSNorm n(x) = w · x / sqrt(mean(x²) + eps) (Zhang & Sennrich 2019) and r
 embedding (Su et al. 2021) as the model defines them. Grouped-query attention runs on the
 key/value heads directly: the n_rep query heads of a group become n_rep query rows.
 
+Projections that read the same input run as one product where the layers are plain
+``nn.Linear`` (no LoRA wrapper): q, k and v as x [W_q; W_k; W_v]ᵀ, and the MLP's gate and up as
+x [W_g; W_u]ᵀ, with the stacked weights rebuilt when a part changes (see ``Fused``). At a few
+rows per decode step a product streams its weight from memory at a fixed cost per call; five
+calls become two, and the second CPU thread gets wider products to split.
+
 Only architectures whose decoder layer is exactly that (Qwen2, Llama and their fine-tunes, such
 as SmolLM2 and Qwen2.5) are accepted; ``lean_decoder`` returns None for anything else, and the
 engine then calls the model itself. A test compares the logits with the model's forward.
@@ -32,6 +38,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from treegrpo.core.partition import contiguous_partition
+from treegrpo.models import onednn
 
 # Decoder layers computed as in the docstring; a model type joins once a test covers it.
 SUPPORTED = frozenset({"qwen2", "llama"})
@@ -63,7 +70,8 @@ class LeanDecoder:
     ids: (b, 1) token ids; bias: (b, 1, 1, n) additive mask over the n = cached + 1 columns (0
     attended, -inf not) or None for all columns; pos: (b, 1) position ids; cache: a
     ``DynamicCache`` whose layers take the new column with ``update`` (the engine's
-    ``BufferLayer``). Returns (b, V) logits.
+    ``BufferLayer``). Returns (b, V) logits. Call ``prepare`` first, and again whenever the
+    weights may have changed (the engine does, before each batch of decode steps).
     """
 
     def __init__(self, model: Any) -> None:
@@ -81,6 +89,16 @@ class LeanDecoder:
             2 * config.num_key_value_heads * head_dim * model.dtype.itemsize
         )  # K and V, one row
         self.call_overhead = max(1, CALL_BYTES // column)  # in row-columns
+        # per layer: fused q/k/v and gate/up products, or None where a part is not plain
+        self.qkv = [_fuse(la.self_attn, ("q_proj", "k_proj", "v_proj")) for la in self.layers]
+        self.gate_up = [_fuse(la.mlp, ("gate_proj", "up_proj")) for la in self.layers]
+
+    def prepare(self, packed: bool) -> None:
+        """Bring the fused weights in step with the model's (once per batch of decode steps):
+        ``packed``: keep them in oneDNN's blocked layout (the engine's packed linear layers)."""
+        for f in (*self.qkv, *self.gate_up):
+            if f is not None:
+                f.refresh(packed)
 
     def __call__(
         self,
@@ -95,13 +113,19 @@ class LeanDecoder:
         h = self.embed(ids)  # (b, 1, E)
         cos, sin = self.rotary(h, pos)  # (b, 1, D) each
         cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, D), broadcast over heads
-        for layer, kv in zip(self.layers, cache.layers, strict=True):
+        for layer, kv, qkv, gate_up in zip(
+            self.layers, cache.layers, self.qkv, self.gate_up, strict=True
+        ):
             att = layer.self_attn
             x = _rms_norm(h, layer.input_layernorm)
             d = att.head_dim
-            q = att.q_proj(x).view(b, -1, 1, d)  # (b, Hq, 1, D)
-            k = att.k_proj(x).view(b, -1, 1, d)  # (b, Hkv, 1, D)
-            v = att.v_proj(x).view(b, -1, 1, d)
+            if qkv is not None:
+                q, k, v = qkv(x)
+            else:
+                q, k, v = att.q_proj(x), att.k_proj(x), att.v_proj(x)
+            q = q.reshape(b, -1, 1, d)  # (b, Hq, 1, D)
+            k = k.reshape(b, -1, 1, d)  # (b, Hkv, 1, D)
+            v = v.reshape(b, -1, 1, d)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
             keys, values = kv.update(k, v)  # type: ignore[union-attr]  # (b, Hkv, n, D)
@@ -109,9 +133,62 @@ class LeanDecoder:
             q = q.view(b, hkv, -1, d)  # (b, Hkv, n_rep, D): a group's query heads as rows
             o = _attend(q, keys, values, bias, att.scaling, spans)  # (b, Hkv, n_rep, D)
             h = h + att.o_proj(o.reshape(b, 1, -1))  # (b, 1, Hq·D), heads in order
-            h = h + layer.mlp(_rms_norm(h, layer.post_attention_layernorm))
+            x = _rms_norm(h, layer.post_attention_layernorm)
+            if gate_up is not None:  # down(act(gate(x)) · up(x)), the Llama/Qwen2 MLP
+                g, u = gate_up(x)
+                h = h + layer.mlp.down_proj(layer.mlp.act_fn(g) * u)
+            else:
+                h = h + layer.mlp(x)
         logits: torch.Tensor = self.lm_head(_rms_norm(h, self.norm))[:, -1]  # (b, V)
         return logits
+
+
+class Fused:
+    """Linear layers that read the same input as one product: y = x [W_1; …; W_m]ᵀ + [b_1; …],
+    split back into the m outputs. The stacked weight (packed for oneDNN or plain) is rebuilt by
+    ``refresh`` when a part's weight or bias changed: its version counter (bumped by every
+    in-place optimizer update) or its storage."""
+
+    def __init__(self, parts: Sequence[torch.nn.Linear]) -> None:
+        self.parts = list(parts)
+        self.sizes = [m.out_features for m in self.parts]
+        self._key: tuple[Any, ...] | None = None
+        self.weight: torch.Tensor | None = None  # (Σ out, in), or its packed layout
+        self.bias: torch.Tensor | None = None  # (Σ out,) or None
+        self.packed = False
+
+    def refresh(self, packed: bool) -> None:
+        tensors = [t for m in self.parts for t in (m.weight, m.bias) if t is not None]
+        key = (packed, *((t._version, t.data_ptr()) for t in tensors))
+        if key == self._key:
+            return
+        with torch.no_grad():
+            w = torch.cat([m.weight for m in self.parts])
+            self.bias = None
+            if any(m.bias is not None for m in self.parts):
+                self.bias = torch.cat(
+                    [
+                        m.bias if m.bias is not None else m.weight.new_zeros(n)
+                        for m, n in zip(self.parts, self.sizes, strict=True)
+                    ]
+                )
+            self.weight = onednn.pack(w) if packed else w
+        self.packed, self._key = packed, key
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        assert self.weight is not None, "call LeanDecoder.prepare (or refresh) first"
+        if self.packed:
+            y = onednn.linear(x, self.weight, self.bias)
+        else:
+            y = F.linear(x, self.weight, self.bias)
+        return y.split(self.sizes, dim=-1)
+
+
+def _fuse(module: Any, names: Sequence[str]) -> Fused | None:
+    parts = [getattr(module, n, None) for n in names]
+    if not all(type(m) is torch.nn.Linear for m in parts):
+        return None  # a LoRA wrapper or another layer: call the modules themselves
+    return Fused(parts)  # type: ignore[arg-type]
 
 
 def attention_spans(pads: Sequence[int], width: int, overhead: int) -> list[tuple[int, int, int]]:

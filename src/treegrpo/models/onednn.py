@@ -1,10 +1,12 @@
 """Linear layers on oneDNN instead of MKL on CPU: for generation (packed weights) and training.
 
-On CPU, ``F.linear`` in fp32 and its backward run on MKL's sgemm. On the AMD EPYC machines
-this project is developed and tested on, MKL takes its AVX2 path: about 100 GFLOPS on one core
-at large batch, and much less at the few rows of a decode step, where the weights stream from
-memory. oneDNN (``torch.ops.mkldnn._linear_pointwise``, the kernel inductor's CPU backend emits)
-computes the same fp32 products 1.4-3x faster (``bench/linear.py``, BENCHMARKS.md):
+On CPU, ``F.linear`` in fp32 and its backward run on MKL's sgemm. On AMD CPUs (the AMD EPYC
+machines this project was first measured on) MKL takes its AVX2 path: about 100 GFLOPS on one
+core at large batch, and much less at the few rows of a decode step, where the weights stream
+from memory. oneDNN (``torch.ops.mkldnn._linear_pointwise``, the kernel inductor's CPU backend
+emits) computes the same fp32 products 1.4-3x faster there (``bench/linear.py``,
+BENCHMARKS.md). On Intel CPUs MKL runs AVX-512 and oneDNN does not pay, so ``preferred``
+turns these paths on by CPU vendor:
 
 - ``PackedLinears(model)``, for gradient-free forwards (the engine, old log-probs): each weight
   is reordered once into oneDNN's blocked layout (2.2-3.2x faster than MKL) and rebuilt only
@@ -21,6 +23,8 @@ equal ``F.linear`` up to fp32 rounding (summation order), checked in the tests.
 
 from __future__ import annotations
 
+import functools
+import os
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -29,9 +33,11 @@ from typing import Any
 import torch
 from torch import nn
 
+ENV = "TREEGRPO_ONEDNN"  # "0": never use oneDNN linear layers; "1": also for training; "auto"
 
-def available(model: nn.Module) -> bool:
-    """Whether oneDNN linear layers apply: oneDNN present, the model on CPU in fp32."""
+
+def supported(model: nn.Module) -> bool:
+    """Whether oneDNN linear layers can run: oneDNN present, the model on CPU in fp32."""
     mkldnn = getattr(torch.ops, "mkldnn", None)
     if not torch.backends.mkldnn.is_available() or mkldnn is None:
         return False
@@ -41,10 +47,42 @@ def available(model: nn.Module) -> bool:
     return p is not None and p.device.type == "cpu" and p.dtype == torch.float32
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def preferred(model: nn.Module) -> bool:
+    """Whether to use them (``packed``, ``training`` and the engine's default): where
+    ``supported`` and MKL is not on its AVX-512 path. MKL takes that path on Intel CPUs only:
+    there plain ``F.linear`` is as fast or faster (the default job's RL step 10 s with MKL vs
+    13 s with oneDNN on 2 cores of a Xeon; a tiny-model SFT step 0.26 vs 0.37 s), while on
+    AMD MKL runs AVX2 and oneDNN is 1.4-3x faster (BENCHMARKS.md). The environment variable
+    ``TREEGRPO_ONEDNN`` overrides: "1" wherever supported, "0" never."""
+    choice = os.environ.get(ENV, "auto")
+    if choice == "0" or not supported(model):
+        return False
+    return choice == "1" or _cpu_vendor() != "GenuineIntel"
+
+
+@functools.cache
+def _cpu_vendor() -> str:
+    """``vendor_id`` of /proc/cpuinfo ("GenuineIntel", "AuthenticAMD", …; "" if unknown)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x Wᵀ + b on oneDNN: (..., in) × (out, in) → (..., out); ``weight`` plain or packed."""
     out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return out
+
+
+def pack(weight: torch.Tensor, batch_hint: int = 16) -> torch.Tensor:
+    """``weight`` (out, in) reordered once into oneDNN's blocked layout for ``linear``."""
+    packed: torch.Tensor = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), batch_hint)
+    return packed
 
 
 def _linears(model: nn.Module) -> list[nn.Linear]:
@@ -77,7 +115,7 @@ class PackedLinears:
         hit = self._packs.get(id(m))
         if hit is not None and hit[:2] == key:
             return hit[2]
-        packed: torch.Tensor = torch.ops.mkldnn._reorder_linear_weight(w.detach(), self.batch_hint)
+        packed = pack(w, self.batch_hint)
         self._packs[id(m)] = (*key, packed)
         return packed
 
@@ -86,7 +124,7 @@ class PackedLinears:
         autograd: for forwards under ``torch.no_grad()``)."""
         with torch.no_grad():
             packs = {id(m): self._packed(m) for m in self.linears}
-        return _routed(self.linears, lambda m: lambda x: _linear(x, packs[id(m)], m.bias))
+        return _routed(self.linears, lambda m: lambda x: linear(x, packs[id(m)], m.bias))
 
 
 class _OneDNNLinear(torch.autograd.Function):
@@ -98,7 +136,7 @@ class _OneDNNLinear(torch.autograd.Function):
     ) -> torch.Tensor:
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        return _linear(x, weight, bias)  # (..., out)
+        return linear(x, weight, bias)  # (..., out)
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -106,11 +144,11 @@ class _OneDNNLinear(torch.autograd.Function):
         g = g.contiguous()
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_x = _linear(g, weight.t().contiguous(), None)  # g W: (..., in)
+            grad_x = linear(g, weight.t().contiguous(), None)  # g W: (..., in)
         g2 = g.reshape(-1, g.shape[-1])  # (R, out)
         if ctx.needs_input_grad[1]:
             x2 = x.reshape(-1, x.shape[-1])  # (R, in)
-            grad_w = _linear(g2.t().contiguous(), x2.t().contiguous(), None)  # gᵀ x: (out, in)
+            grad_w = linear(g2.t().contiguous(), x2.t().contiguous(), None)  # gᵀ x: (out, in)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = g2.sum(0)
         return grad_x, grad_w, grad_b
@@ -133,10 +171,10 @@ _PACKS: weakref.WeakKeyDictionary[nn.Module, PackedLinears] = weakref.WeakKeyDic
 
 
 def packed(model: nn.Module) -> AbstractContextManager[None]:
-    """``PackedLinears(model).active()`` where oneDNN applies (CPU, fp32), else nothing; one
+    """``PackedLinears(model).active()`` where oneDNN is ``preferred``, else nothing; one
     ``PackedLinears`` per model, kept while the model lives, so a frozen model (the trainer's
     reference) is packed once for the whole run."""
-    if not available(model):
+    if not preferred(model):
         return nullcontext()
     pk = _PACKS.get(model)
     if pk is None:
@@ -146,5 +184,5 @@ def packed(model: nn.Module) -> AbstractContextManager[None]:
 
 
 def training(model: nn.Module) -> AbstractContextManager[None]:
-    """``TrainableLinears(model).active()`` where oneDNN applies (CPU, fp32), else nothing."""
-    return TrainableLinears(model).active() if available(model) else nullcontext()
+    """``TrainableLinears(model).active()`` where oneDNN is ``preferred``, else nothing."""
+    return TrainableLinears(model).active() if preferred(model) else nullcontext()

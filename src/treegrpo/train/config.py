@@ -53,6 +53,11 @@ class AlgorithmConfig:
     """Weight of the entropy bonus."""
     aggregation: Aggregation = "token-mean"
     """How per-token losses are reduced."""
+    skip_uniform_prompts: bool = False
+    """Leave out of the update the prompts whose leaves all have zero advantage (all rewarded
+    alike): they carry only the KL and entropy terms, and the update's compute goes to the
+    prompts that teach something. DAPO's dynamic-sampling filter (Yu et al. 2025), without
+    re-sampling; token means then run over the kept prompts' tokens."""
 
     def shape(self) -> TreeShape:
         if self.algo == "chain":

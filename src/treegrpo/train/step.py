@@ -80,10 +80,14 @@ def rl_step(
     groups = dense_ids([batch.uids[p] for p in prompt_of.tolist()])
     adv = tree_advantage(scores.reward, groups, tree_of, algo.mode(), scale=algo.scale_std)
 
-    # 4. token batch, cut into mini-batches of whole prompts, each into micro-batches
+    # 4. token batch, cut into mini-batches of whole prompts, each into micro-batches. With
+    # skip_uniform_prompts only the prompts with a nonzero advantage on some leaf take part
     seqs = [rollout.leaf_sequence(leaf) for leaf in leaves]
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(batch.prompts))
+    trained = np.arange(len(batch.prompts))
+    if algo.skip_uniform_prompts:
+        trained = np.unique(prompt_of[adv != 0])
+    order = rng.permutation(trained)
     minis: list[list[MicroBatch]] = []
     for start in range(0, len(order), optim.mini_batch_prompts):
         chosen = set(order[start : start + optim.mini_batch_prompts].tolist())
@@ -199,6 +203,7 @@ def rl_step(
             "train/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
             "train/skipped_updates": float(skipped),
             "train/updates": float(len(schedule)),
+            "train/prompts_updated": float(len(trained)),
             "train/pad_fraction": pad_fraction([m for mbs in minis for m in mbs]),
             "time/rollout_s": t_rollout,
             "time/step_s": elapsed,
