@@ -30,7 +30,7 @@ from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 6  # bump when a code change alters what a configuration builds
+FORMAT_VERSION = 7  # bump when a code change alters what a configuration builds
 STATS_FILE = "warmstart.json"
 # Where ``induction_init`` writes its circuits: the (tied) embedding and layers 0-1 attention.
 # SFT keeps them fixed, and so does the embedded job's RL (``ModelConfig.frozen``): measured,
