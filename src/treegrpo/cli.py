@@ -109,6 +109,8 @@ def bench_budget(
     """
     from treegrpo.eval.budget_bench import bench_settings, run_benchmark
 
+    _flush_denormals()
+
     try:
         settings = bench_settings(
             quick,
@@ -254,6 +256,7 @@ def train(
         print(f"# treegrpo train --dry-run: the {job} job with these settings ({origin})")
         print(dump_config(sections), end="")
         return
+    _flush_denormals()
     if job == "data":
         try:  # questions first: a broken row stops before a model loads or an index builds
             inputs = prepare_inputs(data)
@@ -333,6 +336,8 @@ def evaluate(
     from treegrpo.eval.evaluate import format_table
     from treegrpo.eval.run import eval_set, evaluate_checkpoint, model_directory
     from treegrpo.rollout.sampler import AgentLimits
+
+    _flush_denormals()
 
     try:  # inputs first: a broken file fails before a model loads or an index builds
         model = model_directory(model)
@@ -494,6 +499,14 @@ def main(args: Sequence[str] | None = None) -> None:
         "tree-structured rollouts.",
         args=argv,
     )
+
+
+def _flush_denormals() -> None:
+    """Denormals flushed to zero for the whole command, set before torch's first parallel op so
+    that its CPU worker threads inherit it (``models.denormal``)."""
+    from treegrpo.models.denormal import flush_denormals
+
+    flush_denormals()
 
 
 def _without_flat_prefixes(argv: list[str]) -> list[str]:

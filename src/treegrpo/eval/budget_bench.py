@@ -574,6 +574,9 @@ def _init_worker(cores: Any) -> None:
         os.sched_setaffinity(0, {core})
     import torch
 
+    from treegrpo.models.denormal import flush_denormals
+
+    flush_denormals()  # before torch's first parallel op (models.denormal)
     torch.set_num_threads(1)
     _quiet()
 

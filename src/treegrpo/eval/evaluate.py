@@ -24,7 +24,6 @@ from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.models.denormal import flush_denormals
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.base import SearchTool
@@ -55,7 +54,6 @@ class EvalItem:
     hops: int | None = None
 
 
-@flush_denormals()
 def evaluate(
     model: Any,
     tokenizer: Any,

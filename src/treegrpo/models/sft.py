@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import torch
 
 from treegrpo.models import onednn
-from treegrpo.models.denormal import flush_denormals
 from treegrpo.models.memory import release_freed_memory
 
 IGNORE = -100  # label of a token without loss (the convention of transformers' LM heads)
@@ -84,7 +83,6 @@ def lr_at(step: int, steps: int, warmup: int, floor: float = 0.1) -> float:
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
 
 
-@flush_denormals()
 def train_sft(
     model: torch.nn.Module,
     examples: Sequence[SFTExample],

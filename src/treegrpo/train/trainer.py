@@ -33,7 +33,6 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.models.denormal import flush_denormals
 from treegrpo.models.memory import release_freed_memory
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
@@ -67,7 +66,6 @@ def data_order(n: int, seed: int, position: int, count: int) -> list[int]:
     return out
 
 
-@flush_denormals()
 def train(
     model_path: str | Path,
     load_model: Callable[[Path], tuple[Any, Any]],
