@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,13 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
         "train": questions(tmp_path / "train.jsonl", PEOPLE[:6], ["toy"]),
         "test": questions(tmp_path / "test.jsonl", PEOPLE[4:], ["nq", "hotpotqa"]),
     }
+
+
+@pytest.fixture(autouse=True)
+def _denormals_restored() -> Iterator[None]:
+    """The commands flush denormals for their whole process (``models.denormal``); tests run
+    many commands in one process, so each test leaves the default mode behind it."""
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_flush_denormal(False)
