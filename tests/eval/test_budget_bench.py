@@ -18,11 +18,17 @@ import pytest
 import yaml
 
 from treegrpo import cli
-from treegrpo.eval.budget_bench import bench_settings, plan_runs, run_benchmark, run_config
+from treegrpo.eval.budget_bench import (
+    BENCH_OPTIM,
+    bench_settings,
+    plan_runs,
+    run_benchmark,
+    run_config,
+)
 from treegrpo.eval.budget_report import NUMERIC
 from treegrpo.models.warmstart import WarmStartConfig
 from treegrpo.train.embedded import run_embedded
-from treegrpo.train.presets import DEFAULT_EMBEDDED, DEFAULT_OPTIM
+from treegrpo.train.presets import DEFAULT_EMBEDDED
 
 TINY_WARM = WarmStartConfig(
     demo_worlds=1, vocab_size=600, hidden=32, layers=2, n_demos=40, steps=3, warmup=1
@@ -83,7 +89,7 @@ def test_budget_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyP
     spec = plan_runs((2,), (0,), False)[0]
     run = replace(run_config(spec, s), out_dir=str(tmp_path / "own-eval"))
     world = replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
-    own = run_embedded(spec.algo, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False)
+    own = run_embedded(spec.algo, BENCH_OPTIM, run, world, warm=TINY_WARM, progress=False)
     assert own["before"] == saved["warm_start"]
 
 

@@ -78,6 +78,7 @@ from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, Run
 from treegrpo.train.presets import (
     DEFAULT_ALGO,
     DEFAULT_EMBEDDED,
+    DEFAULT_OPTIM,
     DEFAULT_RUN,
     TRAIN_SECTIONS,
     DataConfig,
@@ -92,6 +93,13 @@ QUICK_EVAL_QUESTIONS = 30
 """Held-out questions in quick mode (data mode: at most this many of the config's)."""
 ABLATION_MODES: tuple[Mode, ...] = ("intra", "inter")
 """Advantage modes of the ablation runs ("intra+inter" is the main tree run)."""
+
+# The embedded protocol of the recorded full run (BENCHMARKS.md): the default job's settings as
+# they were then, so the recorded numbers can be reproduced: every prompt in the update, in
+# mini-batches of 8 prompts, 16 prompts per step (the default job now skips uniform prompts).
+BENCH_ALGO = replace(DEFAULT_ALGO, skip_uniform_prompts=False)
+BENCH_OPTIM = replace(DEFAULT_OPTIM, mini_batch_prompts=8)
+BENCH_PROMPTS = 16
 
 
 @dataclass(frozen=True)
@@ -186,7 +194,7 @@ class BenchSettings:
     """RunConfig.seed values; every method runs with each."""
     steps: int = FULL_STEPS
     """RL steps per run."""
-    prompts_per_step: int = DEFAULT_RUN.prompts_per_step
+    prompts_per_step: int = BENCH_PROMPTS
     """Prompts per RL step (the same prompts for every method with the same seed)."""
     eval_questions: int | None = DEFAULT_EMBEDDED.eval_questions
     """Held-out questions evaluated after training (and once on the starting model); None (data
@@ -273,7 +281,7 @@ def plan_runs(
     budgets: Iterable[int],
     seeds: Iterable[int],
     ablation: bool,
-    base: AlgorithmConfig = DEFAULT_ALGO,
+    base: AlgorithmConfig = BENCH_ALGO,
 ) -> list[RunSpec]:
     """Chain and tree at each budget for each seed, plus the ablation's two modes at ≈ 4.
 
@@ -392,10 +400,9 @@ def execute_run(
     shutil.rmtree(run.out_dir, ignore_errors=True)
     if s.job is None:
         from treegrpo.train.embedded import run_embedded
-        from treegrpo.train.presets import DEFAULT_OPTIM
 
         run_embedded(
-            spec.algo, DEFAULT_OPTIM, run, world_config(s), warm=warm, progress=False, before=before
+            spec.algo, BENCH_OPTIM, run, world_config(s), warm=warm, progress=False, before=before
         )
         return
     from treegrpo.train.datarun import prepare_inputs, run_data
@@ -418,11 +425,10 @@ def check_reusable(
     have: dict[str, Any] = {"algo": cfg["algo"]}
     if s.job is None:
         from treegrpo.models.warmstart import warm_start_dir
-        from treegrpo.train.presets import DEFAULT_OPTIM
 
         want["warm start"] = warm_start_dir(warm).name  # the cache key: every setting + format
         have["warm start"] = Path(summary["warm_start_dir"]).name
-        want |= {"optim": asdict(DEFAULT_OPTIM), "embedded": asdict(world_config(s))}
+        want |= {"optim": asdict(BENCH_OPTIM), "embedded": asdict(world_config(s))}
         have |= {"optim": cfg["optim"], "embedded": cfg["embedded"]}
     else:
         from treegrpo.train.datarun import resolve_model
@@ -623,7 +629,7 @@ def run_benchmark(
     warm = warm or WarmStartConfig()
     t0 = time.perf_counter()
     _quiet()
-    specs = plan_runs(s.budgets, s.seeds, s.ablation, DEFAULT_ALGO if s.job is None else s.job.algo)
+    specs = plan_runs(s.budgets, s.seeds, s.ablation, BENCH_ALGO if s.job is None else s.job.algo)
     done = [sp for sp in specs if _summary_path(s, sp).is_file()]
     for sp in done:
         check_reusable(sp, s, warm, json.loads(_summary_path(s, sp).read_text()))
