@@ -181,7 +181,8 @@ class Fused:
             y = onednn.linear(x, self.weight, self.bias)
         else:
             y = F.linear(x, self.weight, self.bias)
-        return y.split(self.sizes, dim=-1)
+        parts: tuple[torch.Tensor, ...] = y.split(self.sizes, dim=-1)
+        return parts
 
 
 def _fuse(module: Any, names: Sequence[str]) -> Fused | None:
