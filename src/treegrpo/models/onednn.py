@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-ENV = "TREEGRPO_ONEDNN"  # "0": never use oneDNN linear layers; "1": also for training; "auto"
+ENV = "TREEGRPO_ONEDNN"  # "auto" (by CPU vendor), "1" (wherever supported) or "0" (never)
 
 
 def supported(model: nn.Module) -> bool:
@@ -51,7 +51,7 @@ def preferred(model: nn.Module) -> bool:
     """Whether to use them (``packed``, ``training`` and the engine's default): where
     ``supported`` and MKL is not on its AVX-512 path. MKL takes that path on Intel CPUs only:
     there plain ``F.linear`` is as fast or faster (the default job's RL step 10 s with MKL vs
-    13 s with oneDNN on 2 cores of a Xeon; a tiny-model SFT step 0.26 vs 0.37 s), while on
+    13 s with oneDNN on 2 cores of a Xeon; the warm start's SFT step 0.33 vs 0.48 s), while on
     AMD MKL runs AVX2 and oneDNN is 1.4-3x faster (BENCHMARKS.md). The environment variable
     ``TREEGRPO_ONEDNN`` overrides: "1" wherever supported, "0" never."""
     choice = os.environ.get(ENV, "auto")
