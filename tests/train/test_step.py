@@ -21,6 +21,25 @@ LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
 SAMPLING = SamplingParams(max_new_tokens=40)
 
 
+def _rl_step(policy, ref, opt, eng, agent, batch, algo, optim):  # type: ignore[no-untyped-def]
+    """``rl_step`` on the tool-free toy setup of ``_setup``, seed 0."""
+    return rl_step(
+        policy,
+        ref,
+        opt,
+        None,
+        eng,
+        agent.protocol,
+        WordTool(),
+        batch,
+        algo,
+        optim,
+        SAMPLING,
+        LIMITS,
+        seed=0,
+    )
+
+
 def _setup(lr: float, weight_decay: float = 0.0):  # type: ignore[no-untyped-def]
     agent = trained_agent()
     policy = copy.deepcopy(agent.model)
@@ -41,20 +60,15 @@ def test_one_step_changes_every_parameter(algo: str) -> None:
     agent, policy, ref, opt, eng, batch = _setup(lr=1e-2)
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
     cfg = AlgorithmConfig(algo=algo, m=2 if algo == "tree" else 4)  # type: ignore[arg-type]
-    metrics = rl_step(
+    metrics = _rl_step(
         policy,
         ref,
         opt,
-        None,
         eng,
-        agent.protocol,
-        WordTool(),
+        agent,
         batch,
         cfg,
         OptimConfig(lr=1e-2, mini_batch_prompts=2, micro_batch_tokens=1500),
-        SAMPLING,
-        LIMITS,
-        seed=0,
     )
     assert metrics["train/updates"] == 2 and metrics["train/skipped_updates"] == 0
     assert metrics["agent/leaves"] == (4 * 2 * 3 if algo == "tree" else 4 * 4)
@@ -71,21 +85,7 @@ def test_zero_advantage_without_kl_or_entropy_does_not_move_the_policy(monkeypat
     )
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
     cfg = AlgorithmConfig(kl_coef=0.0, entropy_coef=0.0)
-    metrics = rl_step(
-        policy,
-        ref,
-        opt,
-        None,
-        eng,
-        agent.protocol,
-        WordTool(),
-        batch,
-        cfg,
-        OptimConfig(lr=1e-2),
-        SAMPLING,
-        LIMITS,
-        seed=0,
-    )
+    metrics = _rl_step(policy, ref, opt, eng, agent, batch, cfg, OptimConfig(lr=1e-2))
     assert metrics["train/grad_norm"] == 0.0
     for n, p in policy.named_parameters():
         assert torch.equal(p, before[n]), n
@@ -97,21 +97,7 @@ def test_non_finite_gradient_skips_the_update(monkeypatch) -> None:  # type: ign
         step_module, "tree_advantage", lambda rewards, *a, **k: np.full(len(rewards), np.inf)
     )
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
-    metrics = rl_step(
-        policy,
-        ref,
-        opt,
-        None,
-        eng,
-        agent.protocol,
-        WordTool(),
-        batch,
-        AlgorithmConfig(),
-        OptimConfig(lr=1e-2),
-        SAMPLING,
-        LIMITS,
-        seed=0,
-    )
+    metrics = _rl_step(policy, ref, opt, eng, agent, batch, AlgorithmConfig(), OptimConfig(lr=1e-2))
     assert metrics["train/skipped_updates"] == metrics["train/updates"] == 1
     for n, p in policy.named_parameters():
         assert torch.equal(p, before[n]), n
@@ -137,20 +123,15 @@ def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # 
 
     monkeypatch.setattr(step_module, "token_logprobs", logprobs)
     monkeypatch.setattr(step_module, "ppo_clip_loss", loss)
-    metrics = rl_step(
+    metrics = _rl_step(
         policy,
         None,
         opt,
-        None,
         eng,
-        agent.protocol,
-        WordTool(),
+        agent,
         batch,
         AlgorithmConfig(kl_coef=0.0),
         OptimConfig(lr=1e-2, mini_batch_prompts=2, ppo_epochs=2),
-        SAMPLING,
-        LIMITS,
-        seed=0,
     )
     assert metrics["train/updates"] == 4 and len(seen) >= 4
     with torch.no_grad():
@@ -179,21 +160,9 @@ def _step_with_advantages(monkeypatch, adv_of_group, skip: bool):  # type: ignor
 
     monkeypatch.setattr(step_module, "make_micro_batches", spy)
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
-    metrics = rl_step(
-        policy,
-        ref,
-        opt,
-        None,
-        eng,
-        agent.protocol,
-        WordTool(),
-        batch,
-        AlgorithmConfig(skip_uniform_prompts=skip),  # KL and entropy terms on
-        OptimConfig(lr=1e-2, mini_batch_prompts=2),
-        SAMPLING,
-        LIMITS,
-        seed=0,
-    )
+    algo = AlgorithmConfig(skip_uniform_prompts=skip)  # KL and entropy terms on
+    optim = OptimConfig(lr=1e-2, mini_batch_prompts=2)
+    metrics = _rl_step(policy, ref, opt, eng, agent, batch, algo, optim)
     moved = any(not torch.equal(p, before[n]) for n, p in policy.named_parameters())
     return metrics, seen, moved
 

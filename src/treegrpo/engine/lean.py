@@ -155,7 +155,6 @@ class Fused:
         self._key: tuple[Any, ...] | None = None
         self.weight: torch.Tensor | None = None  # (Σ out, in), or its packed layout
         self.bias: torch.Tensor | None = None  # (Σ out,) or None
-        self.packed = False
 
     def refresh(self, packed: bool) -> None:
         tensors = [t for m in self.parts for t in (m.weight, m.bias) if t is not None]
@@ -173,7 +172,12 @@ class Fused:
                     ]
                 )
             self.weight = onednn.pack(w) if packed else w
-        self.packed, self._key = packed, key
+        self._key = key
+
+    @property
+    def packed(self) -> bool:
+        """Whether the stacked weight is in oneDNN's layout (as of the last ``refresh``)."""
+        return self._key is not None and bool(self._key[0])
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         assert self.weight is not None, "call LeanDecoder.prepare (or refresh) first"
