@@ -93,7 +93,7 @@ def bench_budget(
         steps: RL steps per run (default: 20, data mode the config's run.steps; quick 3).
         prompts_per_step: Prompts per RL step (default: 16, data mode the config's).
         seeds: Run seeds (default: 0 1 2; quick 0).
-        eval_questions: Held-out questions (default: 150, data mode the config's
+        eval_questions: Held-out questions (default: 300, data mode the config's
             data.eval_questions; quick 30).
         budgets: Budget rungs among 2 4 8 16 (default: all; quick 2 4).
         no_ablation: Skip the advantage ablation (intra only, inter only at ≈ 4); quick mode

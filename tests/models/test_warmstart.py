@@ -109,3 +109,49 @@ def test_skipping_stops_short_on_multi_hop_questions_only(built) -> None:  # typ
         else:
             assert 1 <= searches < d.hops  # answers before the last hop
     assert hops_seen == {1, 2, 3}
+
+
+def test_habit_makes_the_first_query_vague_on_its_relations_only(built) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    from treegrpo.data.relations import RELATIONS
+    from treegrpo.data.synthetic import train_eval_worlds
+    from treegrpo.models.demos import build_demos
+    from treegrpo.tools.bm25 import BM25Retriever
+
+    _, path = built
+    tok = AutoTokenizer.from_pretrained(path)
+    world, _ = train_eval_worlds(0)
+    tool = BM25Retriever(world.passages, use_cache=False)
+    protocol = SearchProtocol(tok, TINY.max_obs_tokens)
+    demos = build_demos(
+        [(world, tool)],
+        tok,
+        protocol,
+        80,
+        {"perfect": 1.0},
+        seed=2,
+        habit_relations=("studied_at",),
+        habit_share=1.0,
+    )
+    studied = RELATIONS["studied_at"]
+    vague = f"{studied.keyword} {studied.object}"
+    seen = {"habit": 0, "perfect": 0}
+    for d in demos:
+        text = tok.decode(d.ids[d.prompt_len :], skip_special_tokens=False)
+        first_query = re.search(r"<search>(.*?)</search>", text)
+        assert first_query is not None  # both behaviours search first
+        seen[d.behaviour] += 1
+        if d.behaviour == "habit":
+            assert first_query.group(1).strip() == vague
+        else:
+            # every other question keeps the oracle's query "<entity> <keyword>"
+            assert first_query.group(1).strip().split()[-1] != studied.keyword
+    assert seen["habit"] > 0 and seen["perfect"] > 0
+
+
+def test_habit_relations_must_exist() -> None:
+    with pytest.raises(ValueError, match=r"unknown relation.*'studied'"):
+        WarmStartConfig(habit_relations=("studied",))
+    with pytest.raises(ValueError, match="habit_share"):
+        WarmStartConfig(habit_share=1.5)

@@ -15,8 +15,9 @@ class EmbeddedConfig:
 
     world_seed: int = 0
     """Seed of the training world (the evaluation world uses another seed)."""
-    eval_questions: int = 150
-    """Held-out questions evaluated before and after training."""
+    eval_questions: int = 300
+    """Held-out questions evaluated before and after training (the eval world has 300; one
+    standard error of an EM near 8% is then 1.6 points)."""
     max_turns: int = 3
     """Steps that may search before the final step."""
     max_new_tokens: int = 48
