@@ -8,12 +8,7 @@ with the real search tool and the real observation tokens, under one of four beh
   back; the agent states whatever fact of that relation it finds first and answers wrongly;
 - ``skip``: after a hop short of the last, it answers the bridge entity in hand or a guess
   (one-hop questions have nothing to skip and are played perfectly);
-- ``early``: it answers a guess without searching;
-- ``habit``: the vague query at the first hop. It is not drawn from the shares but replaces
-  them, with probability ``habit_share``, on questions whose first relation is one of
-  ``habit_relations``: a scripted bad habit tied to a kind of question. The policy fitted to it
-  makes the vague query greedily on those questions while still sampling the good one now and
-  then, so there is a decision that reinforcement learning can measurably fix.
+- ``early``: it answers a guess without searching.
 
 The policy fitted to this mix uses the protocol and searches well for one hop, but it has seen
 the flaws often enough to make them at the decision points of longer questions: a start that
@@ -47,8 +42,8 @@ from treegrpo.data.relations import RELATIONS, find_any
 from treegrpo.data.synthetic import Plan, World
 from treegrpo.tools.base import SearchTool
 
-Behaviour = Literal["perfect", "vague", "skip", "early", "habit"]
-BEHAVIOURS: tuple[Behaviour, ...] = ("perfect", "vague", "skip", "early")  # drawn from shares
+Behaviour = Literal["perfect", "vague", "skip", "early"]
+BEHAVIOURS: tuple[Behaviour, ...] = ("perfect", "vague", "skip", "early")
 
 
 @dataclass
@@ -71,17 +66,11 @@ class FlawedAgent:
     ) -> None:
         self.plan = plan
         self.oracle = OracleAgent(plan)
+        self.behaviour = behaviour
         hops = len(plan.relations)
         # vague: any hop; skip: after 1..hops-1 facts (a one-hop question has no hop to skip,
-        # so it is played perfectly: skipping is a flaw of multi-hop questions only);
-        # habit: the vague query at the first hop.
-        self.behaviour: Behaviour = "vague" if behaviour == "habit" else behaviour
-        if behaviour == "habit":
-            self.at = 0
-        elif behaviour == "vague":
-            self.at = rng.randrange(hops)
-        else:
-            self.at = rng.randrange(1, max(hops, 2))
+        # so it is played perfectly: skipping is a flaw of multi-hop questions only).
+        self.at = rng.randrange(hops) if behaviour == "vague" else rng.randrange(1, max(hops, 2))
         if behaviour == "skip" and hops == 1:
             self.behaviour = "perfect"
         self.guess = rng.choice(list(guesses))
@@ -126,13 +115,9 @@ def build_demos(
     seed: int = 0,
     max_turns: int = 3,
     topk: int = 3,
-    habit_relations: Sequence[str] = (),
-    habit_share: float = 0.0,
 ) -> list[Demo]:
     """``n`` demonstrations over the questions of ``worlds`` (each with its own search tool),
-    visited in a seeded order and cycled; behaviours drawn with probabilities ``shares``, except
-    that a question whose first relation is in ``habit_relations`` gets the ``habit`` behaviour
-    with probability ``habit_share`` (see the module docstring)."""
+    visited in a seeded order and cycled; behaviours drawn with probabilities ``shares``."""
     rng = random.Random(f"treegrpo-demos:{seed}")
     weights = [shares.get(b, 0.0) for b in BEHAVIOURS]
     if sum(weights) <= 0:
@@ -148,9 +133,7 @@ def build_demos(
         world, tool = worlds[k]
         q = world.questions[qi]
         plan = world.plans[q.uid]
-        behaviour: Behaviour = rng.choices(BEHAVIOURS, weights)[0]
-        if plan.relations[0] in habit_relations and rng.random() < habit_share:
-            behaviour = "habit"
+        behaviour = rng.choices(BEHAVIOURS, weights)[0]
         answer_kind = RELATIONS[plan.relations[-1]].object
         agent = FlawedAgent(plan, behaviour, rng, guesses[k][answer_kind])
         episode = run_episode(agent, protocol, tool, max_turns, topk)

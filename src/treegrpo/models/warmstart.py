@@ -9,15 +9,11 @@ model and tokenizer in Hugging Face format under ``<cache>/warmstart/<key>/`` (c
 ``FORMAT_VERSION``; the directory is written under a temporary name and renamed when complete,
 so a crash never leaves a half-written model behind, and the next call just returns the path.
 
-The aim is a policy that searches well for one hop, makes the scripted mistakes on longer
-questions, and has one bad habit tied to a kind of question (a vague first query on questions
-about where a person studied, which band they play in, which company they founded; see
-``demos``), so that reinforcement learning has something to fix. Measured (BENCHMARKS.md): it
-uses the protocol, copies names and quotes the fact it read, but reads the wrong fact out of
-the passages more often than not; 5% held-out EM with the defaults on the Xeon of session 7
-(9–17% without the habit, depending on rounding in training; 0% without the copying circuits).
-Load it with ``AutoModelForCausalLM.from_pretrained(path)`` and
-``AutoTokenizer.from_pretrained(path)``.
+The aim is a policy that searches well for one hop and makes the scripted mistakes on longer
+questions often enough that reinforcement learning has something to fix. Measured (BENCHMARKS.md):
+it uses the protocol, copies names and quotes the fact it read (9–17% held-out EM with the
+defaults, depending on rounding in training; 0% without the copying circuits). Load it with
+``AutoModelForCausalLM.from_pretrained(path)`` and ``AutoTokenizer.from_pretrained(path)``.
 """
 
 from __future__ import annotations
@@ -85,14 +81,6 @@ class WarmStartConfig:
     """Share that answers a bridge entity or a guess before the last hop."""
     share_early: float = 0.15
     """Share that answers a guess without searching."""
-    habit_relations: tuple[str, ...] = ("studied_at", "member_of", "founded")
-    """Relations (``data.relations.RELATIONS`` names) whose questions, when it is their first
-    hop, get the warm start's bad habit: a vague first query (``demos``, behaviour "habit").
-    About half of the questions start with one of these three."""
-    habit_share: float = 0.6
-    """Share of the demonstrations on those questions that show the habit instead of a
-    behaviour drawn from the shares above (0: no habit). At 0.6 the greedy policy mostly makes
-    the vague query there while sampling still tries the good one, which RL can then prefer."""
     max_obs_tokens: int = 160
     """Observation length limit in tokens (demonstrations and the runs that use this model)."""
     max_turns: int = 3
@@ -107,18 +95,6 @@ class WarmStartConfig:
     """Warm-up updates."""
     max_batch_tokens: int = 4096
     """Padded tokens per SFT batch (sequences of similar length are batched together)."""
-
-    def __post_init__(self) -> None:
-        from treegrpo.data.relations import RELATIONS
-
-        unknown = sorted(set(self.habit_relations) - set(RELATIONS))
-        if unknown:
-            raise ValueError(
-                f"WarmStartConfig.habit_relations: unknown relation(s) {unknown}; "
-                f"known: {sorted(RELATIONS)}"
-            )
-        if not 0.0 <= self.habit_share <= 1.0:
-            raise ValueError(f"WarmStartConfig.habit_share: {self.habit_share} is not in [0, 1]")
 
     def shares(self) -> dict[str, float]:
         return {
@@ -190,8 +166,6 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         seed=cfg.seed,
         max_turns=cfg.max_turns,
         topk=cfg.topk,
-        habit_relations=cfg.habit_relations,
-        habit_share=cfg.habit_share,
     )
     t_demos = time.perf_counter()
     model = tiny_qwen2(
@@ -234,9 +208,7 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
             "n": len(demos),
             "tokens": sum(len(d.ids) for d in demos),
             "action_tokens": sum(sum(d.mask) for d in demos),
-            "behaviours": {
-                b: sum(d.behaviour == b for d in demos) for b in (*cfg.shares(), "habit")
-            },
+            "behaviours": {b: sum(d.behaviour == b for d in demos) for b in cfg.shares()},
             "mean_reward": sum(d.reward for d in demos) / len(demos),
         },
         "sft_loss_first": losses[0],
