@@ -98,16 +98,34 @@ def test_engine_gives_the_same_greedy_steps_packed_or_not(model, split_tokenizer
     prompts = [split_tokenizer(t)["input_ids"] for t in ("capital of", "<think>I", "x y z")]
     greedy = SamplingParams(greedy=True, max_new_tokens=10)
     out = {}
-    for flag in (False, True):
+    for flag in (False, True, "decode"):
         eng = HFEngine(model, split_tokenizer, StepStopper(split_tokenizer), packed_linear=flag)
-        assert (eng._packed is not None) == flag
+        assert (eng._packed is not None) == bool(flag)
         first = eng.step([StepRequest(eng.root(), p) for p in prompts], greedy)
         obs = split_tokenizer(" <information>o</information>")["input_ids"]
         second = eng.step([StepRequest(r.end, [r.tokens[-1], *obs]) for r in first], greedy)
         out[flag] = first + second
-    for a, b in zip(out[False], out[True], strict=True):
-        assert a.tokens == b.tokens
-        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+    for packed in (True, "decode"):
+        for a, b in zip(out[False], out[packed], strict=True):
+            assert a.tokens == b.tokens
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_decode_only_packing_leaves_prefill_on_plain_weights(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    eng = HFEngine(model, split_tokenizer, StepStopper(split_tokenizer), packed_linear="decode")
+    ids = split_tokenizer("capital of")["input_ids"]
+    with _counting() as calls:
+        eng.prefill([eng.root()], [ids])
+        (one,) = eng.step([StepRequest(eng.root(), ids, max_new_tokens=1)], SamplingParams())
+    assert len(one.tokens) == 1 and calls[0] == 0  # prefill only: plain weights
+    with _counting() as calls, eng.fast():
+        _logits(model, torch.tensor([ids]))
+    assert calls[0] == 0  # so are the other gradient-free forwards (old log-probs)
+    params = SamplingParams(greedy=True, max_new_tokens=6)
+    with _counting() as calls:
+        (r,) = eng.step([StepRequest(eng.root(), ids)], params)
+    assert len(r.tokens) > 1 and calls[0] > 0  # decode steps ran on packed weights
+    assert all("forward" not in m.__dict__ for m in eng._packed.linears)  # type: ignore[union-attr]
 
 
 def test_packing_is_refused_where_it_does_not_apply(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -148,6 +166,26 @@ def test_trainable_linears_skip_frozen_weights(model) -> None:  # type: ignore[n
     assert not any("mlp" in n for n in fast)
     for name in plain:
         torch.testing.assert_close(fast[name], plain[name], rtol=1e-3, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize(
+    ("env", "vendor", "hidden", "want"),
+    [
+        ("auto", "AuthenticAMD", 64, True),
+        ("auto", "GenuineIntel", 64, False),  # narrow: MKL at decode too
+        ("auto", "GenuineIntel", 512, "decode"),  # wide: packed at decode only
+        ("1", "GenuineIntel", 64, True),
+        ("0", "GenuineIntel", 512, False),
+        ("0", "AuthenticAMD", 512, False),
+    ],
+)
+def test_engine_mode_by_vendor_width_and_environment(
+    monkeypatch, env, vendor, hidden, want
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(onednn.ENV, env)
+    monkeypatch.setattr(onednn, "_cpu_vendor", lambda: vendor)
+    model = tiny_qwen2(32, hidden=hidden, layers=1, heads=2, kv_heads=2)
+    assert onednn.engine_mode(model) == want
 
 
 @pytest.mark.parametrize(

@@ -85,7 +85,9 @@ class HFEngine:
     (``treegrpo.agent.stops.StepStopper``); reuse_cache: keep KV between steps and branches;
     max_prefill_tokens: positions per prefill forward; pad_waste: padding share that starts a
     new prefill chunk; packed_linear: run the linear layers on oneDNN-packed weights while
-    generating (None = where ``models.onednn.preferred``: CPU, fp32, not Intel); lean_decode:
+    generating (True), in decode steps only ("decode") or never (False); None =
+    ``models.onednn.engine_mode`` (CPU and fp32: everywhere on AMD, at decode on Intel for models
+    at least 512 wide); lean_decode:
     decode with ``engine.lean.LeanDecoder`` instead of the model's forward (None = wherever
     the architecture is supported; same logits, less per-token overhead). A peft (LoRA) model
     runs through the model it wraps, whose layers carry the adapters in place: the wrapper's
@@ -101,7 +103,7 @@ class HFEngine:
         reuse_cache: bool = True,
         max_prefill_tokens: int = 16384,
         pad_waste: float = 0.05,
-        packed_linear: bool | None = None,
+        packed_linear: bool | Literal["decode"] | None = None,
         lean_decode: bool | None = None,
     ) -> None:
         model = _unwrap_peft(model)
@@ -112,8 +114,9 @@ class HFEngine:
         self.pad_waste = pad_waste
         if packed_linear and not onednn.supported(model):
             raise ValueError("packed_linear needs oneDNN and a model on CPU in fp32")
-        use_packed = onednn.preferred(model) if packed_linear is None else packed_linear
-        self._packed = onednn.PackedLinears(model) if use_packed else None
+        mode = onednn.engine_mode(model) if packed_linear is None else packed_linear
+        self._packed = onednn.PackedLinears(model) if mode else None
+        self._packed_everywhere = mode is True
         self._lean = lean_decoder(model) if lean_decode is not False else None
         if lean_decode and self._lean is None:
             raise ValueError(
@@ -176,9 +179,18 @@ class HFEngine:
         """The context the engine computes in (packed linear layers where they apply); also
         for other gradient-free forwards of the same model, such as the trainer's old
         log-probs."""
-        return nullcontext() if self._packed is None else self._packed.active()
+        if self._packed is None or not self._packed_everywhere:
+            return nullcontext()
+        return self._packed.active()
 
     # ----------------------------------------------------------------- private
+
+    def _decode_linears(self) -> AbstractContextManager[None]:
+        """Packed linear layers for decode steps when they are packed there only (inside
+        ``fast``, which already routes them when they are packed everywhere)."""
+        if self._packed is None or self._packed_everywhere:
+            return nullcontext()
+        return self._packed.active()
 
     def _step(
         self,
@@ -214,7 +226,8 @@ class HFEngine:
             else:
                 results[r.index] = self._result(r, requests[r.index], finish)
         if active:
-            self._decode(active, requests, params, generator, results)
+            with self._decode_linears():
+                self._decode(active, requests, params, generator, results)
         return [r for r in results if r is not None]
 
     def _finish(self, r: _Row) -> Finish | None:

@@ -28,7 +28,7 @@ import os
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -58,6 +58,30 @@ def preferred(model: nn.Module) -> bool:
     if choice == "0" or not supported(model):
         return False
     return choice == "1" or _cpu_vendor() != "GenuineIntel"
+
+
+# Model width from which packed weights pay at decode even where MKL runs AVX-512 (see
+# ``engine_mode``).
+DECODE_MIN_WIDTH = 512
+
+
+def engine_mode(model: nn.Module) -> bool | Literal["decode"]:
+    """Where the generation engine runs the linear layers on packed weights: everywhere where
+    ``preferred``; else, on a ``supported`` model at least ``DECODE_MIN_WIDTH`` wide (unless
+    ``TREEGRPO_ONEDNN=0``), only in decode steps ("decode"); else nowhere (False).
+
+    Measured on 2 cores of an Intel Xeon (BENCHMARKS.md, session 7): a decode step computes
+    one token for a few dozen rows, where the packed products beat MKL even on AVX-512; the
+    cached tree rollouts of ``bench/rollout.py``'s 512-wide model ran 1.17x faster with packed
+    weights at decode only (25.3 → 21.6 s) and not faster with them everywhere (25.3 s: MKL is
+    faster at prefill there), while the 128-wide model of the default job decoded 11% slower
+    packed (7.97 → 8.88 s for 48 prompts)."""
+    if preferred(model):
+        return True
+    if os.environ.get(ENV, "auto") == "0" or not supported(model):
+        return False
+    width = getattr(getattr(model, "config", None), "hidden_size", 0) or 0
+    return "decode" if width >= DECODE_MIN_WIDTH else False
 
 
 @functools.cache
@@ -119,7 +143,7 @@ class PackedLinears:
         self._packs[id(m)] = (*key, packed)
         return packed
 
-    def active(self) -> Any:
+    def active(self) -> AbstractContextManager[None]:
         """Within the block, every found linear layer computes with its packed weight (no
         autograd: for forwards under ``torch.no_grad()``)."""
         with torch.no_grad():
