@@ -155,3 +155,41 @@ def test_sampled_frequencies_match_the_distribution() -> None:
     want = probs**2 / (probs**2).sum()
     freq = torch.bincount(hot, minlength=6).float() / len(hot)
     assert ((freq - want).abs() <= 4 * (want * (1 - want) / len(hot)).sqrt() + 1e-9).all()
+
+
+def test_prefill_computes_a_shared_start_once(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    start = list(range(5, 25))  # 20 tokens every prompt begins with
+    prompts = [[*start, 30 + i, 40 + i] for i in range(3)] + [start, [7, 8, 9]]
+    eng = HFEngine(model, split_tokenizer, min_shared_prefix=16)
+    segs, cost = eng.prefill([eng.root()] * len(prompts), prompts)
+    assert [s.context_tokens() for s in segs] == prompts
+    # the first four share one segment for the start; the last shares nothing
+    shared = segs[3]
+    assert shared.tokens == start and all(s.parent is shared for s in segs[:3])
+    assert segs[4].parent is not None and segs[4].parent.tokens == []
+    # the start is paid once, split over the four rows that share it
+    assert sum(cost[:4]) == len(start) + 3 * 2 and cost[4] == 3
+    for p, s in zip(prompts, segs, strict=True):
+        with torch.no_grad():
+            out = model(torch.tensor([p]), use_cache=True)
+        fresh = torch.stack(
+            [torch.stack([la.keys[0], la.values[0]]) for la in out.past_key_values.layers]
+        )
+        torch.testing.assert_close(s.context_kv(), fresh, atol=1e-5, rtol=1e-4)
+    # two templates that agree on a few tokens: each template's start is still shared (radix)
+    other = [*start[:16], *range(60, 80)]
+    more = [[*start, 50], [*start, 51], [*other, 52], [*other, 53]]
+    segs, cost = eng.prefill([eng.root()] * len(more), more)
+    assert [s.context_tokens() for s in segs] == more
+    both = segs[0].parent  # the 16 tokens every prompt starts with
+    assert both is not None and both.tokens == start[:16] and segs[1].parent is both
+    # the second template's next 20 tokens are shared again; the first's next 4 are too few
+    assert segs[2].parent is segs[3].parent and segs[2].parent.parent is both
+    assert segs[2].parent.tokens == other[16:]
+    assert sum(cost) == 16 + 2 * 5 + 20 + 2 * 1
+    # too short to share, or sharing off: every row pays its own tokens
+    for min_shared in (21, 0):
+        eng = HFEngine(model, split_tokenizer, min_shared_prefix=min_shared)
+        segs, cost = eng.prefill([eng.root()] * len(prompts), prompts)
+        assert cost[:3] == [22] * 3 and cost[4] == 3  # (the 20-token row pads to 22)
+        assert all(s.parent is not None and s.parent.tokens == [] for s in segs)

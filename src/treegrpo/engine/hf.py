@@ -38,6 +38,7 @@ from transformers.cache_utils import DynamicLayer
 
 from treegrpo.engine.cache import assemble_cache, keep_rows
 from treegrpo.engine.lean import SUPPORTED, LeanDecoder, attention_spans, lean_decoder
+from treegrpo.engine.prefix import shared_prefix_groups
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
 from treegrpo.models import onednn
@@ -91,7 +92,9 @@ class HFEngine:
     decode with ``engine.lean.LeanDecoder`` instead of the model's forward (None = wherever
     the architecture is supported; same logits, less per-token overhead). A peft (LoRA) model
     runs through the model it wraps, whose layers carry the adapters in place: the wrapper's
-    ``forward(**kwargs)`` would hide ``logits_to_keep``.
+    ``forward(**kwargs)`` would hide ``logits_to_keep``. min_shared_prefix: ``prefill`` computes
+    a start of at least this many tokens that several rows on the same context share once
+    (``engine.prefix``; 0 = never; only with the cache on).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class HFEngine:
         pad_waste: float = 0.05,
         packed_linear: bool | Literal["decode"] | None = None,
         lean_decode: bool | None = None,
+        min_shared_prefix: int = 16,
     ) -> None:
         model = _unwrap_peft(model)
         self.model = model
@@ -112,6 +116,7 @@ class HFEngine:
         self.reuse_cache = reuse_cache
         self.max_prefill_tokens = max_prefill_tokens
         self.pad_waste = pad_waste
+        self.min_shared_prefix = min_shared_prefix
         if packed_linear and not onednn.supported(model):
             raise ValueError("packed_linear needs oneDNN and a model on CPU in fp32")
         mode = onednn.engine_mode(model) if packed_linear is None else packed_linear
@@ -159,10 +164,16 @@ class HFEngine:
         off this only records the tokens (they are computed with every later step)."""
         pairs = zip(contexts, tokens, strict=True)
         rows = [_Row(i, c, list(t), 0) for i, (c, t) in enumerate(pairs)]
+        shared_cost = [0] * len(rows)
         if self.reuse_cache:
             with self.fast():
-                self._prefill([r for r in rows if r.feed])
-        return [r.context.extend(r.feed, r.feed_kv) for r in rows], [r.prefill_width for r in rows]
+                # a radix tree: rows that share a start may share more of what follows it
+                while self.min_shared_prefix > 0 and self._share_prefixes(rows, shared_cost):
+                    pass
+                if any(r.feed for r in rows):
+                    self._prefill([r for r in rows if r.feed])
+        cost = [r.prefill_width + c for r, c in zip(rows, shared_cost, strict=True)]
+        return [r.context.extend(r.feed, r.feed_kv) for r in rows], cost
 
     @torch.no_grad()
     def step(
@@ -229,6 +240,32 @@ class HFEngine:
             with self._decode_linears():
                 self._decode(active, requests, params, generator, results)
         return [r for r in results if r is not None]
+
+    def _share_prefixes(self, rows: list[_Row], cost: list[int]) -> bool:
+        """Compute once each start that several rows on the same context share (at least
+        ``min_shared_prefix`` tokens, ``engine.prefix``): it becomes one segment, those rows'
+        context, and their feeds shrink to what follows it. Adds to ``cost`` the positions each
+        row pays for it (split evenly over the rows that share it); False if nothing was
+        shared."""
+        by_context: dict[int, list[_Row]] = {}
+        for r in rows:
+            by_context.setdefault(id(r.context), []).append(r)
+        heads: list[tuple[_Row, list[_Row]]] = []
+        for members in by_context.values():
+            groups = shared_prefix_groups([r.feed for r in members], self.min_shared_prefix)
+            for idx, n in groups:
+                group = [members[i] for i in idx]
+                heads.append((_Row(-1, group[0].context, group[0].feed[:n], 0), group))
+        if not heads:
+            return False
+        self._prefill([h for h, _ in heads])
+        for head, group in heads:
+            seg = head.context.extend(head.feed, head.feed_kv)
+            share, extra = divmod(head.prefill_width, len(group))
+            for j, r in enumerate(group):
+                r.context, r.feed = seg, r.feed[len(head.feed) :]
+                cost[r.index] += share + (j < extra)
+        return True
 
     def _finish(self, r: _Row) -> Finish | None:
         assert r.tokens is not None
