@@ -211,3 +211,77 @@ def test_attention_spans_by_hand() -> None:
     assert attention_spans([], 10, overhead=1) == []
     with pytest.raises(ValueError, match="ascending"):
         attention_spans([3, 0], 10, overhead=1)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_shared_start_read_once_gives_the_same_logits(name: str) -> None:
+    model = MODELS[name]()
+    lean = lean_decoder(model)
+    assert lean is not None
+    lean.prepare(packed=False)
+    start = torch.randint(2, 300, (6,))  # every row begins with these 6 tokens
+    own = [11, 7, 3]  # then its own tokens, longest first
+    rows = [torch.cat([start, torch.randint(2, 300, (n,))]) for n in own]
+    with torch.no_grad():
+        kvs = []
+        for row in rows:
+            out = model(row[None], use_cache=True)
+            layers = out.past_key_values.layers
+            kvs.append(torch.stack([torch.stack([la.keys[0], la.values[0]]) for la in layers]))
+    new = torch.tensor([[5], [6], [7]])
+    pos = torch.tensor([[len(r)] for r in rows])
+    shared = [(kvs[0][i, 0, :, :6], kvs[0][i, 1, :, :6]) for i in range(kvs[0].shape[0])]
+    got = {}
+    for run in ("whole", "shared", "shared+spans"):
+        parts = [[kv] for kv in kvs] if run == "whole" else [[kv[:, :, :, 6:]] for kv in kvs]
+        cache, width = assemble_cache(parts, 4, model.config, 2)
+        lengths = [p[0].shape[3] for p in parts]
+        pads = [width - n for n in lengths]
+        keep = torch.ones(3, width + 1, dtype=torch.bool)
+        for i, p in enumerate(pads):
+            keep[i, :p] = False
+        bias = torch.zeros(3, 1, 1, width + 1).masked_fill(~keep[:, None, None], float("-inf"))
+        spans = attention_spans(pads, width + 1, overhead=1) if run == "shared+spans" else None
+        assert spans is None or len(spans) > 1
+        with torch.no_grad():
+            got[run] = lean(new, bias, pos, cache, spans, None if run == "whole" else shared)
+    for run in ("shared", "shared+spans"):
+        torch.testing.assert_close(got[run], got["whole"], rtol=1e-5, atol=1e-5, msg=run)
+    with torch.no_grad():
+        for i, row in enumerate(rows):
+            alone = model(torch.cat([row, new[i]])[None]).logits[0, -1]
+            torch.testing.assert_close(got["shared"][i], alone, rtol=1e-4, atol=1e-4)
+
+
+def test_engine_reads_a_shared_prompt_start_once(split_tokenizer, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import treegrpo.engine.lean as lean_mod
+
+    model = tiny_qwen2(len(split_tokenizer), hidden=64, layers=2, seed=1)
+    start = split_tokenizer("Answer the question. Paris is the capital of France.")["input_ids"]
+    prompts = [start + split_tokenizer(t)["input_ids"] for t in (" x", " <think>I", " capital")]
+    greedy = SamplingParams(greedy=True, max_new_tokens=12)
+    calls = [0]
+    real = lean_mod._attend_shared
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(lean_mod, "_attend_shared", counted)
+    outs = []
+    for min_columns in (4, 10**9):
+        calls[0] = 0
+        eng = HFEngine(
+            model, split_tokenizer, StepStopper(split_tokenizer), min_shared_prefix=4,
+            min_shared_columns=min_columns,
+        )  # fmt: skip
+        ctx, _ = eng.prefill([eng.root()] * 3, [p[:-1] for p in prompts])
+        first = eng.step(
+            [StepRequest(c, [p[-1]]) for c, p in zip(ctx, prompts, strict=True)], greedy
+        )
+        again = eng.step([StepRequest(r.end, [r.tokens[-1], 5, 6]) for r in first], greedy)
+        outs.append([(r.tokens, r.logprobs) for r in first + again])
+        assert (calls[0] > 0) == (min_columns == 4)
+    for (tok_a, lp_a), (tok_b, lp_b) in zip(*outs, strict=True):
+        assert tok_a == tok_b
+        assert lp_a == pytest.approx(lp_b, abs=1e-5)
