@@ -1,6 +1,7 @@
 """Rollout engine benchmark: prefix caching vs re-prefill, and our chain steps vs HF `generate`.
 
-Everything is measured side by side in one run, each timing the median of --repeats runs:
+Everything is measured side by side in one run, each timing the median of --repeats runs (in B,
+one run of every configuration per round, so that drift in the machine's speed hits all alike):
 
 A. token efficiency: positions the model computed (prefill + decode, padding included) ÷
    distinct tokens of the finished forest, tree (2,2,1), cache on vs off (tiny trained agent);
@@ -9,9 +10,10 @@ B. tree speed: wall time of tree rollouts (2,2,1), cache on vs re-prefill, on a 
    "feedback": every step runs to the token limit and gets the short invalid-action feedback;
    "search": every step is treated as a search whose observation is three ~130-word passages
    (cut at 500 tokens, the paper's limit): the shape of a real search agent's context;
-   and two more cached runs, each with one engine speed-up off: the linear layers on MKL
-   instead of packed oneDNN weights, and the model's own forward at decode instead of the
-   lean decode step (``engine.lean``);
+   and three more cached runs, each with one engine speed-up off: the linear layers on MKL
+   instead of packed oneDNN weights, the model's own forward at decode instead of the
+   lean decode step (``engine.lean``), and no sharing of the prompts' common start
+   (``engine.prefix`` in prefill, the shared attention of ``engine.lean`` at decode);
 C. chain speed: one agent step for a batch of prompts, our engine vs transformers'
    `model.generate` (stop strings on, so both stop on the same tags; `generate` keeps finished
    rows in the batch), and full multi-turn chain rollouts vs a loop of `generate` calls that
@@ -104,6 +106,7 @@ def tree_run(
     search: bool = False,
     packed: bool | None = None,
     lean: bool | None = None,
+    share: bool = True,
 ) -> Any:
     eng = HFEngine(
         model,
@@ -112,6 +115,8 @@ def tree_run(
         reuse_cache=reuse,
         packed_linear=packed,
         lean_decode=lean,
+        min_shared_prefix=16 if share else 0,
+        min_shared_columns=64 if share else 10**9,
     )
     proto = AlwaysSearch(agent.tokenizer, max_obs_tokens=500) if search else agent.protocol
     tool = LongPassages() if search else WordTool()
@@ -236,20 +241,32 @@ def main() -> None:
         if args.only not in (None, workload):
             continue
         limits_b = AgentLimits(max_turns=3, topk=3, max_context=4096)
-        # then cached with one speed-up off: MKL linear layers; the model's forward at decode
-        runs = [(True, None, None, "cache"), (False, None, None, "reprefill")]
+        # then cached with one speed-up off: MKL linear layers; the model's forward at decode;
+        # no prompt-start sharing (neither in prefill nor in decode attention)
+        runs = [(True, None, None, True, "cache"), (False, None, None, True, "reprefill")]
         if not args.only:
-            runs += [(True, False, None, "cache_mkl"), (True, None, False, "cache_model_forward")]
-        for reuse, pk, lean, name in runs:
-            t, ro = median_time(
-                lambda r=reuse, s=sampling_b, q=search, lim=limits_b, p=pk, ln=lean: tree_run(
-                    big, agent, r, prompts, s, lim, q, p, ln
-                ),
-                args.repeats,
-            )
+            runs += [
+                (True, False, None, True, "cache_mkl"),
+                (True, None, False, True, "cache_model_forward"),
+                (True, None, None, False, "cache_no_sharing"),
+            ]
+        # interleaved (one run of each configuration per round), so that a machine whose speed
+        # drifts during the benchmark slows every configuration alike
+        times: dict[str, list[float]] = {name: [] for *_, name in runs}
+        outs: dict[str, Any] = {}
+        for _ in range(args.repeats):
+            for reuse, pk, lean, share, name in runs:
+                t0 = time.perf_counter()
+                outs[name] = tree_run(
+                    big, agent, reuse, prompts, sampling_b, limits_b, search, pk, lean, share
+                )
+                times[name].append(time.perf_counter() - t0)
+        for *_, name in runs:
+            t, ro = statistics.median(times[name]), outs[name]
             spend = ro.spend.total()
             res[f"B_{workload}_tree_{name}"] = {
                 "seconds": t,
+                "runs": times[name],
                 "processed": spend.processed,
                 "distinct": ro.distinct_tokens(),
                 "ratio": spend.processed / ro.distinct_tokens(),
@@ -333,6 +350,11 @@ def main() -> None:
         print(
             f"| B {workload}: cached wall s, model forward vs lean decode | {fwd:.2f} | "
             f"{b_on['seconds']:.2f} | {fwd / b_on['seconds']:.2f}× faster lean |"
+        )
+        alone = res[f"B_{workload}_tree_cache_no_sharing"]["seconds"]
+        print(
+            f"| B {workload}: cached wall s, prompt start not shared vs shared | {alone:.2f} | "
+            f"{b_on['seconds']:.2f} | {alone / b_on['seconds']:.2f}× faster shared |"
         )
     print("\n| chain job (32 prompts) | ours s | generate s | speed-up |\n|---|---|---|---|")
     for key in (

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from treegrpo.data.relations import RELATIONS
-from treegrpo.data.synthetic import World, make_world, train_eval_worlds
+from treegrpo.data.synthetic import World, disjoint_worlds, make_world, train_eval_worlds
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.corpus import read_corpus
 
@@ -29,6 +29,21 @@ def test_train_and_eval_worlds_share_no_name(worlds: tuple[World, World]) -> Non
     titles = {p.title for p in train.passages}
     assert not titles & {p.title for p in evaluation.passages}
     assert not {q.uid for q in train.questions} & {q.uid for q in evaluation.questions}
+
+
+def test_disjoint_worlds_share_no_name_with_each_other_or_avoid(
+    worlds: tuple[World, World],
+) -> None:
+    avoid = worlds[1].name_words()
+    more = disjoint_worlds([11, 12, 13], avoid)
+    assert [w.seed for w in more] == [11, 12, 13]
+    for i, w in enumerate(more):
+        assert not w.name_words() & avoid
+        for other in more[i + 1 :]:
+            assert not w.name_words() & other.name_words()
+    # one corpus for all: no passage id or question uid repeats
+    assert len({p.id for w in more for p in w.passages}) == sum(len(w.passages) for w in more)
+    assert len({q.uid for w in more for q in w.questions}) == sum(len(w.questions) for w in more)
 
 
 def test_questions_are_answerable_and_balanced(worlds: tuple[World, World]) -> None:

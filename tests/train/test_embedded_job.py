@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 
 from treegrpo.models.warmstart import CIRCUIT_PARAMS, WarmStartConfig, warm_start
 from treegrpo.train.checkpoint import latest_checkpoint
-from treegrpo.train.embedded import run_embedded
+from treegrpo.train.embedded import rl_and_eval_worlds, run_embedded
 from treegrpo.train.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
 
 TINY_WARM = WarmStartConfig(
@@ -50,3 +50,14 @@ def test_the_default_job_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     with pytest.raises(ValueError, match="holds a previous run"):
         run_embedded(DEFAULT_ALGO, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False)
     assert (out / "eval-before.json").stat().st_mtime_ns == report
+
+
+def test_rl_trains_on_several_worlds_the_eval_world_is_not_one_of() -> None:
+    worlds, held_out = rl_and_eval_worlds(replace(DEFAULT_EMBEDDED, train_worlds=3))
+    assert len(worlds) == 3 and worlds[0].seed == 0 and held_out.seed == 1
+    names = [w.name_words() for w in [*worlds, held_out]]
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            assert not a & b
+    (only,), _ = rl_and_eval_worlds(replace(DEFAULT_EMBEDDED, train_worlds=1))
+    assert only.passages == worlds[0].passages

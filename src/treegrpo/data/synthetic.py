@@ -168,6 +168,18 @@ def make_world(
     return world
 
 
+def disjoint_worlds(
+    seeds: list[int], avoid: frozenset[str] = frozenset(), **sizes: int | float
+) -> list[World]:
+    """One world per seed, no two of them (nor any with ``avoid``) sharing a name word, so their
+    corpora can be searched as one."""
+    worlds: list[World] = []
+    for s in seeds:
+        worlds.append(make_world(s, avoid=avoid, **sizes))  # type: ignore[arg-type]
+        avoid = avoid | worlds[-1].name_words()
+    return worlds
+
+
 def train_eval_worlds(seed: int = 0, **sizes: int | float) -> tuple[World, World]:
     """A train world (seed ``2·seed``) and an eval world (seed ``2·seed + 1``) with no entity name
     in common; ``sizes`` go to both (see ``WorldConfig``)."""

@@ -1,11 +1,13 @@
 """The embedded default job: Tree-GRPO on the synthetic multi-hop world, on a CPU, in minutes.
 
-    warm start (cached) → held-out eval → RL on the training world → held-out eval
+    warm start (cached) → held-out eval → RL on the training worlds → held-out eval
     → before/after table, learning curve, report.md in the run directory
 
 Training and evaluation questions come from different generated worlds (no shared entity), so
-the agent cannot memorize facts: it has to search. Everything here is real: the BM25 retriever
-over the world's corpus, the transformers model, the engine, the trainer.
+the agent cannot memorize facts: it has to search. RL draws its questions from several worlds
+(``EmbeddedConfig.train_worlds``) so that no question comes back often enough to be learned by
+heart either. Everything here is real: the BM25 retriever over the worlds' corpus, the
+transformers model, the engine, the trainer.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from treegrpo.data.synthetic import World, disjoint_worlds, train_eval_worlds
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.presets import EmbeddedConfig
 from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
+
+_RL_SEED = 2_000_000  # the extra RL worlds: seeds apart from train/eval pairs and demo worlds
 
 
 def load_model(path: Path) -> tuple[Any, Any]:
@@ -43,6 +48,16 @@ def held_out_items(world: Any, n: int) -> list[EvalItem]:
     ]
 
 
+def rl_and_eval_worlds(cfg: EmbeddedConfig) -> tuple[list[World], World]:
+    """The worlds RL trains on (``cfg.train_worlds`` of them, the train world of
+    ``train_eval_worlds`` first) and the held-out world; no two share a name."""
+    train_world, eval_world = train_eval_worlds(cfg.world_seed)
+    base = _RL_SEED + 1000 * cfg.world_seed
+    seeds = list(range(base, base + cfg.train_worlds - 1))
+    avoid = train_world.name_words() | eval_world.name_words()
+    return [train_world, *disjoint_worlds(seeds, avoid)], eval_world
+
+
 def run_embedded(
     algo: AlgorithmConfig,
     optim: OptimConfig,
@@ -58,7 +73,6 @@ def run_embedded(
     ``before``: the warm start's held-out report (``evaluate``'s output) to use instead of
     evaluating it again; runs that share the warm start and held-out questions can share it.
     """
-    from treegrpo.data.synthetic import train_eval_worlds
     from treegrpo.models.warmstart import CIRCUIT_PARAMS, WarmStartConfig, warm_start
     from treegrpo.tools.bm25 import BM25Retriever
 
@@ -72,10 +86,10 @@ def run_embedded(
         # RL keeps the hand-built copying circuits fixed too (see warmstart.CIRCUIT_PARAMS).
         model_cfg = replace(model_cfg, frozen=tuple(sorted({*model_cfg.frozen, *CIRCUIT_PARAMS})))
     t_warm = time.perf_counter() - t0
-    train_world, eval_world = train_eval_worlds(cfg.world_seed)
-    train_tool = BM25Retriever(train_world.passages)
+    worlds, eval_world = rl_and_eval_worlds(cfg)
+    train_tool = BM25Retriever([p for w in worlds for p in w.passages])
     eval_tool = BM25Retriever(eval_world.passages)
-    items = [TrainItem(q.question, tuple(q.golds), q.uid) for q in train_world.questions]
+    items = [TrainItem(q.question, tuple(q.golds), q.uid) for w in worlds for q in w.questions]
     held_out = held_out_items(eval_world, cfg.eval_questions)
     limits = AgentLimits(cfg.max_turns, 3, cfg.max_context)
     sampling = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
