@@ -94,10 +94,7 @@ class HFEngine:
     runs through the model it wraps, whose layers carry the adapters in place: the wrapper's
     ``forward(**kwargs)`` would hide ``logits_to_keep``. min_shared_prefix: ``prefill`` computes
     a start of at least this many tokens that several rows on the same context share once
-    (``engine.prefix``; 0 = never; only with the cache on). min_shared_columns: when every row
-    of a decode batch starts with the same cached segments, at least this many columns, the
-    lean decoder reads them once per step for all rows instead of once per row (cascade
-    attention, ``lean._attend_shared``; a very large value turns it off).
+    (``engine.prefix``; 0 = never; only with the cache on).
     """
 
     def __init__(
@@ -112,7 +109,6 @@ class HFEngine:
         packed_linear: bool | Literal["decode"] | None = None,
         lean_decode: bool | None = None,
         min_shared_prefix: int = 16,
-        min_shared_columns: int = 64,
     ) -> None:
         model = _unwrap_peft(model)
         self.model = model
@@ -121,7 +117,6 @@ class HFEngine:
         self.max_prefill_tokens = max_prefill_tokens
         self.pad_waste = pad_waste
         self.min_shared_prefix = min_shared_prefix
-        self.min_shared_columns = min_shared_columns
         if packed_linear and not onednn.supported(model):
             raise ValueError("packed_linear needs oneDNN and a model on CPU in fp32")
         mode = onednn.engine_mode(model) if packed_linear is None else packed_linear
@@ -385,27 +380,17 @@ class HFEngine:
         dev = self.device
         # longest first: rows of similar length sit together, so attention can skip padding
         rows = sorted(rows, key=lambda r: -(r.context.length + len(r.feed)))
-        # plain attention over the whole cache unless the lean decoder reads a shared start once
-        plain = not torch.is_autocast_enabled(dev.type)
-        lean = self._lean if plain else None
-        common = _common_start(rows) if lean is not None and self.reuse_cache else []
-        if sum(len(seg.tokens) for seg in common) < self.min_shared_columns or len(rows) < 2:
-            common = []
-        shared = None
-        if common:
-            kv = torch.cat(
-                rows[0].context.kv_parts()[: len(common)], dim=3
-            )  # (layers, 2, Hkv, S, D)
-            shared = [(kv[i, 0], kv[i, 1]) for i in range(kv.shape[0])]
         full = []
         for r in rows:
             assert r.feed_kv is not None
-            full.append([*r.context.kv_parts()[len(common) :], r.feed_kv])
+            full.append([*r.context.kv_parts(), r.feed_kv])
         room = max(r.limit for r in rows)
         cache, width = assemble_cache(full, room, self.model.config, self._n_layers)
         pads = [width - sum(k.shape[3] for k in parts) for parts in full]
         del full
         # SDPA wants the mask in the query's dtype, which autocast would change
+        plain = not torch.is_autocast_enabled(dev.type)
+        lean = self._lean if plain else None
         bias = plain and (self._sdpa_bias or lean is not None)
         mask = _DecodeMask(pads, width + room, self.model.dtype if bias else None, dev)
         lengths = torch.tensor([r.context.length + len(r.feed) for r in rows], device=dev)
@@ -418,7 +403,7 @@ class HFEngine:
             steps += 1
             pos = (lengths + (steps - 1))[:, None]
             if lean is not None:
-                logits = lean(last, mask.additive(width + steps), pos, cache, spans, shared)
+                logits = lean(last, mask.additive(width + steps), pos, cache, spans)
             else:
                 logits = self._forward(last, mask.columns(width + steps), pos, cache)
             tok, lp = sample(logits, params, generator)
@@ -494,17 +479,6 @@ def _spans(
 ) -> list[tuple[int, int, int]] | None:
     """The lean decoder's attention row ranges for rows with ``pads`` (None without it)."""
     return None if lean is None else attention_spans(pads, width, lean.call_overhead)
-
-
-def _common_start(rows: list[_Row]) -> list[Segment]:
-    """The non-empty segments that every row's context begins with (the same objects)."""
-    paths = [[seg for seg in r.context.path() if seg.tokens] for r in rows]
-    common = []
-    for segs in zip(*paths, strict=False):
-        if any(seg is not segs[0] for seg in segs):
-            break
-        common.append(segs[0])
-    return common
 
 
 def _row_kv(cache: DynamicCache, row: int, start: int, stop: int) -> torch.Tensor:

@@ -107,17 +107,14 @@ class LeanDecoder:
         pos: torch.Tensor,
         cache: DynamicCache,
         spans: Sequence[tuple[int, int, int]] | None = None,
-        shared: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None,
     ) -> torch.Tensor:
-        """``spans``: attend in row ranges (see ``attention_spans``); None = one call.
-        ``shared``: per layer, keys and values (Hkv, S, D) of a context start that every row
-        attends to before its own cached columns (not in ``cache``; see ``_attend_shared``)."""
+        """``spans``: attend in row ranges (see ``attention_spans``); None = one call."""
         b = ids.shape[0]
         h = self.embed(ids)  # (b, 1, E)
         cos, sin = self.rotary(h, pos)  # (b, 1, D) each
         cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, D), broadcast over heads
-        for i, (layer, kv, qkv, gate_up) in enumerate(
-            zip(self.layers, cache.layers, self.qkv, self.gate_up, strict=True)
+        for layer, kv, qkv, gate_up in zip(
+            self.layers, cache.layers, self.qkv, self.gate_up, strict=True
         ):
             att = layer.self_attn
             x = _rms_norm(h, layer.input_layernorm)
@@ -134,10 +131,7 @@ class LeanDecoder:
             keys, values = kv.update(k, v)  # type: ignore[union-attr]  # (b, Hkv, n, D)
             hkv = keys.shape[1]
             q = q.view(b, hkv, -1, d)  # (b, Hkv, n_rep, D): a group's query heads as rows
-            if shared is None:
-                o = _attend(q, keys, values, bias, att.scaling, spans)  # (b, Hkv, n_rep, D)
-            else:
-                o = _attend_shared(q, keys, values, bias, att.scaling, spans, *shared[i])
+            o = _attend(q, keys, values, bias, att.scaling, spans)  # (b, Hkv, n_rep, D)
             h = h + att.o_proj(o.reshape(b, 1, -1))  # (b, 1, Hq·D), heads in order
             x = _rms_norm(h, layer.post_attention_layernorm)
             if gate_up is not None:  # down(act(gate(x)) · up(x)), the Llama/Qwen2 MLP
@@ -241,44 +235,6 @@ def _attend(
         for a, b, c in spans
     ]
     return torch.cat(parts)
-
-
-def _attend_shared(
-    q: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    bias: torch.Tensor | None,
-    scale: float,
-    spans: Sequence[tuple[int, int, int]] | None,
-    shared_k: torch.Tensor,
-    shared_v: torch.Tensor,
-) -> torch.Tensor:
-    """Attention over [shared columns | each row's own columns], reading the shared ones once
-    for all rows (cascade attention, as FlashInfer does for a shared system prompt).
-
-    With scores s_sh = q K_shᵀ · scale and s_own = q K_ownᵀ · scale + bias, one softmax over
-    their concatenation gives p = [p_sh | p_own] and o = p_sh V_sh + p_own V_own: exactly the
-    attention over the concatenated columns. The shared products run for all rows as one
-    matrix product per key/value head, (b·n_rep, D) × (D, S), instead of b reads of the same
-    S columns. q (b, Hkv, n_rep, D); keys, values (b, Hkv, n, D); shared_k, shared_v
-    (Hkv, S, D); bias (b, 1, 1, n) or None; spans as in ``_attend``."""
-    b, hkv, rep, d = q.shape
-    n_sh = shared_k.shape[1]
-    q_heads = q.permute(1, 0, 2, 3).reshape(hkv, b * rep, d)  # (Hkv, b·n_rep, D)
-    s_sh = torch.matmul(q_heads, shared_k.transpose(1, 2)) * scale  # (Hkv, b·n_rep, S)
-    s_sh = s_sh.view(hkv, b, rep, n_sh).permute(1, 0, 2, 3)  # (b, Hkv, n_rep, S)
-    p_sh, o_own = [], []
-    for a, z, c in spans or [(0, b, 0)]:
-        s_own = torch.matmul(q[a:z], keys[a:z, :, c:].transpose(2, 3)) * scale
-        if bias is not None:
-            s_own = s_own + bias[a:z, ..., c:]
-        # softmax in fp32 (as SDPA accumulates), probabilities back in the values' dtype
-        p = torch.softmax(torch.cat([s_sh[a:z], s_own], dim=-1).float(), dim=-1).to(q.dtype)
-        p_sh.append(p[..., :n_sh])
-        o_own.append(torch.matmul(p[..., n_sh:], values[a:z, :, c:]))  # (z-a, Hkv, n_rep, D)
-    p_all = torch.cat(p_sh).permute(1, 0, 2, 3).reshape(hkv, b * rep, n_sh)  # (Hkv, b·n_rep, S)
-    o_sh = torch.matmul(p_all, shared_v).view(hkv, b, rep, d).permute(1, 0, 2, 3)
-    return torch.cat(o_own) + o_sh  # (b, Hkv, n_rep, D)
 
 
 def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
