@@ -12,8 +12,8 @@ B. tree speed: wall time of tree rollouts (2,2,1), cache on vs re-prefill, on a 
    (cut at 500 tokens, the paper's limit): the shape of a real search agent's context;
    and three more cached runs, each with one engine speed-up off: the linear layers on MKL
    instead of packed oneDNN weights, the model's own forward at decode instead of the
-   lean decode step (``engine.lean``), and no sharing of the prompts' common start
-   (``engine.prefix`` in prefill, the shared attention of ``engine.lean`` at decode);
+   lean decode step (``engine.lean``), and no sharing of the prompts' common start in
+   prefill (``engine.prefix``);
 C. chain speed: one agent step for a batch of prompts, our engine vs transformers'
    `model.generate` (stop strings on, so both stop on the same tags; `generate` keeps finished
    rows in the batch), and full multi-turn chain rollouts vs a loop of `generate` calls that
@@ -116,7 +116,6 @@ def tree_run(
         packed_linear=packed,
         lean_decode=lean,
         min_shared_prefix=16 if share else 0,
-        min_shared_columns=64 if share else 10**9,
     )
     proto = AlwaysSearch(agent.tokenizer, max_obs_tokens=500) if search else agent.protocol
     tool = LongPassages() if search else WordTool()
