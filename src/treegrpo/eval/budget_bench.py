@@ -96,10 +96,12 @@ ABLATION_MODES: tuple[Mode, ...] = ("intra", "inter")
 
 # The embedded protocol of the recorded full run (BENCHMARKS.md): the default job's settings as
 # they were then, so the recorded numbers can be reproduced: every prompt in the update, in
-# mini-batches of 8 prompts, 16 prompts per step (the default job now skips uniform prompts).
+# mini-batches of 8 prompts, 16 prompts per step, RL questions from one world (the default job
+# now skips uniform prompts and draws its questions from several worlds).
 BENCH_ALGO = replace(DEFAULT_ALGO, skip_uniform_prompts=False)
 BENCH_OPTIM = replace(DEFAULT_OPTIM, mini_batch_prompts=8)
 BENCH_PROMPTS = 16
+BENCH_TRAIN_WORLDS = 1
 
 
 @dataclass(frozen=True)
@@ -328,7 +330,9 @@ def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
 def world_config(s: BenchSettings) -> EmbeddedConfig:
     """Embedded mode: the preset's world with the benchmark's held-out questions."""
     assert s.eval_questions is not None  # None (all questions) is for data mode only
-    return replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
+    return replace(
+        DEFAULT_EMBEDDED, eval_questions=s.eval_questions, train_worlds=BENCH_TRAIN_WORLDS
+    )
 
 
 def data_config(s: BenchSettings) -> DataConfig:
