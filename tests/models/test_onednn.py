@@ -171,7 +171,7 @@ def test_trainable_linears_skip_frozen_weights(model) -> None:  # type: ignore[n
 @pytest.mark.parametrize(
     ("env", "vendor", "hidden", "want"),
     [
-        ("auto", "AuthenticAMD", 64, True),
+        ("auto", "AuthenticAMD", 64, True),  # with AVX-512 (patched below)
         ("auto", "GenuineIntel", 64, False),  # narrow: MKL at decode too
         ("auto", "GenuineIntel", 512, "decode"),  # wide: packed at decode only
         ("1", "GenuineIntel", 64, True),
@@ -184,23 +184,29 @@ def test_engine_mode_by_vendor_width_and_environment(
 ) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv(onednn.ENV, env)
     monkeypatch.setattr(onednn, "_cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(onednn, "_cpu_capability", lambda: "AVX512")
     model = tiny_qwen2(32, hidden=hidden, layers=1, heads=2, kv_heads=2)
     assert onednn.engine_mode(model) == want
 
 
 @pytest.mark.parametrize(
-    ("env", "vendor", "want"),
+    ("env", "vendor", "isa", "want"),
     [
-        ("auto", "AuthenticAMD", True),  # MKL on AVX2: oneDNN pays
-        ("auto", "GenuineIntel", False),  # MKL on AVX-512: plain linear layers
-        ("auto", "", True),
-        ("1", "GenuineIntel", True),
-        ("0", "AuthenticAMD", False),
+        ("auto", "AuthenticAMD", "AVX512", True),  # MKL on AVX2, oneDNN on AVX-512: pays
+        ("auto", "AuthenticAMD", "AVX2", False),  # both on AVX2: MKL is faster
+        ("auto", "GenuineIntel", "AVX512", False),  # MKL on AVX-512: plain linear layers
+        ("auto", "", "AVX2", True),
+        ("1", "GenuineIntel", "AVX512", True),
+        ("1", "AuthenticAMD", "AVX2", True),
+        ("0", "AuthenticAMD", "AVX512", False),
     ],
 )
-def test_preferred_by_cpu_vendor_and_environment(model, monkeypatch, env, vendor, want) -> None:  # type: ignore[no-untyped-def]
+def test_preferred_by_cpu_vendor_isa_and_environment(  # type: ignore[no-untyped-def]
+    model, monkeypatch, env, vendor, isa, want
+) -> None:
     monkeypatch.setenv(onednn.ENV, env)
     monkeypatch.setattr(onednn, "_cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(onednn, "_cpu_capability", lambda: isa)
     assert onednn.preferred(model) == want
     ids = torch.randint(0, model.config.vocab_size, (2, 5))
     with _counting() as calls, onednn.training(model):
@@ -211,5 +217,7 @@ def test_preferred_by_cpu_vendor_and_environment(model, monkeypatch, env, vendor
     assert (calls[0] > 0) == want
 
 
-def test_cpu_vendor_is_read() -> None:
+def test_cpu_vendor_and_capability_are_read() -> None:
     assert isinstance(onednn._cpu_vendor(), str)
+    isa = onednn._cpu_capability()
+    assert isinstance(isa, str) and isa  # e.g. "AVX2", "AVX512", "DEFAULT"

@@ -1,12 +1,13 @@
 """Linear layers on oneDNN instead of MKL on CPU: for generation (packed weights) and training.
 
-On CPU, ``F.linear`` in fp32 and its backward run on MKL's sgemm. On AMD CPUs (the AMD EPYC
-machines this project was first measured on) MKL takes its AVX2 path: about 100 GFLOPS on one
-core at large batch, and much less at the few rows of a decode step, where the weights stream
-from memory. oneDNN (``torch.ops.mkldnn._linear_pointwise``, the kernel inductor's CPU backend
-emits) computes the same fp32 products 1.4-3x faster there (``bench/linear.py``,
-BENCHMARKS.md). On Intel CPUs MKL runs AVX-512 and oneDNN does not pay, so ``preferred``
-turns these paths on by CPU vendor:
+On CPU, ``F.linear`` in fp32 and its backward run on MKL's sgemm. On AMD CPUs MKL takes its
+AVX2 path even where the CPU has AVX-512 (the AMD EPYC machines this project was first
+measured on): about 100 GFLOPS on one core at large batch, and much less at the few rows of a
+decode step, where the weights stream from memory. oneDNN (``torch.ops.mkldnn._linear_pointwise``,
+the kernel inductor's CPU backend emits) uses AVX-512 there and computes the same fp32 products
+1.4-3x faster (``bench/linear.py``, BENCHMARKS.md). Where MKL already uses the CPU's widest
+vectors (Intel CPUs; AMD CPUs without AVX-512) oneDNN does not pay, so ``preferred`` turns
+these paths on by CPU vendor and vector width:
 
 - ``PackedLinears(model)``, for gradient-free forwards (the engine, old log-probs): each weight
   is reordered once into oneDNN's blocked layout (2.2-3.2x faster than MKL) and rebuilt only
@@ -49,15 +50,23 @@ def supported(model: nn.Module) -> bool:
 
 def preferred(model: nn.Module) -> bool:
     """Whether to use them (``packed``, ``training`` and the engine's default): where
-    ``supported`` and MKL is not on its AVX-512 path. MKL takes that path on Intel CPUs only:
-    there plain ``F.linear`` is as fast or faster (the default job's RL step 10 s with MKL vs
-    13 s with oneDNN on 2 cores of a Xeon; the warm start's SFT step 0.33 vs 0.48 s), while on
-    AMD MKL runs AVX2 and oneDNN is 1.4-3x faster (BENCHMARKS.md). The environment variable
-    ``TREEGRPO_ONEDNN`` overrides: "1" wherever supported, "0" never."""
+    ``supported`` and the CPU has AVX-512 that MKL leaves unused. MKL takes its AVX-512 path on
+    Intel CPUs only: there plain ``F.linear`` is as fast or faster (the default job's RL step
+    10 s with MKL vs 13 s with oneDNN on 2 cores of a Xeon; the warm start's SFT step 0.33 vs
+    0.48 s). On an AMD CPU with AVX-512 MKL runs AVX2 while oneDNN runs AVX-512, 1.4-3x faster
+    (BENCHMARKS.md); on an AMD CPU without AVX-512 both run AVX2 and MKL is faster again (RL
+    step 8.6-9.9 s vs 10.1-10.7 s; 60 SFT updates 28-29 s vs 31-33 s on 2 cores of an AVX2
+    EPYC). Other CPUs (unmeasured) keep oneDNN. ``TREEGRPO_ONEDNN`` overrides: "1" wherever
+    supported, "0" never."""
     choice = os.environ.get(ENV, "auto")
     if choice == "0" or not supported(model):
         return False
-    return choice == "1" or _cpu_vendor() != "GenuineIntel"
+    if choice == "1":
+        return True
+    vendor = _cpu_vendor()
+    if vendor == "AuthenticAMD":
+        return _cpu_capability().startswith("AVX512")
+    return vendor != "GenuineIntel"
 
 
 # Model width from which packed weights pay at decode even where MKL runs AVX-512 (see
@@ -95,6 +104,12 @@ def _cpu_vendor() -> str:
     except OSError:
         pass
     return ""
+
+
+@functools.cache
+def _cpu_capability() -> str:
+    """The widest vector ISA ATen dispatches to here ("AVX512", "AVX2", "DEFAULT", …)."""
+    return str(torch.backends.cpu.get_cpu_capability())
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

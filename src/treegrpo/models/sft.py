@@ -112,8 +112,11 @@ def train_sft(
         for _ in range(steps):
             if not queue:
                 queue = length_batches(lengths, max_batch_tokens, rng)
-            ids, attn, labels = collate([examples[i] for i in queue.pop()], pad_id)
-            logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)
+            ids, _, labels = collate([examples[i] for i in queue.pop()], pad_id)
+            # No attention mask: the rows are right-padded, and in a causal LM a real token
+            # never attends to the padding after it, so attention runs its causal kernel
+            # (same numbers on real positions; padding carries no label).
+            logits = model(input_ids=ids).logits  # (B, T, V)
             total, count = masked_nll(logits, labels)
             loss = total / max(count, 1)
             opt.zero_grad(set_to_none=True)
