@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -12,11 +13,18 @@ from treegrpo.models.sft import (
     SFTExample,
     collate,
     length_batches,
+    action_nll,
     lr_at,
-    masked_nll,
     train_sft,
 )
 from treegrpo.models.tiny import tiny_qwen2
+
+
+def _full_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Reference: the NLL from the logits of every position, as a plain LM head gives them."""
+    pred, target = logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1)
+    loss = torch.nn.functional.cross_entropy(pred, target, ignore_index=IGNORE, reduction="sum")
+    return loss, int((target != IGNORE).sum())
 
 
 def _examples() -> list[SFTExample]:
@@ -44,7 +52,7 @@ def test_right_padded_rows_need_no_attention_mask() -> None:
 
     def loss_and_grads(mask: torch.Tensor | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         model.zero_grad()
-        total, count = masked_nll(model(input_ids=ids, attention_mask=mask).logits, labels)
+        total, count = _full_nll(model(input_ids=ids, attention_mask=mask).logits, labels)
         (total / count).backward()
         return total.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
@@ -62,12 +70,36 @@ def test_right_padded_rows_need_no_attention_mask() -> None:
     assert not torch.allclose(with_mask, without, atol=1e-4)
 
 
-def test_masked_nll_counts_only_labelled_next_tokens() -> None:
-    logits = torch.zeros(1, 3, 4)  # uniform: every labelled token costs log 4
-    labels = torch.tensor([[IGNORE, 2, IGNORE]])
-    total, count = masked_nll(logits, labels)
+def test_action_nll_equals_the_full_head_loss_and_gradients() -> None:
+    """The head runs on labelled positions only; loss, count and every gradient are those of
+    the logits of every position."""
+    model = tiny_qwen2(16, hidden=32, layers=2, heads=2, kv_heads=2, seed=0)
+    ids, _, labels = collate(_examples(), pad_id=0)
+
+    def loss_and_grads(
+        fn: Callable[[], tuple[torch.Tensor, int]],
+    ) -> tuple[torch.Tensor, int, list[torch.Tensor]]:
+        model.zero_grad()
+        total, count = fn()
+        (total / count).backward()
+        return total.detach(), count, [p.grad.clone() for p in model.parameters()]
+
+    full, n_full, g_full = loss_and_grads(lambda: _full_nll(model(input_ids=ids).logits, labels))
+    part, n_part, g_part = loss_and_grads(lambda: action_nll(model, ids, labels))
+    assert n_part == n_full == 8  # the labelled tokens after position 0: 3 + 2 + 3
+    torch.testing.assert_close(part, full, rtol=1e-5, atol=1e-5)
+    for a, b in zip(g_part, g_full, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_action_nll_of_uniform_logits_is_log_vocab_per_label() -> None:
+    model = tiny_qwen2(16, hidden=32, layers=2, heads=2, kv_heads=2, seed=0)
+    torch.nn.init.zeros_(model.get_output_embeddings().weight)  # tied: all logits 0
+    ids = torch.tensor([[3, 4, 5]])
+    labels = torch.tensor([[IGNORE, 4, IGNORE]])
+    total, count = action_nll(model, ids, labels)
     assert count == 1
-    assert total.item() == pytest.approx(torch.log(torch.tensor(4.0)).item())
+    assert total.item() == pytest.approx(torch.log(torch.tensor(16.0)).item())
 
 
 def test_length_batches_cover_every_example_once_within_the_token_budget() -> None:

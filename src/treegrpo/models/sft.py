@@ -4,7 +4,7 @@ Batches are length-grouped: sequences are sorted by length, cut into batches of 
 ``max_batch_tokens`` padded tokens, and the batches are visited in a seeded random order, so
 padding stays small without any sequence always meeting the same neighbours. The loss is the
 mean negative log-likelihood over the batch's action tokens (prompt and observation tokens are
-context only, as in the RL loss).
+context only, as in the RL loss), and logits are computed for those tokens only.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -66,13 +67,22 @@ def collate(
     return ids, attn, labels
 
 
-def masked_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Sum of next-token NLL over labelled positions and their count. logits (B, T, V), labels
-    (B, T); position t predicts labels[t + 1]."""
-    pred = logits[:, :-1].reshape(-1, logits.shape[-1]).float()  # (B·(T-1), V)
-    target = labels[:, 1:].reshape(-1)  # (B·(T-1),)
-    loss = torch.nn.functional.cross_entropy(pred, target, ignore_index=IGNORE, reduction="sum")
-    return loss, int((target != IGNORE).sum())
+def action_nll(model: Any, ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Sum of next-token NLL over labelled positions and their count. ids, labels (B, T);
+    position t predicts labels[t + 1].
+
+    The LM head and the softmax run on the labelled positions only (the model's decoder gives
+    the hidden states, its output embedding the logits): prompt, observation and padding
+    positions need no logits, and the head is a large share of a small model's step (for the
+    tiny default, vocabulary 1,536 at width 128). Valid for models whose logits are the output
+    embedding of the last hidden state (Llama, Qwen2, SmolLM2; not models that scale or cap
+    their logits)."""
+    hidden = model.get_decoder()(input_ids=ids).last_hidden_state  # (B, T, H)
+    target = labels[:, 1:]  # (B, T-1)
+    keep = target != IGNORE  # (B, T-1)
+    logits = model.get_output_embeddings()(hidden[:, :-1][keep])  # (n, V)
+    loss = torch.nn.functional.cross_entropy(logits.float(), target[keep], reduction="sum")
+    return loss, int(keep.sum())
 
 
 def lr_at(step: int, steps: int, warmup: int, floor: float = 0.1) -> float:
@@ -116,8 +126,7 @@ def train_sft(
             # No attention mask: the rows are right-padded, and in a causal LM a real token
             # never attends to the padding after it, so attention runs its causal kernel
             # (same numbers on real positions; padding carries no label).
-            logits = model(input_ids=ids).logits  # (B, T, V)
-            total, count = masked_nll(logits, labels)
+            total, count = action_nll(model, ids, labels)
             loss = total / max(count, 1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
