@@ -11,9 +11,9 @@ import torch
 from treegrpo.models.sft import (
     IGNORE,
     SFTExample,
+    action_nll,
     collate,
     length_batches,
-    action_nll,
     lr_at,
     train_sft,
 )
