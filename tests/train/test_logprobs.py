@@ -49,3 +49,28 @@ def test_right_padded_detection() -> None:
     assert not lp_module._right_padded(torch.tensor([[0, 1, 1], [1, 1, 1]]))
     assert not lp_module._right_padded(torch.tensor([[1, 0, 1]]))
     assert not lp_module._right_padded(None)
+
+
+def test_keep_computes_the_kept_targets_only_with_the_same_values_and_gradients() -> None:
+    model = tiny_qwen2(97, hidden=32, layers=2, seed=2)
+    ids = torch.randint(2, 97, (2, 8), generator=torch.Generator().manual_seed(0))
+    keep = torch.zeros(2, 7)
+    keep[0, 3:6] = 1
+    keep[1, 1] = keep[1, 6] = 1
+    kept = keep.bool()
+
+    def run(k: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        logp, ent = token_logprobs(model, ids, None, with_entropy=True, keep=k)
+        assert ent is not None
+        (logp[kept].sum() + 0.1 * ent[kept].sum()).backward()
+        return logp.detach(), ent.detach(), [p.grad.clone() for p in model.parameters()]
+
+    full_lp, full_ent, full_g = run(None)
+    lp, ent, g = run(keep)
+    torch.testing.assert_close(lp[kept], full_lp[kept], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ent[kept], full_ent[kept], rtol=1e-5, atol=1e-5)
+    assert not lp[~kept].any() and not ent[~kept].any()
+    assert full_lp[~kept].abs().min() > 0  # the full pass does fill them: not a vacuous zero
+    for a, b in zip(g, full_g, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

@@ -108,13 +108,13 @@ def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # 
     (and epochs) use log-probs computed before any update: all equal the starting policy's."""
     agent, policy, _, opt, eng, batch = _setup(lr=1e-2)
     start = copy.deepcopy(policy)
-    seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (ids, mask, logp_old)
+    seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (ids, keep, logp_old)
     inputs: list[tuple[torch.Tensor, torch.Tensor]] = []
     real_logprobs, real_loss = step_module.token_logprobs, step_module.ppo_clip_loss
 
     def logprobs(model, input_ids, attention_mask, *a, **k):  # type: ignore[no-untyped-def]
         if torch.is_grad_enabled():  # an update's forward (old log-probs run under no_grad)
-            inputs.append((input_ids, attention_mask))
+            inputs.append((input_ids, k["keep"]))  # the action tokens, the only ones read
         return real_logprobs(model, input_ids, attention_mask, *a, **k)
 
     def loss(logp, logp_old, *a, **k):  # type: ignore[no-untyped-def]
@@ -135,10 +135,12 @@ def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # 
     )
     assert metrics["train/updates"] == 4 and len(seen) >= 4
     with torch.no_grad():
-        for ids, attn, logp_old in seen:
-            expect = real_logprobs(start, ids, attn)[0]
-            mask = attn[:, 1:].bool()
+        for ids, keep, logp_old in seen:
+            expect = real_logprobs(start, ids, None)[0]  # every position, right-padded rows
+            mask = keep.bool()
+            assert mask.any() and not mask.all()
             assert torch.allclose(logp_old[mask], expect[mask], atol=1e-5)
+            assert not logp_old[~mask].any()  # the rest is not computed
     assert any(
         not torch.equal(p, q) for p, q in zip(policy.parameters(), start.parameters(), strict=True)
     )

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from treegrpo.models import onednn
+from treegrpo.models.head import logits_at
 from treegrpo.models.memory import release_freed_memory
 
 IGNORE = -100  # label of a token without loss (the convention of transformers' LM heads)
@@ -69,18 +70,11 @@ def collate(
 
 def action_nll(model: Any, ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
     """Sum of next-token NLL over labelled positions and their count. ids, labels (B, T);
-    position t predicts labels[t + 1].
-
-    The LM head and the softmax run on the labelled positions only (the model's decoder gives
-    the hidden states, its output embedding the logits): prompt, observation and padding
-    positions need no logits, and the head is a large share of a small model's step (for the
-    tiny default, vocabulary 1,536 at width 128). Valid for models whose logits are the output
-    embedding of the last hidden state (Llama, Qwen2, SmolLM2; not models that scale or cap
-    their logits)."""
-    hidden = model.get_decoder()(input_ids=ids).last_hidden_state  # (B, T, H)
+    position t predicts labels[t + 1]. The LM head and the softmax run on the labelled positions
+    only (``models.head``)."""
     target = labels[:, 1:]  # (B, T-1)
     keep = target != IGNORE  # (B, T-1)
-    logits = model.get_output_embeddings()(hidden[:, :-1][keep])  # (n, V)
+    logits = logits_at(model, ids, None, torch.nn.functional.pad(keep, (0, 1)))  # (n, V)
     loss = torch.nn.functional.cross_entropy(logits.float(), target[keep], reduction="sum")
     return loss, int(keep.sum())
 

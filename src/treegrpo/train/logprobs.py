@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.nn.functional import pad
 
+from treegrpo.models.head import logits_at
 from treegrpo.train.losses import entropy_from_logits
 from treegrpo.train.policy import is_lora
 from treegrpo.train.precision import autocast
@@ -17,22 +19,37 @@ def token_logprobs(
     attention_mask: torch.Tensor | None,
     with_entropy: bool = False,
     autocast_dtype: torch.dtype | None = None,
+    keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(ids[t + 1] | ids[≤ t]) for every position: (b, T) ids → (b, T − 1), and the entropy
     of each predictive distribution when asked (b, T − 1). The forward pass runs under autocast
     on CUDA when ``autocast_dtype`` is lower than float32; the softmax is always float32.
+
+    ``keep`` (b, T − 1), nonzero at the targets whose values are read (the action tokens): the
+    LM head and the softmax run there only (``models.head``) and every other entry is 0.
 
     Rows padded on the right (the trainer's micro-batches) need no mask: in a causal LM a real
     token never attends to the padding after it, so the mask is dropped and attention runs its
     causal kernel (same numbers on real positions, ~6% faster forward and backward on CPU)."""
     if _right_padded(attention_mask):
         attention_mask = None
+    targets = input_ids[:, 1:]  # (b, T − 1)
+    if keep is None:
+        with autocast(input_ids.device, autocast_dtype):
+            logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+        logits = logits.float()  # (b, T − 1, V)
+        logp = torch.log_softmax(logits, dim=-1)
+        target_logp = logp.gather(-1, targets[..., None]).squeeze(-1)
+        return target_logp, entropy_from_logits(logits) if with_entropy else None
+    chosen = keep.bool()  # (b, T − 1)
     with autocast(input_ids.device, autocast_dtype):
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-    logits = logits.float()  # (b, T − 1, V)
+        logits = logits_at(model, input_ids, attention_mask, pad(chosen, (0, 1)))  # (n, V)
+    logits = logits.float()
     logp = torch.log_softmax(logits, dim=-1)
-    target_logp = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-    entropy = entropy_from_logits(logits) if with_entropy else None
+    picked = logp.gather(-1, targets[chosen][:, None]).squeeze(-1)  # (n,)
+    zeros = torch.zeros(chosen.shape, dtype=picked.dtype, device=picked.device)
+    target_logp = zeros.masked_scatter(chosen, picked)  # (b, T − 1)
+    entropy = zeros.masked_scatter(chosen, entropy_from_logits(logits)) if with_entropy else None
     return target_logp, entropy
 
 
@@ -49,12 +66,14 @@ def reference_logprobs(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     autocast_dtype: torch.dtype | None = None,
+    keep: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Log-probs under the frozen reference, (b, T) ids → (b, T − 1): the separate reference
-    model when one is loaded, else the LoRA policy with its adapters disabled (its base model)."""
+    model when one is loaded, else the LoRA policy with its adapters disabled (its base model).
+    ``keep`` as in ``token_logprobs``."""
     if reference is not None:
-        return token_logprobs(reference, input_ids, attention_mask, False, autocast_dtype)[0]
+        return token_logprobs(reference, input_ids, attention_mask, False, autocast_dtype, keep)[0]
     if not is_lora(policy):
         raise ValueError("a KL term needs a reference model, or a LoRA policy whose base is one")
     with policy.disable_adapter():
-        return token_logprobs(policy, input_ids, attention_mask, False, autocast_dtype)[0]
+        return token_logprobs(policy, input_ids, attention_mask, False, autocast_dtype, keep)[0]

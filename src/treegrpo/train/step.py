@@ -117,11 +117,11 @@ def rl_step(
             d = mb.to(device)
             if id(mb) not in first:
                 old[id(mb)] = token_logprobs(
-                    policy, d.input_ids, d.attention_mask, autocast_dtype=autocast_dtype
+                    policy, d.input_ids, d.attention_mask, False, autocast_dtype, d.action_mask
                 )[0]
             if algo.kl_coef > 0:
                 ref[id(mb)] = reference_logprobs(
-                    policy, reference, d.input_ids, d.attention_mask, autocast_dtype
+                    policy, reference, d.input_ids, d.attention_mask, autocast_dtype, d.action_mask
                 )
 
     # 6. PPO update: one optimizer step per mini-batch, gradients accumulated over micro-batches
@@ -142,6 +142,7 @@ def rl_step(
                     d.attention_mask,
                     with_entropy=algo.entropy_coef > 0,
                     autocast_dtype=autocast_dtype,
+                    keep=d.action_mask,  # the head runs on action tokens only (models.head)
                 )
                 logp_old = old.setdefault(id(mb), logp.detach())  # first update: its own
                 pg, stats = ppo_clip_loss(
