@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from treegrpo.models.head import logits_at, plain_head
+from treegrpo.models.head import head_matches_forward, logits_at, plain_head
 from treegrpo.models.tiny import tiny_qwen2
 
 
@@ -63,3 +63,39 @@ def test_models_that_transform_their_logits_take_the_full_forward(monkeypatch) -
         got = logits_at(model, ids, None, keep)
     assert calls == [1]
     assert got.shape == (int(keep.sum()), 50)
+
+
+def test_a_model_that_scales_its_logits_unannounced_takes_the_full_forward() -> None:
+    """No config field says so, but the logits are not the head of the last hidden state: the
+    one-time probe finds it, warns, and the full forward's logits come back."""
+    import pytest
+
+    model = tiny_qwen2(50, hidden=32, layers=2, seed=1)
+    real = model.forward
+
+    def halved(*a, **k):  # type: ignore[no-untyped-def]
+        out = real(*a, **k)
+        out.logits = out.logits * 0.5
+        return out
+
+    model.forward = halved  # type: ignore[method-assign]
+    assert plain_head(model)
+    ids, keep = _inputs()
+    with pytest.warns(UserWarning, match="full forward"):
+        assert not head_matches_forward(model)
+    with torch.no_grad():
+        got = logits_at(model, ids, None, keep)
+        full = model(input_ids=ids).logits[keep]
+    torch.testing.assert_close(got, full)
+
+
+def test_the_probe_runs_without_dropout_and_restores_every_module_mode() -> None:
+    model = tiny_qwen2(50, hidden=32, layers=2, seed=1)
+    model.config.attention_dropout = 0.5
+    for layer in model.model.layers:
+        layer.self_attn.attention_dropout = 0.5  # active in train mode only
+    model.train()
+    model.model.layers[0].eval()  # a submodule in another mode than the root stays so
+    assert head_matches_forward(model)  # with dropout on, the two passes would differ
+    assert model.training and not model.model.layers[0].training
+    assert model.model.layers[1].training

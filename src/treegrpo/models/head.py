@@ -2,15 +2,22 @@
 
 Training reads the model's predictions at action tokens only (DESIGN.md: observation and prompt
 tokens are context), yet a causal LM's forward computes the LM head and, after it, the caller's
-softmax at every position. For a small model the head is a large share of a step (the tiny
-default: vocabulary 1,536 at width 128, where action tokens are about 15% of the positions), and
-for a real one its (B, T, V) float logits are the largest tensor of the step (SmolLM2: V =
-49,152). Here the decoder gives the hidden states and the output embedding runs on the chosen
-rows only.
+softmax at every position. For the tiny default (vocabulary 812 at width 128) the head and
+softmax are a large share of an update, and for a real model its (B, T, V) float logits are the
+largest tensors of the step (SmolLM2: V = 49,152). Here the decoder gives the hidden states and
+the output embedding runs on the chosen rows only: an update 1.3× faster, and 3 GB less memory
+for a SmolLM2 micro-batch of 4,096 tokens (``bench/head.py``, BENCHMARKS.md).
+
+That is only right where the logits are the output embedding of the last hidden state. Models
+that say otherwise in their config (below) take the full forward, and every model is checked
+once against its full forward on a short probe, so one that transforms its logits in a way we
+do not know of takes the full forward too, with a warning.
 """
 
 from __future__ import annotations
 
+import warnings
+import weakref
 from typing import Any
 
 import torch
@@ -18,13 +25,46 @@ import torch
 # config fields of models whose logits are not just the output embedding of the last hidden
 # state (Gemma 2's soft-capping, Granite's and Cohere's scaling): those take the full forward
 _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logits_scaling", "logit_scale")
+_PROBE_TOKENS = 8
+_checked: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def plain_head(model: Any) -> bool:
-    """True when the model's logits are its output embedding applied to the last hidden state
-    (Llama, Qwen2, SmolLM2 and most causal LMs), so the head can run on chosen rows alone."""
+    """True when the model's config declares no logit transform (Llama, Qwen2, SmolLM2 and most
+    causal LMs), so its logits should be the output embedding of the last hidden state."""
     config = model.config
     return all(getattr(config, k, None) in (None, 1, 1.0) for k in _LOGIT_TRANSFORMS)
+
+
+def head_matches_forward(model: Any) -> bool:
+    """Whether ``model``'s output embedding of its decoder's last hidden state equals its own
+    logits, on a probe of a few tokens in eval mode (no dropout); computed once per model."""
+    known = _checked.get(model)
+    if known is not None:
+        return known
+    device = model.get_input_embeddings().weight.device  # where the ids go in
+    vocab = model.get_output_embeddings().weight.shape[0]
+    probe = (torch.arange(_PROBE_TOKENS, device=device) * 7919 % vocab)[None]  # (1, P)
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        with torch.no_grad():
+            full = model(input_ids=probe, use_cache=False).logits[0].float()  # (P, V)
+            hidden = model.get_decoder()(input_ids=probe, use_cache=False).last_hidden_state
+            head = model.get_output_embeddings()(hidden[0]).float()  # (P, V)
+    finally:
+        for m, training in modes:
+            m.training = training
+    # a loose tolerance (reduced precision computes both alike); a logit transform is far larger
+    ok = bool((head - full).abs().max() <= 1e-2 * full.abs().max() + 1e-5)
+    if not ok:
+        warnings.warn(
+            f"{type(model).__name__}: its logits are not the output embedding of the last "
+            "hidden state; log-probs take the full forward (slower, more memory)",
+            stacklevel=2,
+        )
+    _checked[model] = ok
+    return ok
 
 
 def logits_at(
@@ -35,7 +75,7 @@ def logits_at(
 ) -> torch.Tensor:
     """The logits of the positions where ``keep`` is True, in row-major order: ids (B, T),
     keep (B, T) bool → (n, V). Position t's logits predict token t + 1."""
-    if not plain_head(model):
+    if not (plain_head(model) and head_matches_forward(model)):
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         logits: torch.Tensor = out.logits[keep]  # (n, V)
         return logits
