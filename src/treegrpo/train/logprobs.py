@@ -34,23 +34,22 @@ def token_logprobs(
     if _right_padded(attention_mask):
         attention_mask = None
     targets = input_ids[:, 1:]  # (b, T − 1)
-    if keep is None:
-        with autocast(input_ids.device, autocast_dtype):
-            logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
-        logits = logits.float()  # (b, T − 1, V)
-        logp = torch.log_softmax(logits, dim=-1)
-        target_logp = logp.gather(-1, targets[..., None]).squeeze(-1)
-        return target_logp, entropy_from_logits(logits) if with_entropy else None
-    chosen = keep.bool()  # (b, T − 1)
+    chosen = None if keep is None else keep.bool()  # (b, T − 1)
     with autocast(input_ids.device, autocast_dtype):
-        logits = logits_at(model, input_ids, attention_mask, pad(chosen, (0, 1)))  # (n, V)
-    logits = logits.float()
+        if chosen is None:
+            logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
+        else:
+            logits = logits_at(model, input_ids, attention_mask, pad(chosen, (0, 1)))
+    logits = logits.float()  # (b, T − 1, V), or (n, V) at the kept targets
     logp = torch.log_softmax(logits, dim=-1)
-    picked = logp.gather(-1, targets[chosen][:, None]).squeeze(-1)  # (n,)
-    zeros = torch.zeros(chosen.shape, dtype=picked.dtype, device=picked.device)
-    target_logp = zeros.masked_scatter(chosen, picked)  # (b, T − 1)
-    entropy = zeros.masked_scatter(chosen, entropy_from_logits(logits)) if with_entropy else None
-    return target_logp, entropy
+    read = targets if chosen is None else targets[chosen]  # (b, T − 1) or (n,)
+    target_logp = logp.gather(-1, read[..., None]).squeeze(-1)
+    entropy = entropy_from_logits(logits) if with_entropy else None
+    if chosen is None:
+        return target_logp, entropy
+    zeros = torch.zeros(chosen.shape, dtype=target_logp.dtype, device=target_logp.device)
+    scatter = zeros.masked_scatter  # the kept values in place, 0 elsewhere: (b, T − 1)
+    return scatter(chosen, target_logp), None if entropy is None else scatter(chosen, entropy)
 
 
 def _right_padded(attention_mask: torch.Tensor | None) -> bool:
