@@ -47,8 +47,10 @@ def build(name: str) -> Any:
 
         model = tiny_qwen2(812, hidden=128, layers=4, heads=2, kv_heads=2)
     else:
-        from peft import LoraConfig, get_peft_model
         from transformers import LlamaConfig, LlamaForCausalLM
+
+        from treegrpo.train.config import ModelConfig
+        from treegrpo.train.policy import prepare_policy
 
         config = LlamaConfig(
             vocab_size=49152,
@@ -60,11 +62,9 @@ def build(name: str) -> Any:
             tie_word_embeddings=True,
         )
         torch.manual_seed(0)
-        base = LlamaForCausalLM(config)
-        base.gradient_checkpointing_enable()
-        base.enable_input_require_grads()
-        targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-        model = get_peft_model(base, LoraConfig(r=16, lora_alpha=32, target_modules=targets))
+        # the real preset's policy: LoRA r 16, α 32 on every linear layer, checkpointing
+        cfg = ModelConfig(lora_rank=16, lora_alpha=32, grad_checkpointing=True)
+        model = prepare_policy(LlamaForCausalLM(config), cfg)
     model.train()
     return model
 

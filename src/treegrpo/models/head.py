@@ -5,7 +5,7 @@ tokens are context), yet a causal LM's forward computes the LM head and, after i
 softmax at every position. For the tiny default (vocabulary 812 at width 128) the head and
 softmax are a large share of an update, and for a real model its (B, T, V) float logits are the
 largest tensors of the step (SmolLM2: V = 49,152). Here the decoder gives the hidden states and
-the output embedding runs on the chosen rows only: an update 1.3× faster, and 3 GB less memory
+the output embedding runs on the chosen rows only: an update 1.3× faster, and 2.6 GB less memory
 for a SmolLM2 micro-batch of 4,096 tokens (``bench/head.py``, BENCHMARKS.md).
 
 That is only right where the logits are the output embedding of the last hidden state. Models
