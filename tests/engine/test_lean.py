@@ -71,7 +71,7 @@ def test_lean_logits_equal_the_model_forward_on_padded_rows(name: str) -> None:
     new = torch.tensor([[5], [6], [7]])  # (b, 1): one new token per row
     pos = torch.tensor([[n] for n in lengths])
     got: dict[str, torch.Tensor] = {}
-    for run in ("lean", "packed", "unfused", "spans", "model"):
+    for run in ("lean", "packed", "table", "unfused", "spans", "model"):
         cache, width = assemble_cache([[kv] for kv in kvs], 4, model.config, 2)
         pads = [width - n for n in lengths]
         keep = torch.ones(3, width + 1, dtype=torch.bool)
@@ -81,6 +81,11 @@ def test_lean_logits_equal_the_model_forward_on_padded_rows(name: str) -> None:
             bias = torch.zeros(3, 1, 1, width + 1).masked_fill(~keep[:, None, None], float("-inf"))
             if run in ("lean", "packed"):
                 lean.prepare(packed=run == "packed")
+                assert lean._rope is None  # cos and sin from the rotary module at each step
+                got[run] = lean(new, bias, pos, cache)
+            elif run == "table":  # cos and sin looked up in the table prepare builds
+                lean.prepare(packed=False, positions=width + 4)
+                assert lean._rope is not None and lean._rope[0].shape[0] >= width + 4
                 got[run] = lean(new, bias, pos, cache)
             elif run == "unfused":  # each projection through its own module
                 unfused = LeanDecoder(model)
@@ -108,6 +113,21 @@ def test_lean_logits_equal_the_model_forward_on_padded_rows(name: str) -> None:
         for i, row in enumerate(ids):
             alone = model(torch.cat([row, new[i]])[None]).logits[0, -1]
             torch.testing.assert_close(got["lean"][i], alone, rtol=1e-4, atol=1e-4)
+
+
+def test_no_rope_table_where_frequencies_follow_the_length() -> None:
+    """A "dynamic" rope rescales its frequencies with the position reached, so a table built for
+    the longest position would differ from a step's own: those models call the module."""
+    config = MODELS["llama"]().config
+    config.rope_parameters = {"rope_type": "dynamic", "rope_theta": 10_000.0, "factor": 2.0}
+    lean = lean_decoder(LlamaForCausalLM(config).eval())
+    assert lean is not None
+    lean.prepare(packed=False, positions=64)
+    assert lean._rope is None
+    static = lean_decoder(MODELS["llama"]())  # llama3 scaling: fixed frequencies
+    assert static is not None
+    static.prepare(packed=False, positions=64)
+    assert static._rope is not None
 
 
 @pytest.mark.parametrize("packed", [False, True])

@@ -22,6 +22,11 @@ x [W_g; W_u]ᵀ, with the stacked weights rebuilt when a part changes (see ``Fus
 rows per decode step a product streams its weight from memory at a fixed cost per call; five
 calls become two, and the second CPU thread gets wider products to split.
 
+Rotary embedding is applied to q and k together (one set of ops on their heads side by side,
+straight from the fused product), and for rope types whose frequencies do not depend on the
+position reached (``STATIC_ROPE``) cos and sin come from a table the model's own rotary module
+computes once per batch of decode steps, so a step looks them up instead of recomputing them.
+
 Only architectures whose decoder layer is exactly that (Qwen2, Llama and their fine-tunes, such
 as SmolLM2 and Qwen2.5) are accepted; ``lean_decoder`` returns None for anything else, and the
 engine then calls the model itself. A test compares the logits with the model's forward.
@@ -42,6 +47,9 @@ from treegrpo.models import onednn
 
 # Decoder layers computed as in the docstring; a model type joins once a test covers it.
 SUPPORTED = frozenset({"qwen2", "llama"})
+# Rope types whose inv_freq is fixed (transformers' "dynamic" and "longrope" rescale it with the
+# sequence length, so a table built for the longest position would differ from a step's own).
+STATIC_ROPE = frozenset({"default", "linear", "llama3"})
 # The fixed cost of one attention call, in bytes of KV it could have read instead (~15 µs at the
 # ~10 GB/s one core streams on these CPUs); see attention_spans.
 CALL_BYTES = 150_000
@@ -92,13 +100,32 @@ class LeanDecoder:
         # per layer: fused q/k/v and gate/up products, or None where a part is not plain
         self.qkv = [_fuse(la.self_attn, ("q_proj", "k_proj", "v_proj")) for la in self.layers]
         self.gate_up = [_fuse(la.mlp, ("gate_proj", "up_proj")) for la in self.layers]
+        rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
+        rope_type = (rope or {}).get("rope_type", (rope or {}).get("type", "default"))
+        self._static_rope = rope_type in STATIC_ROPE
+        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin: (P, D) each
 
-    def prepare(self, packed: bool) -> None:
+    def prepare(self, packed: bool, positions: int = 0) -> None:
         """Bring the fused weights in step with the model's (once per batch of decode steps):
-        ``packed``: keep them in oneDNN's blocked layout (the engine's packed linear layers)."""
+        ``packed``: keep them in oneDNN's blocked layout (the engine's packed linear layers);
+        ``positions``: the steps that follow stay below this position, so cos and sin for
+        positions 0..positions-1 are tabulated (static rope types only; 0 = no table, each step
+        calls the rotary module)."""
         for f in (*self.qkv, *self.gate_up):
             if f is not None:
                 f.refresh(packed)
+        if not self._static_rope or positions <= 0:
+            self._rope = None
+        else:
+            device = self.embed.weight.device
+            table = self._rope
+            if table is not None and table[0].shape[0] >= positions and table[0].device == device:
+                return
+            n = -(-positions // 1024) * 1024  # in whole 1024s, so growing contexts rarely rebuild
+            pos = torch.arange(n, device=device)[None]  # (1, P)
+            probe = torch.zeros(1, n, 1, dtype=self.embed.weight.dtype, device=device)
+            cos, sin = self.rotary(probe, pos)  # (1, P, D) each
+            self._rope = cos[0], sin[0]
 
     def __call__(
         self,
@@ -111,7 +138,10 @@ class LeanDecoder:
         """``spans``: attend in row ranges (see ``attention_spans``); None = one call."""
         b = ids.shape[0]
         h = self.embed(ids)  # (b, 1, E)
-        cos, sin = self.rotary(h, pos)  # (b, 1, D) each
+        if self._rope is not None:
+            cos, sin = self._rope[0][pos], self._rope[1][pos]  # (b, 1, D) each
+        else:
+            cos, sin = self.rotary(h, pos)
         cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, D), broadcast over heads
         for layer, kv, qkv, gate_up in zip(
             self.layers, cache.layers, self.qkv, self.gate_up, strict=True
@@ -119,15 +149,16 @@ class LeanDecoder:
             att = layer.self_attn
             x = _rms_norm(h, layer.input_layernorm)
             d = att.head_dim
-            if qkv is not None:
-                q, k, v = qkv(x)
+            if qkv is not None:  # rope on the q and k heads side by side: (b, Hq + Hkv, 1, D)
+                qk, v = qkv(x, split=qkv.sizes[0] + qkv.sizes[1])
+                qk = _rope(qk.reshape(b, -1, 1, d), cos, sin)
+                hq = qkv.sizes[0] // d
+                q, k = qk[:, :hq], qk[:, hq:]  # (b, Hq, 1, D), (b, Hkv, 1, D)
             else:
-                q, k, v = att.q_proj(x), att.k_proj(x), att.v_proj(x)
-            q = q.reshape(b, -1, 1, d)  # (b, Hq, 1, D)
-            k = k.reshape(b, -1, 1, d)  # (b, Hkv, 1, D)
-            v = v.reshape(b, -1, 1, d)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
+                q = _rope(att.q_proj(x).reshape(b, -1, 1, d), cos, sin)  # (b, Hq, 1, D)
+                k = _rope(att.k_proj(x).reshape(b, -1, 1, d), cos, sin)  # (b, Hkv, 1, D)
+                v = att.v_proj(x)
+            v = v.reshape(b, -1, 1, d)  # (b, Hkv, 1, D)
             keys, values = kv.update(k, v)  # type: ignore[union-attr]  # (b, Hkv, n, D)
             hkv = keys.shape[1]
             q = q.view(b, hkv, -1, d)  # (b, Hkv, n_rep, D): a group's query heads as rows
@@ -179,13 +210,15 @@ class Fused:
         """Whether the stacked weight is in oneDNN's layout (as of the last ``refresh``)."""
         return self._key is not None and bool(self._key[0])
 
-    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def __call__(self, x: torch.Tensor, split: int | None = None) -> tuple[torch.Tensor, ...]:
+        """The m outputs; with ``split`` two: the first ``split`` features and the rest."""
         assert self.weight is not None, "call LeanDecoder.prepare (or refresh) first"
         if self.packed:
             y = onednn.linear(x, self.weight, self.bias)
         else:
             y = F.linear(x, self.weight, self.bias)
-        parts: tuple[torch.Tensor, ...] = y.split(self.sizes, dim=-1)
+        sizes = self.sizes if split is None else [split, y.shape[-1] - split]
+        parts: tuple[torch.Tensor, ...] = y.split(sizes, dim=-1)
         return parts
 
 
@@ -247,7 +280,8 @@ def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
     return out
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """(x1, x2) → (−x2, x1) over the last dimension's halves, the rotary embedding's pairing."""
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding x·cos + rotate_half(x)·sin, rotate_half: (x1, x2) → (−x2, x1) over the
+    last dimension's halves (the pairing of Llama-family models)."""
     half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
