@@ -3,6 +3,8 @@ attention, padded rows, rope scaling, biases), and in the engine."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
@@ -153,16 +155,91 @@ def test_fused_projections_follow_the_weights(packed: bool) -> None:
             torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
 
 
-def test_lora_wrapped_projections_are_not_fused() -> None:
+def _next_logits(model: Any, lean: LeanDecoder) -> tuple[torch.Tensor, torch.Tensor]:
+    """One decode step after three cached rows of different lengths (right-aligned, padded):
+    the lean decoder's logits and the model's own forward's."""
+    lengths = [9, 5, 2]
+    torch.manual_seed(0)
+    kvs = []
+    with torch.no_grad():
+        for n in lengths:
+            out = model(torch.randint(2, 300, (1, n)), use_cache=True)
+            layers = out.past_key_values.layers
+            kvs.append(torch.stack([torch.stack([la.keys[0], la.values[0]]) for la in layers]))
+        new = torch.tensor([[5], [6], [7]])
+        pos = torch.tensor([[n] for n in lengths])
+        logits = []
+        for run in ("lean", "model"):
+            cache, width = assemble_cache([[kv] for kv in kvs], 4, model.config, 2)
+            keep = torch.ones(3, width + 1, dtype=torch.bool)
+            for i, n in enumerate(lengths):
+                keep[i, : width - n] = False
+            if run == "lean":
+                bias = torch.zeros(3, 1, 1, width + 1).masked_fill(
+                    ~keep[:, None, None], float("-inf")
+                )
+                lean.prepare(packed=False, positions=width + 4)
+                logits.append(lean(new, bias, pos, cache))
+            else:
+                out = model(
+                    input_ids=new,
+                    attention_mask=keep.long(),
+                    position_ids=pos,
+                    past_key_values=cache,
+                )
+                logits.append(out.logits[:, -1])
+    return logits[0], logits[1]
+
+
+def test_lora_adapters_fold_into_the_fused_products() -> None:
+    """Projections wrapped by peft's LoRA run as fused products with W₀ + s·B·A: the same
+    logits as the wrapped model's forward, also after the adapters move."""
     from peft import LoraConfig, get_peft_model
 
-    model = MODELS["qwen2"]()
-    peft = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "up_proj"]))
-    lean = lean_decoder(peft.base_model.model)
+    targets = ["q_proj", "v_proj", "o_proj", "up_proj", "down_proj"]
+    peft = get_peft_model(MODELS["qwen2"](), LoraConfig(r=2, lora_alpha=6, target_modules=targets))
+    with torch.no_grad():  # B starts at zero: make the adapters change the outputs
+        for name, p in peft.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.2)
+    model = peft.base_model.model.eval()
+    lean = lean_decoder(model)
+    assert lean is not None
+    fused = [*lean.qkv, *lean.o, *lean.gate_up, *lean.down]
+    assert all(f is not None for f in fused)
+    got, want = _next_logits(model, lean)
+    assert all(f is not None and f.ready for f in fused)  # the folded path really ran
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():  # an optimizer step moves A and B in place
+        for name, p in peft.named_parameters():
+            if "lora_" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    got, want_after = _next_logits(model, lean)
+    assert not torch.allclose(want_after, want, atol=1e-3)
+    torch.testing.assert_close(got, want_after, rtol=1e-5, atol=1e-5)
+    with peft.disable_adapter():  # the base model alone: the adapters mattered
+        got, base = _next_logits(model, lean)
+    assert not torch.allclose(base, want_after, atol=1e-3)
+    torch.testing.assert_close(got, base, rtol=1e-5, atol=1e-5)
+
+
+def test_adapters_that_do_not_fold_are_called_as_modules() -> None:
+    """DoRA rescales W₀ + BA by a learned norm, which a folded W₀ + s·B·A would drop: those
+    projections go through their modules, and the logits still equal the model's."""
+    from peft import LoraConfig, get_peft_model
+
+    peft = get_peft_model(
+        MODELS["qwen2"](), LoraConfig(r=2, target_modules=["q_proj", "up_proj"], use_dora=True)
+    )
+    model = peft.base_model.model.eval()
+    lean = lean_decoder(model)
     assert lean is not None
     assert lean.qkv == [None, None] and lean.gate_up == [None, None]
+    got, want = _next_logits(model, lean)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     bare = lean_decoder(MODELS["qwen2"]())
     assert bare is not None and all(f is not None for f in bare.qkv + bare.gate_up)
+    assert bare.o == [None, None] and bare.down == [None, None]  # plain: called as modules
 
 
 def test_engine_uses_the_lean_step_and_gives_the_same_greedy_steps(

@@ -16,11 +16,14 @@ with RMSNorm n(x) = w · x / sqrt(mean(x²) + eps) (Zhang & Sennrich 2019) and r
 embedding (Su et al. 2021) as the model defines them. Grouped-query attention runs on the
 key/value heads directly: the n_rep query heads of a group become n_rep query rows.
 
-Projections that read the same input run as one product where the layers are plain
-``nn.Linear`` (no LoRA wrapper): q, k and v as x [W_q; W_k; W_v]ᵀ, and the MLP's gate and up as
-x [W_g; W_u]ᵀ, with the stacked weights rebuilt when a part changes (see ``Fused``). At a few
-rows per decode step a product streams its weight from memory at a fixed cost per call; five
-calls become two, and the second CPU thread gets wider products to split.
+Projections that read the same input run as one product: q, k and v as x [W_q; W_k; W_v]ᵀ,
+and the MLP's gate and up as x [W_g; W_u]ᵀ, with the stacked weights rebuilt when a part changes
+(see ``Fused``). At a few rows per decode step a product streams its weight from memory at a
+fixed cost per call; five calls become two, and the second CPU thread gets wider products to
+split. A projection wrapped by peft's LoRA (as while training with adapters) folds its adapters
+into that weight, W₀ + s·B·A (``_fold``), so the decode step runs four products per layer instead
+of three per wrapped projection (base, A, B), plus dropout and scaling; the weights are
+rebuilt after each optimizer step, since A and B changed.
 
 Rotary embedding is applied to q and k together (one set of ops on their heads side by side,
 straight from the fused product), and for rope types whose frequencies do not depend on the
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -97,9 +101,12 @@ class LeanDecoder:
             2 * config.num_key_value_heads * head_dim * model.dtype.itemsize
         )  # K and V, one row
         self.call_overhead = max(1, CALL_BYTES // column)  # in row-columns
-        # per layer: fused q/k/v and gate/up products, or None where a part is not plain
+        # per layer: fused q/k/v and gate/up products, and o and down with LoRA folded in, or
+        # None where a part does not fold into one product (see _fuse)
         self.qkv = [_fuse(la.self_attn, ("q_proj", "k_proj", "v_proj")) for la in self.layers]
+        self.o = [_fuse(la.self_attn, ("o_proj",)) for la in self.layers]
         self.gate_up = [_fuse(la.mlp, ("gate_proj", "up_proj")) for la in self.layers]
+        self.down = [_fuse(la.mlp, ("down_proj",)) for la in self.layers]
         rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
         rope_type = (rope or {}).get("rope_type", (rope or {}).get("type", "default"))
         self._static_rope = rope_type in STATIC_ROPE
@@ -111,7 +118,7 @@ class LeanDecoder:
         ``positions``: the steps that follow stay below this position, so cos and sin for
         positions 0..positions-1 are tabulated (static rope types only; 0 = no table, each step
         calls the rotary module)."""
-        for f in (*self.qkv, *self.gate_up):
+        for f in (*self.qkv, *self.o, *self.gate_up, *self.down):
             if f is not None:
                 f.refresh(packed)
         if not self._static_rope or positions <= 0:
@@ -143,15 +150,17 @@ class LeanDecoder:
         else:
             cos, sin = self.rotary(h, pos)
         cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, D), broadcast over heads
-        for layer, kv, qkv, gate_up in zip(
-            self.layers, cache.layers, self.qkv, self.gate_up, strict=True
+        for layer, kv, qkv, o_proj, gate_up, down in zip(
+            self.layers, cache.layers, self.qkv, self.o, self.gate_up, self.down, strict=True
         ):
             att = layer.self_attn
             x = _rms_norm(h, layer.input_layernorm)
             d = att.head_dim
-            if qkv is not None:  # rope on the q and k heads side by side: (b, Hq + Hkv, 1, D)
+            if (
+                qkv is not None and qkv.ready
+            ):  # rope on q and k heads side by side (b, Hq+Hkv, 1, D)
                 qk, v = qkv(x, split=qkv.sizes[0] + qkv.sizes[1])
-                qk = _rope(qk.reshape(b, -1, 1, d), cos, sin)
+                qk = _rope(qk.reshape(b, -1, 1, d), cos, sin)  # (b, Hq + Hkv, 1, D)
                 hq = qkv.sizes[0] // d
                 q, k = qk[:, :hq], qk[:, hq:]  # (b, Hq, 1, D), (b, Hkv, 1, D)
             else:
@@ -159,15 +168,17 @@ class LeanDecoder:
                 k = _rope(att.k_proj(x).reshape(b, -1, 1, d), cos, sin)  # (b, Hkv, 1, D)
                 v = att.v_proj(x)
             v = v.reshape(b, -1, 1, d)  # (b, Hkv, 1, D)
-            keys, values = kv.update(k, v)  # type: ignore[union-attr]  # (b, Hkv, n, D)
+            keys, values = kv.update(k, v)  # (b, Hkv, n, D)
             hkv = keys.shape[1]
             q = q.view(b, hkv, -1, d)  # (b, Hkv, n_rep, D): a group's query heads as rows
             o = _attend(q, keys, values, bias, att.scaling, spans)  # (b, Hkv, n_rep, D)
-            h = h + att.o_proj(o.reshape(b, 1, -1))  # (b, 1, Hq·D), heads in order
+            o = o.reshape(b, 1, -1)  # (b, 1, Hq·D), heads in order
+            h = h + (o_proj(o)[0] if o_proj is not None and o_proj.ready else att.o_proj(o))
             x = _rms_norm(h, layer.post_attention_layernorm)
-            if gate_up is not None:  # down(act(gate(x)) · up(x)), the Llama/Qwen2 MLP
+            if gate_up is not None and gate_up.ready:  # down(act(gate(x)) · up(x)), Llama/Qwen2
                 g, u = gate_up(x)
-                h = h + layer.mlp.down_proj(layer.mlp.act_fn(g) * u)
+                a = layer.mlp.act_fn(g) * u
+                h = h + (down(a)[0] if down is not None and down.ready else layer.mlp.down_proj(a))
             else:
                 h = h + layer.mlp(x)
         logits: torch.Tensor = self.lm_head(_rms_norm(h, self.norm))[:, -1]  # (b, V)
@@ -176,34 +187,43 @@ class LeanDecoder:
 
 class Fused:
     """Linear layers that read the same input as one product: y = x [W_1; …; W_m]ᵀ + [b_1; …],
-    split back into the m outputs. The stacked weight (packed for oneDNN or plain) is rebuilt by
-    ``refresh`` when a part's weight or bias changed: its version counter (bumped by every
-    in-place optimizer update) or its storage."""
+    split back into the m outputs. A part is a plain ``nn.Linear`` or a peft LoRA layer whose
+    active adapters fold into its weight (see ``_fold``). The stacked weight (packed for oneDNN
+    or plain) is rebuilt by ``refresh`` when a part's weight or bias changed: its version counter
+    (bumped by every in-place optimizer update) or its storage, or its active adapters."""
 
-    def __init__(self, parts: Sequence[torch.nn.Linear]) -> None:
-        self.parts = list(parts)
-        self.sizes = [m.out_features for m in self.parts]
+    def __init__(self, modules: Sequence[Any]) -> None:
+        self.modules = list(modules)
+        self.sizes = [m.out_features for m in self.modules]
         self._key: tuple[Any, ...] | None = None
         self.weight: torch.Tensor | None = None  # (Σ out, in), or its packed layout
         self.bias: torch.Tensor | None = None  # (Σ out,) or None
 
-    def refresh(self, packed: bool) -> None:
-        tensors = [t for m in self.parts for t in (m.weight, m.bias) if t is not None]
-        key = (packed, *((t._version, t.data_ptr()) for t in tensors))
+    def refresh(self, packed: bool) -> bool:
+        """Bring the stacked weight in step; False (and no weight) when a part no longer folds
+        into one product (an adapter that is not plain LoRA, or dropout in training mode): the
+        caller then calls the modules."""
+        folds = [_fold(m) for m in self.modules]
+        if any(f is None for f in folds):
+            self._key, self.weight, self.bias = None, None, None
+            return False
+        terms = [f for f in folds if f is not None]
+        key = (packed, *(k for f in terms for k in f.key()))
         if key == self._key:
-            return
+            return True
         with torch.no_grad():
-            w = torch.cat([m.weight for m in self.parts])
+            w = torch.cat([f.weight() for f in terms])
             self.bias = None
-            if any(m.bias is not None for m in self.parts):
-                self.bias = torch.cat(
-                    [
-                        m.bias if m.bias is not None else m.weight.new_zeros(n)
-                        for m, n in zip(self.parts, self.sizes, strict=True)
-                    ]
-                )
+            if any(f.has_bias for f in terms):
+                self.bias = torch.cat([f.bias(n) for f, n in zip(terms, self.sizes, strict=True)])
             self.weight = onednn.pack(w) if packed else w
         self._key = key
+        return True
+
+    @property
+    def ready(self) -> bool:
+        """Whether the last ``refresh`` built a weight."""
+        return self.weight is not None
 
     @property
     def packed(self) -> bool:
@@ -222,11 +242,80 @@ class Fused:
         return parts
 
 
+@dataclass
+class _Folded:
+    """One projection as y = x Wᵀ + b with W = W₀ + Σₐ sₐ Bₐ Aₐ and b = b₀ + Σₐ sₐ b_Bₐ: the
+    base layer plus its active LoRA adapters (Hu et al. 2021, eq. 3), the sum peft's forward
+    computes as W₀x + sₐ Bₐ(Aₐx)."""
+
+    base: torch.nn.Linear
+    adapters: list[tuple[torch.nn.Linear, torch.nn.Linear, float]]  # (A, B, scaling s)
+
+    @property
+    def has_bias(self) -> bool:
+        return self.base.bias is not None or any(b.bias is not None for _, b, _ in self.adapters)
+
+    def key(self) -> list[Any]:
+        """What the folded weight depends on: each tensor's version and storage, each scale."""
+        layers = [self.base, *(m for a, b, _ in self.adapters for m in (a, b))]
+        tensors = [t for m in layers for t in (m.weight, m.bias) if t is not None]
+        return [*((t._version, t.data_ptr()) for t in tensors), *(s for *_, s in self.adapters)]
+
+    def weight(self) -> torch.Tensor:
+        w = self.base.weight  # (out, in)
+        for a, b, s in self.adapters:
+            w = w + s * (b.weight @ a.weight)  # (out, r) @ (r, in)
+        return w
+
+    def bias(self, n: int) -> torch.Tensor:
+        out: torch.Tensor = (
+            self.base.bias if self.base.bias is not None else self.base.weight.new_zeros(n)
+        )
+        for _, b, s in self.adapters:
+            if b.bias is not None:
+                out = out + s * b.bias
+        return out
+
+
+def _fold(m: Any) -> _Folded | None:
+    """``m`` as one linear map: a plain ``nn.Linear``, or a peft LoRA ``Linear`` (a
+    ``base_layer`` plus ``lora_A``/``lora_B`` per adapter) whose forward is exactly W₀x + b₀ +
+    Σₐ sₐ Bₐ(Aₐ x); None for anything else (DoRA and other variants, weights stored transposed,
+    dropout active in training mode, layers that are not ``nn.Linear``)."""
+    if type(m) is torch.nn.Linear:
+        return _Folded(m, [])
+    base = getattr(m, "base_layer", None)
+    if type(base) is not torch.nn.Linear or not hasattr(m, "lora_A"):
+        return None
+    if getattr(m, "fan_in_fan_out", False):
+        return None
+    if m.disable_adapters or m.merged:  # the forward is the base layer alone
+        return None if m.disable_adapters and m.merged else _Folded(base, [])
+    adapters = []
+    for name in m.active_adapters:
+        if name not in m.lora_A:
+            continue
+        a, b, drop = m.lora_A[name], m.lora_B[name], m.lora_dropout[name]
+        if name in getattr(m, "lora_variant", {}) or type(a) is not torch.nn.Linear:
+            return None
+        if type(b) is not torch.nn.Linear or a.weight.dtype != base.weight.dtype:
+            return None
+        if m.training and not isinstance(drop, torch.nn.Identity) and drop.p > 0:
+            return None
+        adapters.append((a, b, float(m.scaling[name])))
+    return _Folded(base, adapters)
+
+
 def _fuse(module: Any, names: Sequence[str]) -> Fused | None:
+    """The named projections of ``module`` as one ``Fused`` product, or None where one of them
+    does not fold (then the decoder calls the modules). A single projection is fused only when
+    it carries LoRA adapters: a plain one already runs as one product through its module."""
     parts = [getattr(module, n, None) for n in names]
-    if not all(type(m) is torch.nn.Linear for m in parts):
-        return None  # a LoRA wrapper or another layer: call the modules themselves
-    return Fused(parts)  # type: ignore[arg-type]
+    if any(p is None or _fold(p) is None for p in parts):
+        return None
+    if len(parts) == 1 and type(parts[0]) is torch.nn.Linear:
+        return None
+    return Fused(parts)
 
 
 def attention_spans(pads: Sequence[int], width: int, overhead: int) -> list[tuple[int, int, int]]:
