@@ -13,13 +13,22 @@ B. tree speed: wall time of tree rollouts (2,2,1), cache on vs re-prefill, on a 
    and three more cached runs, each with one engine speed-up off: the linear layers on MKL
    instead of packed oneDNN weights, the model's own forward at decode instead of the
    lean decode step (``engine.lean``), and no sharing of the prompts' common start in
-   prefill (``engine.prefix``);
+   prefill (``engine.prefix``). Each B row also records the seconds the engine spent in prefill
+   and in decode, and the "bound": re-prefill's wall time over the cached run's wall time less
+   its prefill, the speed-up a cache whose prefill cost nothing would reach (decode costs the
+   same in both modes, so no prefix cache can beat it on that workload);
+R. with --real (or --only real): the real preset's rollouts (configs/real-smollm2-wiki.yaml:
+   SmolLM2-135M-Instruct after the protocol warm start, its LoRA adapters, BM25 over the 10,033
+   Wikipedia leads, 96 new tokens per step, temperature 1.0, top-p 0.95) for 8 held-out
+   questions, tree (2,2,1), cache on vs re-prefill; needs the warm start and the corpus built
+   once (the first run builds them: about 10 minutes);
 C. chain speed: one agent step for a batch of prompts, our engine vs transformers'
    `model.generate` (stop strings on, so both stop on the same tags; `generate` keeps finished
    rows in the batch), and full multi-turn chain rollouts vs a loop of `generate` calls that
    re-feeds the whole context every turn (what Search-R1-style loops do).
 
     .venv/bin/python bench/rollout.py            # writes bench/results/rollout.json
+    .venv/bin/python bench/rollout.py --only real
 """
 
 from __future__ import annotations
@@ -119,7 +128,35 @@ def tree_run(
     )
     proto = AlwaysSearch(agent.tokenizer, max_obs_tokens=500) if search else agent.protocol
     tool = LongPassages() if search else WordTool()
-    return sample_forest(eng, proto, tool, prompts, TreeShape(2, 2, 1), sampling, limits, seed=0)
+    return timed_forest(eng, proto, tool, prompts, sampling, limits)
+
+
+def timed_forest(
+    eng: HFEngine,
+    proto: Any,
+    tool: Any,
+    prompts: list[list[int]],
+    sampling: SamplingParams,
+    limits: AgentLimits,
+) -> tuple[Any, dict[str, float]]:
+    """A tree (2,2,1) forest, and the seconds the engine spent in prefill and in decode."""
+    phases = {"prefill_s": 0.0, "decode_s": 0.0}
+
+    def clocked(fn: Callable[..., Any], key: str) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                phases[key] += time.perf_counter() - t
+
+        return run
+
+    # instance attributes shadow the methods, so every internal call is clocked
+    eng._prefill = clocked(eng._prefill, "prefill_s")
+    eng._decode = clocked(eng._decode, "decode_s")
+    ro = sample_forest(eng, proto, tool, prompts, TreeShape(2, 2, 1), sampling, limits, seed=0)
+    return ro, phases
 
 
 def generate_step(model: Any, tok: Any, prompts: list[list[int]], sampling: SamplingParams) -> int:
@@ -193,6 +230,65 @@ def generate_chains(
     return produced
 
 
+def real_workload(repeats: int) -> dict[str, Any]:
+    """R: the real preset's rollouts, cached vs re-prefill (interleaved, medians)."""
+    from treegrpo.agent.prompt import render_prompt
+    from treegrpo.data.wiki import wiki_questions
+    from treegrpo.train.datarun import evenly_spaced, make_tool, resolve_model
+    from treegrpo.train.embedded import load_model
+    from treegrpo.train.policy import prepare_policy
+    from treegrpo.train.presets import TRAIN_SECTIONS
+    from treegrpo.train.yaml_config import load_config
+
+    cfg = load_config(ROOT / "configs" / "real-smollm2-wiki.yaml", TRAIN_SECTIONS)
+    data = cfg["data"]
+    model, tok = load_model(resolve_model(data.model))
+    policy = prepare_policy(model, cfg["model"], seed=0).eval()  # LoRA adapters, as in training
+    tool = make_tool(data)
+    questions = evenly_spaced(wiki_questions("test"), 8)
+    prompts = [render_prompt(tok, q.question) for q in questions]
+    proto = SearchProtocol(tok, max_obs_tokens=data.max_obs_tokens)
+    sampling = SamplingParams(
+        temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
+    )
+    limits = AgentLimits(data.max_turns, data.topk, data.max_context)
+    out: dict[str, Any] = {}
+    times: dict[bool, list[float]] = {True: [], False: []}
+    phases: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    forests: dict[bool, Any] = {}
+    for _ in range(repeats):
+        for reuse in (True, False):
+            eng = HFEngine(policy, tok, StepStopper(tok), reuse_cache=reuse)
+            t0 = time.perf_counter()
+            forests[reuse], ph = timed_forest(eng, proto, tool, prompts, sampling, limits)
+            times[reuse].append(time.perf_counter() - t0)
+            phases[reuse].append(ph)
+    for reuse, name in ((True, "cache"), (False, "reprefill")):
+        spend = forests[reuse].spend.total()
+        out[f"R_real_tree_{name}"] = {
+            "seconds": statistics.median(times[reuse]),
+            "runs": times[reuse],
+            "phases": phases[reuse],
+            "processed": spend.processed,
+            "distinct": forests[reuse].distinct_tokens(),
+            "generated": spend.generated,
+            "tool_calls": spend.tool_calls,
+            "leaves": spend.leaves,
+        }
+    return out
+
+
+def speedup_row(label: str, on: dict[str, Any], off: dict[str, Any]) -> str:
+    """A table row: cached and re-prefill wall s, their ratio, and the bound (re-prefill over
+    the cached run without its prefill time, medians over the runs)."""
+    prefill = statistics.median(p["prefill_s"] for p in on["phases"])
+    bound = off["seconds"] / (on["seconds"] - prefill)
+    return (
+        f"| {label} | {on['seconds']:.2f} | {off['seconds']:.2f} | "
+        f"{off['seconds'] / on['seconds']:.2f}× faster (bound {bound:.2f}×) |"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
@@ -200,9 +296,11 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "rollout.json"))
     ap.add_argument(
         "--only",
-        choices=["feedback", "search"],
-        help="time only this B workload, cached vs re-prefill (no A, C or one-speed-up-off rows)",
+        choices=["feedback", "search", "real"],
+        help="time only this B workload (or R), cached vs re-prefill (no A, C or one-speed-up-off "
+        "rows)",
     )
+    ap.add_argument("--real", action="store_true", help="also run R (the real preset's rollouts)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     agent = trained_agent()
@@ -216,7 +314,7 @@ def main() -> None:
     # A. token efficiency, tiny trained agent
     sampling = SamplingParams(max_new_tokens=48)
     for reuse in () if args.only else (True, False):
-        t, ro = median_time(
+        t, (ro, _) = median_time(
             lambda r=reuse: tree_run(agent.model, agent, r, prompts, sampling, limits), args.repeats
         )
         spend = ro.spend.total()
@@ -252,20 +350,23 @@ def main() -> None:
         # interleaved (one run of each configuration per round), so that a machine whose speed
         # drifts during the benchmark slows every configuration alike
         times: dict[str, list[float]] = {name: [] for *_, name in runs}
+        phases: dict[str, list[dict[str, float]]] = {name: [] for *_, name in runs}
         outs: dict[str, Any] = {}
         for _ in range(args.repeats):
             for reuse, pk, lean, share, name in runs:
                 t0 = time.perf_counter()
-                outs[name] = tree_run(
+                outs[name], ph = tree_run(
                     big, agent, reuse, prompts, sampling_b, limits_b, search, pk, lean, share
                 )
                 times[name].append(time.perf_counter() - t0)
+                phases[name].append(ph)
         for *_, name in runs:
             t, ro = statistics.median(times[name]), outs[name]
             spend = ro.spend.total()
             res[f"B_{workload}_tree_{name}"] = {
                 "seconds": t,
                 "runs": times[name],
+                "phases": phases[name],
                 "processed": spend.processed,
                 "distinct": ro.distinct_tokens(),
                 "ratio": spend.processed / ro.distinct_tokens(),
@@ -273,6 +374,10 @@ def main() -> None:
                 "tool_calls": spend.tool_calls,
                 "params": n_params,
             }
+
+    # R. the real preset's rollouts (SmolLM2 + LoRA, BM25 over Wikipedia)
+    if args.real or args.only == "real":
+        res.update(real_workload(args.repeats))
 
     # C. chain speed vs HF generate, 32 prompts (the 8 questions × 4)
     batch = prompts * 4
@@ -319,10 +424,12 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))
+    print("\n| tree (2,2,1) | cache s | re-prefill s | speed-up |\n|---|---|---|---|")
+    for key in ("B_feedback", "B_search", "R_real"):
+        if f"{key}_tree_cache" in res:
+            on, off = res[f"{key}_tree_cache"], res[f"{key}_tree_reprefill"]
+            print(speedup_row(key, on, off))
     if args.only:
-        on, off = res[f"B_{args.only}_tree_cache"], res[f"B_{args.only}_tree_reprefill"]
-        print(f"B {args.only}: cache {on['seconds']:.2f} s, re-prefill {off['seconds']:.2f} s: "
-              f"{off['seconds'] / on['seconds']:.2f}× faster")  # fmt: skip
         return
     a_on, a_off = res["A_tiny_tree_cache"], res["A_tiny_tree_reprefill"]
     print("\n| measure | cache | re-prefill | ratio |\n|---|---|---|---|")
@@ -332,11 +439,7 @@ def main() -> None:
     )
     for workload in ("feedback", "search"):
         b_on, b_off = res[f"B_{workload}_tree_cache"], res[f"B_{workload}_tree_reprefill"]
-        print(
-            f"| B {n_params / 1e6:.1f}M random, {workload} (2,2,1): wall s | "
-            f"{b_on['seconds']:.2f} | {b_off['seconds']:.2f} | "
-            f"{b_off['seconds'] / b_on['seconds']:.2f}× faster |"
-        )
+        print(speedup_row(f"B {n_params / 1e6:.1f}M random, {workload}: wall s", b_on, b_off))
         print(
             f"| B {workload}: processed ÷ distinct | {b_on['ratio']:.3f} | {b_off['ratio']:.3f} | |"
         )
