@@ -7,7 +7,7 @@ import torch
 
 from treegrpo.agent.stops import StepStopper
 from treegrpo.engine.hf import HFEngine, StepRequest
-from treegrpo.engine.sampling import SamplingParams, sample
+from treegrpo.engine.sampling import SamplingParams, nucleus, sample
 from treegrpo.engine.segments import Segment
 from treegrpo.models.tiny import tiny_qwen2
 
@@ -137,6 +137,37 @@ def test_sampling_is_seeded_and_respects_top_k() -> None:
     assert torch.equal(c, logits.argmax(-1))
     with pytest.raises(ValueError):
         SamplingParams(temperature=0)
+
+
+def _nucleus_by_full_sort(scores: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Reference top-p: sort every row, drop a token once the mass before it reaches top_p."""
+    out = torch.full_like(scores, float("-inf"))
+    for i, row in enumerate(scores):
+        probs = torch.softmax(row.double(), dim=-1)
+        order = torch.argsort(probs, descending=True)
+        mass = 0.0
+        for j in order.tolist():
+            if mass >= top_p:
+                break
+            out[i, j] = row[j]
+            mass += float(probs[j])
+    return out
+
+
+@pytest.mark.parametrize("k", [1024, 8])
+def test_nucleus_keeps_the_same_tokens_as_sorting_every_row(k: int) -> None:
+    """Peaked rows (nucleus among the k best) and flat rows (it is not, so the batch sorts in
+    full): the kept tokens and their scores are those of the full-sort reference."""
+    torch.manual_seed(0)
+    peaked = torch.randn(6, 3000) * 4.0
+    flat = torch.randn(2, 3000) * 0.1  # 95% of the mass needs far more than 8 tokens
+    for scores in (peaked, torch.cat([peaked, flat])):
+        for top_p in (0.5, 0.9, 0.95):
+            got = nucleus(scores, top_p, k=k)
+            want = _nucleus_by_full_sort(scores, top_p)
+            assert torch.equal(torch.isinf(got), torch.isinf(want)), (k, top_p)
+            assert torch.equal(got[~torch.isinf(got)], want[~torch.isinf(want)])
+    assert (~torch.isinf(nucleus(flat, 0.95, k=8))).sum(-1).min() > 8  # the fallback ran
 
 
 def test_sampled_frequencies_match_the_distribution() -> None:

@@ -42,14 +42,34 @@ def sample(
             kth = torch.topk(scores, params.top_k, dim=-1).values[:, -1:]
             scores = scores.masked_fill(scores < kth, float("-inf"))
         if params.top_p < 1.0:
-            sorted_scores, order = torch.sort(scores, dim=-1, descending=True)
-            probs = torch.softmax(sorted_scores, dim=-1)
-            # Drop a token when the mass before it already reaches top_p (the best always stays).
-            drop = probs.cumsum(dim=-1) - probs >= params.top_p
-            sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
-            scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
+            scores = nucleus(scores, params.top_p)
         tokens = _inverse_cdf(torch.softmax(scores, dim=-1), generator)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+# Candidates among which the nucleus is looked for first (see ``nucleus``).
+NUCLEUS_K = 1024
+
+
+def nucleus(scores: torch.Tensor, top_p: float, k: int = NUCLEUS_K) -> torch.Tensor:
+    """Top-p (nucleus) truncation (Holtzman et al. 2020): keep the smallest set of most likely
+    tokens whose probability reaches ``top_p``, i.e. drop a token when the mass of the tokens
+    before it in descending order already reaches top_p (the best always stays); the others
+    get -inf. scores: (B, V) → (B, V).
+
+    The nucleus is usually a small part of a large vocabulary (SmolLM2 has 49,152 tokens,
+    Qwen2.5 151,936), so it is looked for among each row's k best tokens first (a partial
+    sort), with probabilities normalized over the whole row; when some row's k best hold less
+    than top_p, the whole batch is sorted in full. Same kept set as sorting every row."""
+    k = min(k, scores.shape[-1])
+    lse = torch.logsumexp(scores, dim=-1, keepdim=True)  # (B, 1)
+    top, order = torch.topk(scores, k, dim=-1)  # (B, k), descending
+    probs = (top - lse).exp()
+    if not bool((probs.sum(dim=-1) >= top_p).all()):  # a row's nucleus goes past its k best
+        top, order = torch.sort(scores, dim=-1, descending=True)  # (B, V)
+        probs = (top - lse).exp()
+    kept = top.masked_fill(probs.cumsum(dim=-1) - probs >= top_p, float("-inf"))
+    return torch.full_like(scores, float("-inf")).scatter(-1, order, kept)
 
 
 def _inverse_cdf(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
