@@ -46,6 +46,15 @@ def _tiny_llama(vocab: int) -> LlamaForCausalLM:
     return model
 
 
+def _model_logits(
+    model: Any, new: torch.Tensor, keep: torch.Tensor, pos: torch.Tensor, cache: DynamicCache
+) -> torch.Tensor:
+    """The model's own forward of one new token per row on ``cache``: (b, V) logits."""
+    out = model(input_ids=new, attention_mask=keep.long(), position_ids=pos, past_key_values=cache)
+    logits: torch.Tensor = out.logits[:, -1]
+    return logits
+
+
 pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")
 
 MODELS = {
@@ -100,13 +109,7 @@ def test_lean_logits_equal_the_model_forward_on_padded_rows(name: str) -> None:
                 lean.prepare(packed=False)
                 got[run] = lean(new, bias, pos, cache, spans)
             else:
-                out = model(
-                    input_ids=new,
-                    attention_mask=keep.long(),
-                    position_ids=pos,
-                    past_key_values=cache,
-                )
-                want = out.logits[:, -1]
+                want = _model_logits(model, new, keep, pos, cache)
     assert all(f is not None for f in lean.qkv + lean.gate_up)  # the fused path really runs
     for run, logits in got.items():
         torch.testing.assert_close(logits, want, rtol=1e-5, atol=1e-5, msg=run)
@@ -181,13 +184,7 @@ def _next_logits(model: Any, lean: LeanDecoder) -> tuple[torch.Tensor, torch.Ten
                 lean.prepare(packed=False, positions=width + 4)
                 logits.append(lean(new, bias, pos, cache))
             else:
-                out = model(
-                    input_ids=new,
-                    attention_mask=keep.long(),
-                    position_ids=pos,
-                    past_key_values=cache,
-                )
-                logits.append(out.logits[:, -1])
+                logits.append(_model_logits(model, new, keep, pos, cache))
     return logits[0], logits[1]
 
 
