@@ -296,7 +296,8 @@ def _fold(m: Any) -> _Folded | None:
         if name not in m.lora_A:
             continue
         a, b, drop = m.lora_A[name], m.lora_B[name], m.lora_dropout[name]
-        if name in getattr(m, "lora_variant", {}) or type(a) is not torch.nn.Linear:
+        variant = name in getattr(m, "lora_variant", {}) or getattr(m, "use_dora", {}).get(name)
+        if variant or type(a) is not torch.nn.Linear:  # DoRA and the like: not W₀ + s·B·A
             return None
         if type(b) is not torch.nn.Linear or a.weight.dtype != base.weight.dtype:
             return None
