@@ -150,15 +150,14 @@ class LeanDecoder:
         else:
             cos, sin = self.rotary(h, pos)
         cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, D), broadcast over heads
-        for layer, kv, qkv, o_proj, gate_up, down in zip(
-            self.layers, cache.layers, self.qkv, self.o, self.gate_up, self.down, strict=True
-        ):
+        products = zip(self.qkv, self.o, self.gate_up, self.down, strict=True)
+        for layer, kv, fused in zip(self.layers, cache.layers, products, strict=True):
+            # the fused products that hold a weight now; None: call the modules
+            qkv, o_proj, gate_up, down = (f if f is not None and f.ready else None for f in fused)
             att = layer.self_attn
             x = _rms_norm(h, layer.input_layernorm)
             d = att.head_dim
-            if (
-                qkv is not None and qkv.ready
-            ):  # rope on q and k heads side by side (b, Hq+Hkv, 1, D)
+            if qkv is not None:  # rope on the q and k heads side by side
                 qk, v = qkv(x, split=qkv.sizes[0] + qkv.sizes[1])
                 qk = _rope(qk.reshape(b, -1, 1, d), cos, sin)  # (b, Hq + Hkv, 1, D)
                 hq = qkv.sizes[0] // d
@@ -168,17 +167,17 @@ class LeanDecoder:
                 k = _rope(att.k_proj(x).reshape(b, -1, 1, d), cos, sin)  # (b, Hkv, 1, D)
                 v = att.v_proj(x)
             v = v.reshape(b, -1, 1, d)  # (b, Hkv, 1, D)
-            keys, values = kv.update(k, v)  # (b, Hkv, n, D)
+            keys, values = kv.update(k, v)  # type: ignore[union-attr]  # (b, Hkv, n, D)
             hkv = keys.shape[1]
             q = q.view(b, hkv, -1, d)  # (b, Hkv, n_rep, D): a group's query heads as rows
             o = _attend(q, keys, values, bias, att.scaling, spans)  # (b, Hkv, n_rep, D)
             o = o.reshape(b, 1, -1)  # (b, 1, Hq·D), heads in order
-            h = h + (o_proj(o)[0] if o_proj is not None and o_proj.ready else att.o_proj(o))
+            h = h + (o_proj(o)[0] if o_proj is not None else att.o_proj(o))
             x = _rms_norm(h, layer.post_attention_layernorm)
-            if gate_up is not None and gate_up.ready:  # down(act(gate(x)) · up(x)), Llama/Qwen2
+            if gate_up is not None:  # down(act(gate(x)) · up(x)), the Llama/Qwen2 MLP
                 g, u = gate_up(x)
                 a = layer.mlp.act_fn(g) * u
-                h = h + (down(a)[0] if down is not None and down.ready else layer.mlp.down_proj(a))
+                h = h + (down(a)[0] if down is not None else layer.mlp.down_proj(a))
             else:
                 h = h + layer.mlp(x)
         logits: torch.Tensor = self.lm_head(_rms_norm(h, self.norm))[:, -1]  # (b, V)
@@ -199,18 +198,18 @@ class Fused:
         self.weight: torch.Tensor | None = None  # (Σ out, in), or its packed layout
         self.bias: torch.Tensor | None = None  # (Σ out,) or None
 
-    def refresh(self, packed: bool) -> bool:
-        """Bring the stacked weight in step; False (and no weight) when a part no longer folds
-        into one product (an adapter that is not plain LoRA, or dropout in training mode): the
-        caller then calls the modules."""
+    def refresh(self, packed: bool) -> None:
+        """Bring the stacked weight in step; no weight (``ready`` False) when a part no longer
+        folds into one product (an adapter that is not plain LoRA, or dropout in training mode):
+        the caller then calls the modules."""
         folds = [_fold(m) for m in self.modules]
         if any(f is None for f in folds):
             self._key, self.weight, self.bias = None, None, None
-            return False
+            return
         terms = [f for f in folds if f is not None]
         key = (packed, *(k for f in terms for k in f.key()))
         if key == self._key:
-            return True
+            return
         with torch.no_grad():
             w = torch.cat([f.weight() for f in terms])
             self.bias = None
@@ -218,7 +217,6 @@ class Fused:
                 self.bias = torch.cat([f.bias(n) for f, n in zip(terms, self.sizes, strict=True)])
             self.weight = onednn.pack(w) if packed else w
         self._key = key
-        return True
 
     @property
     def ready(self) -> bool:
