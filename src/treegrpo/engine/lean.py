@@ -20,10 +20,10 @@ Projections that read the same input run as one product: q, k and v as x [W_q; W
 and the MLP's gate and up as x [W_g; W_u]ᵀ, with the stacked weights rebuilt when a part changes
 (see ``Fused``). At a few rows per decode step a product streams its weight from memory at a
 fixed cost per call; five calls become two, and the second CPU thread gets wider products to
-split. A projection wrapped by peft's LoRA (as while training with adapters) folds its adapters
-into that weight, W₀ + s·B·A (``_fold``), so the decode step runs four products per layer instead
-of three per wrapped projection (base, A, B), plus dropout and scaling; the weights are
-rebuilt after each optimizer step, since A and B changed.
+split. A projection wrapped by peft's LoRA (as while training with adapters) folds its
+adapters into that weight, W₀ + s·B·A (``engine.lora.fold``), so the decode step runs four
+products per layer instead of three per wrapped projection (base, A, B), plus dropout and
+scaling; the weights are rebuilt after each optimizer step, since A and B changed.
 
 Rotary embedding is applied to q and k together (one set of ops on their heads side by side,
 straight from the fused product), and for rope types whose frequencies do not depend on the
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -47,6 +46,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from treegrpo.core.partition import contiguous_partition
+from treegrpo.engine.lora import fold
 from treegrpo.models import onednn
 
 # Decoder layers computed as in the docstring; a model type joins once a test covers it.
@@ -187,9 +187,10 @@ class LeanDecoder:
 class Fused:
     """Linear layers that read the same input as one product: y = x [W_1; …; W_m]ᵀ + [b_1; …],
     split back into the m outputs. A part is a plain ``nn.Linear`` or a peft LoRA layer whose
-    active adapters fold into its weight (see ``_fold``). The stacked weight (packed for oneDNN
-    or plain) is rebuilt by ``refresh`` when a part's weight or bias changed: its version counter
-    (bumped by every in-place optimizer update) or its storage, or its active adapters."""
+    active adapters fold into its weight (``engine.lora.fold``). The stacked weight (packed for
+    oneDNN or plain) is rebuilt by ``refresh`` when a part's weight or bias changed: its
+    version counter (bumped by every in-place optimizer update) or its storage, or its active
+    adapters."""
 
     def __init__(self, modules: Sequence[Any]) -> None:
         self.modules = list(modules)
@@ -202,7 +203,7 @@ class Fused:
         """Bring the stacked weight in step; no weight (``ready`` False) when a part no longer
         folds into one product (an adapter that is not plain LoRA, or dropout in training mode):
         the caller then calls the modules."""
-        folds = [_fold(m) for m in self.modules]
+        folds = [fold(m) for m in self.modules]
         if any(f is None for f in folds):
             self._key, self.weight, self.bias = None, None, None
             return
@@ -240,77 +241,12 @@ class Fused:
         return parts
 
 
-@dataclass
-class _Folded:
-    """One projection as y = x Wᵀ + b with W = W₀ + Σₐ sₐ Bₐ Aₐ and b = b₀ + Σₐ sₐ b_Bₐ: the
-    base layer plus its active LoRA adapters (Hu et al. 2021, eq. 3), the sum peft's forward
-    computes as W₀x + sₐ Bₐ(Aₐx)."""
-
-    base: torch.nn.Linear
-    adapters: list[tuple[torch.nn.Linear, torch.nn.Linear, float]]  # (A, B, scaling s)
-
-    @property
-    def has_bias(self) -> bool:
-        return self.base.bias is not None or any(b.bias is not None for _, b, _ in self.adapters)
-
-    def key(self) -> list[Any]:
-        """What the folded weight depends on: each tensor's version and storage, each scale."""
-        layers = [self.base, *(m for a, b, _ in self.adapters for m in (a, b))]
-        tensors = [t for m in layers for t in (m.weight, m.bias) if t is not None]
-        return [*((t._version, t.data_ptr()) for t in tensors), *(s for *_, s in self.adapters)]
-
-    def weight(self) -> torch.Tensor:
-        w = self.base.weight  # (out, in)
-        for a, b, s in self.adapters:
-            w = w + s * (b.weight @ a.weight)  # (out, r) @ (r, in)
-        return w
-
-    def bias(self, n: int) -> torch.Tensor:
-        out: torch.Tensor = (
-            self.base.bias if self.base.bias is not None else self.base.weight.new_zeros(n)
-        )
-        for _, b, s in self.adapters:
-            if b.bias is not None:
-                out = out + s * b.bias
-        return out
-
-
-def _fold(m: Any) -> _Folded | None:
-    """``m`` as one linear map: a plain ``nn.Linear``, or a peft LoRA ``Linear`` (a
-    ``base_layer`` plus ``lora_A``/``lora_B`` per adapter) whose forward is exactly W₀x + b₀ +
-    Σₐ sₐ Bₐ(Aₐ x); None for anything else (DoRA and other variants, weights stored transposed,
-    dropout active in training mode, layers that are not ``nn.Linear``)."""
-    if type(m) is torch.nn.Linear:
-        return _Folded(m, [])
-    base = getattr(m, "base_layer", None)
-    if type(base) is not torch.nn.Linear or not hasattr(m, "lora_A"):
-        return None
-    if getattr(m, "fan_in_fan_out", False):
-        return None
-    if m.disable_adapters or m.merged:  # the forward is the base layer alone
-        return None if m.disable_adapters and m.merged else _Folded(base, [])
-    adapters = []
-    for name in m.active_adapters:
-        if name not in m.lora_A:
-            continue
-        a, b, drop = m.lora_A[name], m.lora_B[name], m.lora_dropout[name]
-        variant = name in getattr(m, "lora_variant", {}) or getattr(m, "use_dora", {}).get(name)
-        if variant or type(a) is not torch.nn.Linear:  # DoRA and the like: not W₀ + s·B·A
-            return None
-        if type(b) is not torch.nn.Linear or a.weight.dtype != base.weight.dtype:
-            return None
-        if m.training and not isinstance(drop, torch.nn.Identity) and drop.p > 0:
-            return None
-        adapters.append((a, b, float(m.scaling[name])))
-    return _Folded(base, adapters)
-
-
 def _fuse(module: Any, names: Sequence[str]) -> Fused | None:
     """The named projections of ``module`` as one ``Fused`` product, or None where one of them
     does not fold (then the decoder calls the modules). A single projection is fused only when
     it carries LoRA adapters: a plain one already runs as one product through its module."""
     parts = [getattr(module, n, None) for n in names]
-    if any(p is None or _fold(p) is None for p in parts):
+    if any(p is None or fold(p) is None for p in parts):
         return None
     if len(parts) == 1 and type(parts[0]) is torch.nn.Linear:
         return None

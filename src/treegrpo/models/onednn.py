@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import os
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Literal
 
@@ -129,13 +129,14 @@ def _linears(model: nn.Module) -> list[nn.Linear]:
 
 
 @contextmanager
-def _routed(linears: list[nn.Linear], forward_of: Any) -> Iterator[None]:
-    for m in linears:
-        m.forward = forward_of(m)  # type: ignore[method-assign]
+def routed(modules: Sequence[nn.Module], forward_of: Any) -> Iterator[None]:
+    """Within the block, each module's forward is ``forward_of(module)``; restored on exit."""
+    for m in modules:
+        m.forward = forward_of(m)
     try:
         yield
     finally:
-        for m in linears:
+        for m in modules:
             m.__dict__.pop("forward", None)
 
 
@@ -163,7 +164,7 @@ class PackedLinears:
         autograd: for forwards under ``torch.no_grad()``)."""
         with torch.no_grad():
             packs = {id(m): self._packed(m) for m in self.linears}
-        return _routed(self.linears, lambda m: lambda x: linear(x, packs[id(m)], m.bias))
+        return routed(self.linears, lambda m: lambda x: linear(x, packs[id(m)], m.bias))
 
 
 class _OneDNNLinear(torch.autograd.Function):
@@ -200,7 +201,7 @@ class TrainableLinears:
         self.linears = _linears(model)
 
     def active(self) -> Any:
-        return _routed(
+        return routed(
             self.linears,
             lambda m: lambda x: _OneDNNLinear.apply(x.contiguous(), m.weight, m.bias),  # type: ignore[no-untyped-call]
         )
