@@ -10,17 +10,19 @@ B. tree speed: wall time of tree rollouts (2,2,1), cache on vs re-prefill, on a 
    "feedback": every step runs to the token limit and gets the short invalid-action feedback;
    "search": every step is treated as a search whose observation is three ~130-word passages
    (cut at 500 tokens, the paper's limit): the shape of a real search agent's context;
-   and three more cached runs, each with one engine speed-up off: the linear layers on MKL
+   and four more cached runs, each with one engine speed-up off: the linear layers on MKL
    instead of packed oneDNN weights, the model's own forward at decode instead of the
-   lean decode step (``engine.lean``), and no sharing of the prompts' common start in
-   prefill (``engine.prefix``). Each B row also records the seconds the engine spent in prefill
+   lean decode step (``engine.lean``), no sharing of the prompts' common start in
+   prefill (``engine.prefix``), and prefill chunks by feed padding alone, blind to context
+   padding (``engine.chunks``). Each B row also records the seconds the engine spent in prefill
    and in decode, and the "bound": re-prefill's wall time over the cached run's wall time less
    its prefill, the speed-up a cache whose prefill cost nothing would reach (decode costs the
    same in both modes, so no prefix cache can beat it on that workload);
 R. with --real (or --only real): the real preset's rollouts (configs/real-smollm2-wiki.yaml:
    SmolLM2-135M-Instruct after the protocol warm start, its LoRA adapters, BM25 over the 10,033
    Wikipedia leads, 96 new tokens per step, temperature 1.0, top-p 0.95) for 8 held-out
-   questions, tree (2,2,1), cache on vs re-prefill; needs the warm start and the corpus built
+   questions, tree (2,2,1), cache on vs re-prefill, and cached with peft's LoRA modules in
+   prefill instead of folded weights (``engine.lora``); needs the warm start and the corpus built
    once (the first run builds them: about 10 minutes);
 C. chain speed: one agent step for a batch of prompts, our engine vs transformers'
    `model.generate` (stop strings on, so both stop on the same tags; `generate` keeps finished
@@ -116,6 +118,7 @@ def tree_run(
     packed: bool | None = None,
     lean: bool | None = None,
     share: bool = True,
+    context_chunks: bool = True,
 ) -> Any:
     eng = HFEngine(
         model,
@@ -126,6 +129,8 @@ def tree_run(
         lean_decode=lean,
         min_shared_prefix=16 if share else 0,
     )
+    if not context_chunks:  # chunk prefill rows by feed padding alone (context padding free)
+        eng._att_per_token = 0.0
     proto = AlwaysSearch(agent.tokenizer, max_obs_tokens=500) if search else agent.protocol
     tool = LongPassages() if search else WordTool()
     return timed_forest(eng, proto, tool, prompts, sampling, limits)
@@ -253,24 +258,26 @@ def real_workload(repeats: int) -> dict[str, Any]:
     )
     limits = AgentLimits(data.max_turns, data.topk, data.max_context)
     out: dict[str, Any] = {}
-    times: dict[bool, list[float]] = {True: [], False: []}
-    phases: dict[bool, list[dict[str, float]]] = {True: [], False: []}
-    forests: dict[bool, Any] = {}
+    # (reuse_cache, fold_lora, name); the last: cached, but peft's LoRA modules in prefill
+    runs = [(True, None, "cache"), (False, None, "reprefill"), (True, False, "cache_lora_modules")]
+    times: dict[str, list[float]] = {name: [] for *_, name in runs}
+    phases: dict[str, list[dict[str, float]]] = {name: [] for *_, name in runs}
+    forests: dict[str, Any] = {}
     for _ in range(repeats):
-        for reuse in (True, False):
-            eng = HFEngine(policy, tok, StepStopper(tok), reuse_cache=reuse)
+        for reuse, fold, name in runs:
+            eng = HFEngine(policy, tok, StepStopper(tok), reuse_cache=reuse, fold_lora=fold)
             t0 = time.perf_counter()
-            forests[reuse], ph = timed_forest(eng, proto, tool, prompts, sampling, limits)
-            times[reuse].append(time.perf_counter() - t0)
-            phases[reuse].append(ph)
-    for reuse, name in ((True, "cache"), (False, "reprefill")):
-        spend = forests[reuse].spend.total()
+            forests[name], ph = timed_forest(eng, proto, tool, prompts, sampling, limits)
+            times[name].append(time.perf_counter() - t0)
+            phases[name].append(ph)
+    for *_, name in runs:
+        spend = forests[name].spend.total()
         out[f"R_real_tree_{name}"] = {
-            "seconds": statistics.median(times[reuse]),
-            "runs": times[reuse],
-            "phases": phases[reuse],
+            "seconds": statistics.median(times[name]),
+            "runs": times[name],
+            "phases": phases[name],
             "processed": spend.processed,
-            "distinct": forests[reuse].distinct_tokens(),
+            "distinct": forests[name].distinct_tokens(),
             "generated": spend.generated,
             "tool_calls": spend.tool_calls,
             "leaves": spend.leaves,
@@ -338,14 +345,19 @@ def main() -> None:
         if args.only not in (None, workload):
             continue
         limits_b = AgentLimits(max_turns=3, topk=3, max_context=4096)
-        # then cached with one speed-up off: MKL linear layers; the model's forward at decode;
-        # no prompt-start sharing (neither in prefill nor in decode attention)
-        runs = [(True, None, None, True, "cache"), (False, None, None, True, "reprefill")]
+        # (reuse, packed, lean, share, context chunks, name): cached and re-prefill, then cached
+        # with one speed-up off: MKL linear layers; the model's forward at decode; no
+        # prompt-start sharing (neither in prefill nor in decode attention); chunks by feed only
+        runs = [
+            (True, None, None, True, True, "cache"),
+            (False, None, None, True, True, "reprefill"),
+        ]
         if not args.only:
             runs += [
-                (True, False, None, True, "cache_mkl"),
-                (True, None, False, True, "cache_model_forward"),
-                (True, None, None, False, "cache_no_sharing"),
+                (True, False, None, True, True, "cache_mkl"),
+                (True, None, False, True, True, "cache_model_forward"),
+                (True, None, None, False, True, "cache_no_sharing"),
+                (True, None, None, True, False, "cache_feed_chunks"),
             ]
         # interleaved (one run of each configuration per round), so that a machine whose speed
         # drifts during the benchmark slows every configuration alike
@@ -353,10 +365,10 @@ def main() -> None:
         phases: dict[str, list[dict[str, float]]] = {name: [] for *_, name in runs}
         outs: dict[str, Any] = {}
         for _ in range(args.repeats):
-            for reuse, pk, lean, share, name in runs:
+            for reuse, pk, lean, share, ctx, name in runs:
                 t0 = time.perf_counter()
                 outs[name], ph = tree_run(
-                    big, agent, reuse, prompts, sampling_b, limits_b, search, pk, lean, share
+                    big, agent, reuse, prompts, sampling_b, limits_b, search, pk, lean, share, ctx
                 )
                 times[name].append(time.perf_counter() - t0)
                 phases[name].append(ph)
@@ -429,6 +441,13 @@ def main() -> None:
         if f"{key}_tree_cache" in res:
             on, off = res[f"{key}_tree_cache"], res[f"{key}_tree_reprefill"]
             print(speedup_row(key, on, off))
+    if "R_real_tree_cache_lora_modules" in res:
+        on, mod = res["R_real_tree_cache"], res["R_real_tree_cache_lora_modules"]
+        pre = [statistics.median(p["prefill_s"] for p in r["phases"]) for r in (mod, on)]
+        print(
+            f"| R cached, prefill s: peft's LoRA modules vs folded | {pre[0]:.2f} | {pre[1]:.2f} "
+            f"| {pre[0] / pre[1]:.2f}× (wall {mod['seconds'] / on['seconds']:.2f}×) |"
+        )
     if args.only:
         return
     a_on, a_off = res["A_tiny_tree_cache"], res["A_tiny_tree_reprefill"]
@@ -457,6 +476,12 @@ def main() -> None:
         print(
             f"| B {workload}: cached wall s, prompt start not shared vs shared | {alone:.2f} | "
             f"{b_on['seconds']:.2f} | {alone / b_on['seconds']:.2f}× faster shared |"
+        )
+        feed = res[f"B_{workload}_tree_cache_feed_chunks"]
+        print(
+            f"| B {workload}: cached prefill s, chunks by feed vs feed and context | "
+            f"{statistics.median(p['prefill_s'] for p in feed['phases']):.2f} | "
+            f"{statistics.median(p['prefill_s'] for p in b_on['phases']):.2f} | |"
         )
     print("\n| chain job (32 prompts) | ours s | generate s | speed-up |\n|---|---|---|---|")
     for key in (
