@@ -80,6 +80,19 @@ def test_packed_keeps_one_pack_per_model(model) -> None:  # type: ignore[no-unty
     assert reorders[0] == 2 * 7 + 1  # but packed only the first time
 
 
+def test_only_the_layers_called_are_packed(model) -> None:  # type: ignore[no-untyped-def]
+    """Packing happens at a layer's first call: a block that runs one MLP packs its three."""
+    pk = onednn.PackedLinears(model)
+    mlp = model.model.layers[0].mlp
+    x = torch.randn(2, model.config.hidden_size)
+    with torch.no_grad():
+        want = mlp(x)
+        with _counting("_reorder_linear_weight") as reorders, pk.active():
+            got = mlp(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert reorders[0] == 3 and len(pk._packs) == 3
+
+
 def test_repacks_after_an_in_place_update(model) -> None:  # type: ignore[no-untyped-def]
     ids = torch.randint(0, model.config.vocab_size, (2, 9))
     pk = onednn.PackedLinears(model)

@@ -404,11 +404,12 @@ class HFEngine:
         lean = self._lean if plain else None
         bias = plain and (self._sdpa_bias or lean is not None)
         mask = _DecodeMask(pads, width + room, self.model.dtype if bias else None, dev)
-        lengths = torch.tensor([r.context.length + len(r.feed) for r in rows], device=dev)
+        starts = [r.context.length + len(r.feed) for r in rows]  # each row's next position
+        lengths = torch.tensor(starts, device=dev)
         last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)  # type: ignore[index]
         spans = _spans(lean, mask.pads, width + 1)
         if lean is not None:
-            lean.prepare(packed=self._packed is not None, positions=int(lengths.max()) + room)
+            lean.prepare(packed=self._packed is not None, positions=max(starts) + room)
         steps = 0
         while rows:
             steps += 1

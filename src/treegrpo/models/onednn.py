@@ -150,6 +150,7 @@ class PackedLinears:
         self._packs: dict[int, tuple[int, int, torch.Tensor]] = {}
 
     def _packed(self, m: nn.Linear) -> torch.Tensor:
+        """``m``'s packed weight, packed again if the weight changed since."""
         w = m.weight
         key = (w._version, w.data_ptr())
         hit = self._packs.get(id(m))
@@ -161,10 +162,11 @@ class PackedLinears:
 
     def active(self) -> AbstractContextManager[None]:
         """Within the block, every found linear layer computes with its packed weight (no
-        autograd: for forwards under ``torch.no_grad()``)."""
-        with torch.no_grad():
-            packs = {id(m): self._packed(m) for m in self.linears}
-        return routed(self.linears, lambda m: lambda x: linear(x, packs[id(m)], m.bias))
+        autograd: for forwards under ``torch.no_grad()``). A weight is packed when its layer is
+        first called, so layers the block never calls cost no packed copy (the engine's lean
+        decode step runs fused products of its own for all but the head and, with LoRA, every
+        projection: packing them all up front kept a second copy of those weights)."""
+        return routed(self.linears, lambda m: lambda x: linear(x, self._packed(m), m.bias))
 
 
 class _OneDNNLinear(torch.autograd.Function):
