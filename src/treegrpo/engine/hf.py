@@ -503,17 +503,20 @@ def _row_kv(cache: DynamicCache, row: int, start: int, stop: int) -> torch.Tenso
 
 def _attention_per_token(model: Any) -> float:
     """F_att / F_lin of ``engine.chunks``: one query-key pair's attention work (QKᵀ and the sum
-    over V, 2 · 2 · heads · head_dim multiply-adds per layer) over one token's work in the
-    weights outside the embeddings (2 per parameter)."""
+    over V: 2 · heads · head_dim multiply-adds per layer) over one token's work in the weights
+    outside the embeddings (one multiply-add per parameter)."""
     config = model.config.get_text_config()
-    heads = config.num_attention_heads
+    heads = getattr(config, "num_attention_heads", None)
+    layers = getattr(config, "num_hidden_layers", None)
+    if not heads or not layers:  # a shape we cannot read: chunk by feed padding alone
+        return 0.0
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     params = {id(p): p.numel() for p in model.parameters()}
     for emb in (model.get_input_embeddings(), model.get_output_embeddings()):
         if emb is not None:
             params.pop(id(emb.weight), None)
     body: int = max(1, sum(params.values()))
-    pairs: int = 2 * heads * head_dim * config.num_hidden_layers
+    pairs: int = 2 * heads * head_dim * layers
     return pairs / body
 
 
