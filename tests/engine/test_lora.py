@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
 from treegrpo.engine.hf import HFEngine, StepRequest
@@ -95,3 +96,20 @@ def test_engine_with_and_without_folding_gives_the_same_steps() -> None:
         logp = torch.log_softmax(_logits(peft, torch.tensor([p + a.tokens]))[0], -1)
         want = [logp[len(p) + j - 1, t].item() for j, t in enumerate(a.tokens)]
         torch.testing.assert_close(a.logprobs, want, rtol=1e-4, atol=1e-4)
+
+
+def test_folded_weights_packed_for_onednn_give_the_same_logits() -> None:
+    """Where the engine packs its linear layers everywhere (AMD CPUs with AVX-512), the folded
+    weights are packed too."""
+    from treegrpo.models import onednn
+
+    peft = _lora_model()
+    if not onednn.supported(peft):
+        pytest.skip("no oneDNN linear ops in this torch build")
+    folded = FoldedLoRA(peft.get_base_model())
+    ids = torch.randint(0, 97, (2, 9), generator=torch.Generator().manual_seed(3))
+    want = _logits(peft, ids)
+    with folded.active(packed=True):
+        got = _logits(peft, ids)
+    assert len(folded._weights) == len(folded.layers)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
