@@ -137,7 +137,7 @@ class HFEngine:
         self._packed = onednn.PackedLinears(model) if mode else None
         self._packed_everywhere = mode is True
         self._lean = lean_decoder(model) if lean_decode is not False else None
-        on_cpu = next(model.parameters()).device.type == "cpu"
+        on_cpu = self.device.type == "cpu"
         lora = FoldedLoRA(model) if (on_cpu if fold_lora is None else fold_lora) else None
         self._lora = lora if lora else None  # None also when the model has no LoRA layers
         if lean_decode and self._lean is None:
@@ -208,12 +208,12 @@ class HFEngine:
         """The context the engine computes in (packed linear layers where they apply, LoRA
         layers on folded weights); also for other gradient-free forwards of the same model, such
         as the trainer's old log-probs."""
-        everywhere = self._packed is not None and self._packed_everywhere
+        packed = self._packed if self._packed_everywhere else None
         with ExitStack() as stack:
-            if self._packed is not None and everywhere:
-                stack.enter_context(self._packed.active())
+            if packed is not None:
+                stack.enter_context(packed.active())
             if self._lora is not None:
-                stack.enter_context(self._lora.active(packed=everywhere))
+                stack.enter_context(self._lora.active(packed=packed is not None))
             yield
 
     # ----------------------------------------------------------------- private

@@ -18,7 +18,7 @@ key/value heads directly: the n_rep query heads of a group become n_rep query ro
 
 Projections that read the same input run as one product: q, k and v as x [W_q; W_k; W_v]ᵀ,
 and the MLP's gate and up as x [W_g; W_u]ᵀ, with the stacked weights rebuilt when a part changes
-(see ``Fused``). At a few rows per decode step a product streams its weight from memory at a
+(``engine.lora.Fused``). At a few rows per decode step a product streams its weight from memory at a
 fixed cost per call; five calls become two, and the second CPU thread gets wider products to
 split. A projection wrapped by peft's LoRA (as while training with adapters) folds its
 adapters into that weight, W₀ + s·B·A (``engine.lora.fold``), so the decode step runs four
@@ -46,8 +46,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 
 from treegrpo.core.partition import contiguous_partition
-from treegrpo.engine.lora import fold
-from treegrpo.models import onednn
+from treegrpo.engine.lora import Fused, fold
 
 # Decoder layers computed as in the docstring; a model type joins once a test covers it.
 SUPPORTED = frozenset({"qwen2", "llama"})
@@ -182,63 +181,6 @@ class LeanDecoder:
                 h = h + layer.mlp(x)
         logits: torch.Tensor = self.lm_head(_rms_norm(h, self.norm))[:, -1]  # (b, V)
         return logits
-
-
-class Fused:
-    """Linear layers that read the same input as one product: y = x [W_1; …; W_m]ᵀ + [b_1; …],
-    split back into the m outputs. A part is a plain ``nn.Linear`` or a peft LoRA layer whose
-    active adapters fold into its weight (``engine.lora.fold``). The stacked weight (packed for
-    oneDNN or plain) is rebuilt by ``refresh`` when a part's weight or bias changed: its
-    version counter (bumped by every in-place optimizer update) or its storage, or its active
-    adapters."""
-
-    def __init__(self, modules: Sequence[Any]) -> None:
-        self.modules = list(modules)
-        self.sizes = [m.out_features for m in self.modules]
-        self._key: tuple[Any, ...] | None = None
-        self.weight: torch.Tensor | None = None  # (Σ out, in), or its packed layout
-        self.bias: torch.Tensor | None = None  # (Σ out,) or None
-
-    def refresh(self, packed: bool) -> None:
-        """Bring the stacked weight in step; no weight (``ready`` False) when a part no longer
-        folds into one product (an adapter that is not plain LoRA, or dropout in training mode):
-        the caller then calls the modules."""
-        folds = [fold(m) for m in self.modules]
-        if any(f is None for f in folds):
-            self._key, self.weight, self.bias = None, None, None
-            return
-        terms = [f for f in folds if f is not None]
-        key = (packed, *(k for f in terms for k in f.key()))
-        if key == self._key:
-            return
-        with torch.no_grad():
-            w = torch.cat([f.weight() for f in terms])
-            self.bias = None
-            if any(f.has_bias for f in terms):
-                self.bias = torch.cat([f.bias(n) for f, n in zip(terms, self.sizes, strict=True)])
-            self.weight = onednn.pack(w) if packed else w
-        self._key = key
-
-    @property
-    def ready(self) -> bool:
-        """Whether the last ``refresh`` built a weight."""
-        return self.weight is not None
-
-    @property
-    def packed(self) -> bool:
-        """Whether the stacked weight is in oneDNN's layout (as of the last ``refresh``)."""
-        return self._key is not None and bool(self._key[0])
-
-    def __call__(self, x: torch.Tensor, split: int | None = None) -> tuple[torch.Tensor, ...]:
-        """The m outputs; with ``split`` two: the first ``split`` features and the rest."""
-        assert self.weight is not None, "call LeanDecoder.prepare (or refresh) first"
-        if self.packed:
-            y = onednn.linear(x, self.weight, self.bias)
-        else:
-            y = F.linear(x, self.weight, self.bias)
-        sizes = self.sizes if split is None else [split, y.shape[-1] - split]
-        parts: tuple[torch.Tensor, ...] = y.split(sizes, dim=-1)
-        return parts
 
 
 def _fuse(module: Any, names: Sequence[str]) -> Fused | None:

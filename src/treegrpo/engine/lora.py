@@ -5,9 +5,10 @@ product, then per adapter two thin products, a scaling and an addition over the 
 (tokens, out) output. While generating, the adapters do not change between optimizer steps,
 so the same map is one product with the folded weight W₀ + Σₐ sₐ Bₐ Aₐ (the r-rank update
 costs out·r·in multiply-adds once, not per token). ``fold`` reads a layer as that map (or says
-it cannot: DoRA and other variants, transposed weights, active dropout); the lean decode step
-stacks folded weights into its fused products (``engine.lean``) and ``FoldedLoRA`` routes a
-whole model's LoRA layers through them for prefill and the trainer's old log-probs, where the
+it cannot: DoRA and other variants, transposed weights, active dropout), and ``Fused`` keeps
+folded weights, stacked where several projections read the same input. The lean decode step
+runs its products on them (``engine.lean``), and ``FoldedLoRA`` routes a whole model's LoRA
+layers through one-part products for prefill and the trainer's old log-probs, where the
 SmolLM2 + LoRA prefill of bench/rollout.py's R workload runs 1.20× faster (one forward of
 8 × 400 tokens: 1.27×).
 
@@ -18,6 +19,7 @@ counters, bumped by in-place optimizer updates, or their storage) or the active 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -93,6 +95,63 @@ def fold(m: Any) -> Folded | None:
     return Folded(base, adapters)
 
 
+class Fused:
+    """Linear layers that read the same input as one product: y = x [W_1; …; W_m]ᵀ + [b_1; …],
+    split back into the m outputs. A part is a plain ``nn.Linear`` or a peft LoRA layer whose
+    active adapters fold into its weight (``engine.lora.fold``). The stacked weight (packed for
+    oneDNN or plain) is rebuilt by ``refresh`` when a part's weight or bias changed: its
+    version counter (bumped by every in-place optimizer update) or its storage, or its active
+    adapters."""
+
+    def __init__(self, modules: Sequence[Any]) -> None:
+        self.modules = list(modules)
+        self.sizes = [m.out_features for m in self.modules]
+        self._key: tuple[Any, ...] | None = None
+        self.weight: torch.Tensor | None = None  # (Σ out, in), or its packed layout
+        self.bias: torch.Tensor | None = None  # (Σ out,) or None
+
+    def refresh(self, packed: bool) -> None:
+        """Bring the stacked weight in step; no weight (``ready`` False) when a part no longer
+        folds into one product (an adapter that is not plain LoRA, or dropout in training mode):
+        the caller then calls the modules."""
+        folds = [fold(m) for m in self.modules]
+        if any(f is None for f in folds):
+            self._key, self.weight, self.bias = None, None, None
+            return
+        terms = [f for f in folds if f is not None]
+        key = (packed, *(k for f in terms for k in f.key()))
+        if key == self._key:
+            return
+        with torch.no_grad():
+            w = torch.cat([f.weight() for f in terms])
+            self.bias = None
+            if any(f.has_bias for f in terms):
+                self.bias = torch.cat([f.bias(n) for f, n in zip(terms, self.sizes, strict=True)])
+            self.weight = onednn.pack(w) if packed else w
+        self._key = key
+
+    @property
+    def ready(self) -> bool:
+        """Whether the last ``refresh`` built a weight."""
+        return self.weight is not None
+
+    @property
+    def packed(self) -> bool:
+        """Whether the stacked weight is in oneDNN's layout (as of the last ``refresh``)."""
+        return self._key is not None and bool(self._key[0])
+
+    def __call__(self, x: torch.Tensor, split: int | None = None) -> tuple[torch.Tensor, ...]:
+        """The m outputs; with ``split`` two: the first ``split`` features and the rest."""
+        assert self.weight is not None, "call LeanDecoder.prepare (or refresh) first"
+        if self.packed:
+            y = onednn.linear(x, self.weight, self.bias)
+        else:
+            y = F.linear(x, self.weight, self.bias)
+        sizes = self.sizes if split is None else [split, y.shape[-1] - split]
+        parts: tuple[torch.Tensor, ...] = y.split(sizes, dim=-1)
+        return parts
+
+
 class FoldedLoRA:
     """Within ``active()``, every peft LoRA layer of ``model`` that folds computes
     x Wᵀ + b with its folded weight; a layer whose adapters are disabled, merged, not plain LoRA
@@ -102,8 +161,8 @@ class FoldedLoRA:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.layers = [m for m in model.modules() if _is_lora(m)]
-        # id(layer) -> (key of the fold, weight, bias); packed or plain as the key says
-        self._weights: dict[int, tuple[tuple[Any, ...], torch.Tensor, torch.Tensor | None]] = {}
+        # id(layer) -> its folded weight, as a one-part ``Fused`` product (made at first use)
+        self._weights: dict[int, Fused] = {}
 
     def __bool__(self) -> bool:
         return bool(self.layers)
@@ -121,21 +180,13 @@ class FoldedLoRA:
             if f is None or not f.adapters or args or kwargs or torch.is_grad_enabled():
                 out: torch.Tensor = own(m, x, *args, **kwargs)
                 return out
-            w, b = self._weight(m, f, packed)
-            return onednn.linear(x, w, b) if packed else F.linear(x, w, b)
+            product = self._weights.get(id(m))
+            if product is None:
+                product = self._weights[id(m)] = Fused([m])
+            product.refresh(packed)  # rebuilt only when the fold's key changed
+            return product(x)[0]
 
         return forward
-
-    def _weight(self, m: Any, f: Folded, packed: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        key = (packed, *f.key())
-        hit = self._weights.get(id(m))
-        if hit is None or hit[0] != key:
-            with torch.no_grad():
-                w = f.weight()
-                bias = f.bias(m.out_features) if f.has_bias else None
-                hit = (key, onednn.pack(w) if packed else w, bias)
-            self._weights[id(m)] = hit
-        return hit[1], hit[2]
 
 
 def _is_lora(m: Any) -> bool:
