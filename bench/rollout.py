@@ -31,6 +31,11 @@ C. chain speed: one agent step for a batch of prompts, our engine vs transformer
 
     .venv/bin/python bench/rollout.py            # writes bench/results/rollout.json
     .venv/bin/python bench/rollout.py --only real
+    .venv/bin/python bench/rollout.py --only feedback --prompts 16   # B on a bigger batch
+
+B runs 8 questions by default (--prompts: up to 32, each about another name). The batch's size
+matters for the ratio: each decode step reads the weights once for all its rows, so a wider
+batch makes decoded tokens cheaper, and re-prefill's extra positions weigh more.
 """
 
 from __future__ import annotations
@@ -62,6 +67,15 @@ from treegrpo.rollout.sampler import AgentLimits, sample_forest  # noqa: E402
 from treegrpo.tools.base import Passage  # noqa: E402
 
 warnings.filterwarnings("ignore")
+
+# B's questions: the tiny agent's 8 people, then other names, so that a larger batch holds no
+# two equal prompts (equal prompts would share their whole prefill)
+NAMES = [
+    *PEOPLE,
+    "Ines", "Jonas", "Karla", "Lukas", "Mirja", "Nils", "Olga", "Piet", "Quinn", "Rosa", "Sven",
+    "Tilda", "Ulla", "Vidar", "Wilma", "Xaver", "Yrsa", "Zeno", "Agnes", "Bruno", "Clara",
+    "Dario", "Elsa", "Fritz",
+]  # fmt: skip
 
 
 class AlwaysSearch(SearchProtocol):
@@ -308,7 +322,16 @@ def main() -> None:
         "rows)",
     )
     ap.add_argument("--real", action="store_true", help="also run R (the real preset's rollouts)")
+    ap.add_argument(
+        "--prompts",
+        type=int,
+        default=8,
+        help=f"questions per B rollout batch, each about another name (at most {len(NAMES)}; "
+        "A and C keep the tiny agent's 8)",
+    )
     args = ap.parse_args()
+    if not 1 <= args.prompts <= len(NAMES):
+        ap.error(f"--prompts must be between 1 and {len(NAMES)}, got {args.prompts}")
     torch.set_num_threads(args.threads)
     agent = trained_agent()
     prompts = [agent.prompt(p) for p in PEOPLE]  # 8 prompts
@@ -339,6 +362,8 @@ def main() -> None:
         }
 
     # B. tree speed on a bigger random-weight model (steps run to the token limit)
+    prompts_b = [agent.prompt(name) for name in NAMES[: args.prompts]]
+    res["B_prompts"] = args.prompts
     big = tiny_qwen2(len(agent.tokenizer), hidden=512, layers=8, heads=8, kv_heads=4, seed=0)
     n_params = sum(p.numel() for p in big.parameters())
     for workload, sampling_b, search in (
@@ -371,7 +396,7 @@ def main() -> None:
             for reuse, pk, lean, share, ctx, name in runs:
                 t0 = time.perf_counter()
                 outs[name], ph = tree_run(
-                    big, agent, reuse, prompts, sampling_b, limits_b, search, pk, lean, share, ctx
+                    big, agent, reuse, prompts_b, sampling_b, limits_b, search, pk, lean, share, ctx
                 )
                 times[name].append(time.perf_counter() - t0)
                 phases[name].append(ph)
@@ -439,7 +464,10 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))
-    print("\n| tree (2,2,1) | cache s | re-prefill s | speed-up |\n|---|---|---|---|")
+    print(
+        f"\n| tree (2,2,1), B: {args.prompts} prompts | cache s | re-prefill s | speed-up |"
+        "\n|---|---|---|---|"
+    )
     for key in ("B_feedback", "B_search", "R_real"):
         if f"{key}_tree_cache" in res:
             on, off = res[f"{key}_tree_cache"], res[f"{key}_tree_reprefill"]

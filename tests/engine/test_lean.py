@@ -7,12 +7,20 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 from treegrpo.agent.stops import StepStopper
 from treegrpo.engine.cache import assemble_cache
 from treegrpo.engine.hf import HFEngine, StepRequest
-from treegrpo.engine.lean import LeanDecoder, attention_spans, lean_decoder
+from treegrpo.engine.lean import (
+    LeanDecoder,
+    _attend,
+    _attend_matmul,
+    _attend_sdpa,
+    attention_spans,
+    lean_decoder,
+)
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.tiny import tiny_qwen2
 
@@ -305,3 +313,17 @@ def test_attention_spans_by_hand() -> None:
     assert attention_spans([], 10, overhead=1) == []
     with pytest.raises(ValueError, match="ascending"):
         attention_spans([3, 0], 10, overhead=1)
+
+
+def test_cpu_attention_products_equal_sdpa() -> None:
+    # grouped-query decode shape: 3 rows, 2 key/value heads of 3 query rows each, 9 columns,
+    # row 1 with 4 padding columns and row 2 with 7
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 2, n, 16, generator=g) for n in (3, 9, 9))
+    bias = torch.zeros(3, 1, 1, 9)
+    bias[1, ..., :4] = bias[2, ..., :7] = float("-inf")
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.3)
+    torch.testing.assert_close(_attend_matmul(q, k, v, bias, 0.3), want)
+    torch.testing.assert_close(_attend_matmul(q, k, v, None, 0.3), _attend_sdpa(q, k, v, None, 0.3))
+    # _attend takes the products on CPU fp32, whole or by spans (each span from its first column)
+    torch.testing.assert_close(_attend(q, k, v, bias, 0.3, [(0, 1, 0), (1, 3, 4)]), want)

@@ -221,19 +221,39 @@ def _attend(
 ) -> torch.Tensor:
     """softmax(q kᵀ · scale + bias) v, over all rows at once or per span, skipping each span's
     leading columns (views, no copies). q (b, Hkv, n_rep, D); keys, values (b, Hkv, n, D)."""
+    one = _attend_matmul if q.device.type == "cpu" and q.dtype == torch.float32 else _attend_sdpa
     if spans is None or (len(spans) == 1 and spans[0][2] == 0):
-        return F.scaled_dot_product_attention(q, keys, values, attn_mask=bias, scale=scale)
+        return one(q, keys, values, bias, scale)
     parts = [
-        F.scaled_dot_product_attention(
+        one(
             q[a:b],
             keys[a:b, :, c:],
             values[a:b, :, c:],
-            attn_mask=None if bias is None else bias[a:b, ..., c:],
-            scale=scale,
+            None if bias is None else bias[a:b, ..., c:],
+            scale,
         )
         for a, b, c in spans
     ]
     return torch.cat(parts)
+
+
+def _attend_sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float
+) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+
+
+def _attend_matmul(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float
+) -> torch.Tensor:
+    """The same attention as two batched products and a softmax, for CPU fp32: with a query
+    block of n_rep rows, SDPA's flash kernel on CPU reads the cache at about 13 GB/s here, these
+    products at 16-17 GB/s (bench/rollout.py's shapes; decode attention is bound by reading the
+    cache, and about a third of a decode step)."""
+    s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)  # (b, Hkv, n_rep, n)
+    if bias is not None:
+        s = s.add_(bias)
+    return torch.matmul(torch.softmax(s, dim=-1), v)  # (b, Hkv, n_rep, D)
 
 
 def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
