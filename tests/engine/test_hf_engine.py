@@ -12,15 +12,23 @@ from treegrpo.engine.segments import Segment
 from treegrpo.models.tiny import tiny_qwen2
 
 GREEDY = SamplingParams(greedy=True, max_new_tokens=12)
+# The tests that take the ``model`` fixture run once per device: on CPU always, on CUDA too
+# where a GPU is present (`pytest tests/engine -k cuda` on a GPU machine).
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
-@pytest.fixture(scope="module")
-def model(split_tokenizer):  # type: ignore[no-untyped-def]
-    return tiny_qwen2(len(split_tokenizer), hidden=64, layers=2, seed=1)
+@pytest.fixture(scope="module", params=DEVICES)
+def model(request, split_tokenizer):  # type: ignore[no-untyped-def]
+    return tiny_qwen2(len(split_tokenizer), hidden=64, layers=2, seed=1).to(request.param)
+
+
+def _ids(model, tokens: list[int]) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """(1, T) ids on the model's device."""
+    return torch.tensor([tokens], device=model.device)
 
 
 def _reference_logprobs(model, context: list[int], tokens: list[int]) -> list[float]:  # type: ignore[no-untyped-def]
-    full = torch.tensor([context + tokens])
+    full = _ids(model, context + tokens)
     with torch.no_grad():
         logp = torch.log_softmax(model(full).logits[0].float(), dim=-1)
     return [logp[len(context) + j - 1, t].item() for j, t in enumerate(tokens)]
@@ -35,7 +43,7 @@ def _prompts(tok) -> list[list[int]]:  # type: ignore[no-untyped-def]
 def test_logprobs_match_a_fresh_forward_over_two_turns(model, split_tokenizer, reuse) -> None:  # type: ignore[no-untyped-def]
     eng = HFEngine(model, split_tokenizer, StepStopper(split_tokenizer), reuse_cache=reuse)
     prompts = _prompts(split_tokenizer)
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(device=model.device).manual_seed(0)
     sampling = SamplingParams(max_new_tokens=9)
     first = eng.step([StepRequest(eng.root(), p) for p in prompts], sampling, gen)
     obs = split_tokenizer(" <information>obs</information>")["input_ids"]
@@ -56,7 +64,7 @@ def test_cached_kv_equals_a_fresh_forward(model, split_tokenizer) -> None:  # ty
     (r,) = eng.step([StepRequest(eng.root(), p)], GREEDY)
     ctx = r.end.context_tokens()
     with torch.no_grad():
-        out = model(torch.tensor([ctx]), use_cache=True)
+        out = model(_ids(model, ctx), use_cache=True)
     layers = out.past_key_values.layers
     fresh = torch.stack([torch.stack([la.keys[0], la.values[0]]) for la in layers])
     cached = r.end.context_kv()
@@ -202,7 +210,7 @@ def test_prefill_computes_a_shared_start_once(model, split_tokenizer) -> None:  
     assert sum(cost[:4]) == len(start) + 3 * 2 and cost[4] == 3
     for p, s in zip(prompts, segs, strict=True):
         with torch.no_grad():
-            out = model(torch.tensor([p]), use_cache=True)
+            out = model(_ids(model, p), use_cache=True)
         fresh = torch.stack(
             [torch.stack([la.keys[0], la.values[0]]) for la in out.past_key_values.layers]
         )
