@@ -25,6 +25,10 @@ adapters into that weight, W₀ + s·B·A (``engine.lora.fold``), so the decode 
 products per layer instead of three per wrapped projection (base, A, B), plus dropout and
 scaling; the weights are rebuilt after each optimizer step, since A and B changed.
 
+Attention on CPU in fp32 runs as two batched products and a softmax (``_attend_matmul``): with
+a query block of only n_rep rows, SDPA's flash kernel there reads the cache more slowly, and
+decode attention is bound by reading it (elsewhere, SDPA).
+
 Rotary embedding is applied to q and k together (one set of ops on their heads side by side,
 straight from the fused product), and for rope types whose frequencies do not depend on the
 position reached (``STATIC_ROPE``) cos and sin come from a table the model's own rotary module
