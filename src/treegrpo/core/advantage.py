@@ -13,6 +13,8 @@ and returns (B,) float64 advantages. The group-relative score of a group g is
     Â_g(H_i) = (R(H_i) − mean_g R) / (std_g R + ε),   std unbiased (n − 1), ε = 1e-6,
 
 and a group of one has mean 0 and std 1, so its advantage is R/(1 + ε), as in the authors' code.
+A group of two or more equal rewards scores exactly 0 (computed as written, the mean's rounding
+divided by ε would leave about ±1e-10).
 Tree-GRPO sums the intra-tree and inter-tree scores, Â_tree = Â_intra + Â_inter;
 chain GRPO is the inter-tree score on chains (each chain its own tree).
 """
@@ -56,6 +58,14 @@ def group_relative(
     mean[single] = 0.0
     std[single] = 1.0
     centered = r - mean[inv]
+    # A group whose rewards are all equal carries no signal: exactly 0, not the rounding of its
+    # mean (three leaves of 0.1 would give −1.4e-11 after the division by ε, and prompts that
+    # look uniform to `adv != 0` must really be uniform).
+    lo = np.full(count.shape, np.inf)  # (G,)
+    hi = np.full(count.shape, -np.inf)  # (G,)
+    np.minimum.at(lo, inv, r)
+    np.maximum.at(hi, inv, r)
+    centered[((lo == hi) & ~single)[inv]] = 0.0
     if not scale:
         return centered
     return np.asarray(centered / (std[inv] + eps), dtype=np.float64)
