@@ -32,6 +32,7 @@ C. chain speed: one agent step for a batch of prompts, our engine vs transformer
     .venv/bin/python bench/rollout.py            # writes bench/results/rollout.json
     .venv/bin/python bench/rollout.py --only real
     .venv/bin/python bench/rollout.py --only feedback --prompts 16   # B on a bigger batch
+    python bench/rollout.py --only search --device cuda --b-hidden 2048 --b-layers 24  # a GPU
 
 B runs 8 questions by default (--prompts: up to 32, each about another name). The batch's size
 matters for the ratio: each decode step reads the weights once for all its rows, so a wider
@@ -334,7 +335,17 @@ def main() -> None:
         help=f"questions per B rollout batch, each about another name (at most {len(NAMES)}; "
         "A and C keep the tiny agent's 8)",
     )
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        help="where B's model runs (cuda: only with --only feedback or search; A, C and R stay "
+        "where they are)",
+    )
+    ap.add_argument("--b-hidden", type=int, default=512, help="B's model width (heads of 64)")
+    ap.add_argument("--b-layers", type=int, default=8, help="B's model depth")
     args = ap.parse_args()
+    if args.device != "cpu" and args.only not in ("feedback", "search"):
+        ap.error("--device other than cpu needs --only feedback or --only search")
     if not 1 <= args.prompts <= len(NAMES):
         ap.error(f"--prompts must be between 1 and {len(NAMES)}, got {args.prompts}")
     torch.set_num_threads(args.threads)
@@ -343,7 +354,11 @@ def main() -> None:
     limits = AgentLimits(max_turns=3, topk=3, max_context=2048)
     res: dict[str, Any] = {
         "machine": f"{platform.processor() or platform.machine()}, "
-        f"{torch.get_num_threads()} threads, torch {torch.__version__}"
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}",
+        "B_device": torch.cuda.get_device_name(args.device)
+        if args.device.startswith("cuda")
+        else args.device,
+        "B_shape": {"hidden": args.b_hidden, "layers": args.b_layers},
     }
 
     # A. token efficiency, tiny trained agent (after one untimed run: A comes first in the
@@ -369,7 +384,15 @@ def main() -> None:
     # B. tree speed on a bigger random-weight model (steps run to the token limit)
     prompts_b = [agent.prompt(name) for name in NAMES[: args.prompts]]
     res["B_prompts"] = args.prompts
-    big = tiny_qwen2(len(agent.tokenizer), hidden=512, layers=8, heads=8, kv_heads=4, seed=0)
+    heads = max(1, args.b_hidden // 64)
+    big = tiny_qwen2(
+        len(agent.tokenizer),
+        hidden=args.b_hidden,
+        layers=args.b_layers,
+        heads=heads,
+        kv_heads=max(1, heads // 2),
+        seed=0,
+    ).to(args.device)
     n_params = sum(p.numel() for p in big.parameters())
     for workload, sampling_b, search in (
         ("feedback", SamplingParams(max_new_tokens=96), False),
