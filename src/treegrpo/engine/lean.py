@@ -250,10 +250,11 @@ def _attend_sdpa(
 def _attend_matmul(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float
 ) -> torch.Tensor:
-    """The same attention as two batched products and a softmax, for CPU fp32: with a query
-    block of n_rep rows, SDPA's flash kernel on CPU reads the cache at about 13 GB/s here, these
-    products at 16-17 GB/s (bench/rollout.py's shapes; decode attention is bound by reading the
-    cache, and about a third of a decode step)."""
+    """The same attention as two batched products and a softmax, for CPU fp32. With a query
+    block of n_rep rows SDPA's flash kernel on CPU read the cache at 13-14 GB/s on two AMD
+    EPYC cores, these products at 14-17 GB/s (8 layers of bench/rollout.py's shape: 1.20x
+    faster at 11 rows x 500 columns, 1.35x at 16 x 1,500, equal at 32 x 800); decode attention
+    is bound by reading the cache, and about a third of a decode step there."""
     s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)  # (b, Hkv, n_rep, n)
     if bias is not None:
         s = s.add_(bias)
