@@ -250,7 +250,7 @@ def generate_chains(
     return produced
 
 
-def real_workload(repeats: int) -> dict[str, Any]:
+def real_workload(repeats: int, paper_limits: bool = False) -> dict[str, Any]:
     """R: the real preset's rollouts, cached vs re-prefill (interleaved, medians)."""
     from treegrpo.agent.prompt import render_prompt
     from treegrpo.data.wiki import wiki_questions
@@ -267,11 +267,13 @@ def real_workload(repeats: int) -> dict[str, Any]:
     tool = make_tool(data)
     questions = evenly_spaced(wiki_questions("test"), 8)
     prompts = [render_prompt(tok, q.question) for q in questions]
-    proto = SearchProtocol(tok, max_obs_tokens=data.max_obs_tokens)
+    # the preset's CPU-sized limits, or the paper's for observations and context (steps stay 96)
+    obs_tokens, context = (500, 4096) if paper_limits else (data.max_obs_tokens, data.max_context)
+    proto = SearchProtocol(tok, max_obs_tokens=obs_tokens)
     sampling = SamplingParams(
         temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
     )
-    limits = AgentLimits(data.max_turns, data.topk, data.max_context)
+    limits = AgentLimits(data.max_turns, data.topk, context)
     out: dict[str, Any] = {}
     # (reuse_cache, fold_lora, name); the last: cached, but peft's LoRA modules in prefill
     runs = [(True, None, "cache"), (False, None, "reprefill"), (True, False, "cache_lora_modules")]
@@ -328,6 +330,12 @@ def main() -> None:
         "rows)",
     )
     ap.add_argument("--real", action="store_true", help="also run R (the real preset's rollouts)")
+    ap.add_argument(
+        "--real-paper-limits",
+        action="store_true",
+        help="R with the paper's 500-token observations and 4,096-token context (the preset: 256 "
+        "and 2,048)",
+    )
     ap.add_argument(
         "--prompts",
         type=int,
@@ -445,7 +453,7 @@ def main() -> None:
 
     # R. the real preset's rollouts (SmolLM2 + LoRA, BM25 over Wikipedia)
     if args.real or args.only == "real":
-        res.update(real_workload(args.repeats))
+        res.update(real_workload(args.repeats, args.real_paper_limits))
 
     # C. chain speed vs HF generate, 32 prompts (the 8 questions × 4)
     batch = prompts * 4
