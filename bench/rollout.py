@@ -274,7 +274,7 @@ def real_workload(repeats: int, paper_limits: bool = False) -> dict[str, Any]:
         temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
     )
     limits = AgentLimits(data.max_turns, data.topk, context)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"R_limits": {"max_obs_tokens": obs_tokens, "max_context": context}}
     # (reuse_cache, fold_lora, name); the last: cached, but peft's LoRA modules in prefill
     runs = [(True, None, "cache"), (False, None, "reprefill"), (True, False, "cache_lora_modules")]
     times: dict[str, list[float]] = {name: [] for *_, name in runs}
