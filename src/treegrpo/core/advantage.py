@@ -26,6 +26,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from treegrpo.core.groups import all_equal
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 Mode = Literal["intra+inter", "intra", "inter"]
@@ -61,11 +63,7 @@ def group_relative(
     # A group whose rewards are all equal carries no signal: exactly 0, not the rounding of its
     # mean (three leaves of 0.1 would give −1.4e-11 after the division by ε, and prompts that
     # look uniform to `adv != 0` must really be uniform).
-    lo = np.full(count.shape, np.inf)  # (G,)
-    hi = np.full(count.shape, -np.inf)  # (G,)
-    np.minimum.at(lo, inv, r)
-    np.maximum.at(hi, inv, r)
-    centered[((lo == hi) & ~single)[inv]] = 0.0
+    centered[(all_equal(r, inv) & ~single)[inv]] = 0.0
     if not scale:
         return centered
     return np.asarray(centered / (std[inv] + eps), dtype=np.float64)

@@ -49,9 +49,18 @@ def uniform_share(rewards: npt.ArrayLike, group_ids: npt.ArrayLike) -> float:
     if r.size == 0:
         return 0.0
     _, inverse = np.unique(g, return_inverse=True)  # (B,) in 0..G-1
-    n = int(inverse.max()) + 1
-    lo = np.full(n, np.inf)
-    hi = np.full(n, -np.inf)
-    np.minimum.at(lo, inverse, r)
-    np.maximum.at(hi, inverse, r)
-    return float(np.mean(lo == hi))
+    return float(np.mean(all_equal(r, inverse.reshape(-1))))
+
+
+def all_equal(
+    values: npt.NDArray[np.float64], inverse: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """(G,) whether each group's values are all equal; ``inverse``: (B,) dense group index
+    0..G-1 of each value (as from ``np.unique(..., return_inverse=True)``)."""
+    n = int(inverse.max()) + 1 if inverse.size else 0
+    lo = np.full(n, np.inf)  # (G,)
+    hi = np.full(n, -np.inf)  # (G,)
+    np.minimum.at(lo, inverse, values)
+    np.maximum.at(hi, inverse, values)
+    equal: npt.NDArray[np.bool_] = lo == hi
+    return equal
