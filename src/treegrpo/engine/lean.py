@@ -251,8 +251,8 @@ def _attend_matmul(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float
 ) -> torch.Tensor:
     """The same attention as two batched products and a softmax, for CPU fp32. With a query
-    block of n_rep rows SDPA's flash kernel on CPU read the cache at 13-14 GB/s on two AMD
-    EPYC cores, these products at 14-17 GB/s (8 layers of bench/rollout.py's shape: 1.20x
+    block of n_rep rows SDPA's flash kernel on CPU read the cache at 12.6-13.8 GB/s on two AMD
+    EPYC cores, these products at 13.8-17.0 GB/s (8 layers of bench/rollout.py's shape: 1.20x
     faster at 11 rows x 500 columns, 1.35x at 16 x 1,500, equal at 32 x 800); decode attention
     is bound by reading the cache, and about a third of a decode step there."""
     s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)  # (b, Hkv, n_rep, n)
