@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 3's GPU checks as one prepared run, for a session that is lent a GPU machine (the
+# device tool; nothing here runs in CI or the tests). On that machine:
+#
+#   bash bench/gpu_check.sh            # about 5-8 minutes on an H200; results under $OUT
+#
+# 1. the engine's tests on CUDA (tests/engine parametrize their model over cpu and cuda):
+#    log-probs against a fresh forward, cache on = cache off, lean decode = model forward;
+# 2. bench/rollout.py's B workloads (tree (2,2,1), cached vs re-prefill, one run each per
+#    round) on a random-weight Qwen2 of realistic width on the GPU.
+#
+# The machine has torch, transformers, peft, tokenizers and hypothesis (KINDS.md of the device
+# tool), which is all that this needs: src/ goes on PYTHONPATH, nothing is installed.
+# Smoke test on a CPU: DEVICE=cpu B_HIDDEN=128 B_LAYERS=2 PROMPTS=2 bash bench/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-bench/results/gpu}
+py=${PYTHON:-python3}
+device=${DEVICE:-cuda}
+mkdir -p "$out"
+export PYTHONPATH=src PYTHONUNBUFFERED=1
+
+{
+    date -u
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || true
+    $py -c "import torch, transformers, peft, tokenizers, hypothesis; print('torch', \
+torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__, \
+'cuda', torch.cuda.is_available())"
+} 2>&1 | tee "$out/env.txt"
+
+# exit status 5 = no test selected (a CPU smoke run has no cuda parameters)
+timeout "${TEST_LIMIT:-180}" $py -m pytest tests/engine -k "$device" -p no:cacheprovider -q \
+    2>&1 | tee "$out/pytest-$device.log"
+
+for workload in search feedback; do
+    timeout "${BENCH_LIMIT:-150}" $py bench/rollout.py --only "$workload" --device "$device" \
+        --b-hidden "${B_HIDDEN:-2048}" --b-layers "${B_LAYERS:-24}" --prompts "${PROMPTS:-16}" \
+        --repeats "${REPEATS:-2}" --out "$out/rollout-$workload-$device.json" 2>&1 \
+        | tail -4 | tee "$out/rollout-$workload-$device.log"
+done
