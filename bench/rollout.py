@@ -33,6 +33,7 @@ C. chain speed: one agent step for a batch of prompts, our engine vs transformer
     .venv/bin/python bench/rollout.py --only real
     .venv/bin/python bench/rollout.py --only feedback --prompts 16   # B on a bigger batch
     python bench/rollout.py --only search --device cuda --b-hidden 2048 --b-layers 24  # a GPU
+    bash bench/gpu_check.sh   # on a GPU machine: that, "feedback", and the engine tests on CUDA
 
 B runs 8 questions by default (--prompts: up to 32, each about another name). The batch's size
 matters for the ratio: each decode step reads the weights once for all its rows, so a wider
