@@ -2,7 +2,7 @@
 # Issue 3's GPU checks as one prepared run, for a session that is lent a GPU machine (the
 # device tool; nothing here runs in CI or the tests). On that machine:
 #
-#   bash bench/gpu_check.sh            # about 5-8 minutes on an H200; results under $OUT
+#   bash bench/gpu_check.sh    # results under $OUT; at most 8 min by its limits (never run there)
 #
 # 1. the engine's tests on CUDA (tests/engine parametrize their model over cpu and cuda):
 #    log-probs against a fresh forward, cache on = cache off, lean decode = model forward;
@@ -11,7 +11,8 @@
 #
 # The machine has torch, transformers, peft, tokenizers and hypothesis (KINDS.md of the device
 # tool), which is all that this needs: src/ goes on PYTHONPATH, nothing is installed.
-# Smoke test on a CPU: DEVICE=cpu B_HIDDEN=128 B_LAYERS=2 PROMPTS=2 bash bench/gpu_check.sh
+# Smoke test on a CPU (58 s): DEVICE=cpu B_HIDDEN=128 B_LAYERS=2 PROMPTS=2 REPEATS=1 \
+#   PYTHON=.venv/bin/python bash bench/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench/results/gpu}

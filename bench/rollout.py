@@ -394,16 +394,8 @@ def main() -> None:
     prompts_b = [agent.prompt(name) for name in NAMES[: args.prompts]]
     res["B_prompts"] = args.prompts
     heads = max(1, args.b_hidden // 64)
-    workloads = [
-        (workload, sampling_b, search)
-        for workload, sampling_b, search in (
-            ("feedback", SamplingParams(max_new_tokens=96), False),
-            ("search", SamplingParams(max_new_tokens=64), True),
-        )
-        if args.only in (None, workload)
-    ]
     big = None  # built only when a B workload runs
-    if workloads:
+    if args.only != "real":
         big = tiny_qwen2(
             len(agent.tokenizer),
             hidden=args.b_hidden,
@@ -413,7 +405,12 @@ def main() -> None:
             seed=0,
         ).to(args.device)
     n_params = 0 if big is None else sum(p.numel() for p in big.parameters())
-    for workload, sampling_b, search in workloads:
+    for workload, sampling_b, search in (
+        ("feedback", SamplingParams(max_new_tokens=96), False),
+        ("search", SamplingParams(max_new_tokens=64), True),
+    ):
+        if args.only not in (None, workload):
+            continue
         limits_b = AgentLimits(max_turns=3, topk=3, max_context=4096)
         # (reuse, packed, lean, share, context chunks, name): cached and re-prefill, then cached
         # with one speed-up off: MKL linear layers; the model's forward at decode; no
