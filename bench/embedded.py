@@ -4,8 +4,10 @@ For each seed this runs the README's main command in a fresh process (``treegrpo
 S --out-dir …``; the warm start is shared and cached, so only the first seed pays for it unless
 ``--cold``), then reads the run's ``summary.json`` and ``metrics.jsonl`` and reports:
 
-- held-out EM before (the warm start) and after RL, overall and by hop count, mean ± std over
-  seeds, and the gain against the spread (the issue's bar: the gain is larger than the spread);
+- held-out EM and tool calls per question before (the warm start) and after RL, overall and by
+  hop count, mean ± std over seeds;
+- the learning curve's rise: mean training reward of the last five steps minus the first five;
+- the first step's share of prompts whose leaves all scored alike;
 - wall time (warm start, RL, total) and peak resident memory of the run's process tree;
 - the update's padding waste (``train/pad_fraction``: padded ÷ computed positions, mean over
   steps) and the rollout's token efficiency (processed ÷ distinct tokens).
@@ -68,6 +70,8 @@ def run_seed(seed: int, out_dir: Path, cache_dir: Path, extra: list[str]) -> dic
         "pad_fraction": statistics.mean(m["train/pad_fraction"] for m in train_steps),
         "token_efficiency": statistics.mean(m["spend/token_efficiency"] for m in train_steps),
         "steps": len(train_steps),
+        "reward_curve": [m["reward/mean"] for m in train_steps],
+        "uniform_first_step": train_steps[0]["adv/uniform_prompts"],
     }
 
 
@@ -79,8 +83,9 @@ def table(runs: list[dict[str, Any]]) -> str:
     """Markdown: EM before/after by hop count, mean ± std over seeds."""
     hops = sorted(runs[0]["before"]["by_hops"], key=str)
     rows = [
-        "| held-out | EM before (warm start) | EM after RL | gain | seeds |",
-        "|---|---:|---:|---:|---:|",
+        "| held-out | EM before (warm start) | EM after RL | gain | tool calls before | after "
+        "| seeds |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, key in [*((f"{h}-hop", h) for h in hops), ("overall", None)]:
 
@@ -88,12 +93,18 @@ def table(runs: list[dict[str, Any]]) -> str:
             part = r[when]["overall"] if key is None else r[when]["by_hops"][key]
             return 100 * float(part["em"])
 
+        def calls(r: dict[str, Any], when: str, key: Any = key) -> float:
+            part = r[when]["overall"] if key is None else r[when]["by_hops"][key]
+            return float(part["tool_calls"])
+
         b = mean_std([em(r, "before") for r in runs])
         a = mean_std([em(r, "after") for r in runs])
         g = mean_std([em(r, "after") - em(r, "before") for r in runs])
+        cb = mean_std([calls(r, "before") for r in runs])
+        ca = mean_std([calls(r, "after") for r in runs])
         rows.append(
             f"| {name} | {b[0]:.1f} ± {b[1]:.1f} | {a[0]:.1f} ± {a[1]:.1f} | "
-            f"{g[0]:+.1f} ± {g[1]:.1f} | {len(runs)} |"
+            f"{g[0]:+.1f} ± {g[1]:.1f} | {cb[0]:.2f} | {ca[0]:.2f} ± {ca[1]:.2f} | {len(runs)} |"
         )
     return "\n".join(rows)
 
@@ -142,6 +153,16 @@ def main() -> None:
         f"{max(r['peak_rss_gb'] for r in runs):.2f} GB; pad fraction mean "
         f"{statistics.mean(r['pad_fraction'] for r in runs):.3f}; token efficiency "
         f"{statistics.mean(r['token_efficiency'] for r in runs):.3f}"
+    )
+    rises = [
+        statistics.mean(r["reward_curve"][-5:]) - statistics.mean(r["reward_curve"][:5])
+        for r in runs
+    ]
+    print(
+        "learning curve rise (last 5 − first 5 steps' mean reward): "
+        + ", ".join(f"{x:.2f}" for x in rises)
+        + "; first step's uniform prompts: "
+        + ", ".join(f"{r['uniform_first_step']:.2f}" for r in runs)
     )
     shutil.rmtree(work / "cache", ignore_errors=True)
 

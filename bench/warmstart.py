@@ -1,103 +1,162 @@
-"""Warm-start diagnostics: build (or load from the cache) the embedded job's warm start for a
-setting and report what it can do before any RL.
+"""The embedded job's warm start, measured: what it does before any RL, and how much that
+depends on the build.
 
-1. Held-out EM, greedy, on the default job's 150 eval-world questions (overall and per hop).
-2. Teacher-forced next-token accuracy on perfect eval-world demonstrations, split by what the
-   token is: a name continued once started, or a name's first token per step and position
-   ("step1<think>#2": the third name started in the second thought). This separates copying
-   (continuations) from choosing what to copy (name starts) and from reading a fact.
+For each build (a ``WarmStartConfig`` variant and a torch thread count; threads change the
+rounding of every SFT update, as another CPU kind does), this builds the warm start into a
+fresh cache (or loads it with ``--cached``) and reports:
 
-    .venv/bin/python bench/warmstart.py                          # the defaults
-    .venv/bin/python bench/warmstart.py --set '{"two_token": 0}'   # a WarmStartConfig variant
+- held-out EM, greedy, on the default job's held-out questions, overall and per hop count,
+  with tool calls per question: the "before" of the default run;
+- the first RL step's view, sampled: a Tree-GRPO (2, 2, 1) forest at the default temperature
+  over ``--prompts`` questions of the RL train world, with the share of prompts whose six leaves
+  all score alike (no advantage), sampled EM per hop count and tool calls per leaf.
+
+    .venv/bin/python bench/warmstart.py --builds default threads=1 seed=1 seed=2
+
+writes ``bench/results/warmstart.json`` and prints a markdown table for BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import json
+import platform
+import tempfile
+import time
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
+from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.stops import StepStopper
+from treegrpo.core.budget import TreeShape
 from treegrpo.data.synthetic import train_eval_worlds
+from treegrpo.engine.hf import HFEngine
+from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import evaluate
-from treegrpo.models.demos import build_demos
-from treegrpo.models.search_tokenizer import name_start_ids
 from treegrpo.models.warmstart import WarmStartConfig, warm_start
-from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.embedded import held_out_items, load_model
 from treegrpo.train.presets import DEFAULT_EMBEDDED
 
+ROOT = Path(__file__).resolve().parents[1]
 
-def teacher_forced(model: torch.nn.Module, tok: object, n_demos: int) -> dict[str, float]:
-    """Accuracy per token category on ``n_demos`` perfect eval-world demonstrations."""
-    _, world = train_eval_worlds(DEFAULT_EMBEDDED.world_seed)
-    protocol = SearchProtocol(tok, DEFAULT_EMBEDDED.max_obs_tokens)
-    perfect = {"perfect": 1.0, "vague": 0.0, "skip": 0.0, "early": 0.0}
-    tool = BM25Retriever(world.passages, use_cache=False)
-    demos = build_demos([(world, tool)], tok, protocol, n_demos, perfect, seed=5)  # type: ignore[arg-type]
-    starts = set(name_start_ids(tok))  # type: ignore[arg-type]
-    tags = {tok.convert_tokens_to_ids(t): t for t in ("<think>", "<search>", "<answer>")}  # type: ignore[attr-defined]
-    hits: dict[str, list[int]] = collections.defaultdict(list)
-    for d in demos:
-        with torch.no_grad():
-            pred = model(input_ids=torch.tensor([d.ids])).logits[0].argmax(-1)  # (T,)
-        seg, k, step, in_name = "", 0, -1, False
-        for i in range(1, len(d.ids)):
-            t = d.ids[i]
-            if not d.mask[i]:
-                in_name = False
-                continue
-            if t in tags:
-                seg, k = tags[t], 0
-                step += seg == "<think>"
-                in_name = False
-                continue
-            text = str(tok.decode([t]))  # type: ignore[attr-defined]
-            ok = int(pred[i - 1] == t)
-            if t in starts:
-                hits[f"name start step{step}{seg}#{k}"].append(ok)
-                k += 1
-                in_name = True
-            elif in_name and text.isalpha() and text.islower():
-                hits["name continued"].append(ok)
-            else:
-                in_name = False
-    return {key: float(np.mean(v)) for key, v in sorted(hits.items())}
+
+def parse_build(spec: str) -> tuple[WarmStartConfig, int]:
+    """ "default", "threads=N" or "FIELD=VALUE" (an int field of WarmStartConfig)."""
+    cfg, threads = WarmStartConfig(), 2
+    if spec != "default":
+        key, _, value = spec.partition("=")
+        if key == "threads":
+            threads = int(value)
+        else:
+            cfg = replace(cfg, **{key: int(value)})
+    return cfg, threads
+
+
+def first_step_view(model: Any, tok: Any, n_prompts: int, seed: int = 0) -> dict[str, Any]:
+    """A (2, 2, 1) forest over ``n_prompts`` RL-train-world questions evenly spread over hop
+    counts, as the first RL step samples it."""
+    job = DEFAULT_EMBEDDED
+    world, _ = train_eval_worlds(job.world_seed)
+    pick = np.linspace(0, len(world.questions) - 1, n_prompts).round().astype(int)
+    questions = [world.questions[i] for i in pick]
+    protocol = SearchProtocol(tok, job.max_obs_tokens)
+    engine = HFEngine(model, tok, StepStopper(tok))
+    rollout = sample_forest(
+        engine,
+        protocol,
+        BM25Retriever(world.passages, use_cache=False),
+        [render_prompt(tok, q.question) for q in questions],
+        TreeShape(2, 2, 1),
+        SamplingParams(temperature=job.temperature, max_new_tokens=job.max_new_tokens),
+        AgentLimits(job.max_turns, job.topk, job.max_context),
+        seed=seed,
+    )
+    leaves = [int(x) for x in rollout.kept]
+    scores = score_leaves(rollout, leaves, [list(q.golds) for q in questions], protocol.decode)
+    prompt_of = rollout.forest.prompt_id[np.array(leaves)]
+    uniform = [
+        float(scores.em[prompt_of == p].min() == scores.em[prompt_of == p].max())
+        for p in range(len(questions))
+    ]
+    hops = np.array([questions[p].hops for p in prompt_of])
+    return {
+        "prompts": len(questions),
+        "uniform_share": float(np.mean(uniform)),
+        "em_by_hops": {int(h): float(scores.em[hops == h].mean()) for h in np.unique(hops)},
+        "tool_calls_per_leaf": float(scores.tool_calls.mean()),
+    }
+
+
+def measure(spec: str, cache: Path, prompts: int) -> dict[str, Any]:
+    cfg, threads = parse_build(spec)
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    path = warm_start(cfg, cache_dir=cache, progress=False)
+    built = time.perf_counter() - t0
+    model, tok = load_model(path)
+    job = DEFAULT_EMBEDDED
+    _, eval_world = train_eval_worlds(job.world_seed)
+    report = evaluate(
+        model,
+        tok,
+        BM25Retriever(eval_world.passages, use_cache=False),
+        held_out_items(eval_world, job.eval_questions),
+        AgentLimits(job.max_turns, job.topk, job.max_context),
+        job.max_new_tokens,
+        job.max_obs_tokens,
+    )
+    return {
+        "build": spec,
+        "threads": threads,
+        "build_seconds": built,
+        "held_out_em": report["overall"]["em"],
+        "held_out_em_by_hops": {h: v["em"] for h, v in report["by_hops"].items()},
+        "held_out_tool_calls": report["overall"]["tool_calls"],
+        "first_step": first_step_view(model, tok, prompts),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| build | threads | build s | held-out EM | 1 / 2 / 3 / 4 hops | tool calls "
+        "| uniform prompts, step 1 | sampled EM 1 / 2 / 3 / 4 hops |",
+        "|---|---:|---:|---:|---|---:|---:|---|",
+    ]
+    for r in rows:
+        hops = " / ".join(f"{100 * v:.0f}" for v in r["held_out_em_by_hops"].values())
+        sampled = " / ".join(f"{100 * v:.0f}" for v in r["first_step"]["em_by_hops"].values())
+        lines.append(
+            f"| {r['build']} | {r['threads']} | {r['build_seconds']:.0f} | "
+            f"{100 * r['held_out_em']:.1f} | {hops} | {r['held_out_tool_calls']:.2f} | "
+            f"{100 * r['first_step']['uniform_share']:.0f}% | {sampled} |"
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--set", default="{}", help="JSON object of WarmStartConfig fields")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--demos", type=int, default=80)
+    ap.add_argument("--builds", nargs="+", default=["default"])
+    ap.add_argument("--prompts", type=int, default=96)
+    ap.add_argument("--cached", action="store_true", help="use the default cache, not a fresh one")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/warmstart.json")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    cfg = replace(WarmStartConfig(), **json.loads(args.set))
-    path = warm_start(cfg, progress=False)
-    stats = json.loads((path / "warmstart.json").read_text())
-    model, tok = load_model(path)
-    job = DEFAULT_EMBEDDED  # the default job's held-out set and agent limits
-    _, world = train_eval_worlds(job.world_seed)
-    items = held_out_items(world, job.eval_questions)
-    tool = BM25Retriever(world.passages, use_cache=False)
-    limits = AgentLimits(job.max_turns, 3, job.max_context)
-    report = evaluate(model, tok, tool, items, limits, job.max_new_tokens, job.max_obs_tokens)
-    out = {
-        "warm_start": str(path),
-        "sft_loss_last": stats["sft_loss_last"],
-        "build_seconds": stats["seconds"],
-        "em": report["overall"]["em"],
-        "valid_format": report["overall"]["valid_format"],
-        "tool_calls": report["overall"]["tool_calls"],
-        "em_by_hops": {h: v["em"] for h, v in report["by_hops"].items()},
-        "teacher_forced": teacher_forced(model, tok, args.demos),
-    }
-    print(json.dumps(out, indent=2))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in args.builds:
+            cache = Path(tmp) / spec if not args.cached else None
+            rows.append(measure(spec, cache, args.prompts))  # type: ignore[arg-type]
+            print(table(rows[-1:]), flush=True)
+    result = {"machine": platform.processor() or platform.machine(), "builds": rows}
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(rows))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ needs when it runs, so ``treegrpo --help`` stays fast.
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -165,8 +166,6 @@ def serve(
         cache_dir: Index cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo).
         log_level: uvicorn log level.
     """
-    import logging
-
     from treegrpo.tools.base import SearchTool
     from treegrpo.tools.server import serve as run_server
 
@@ -273,6 +272,7 @@ def train(
     except ValueError as exc:
         raise SystemExit(f"treegrpo train: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
+    _log_to_file(out / "train.log")
     resolved = out / "config.yaml"
     if not (run.resume and resolved.exists()):  # a resumed run keeps its first settings file
         resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
@@ -290,6 +290,17 @@ def train(
         summary = run_embedded(algo, optim, run, world, model_cfg=model)
         console.print(before_after_table(summary["before"], summary["after"]))
     console.print(f"run directory: {run.out_dir} ({summary['seconds']['total']:.0f} s)")
+
+
+def _log_to_file(path: Path) -> None:
+    """Progress of every phase (warm start, evaluations, each RL step) as lines in ``path``,
+    appended, while the terminal keeps its progress bars."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    root = logging.getLogger("treegrpo")
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
 
 
 def evaluate(

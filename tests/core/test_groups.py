@@ -38,3 +38,13 @@ def test_uniform_share_counts_groups_with_one_reward() -> None:
     assert uniform_share([], []) == 0.0
     with pytest.raises(ValueError, match="same 1-D shape"):
         uniform_share([0.0, 1.0], [0])
+
+
+def test_distinct_per_group_counts_distinct_keys_in_each_group() -> None:
+    from treegrpo.core.groups import distinct_per_group
+
+    assert distinct_per_group([(1, 2), (1, 2), (3,)], [5, 5, 5]) == 2.0
+    assert distinct_per_group(["a", "b", "a", "a"], [0, 0, 1, 1]) == 1.5
+    assert distinct_per_group([], []) == 0.0
+    with pytest.raises(ValueError, match="same length"):
+        distinct_per_group(["a"], [0, 1])

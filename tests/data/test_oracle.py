@@ -16,7 +16,7 @@ def test_oracle_scores_every_question(tag_tokenizer) -> None:  # type: ignore[no
     protocol = SearchProtocol(tag_tokenizer, max_obs_tokens=4000)
     results = []
     for q in world.questions:
-        episode = run_episode(OracleAgent(world.plans[q.uid]), protocol, bm25, max_turns=3)
+        episode = run_episode(OracleAgent(world.plans[q.uid]), protocol, bm25, max_turns=4)
         results.append((q, episode.score(protocol, q.golds)))
     wrong = [q.question for q, s in results if s["em"] != 1.0]
     assert wrong == []
@@ -36,9 +36,9 @@ def test_oracle_fails_when_retrieval_hides_the_fact(tag_tokenizer) -> None:  # t
     protocol = SearchProtocol(tag_tokenizer, max_obs_tokens=4000)
     multi = [q for q in world.questions if q.hops >= 2][:20]
     ems = [
-        run_episode(OracleAgent(world.plans[q.uid]), protocol, Useless()).score(protocol, q.golds)[
-            "em"
-        ]
+        run_episode(OracleAgent(world.plans[q.uid]), protocol, Useless(), 4).score(
+            protocol, q.golds
+        )["em"]
         for q in multi
     ]
     assert sum(ems) <= 2

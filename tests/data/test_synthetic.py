@@ -1,4 +1,5 @@
-"""The synthetic world: reproducible, disjoint train/eval names, answerable, searchable."""
+"""The synthetic world: reproducible, one shared name pool with facts redrawn per world,
+answerable, searchable."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from collections import Counter
 
 import pytest
 
-from treegrpo.data.relations import RELATIONS
-from treegrpo.data.synthetic import World, disjoint_worlds, make_world, train_eval_worlds
+from treegrpo.data.names import NAME_POOL
+from treegrpo.data.relations import RELATIONS, find_object, path, query, question_text
+from treegrpo.data.synthetic import MAX_HOPS, World, make_world, train_eval_worlds
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.corpus import read_corpus
 
@@ -23,57 +25,72 @@ def test_reproducible_by_seed() -> None:
     assert a.passages != c.passages
 
 
-def test_train_and_eval_worlds_share_no_name(worlds: tuple[World, World]) -> None:
+def test_name_pool_is_fixed_and_stemmer_safe() -> None:
+    assert len(NAME_POOL) == len(set(NAME_POOL)) == 160
+    assert all(n.isalpha() and n[0].isupper() and n[-1] not in "es" for n in NAME_POOL)
+    assert NAME_POOL[:3] == ("Balo", "Bano", "Bari")  # the same pool on every machine
+
+
+def test_worlds_share_names_but_not_facts(worlds: tuple[World, World]) -> None:
+    """Remembering a fact is useless: the same person relates to others in another world."""
     train, evaluation = worlds
-    assert not train.name_words() & evaluation.name_words()
-    titles = {p.title for p in train.passages}
-    assert not titles & {p.title for p in evaluation.passages}
+    shared = set(train.people) & set(evaluation.people)
+    assert len(shared) >= 40
+    same = [
+        (p, r) for p in shared for r in RELATIONS if train.lookup(p, r) == evaluation.lookup(p, r)
+    ]
+    assert len(same) <= 0.05 * len(shared) * len(RELATIONS)
     assert not {q.uid for q in train.questions} & {q.uid for q in evaluation.questions}
 
 
-def test_disjoint_worlds_share_no_name_with_each_other_or_avoid(
+def test_questions_are_answerable_balanced_and_never_revisit_a_person(
     worlds: tuple[World, World],
 ) -> None:
-    avoid = worlds[1].name_words()
-    more = disjoint_worlds([11, 12, 13], avoid)
-    assert [w.seed for w in more] == [11, 12, 13]
-    for i, w in enumerate(more):
-        assert not w.name_words() & avoid
-        for other in more[i + 1 :]:
-            assert not w.name_words() & other.name_words()
-    # one corpus for all: no passage id or question uid repeats
-    assert len({p.id for w in more for p in w.passages}) == sum(len(w.passages) for w in more)
-    assert len({q.uid for w in more for q in w.questions}) == sum(len(w.questions) for w in more)
-
-
-def test_questions_are_answerable_and_balanced(worlds: tuple[World, World]) -> None:
     for world in worlds:
-        assert Counter(q.hops for q in world.questions) == {1: 100, 2: 100, 3: 100}
+        assert Counter(q.hops for q in world.questions) == {h: 100 for h in range(1, 5)}
+        assert len({world.plans[q.uid] for q in world.questions}) == len(world.questions)
         for q in world.questions:
             plan = world.plans[q.uid]
-            assert len(plan.relations) == q.hops
-            assert world.follow(plan) in q.golds
+            chain = world.chain(plan)
+            assert len(plan.relations) == q.hops <= MAX_HOPS
+            assert plan.relations == path(plan.relations[0], q.hops)  # consecutive in the cycle
+            assert len(set(chain)) == q.hops + 1  # an answer given early is always wrong
+            assert q.golds == (chain[-1],)
+            assert q.question == question_text(plan.start, plan.relations)
             assert q.source == "synthetic" and q.question.endswith("?")
 
 
-def test_bm25_finds_the_needed_passage_for_a_good_query_only(worlds: tuple[World, World]) -> None:
+def test_question_and_fact_wording() -> None:
+    assert question_text("Kalo", ["mentor", "boss"]) == "Who is Kalo's mentor's boss?"
+    text = "Tevu's boss is Kalo. Kalo's mentor is Zimu. Kalo's boss is Riga."
+    assert find_object(text, "boss", "Kalo") == "Riga"
+    assert find_object(text, "friend", "Kalo") is None
+    assert query("Kalo", "boss") == "Kalo's boss"
+    assert path("friend", 4) == ("friend", "rival", "boss", "mentor")
+
+
+def test_bm25_finds_the_needed_passage_first_for_a_good_query_only(
+    worlds: tuple[World, World],
+) -> None:
     world = worlds[1]
     bm25 = BM25Retriever(world.passages, use_cache=False)
-    good = poor = 0
-    questions = world.questions
-    for q in questions:
-        plan = world.plans[q.uid]
-        rel = RELATIONS[plan.relations[0]]
-        want = f'"{plan.start}"'
-        hits = bm25.search([rel.query(plan.start)], topk=3)[0]
-        good += any(h.title == want for h in hits)
-        vague = bm25.search([rel.keyword], topk=3)[0]
-        poor += any(h.title == want for h in vague)
-    assert good / len(questions) >= 0.95
-    assert poor / len(questions) <= 0.2
+    first = poor = 0
+    for f in world.facts:
+        title = f'"{query(f.subject, f.relation)}"'
+        hits = bm25.search([query(f.subject, f.relation)], topk=1)[0]
+        first += hits[0].title == title and hits[0].text == f"{title[1:-1]} is {f.object}."
+        vague = bm25.search([f.relation], topk=3)[0]
+        poor += any(h.title == title for h in vague)
+    assert first == len(world.facts)
+    assert poor <= 0.1 * len(world.facts)
 
 
 def test_corpus_round_trip(worlds: tuple[World, World], tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "corpus.jsonl"
     assert worlds[0].write_corpus(path) == len(worlds[0].passages)
     assert read_corpus(path) == worlds[0].passages
+
+
+def test_world_size_is_checked() -> None:
+    with pytest.raises(ValueError, match="n_people"):
+        make_world(0, n_people=len(NAME_POOL) + 1)

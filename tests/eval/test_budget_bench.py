@@ -30,9 +30,7 @@ from treegrpo.models.warmstart import WarmStartConfig
 from treegrpo.train.embedded import run_embedded
 from treegrpo.train.presets import DEFAULT_EMBEDDED
 
-TINY_WARM = WarmStartConfig(
-    demo_worlds=1, vocab_size=600, hidden=32, layers=2, n_demos=40, steps=3, warmup=1
-)
+TINY_WARM = WarmStartConfig(demo_worlds=1, hidden=32, layers=2, n_demos=40, steps=3, warmup=1)
 
 
 def test_budget_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

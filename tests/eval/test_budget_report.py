@@ -15,9 +15,11 @@ from treegrpo.eval import budget_bench
 from treegrpo.eval.budget_bench import BenchSettings, bench_settings, plan_runs
 from treegrpo.eval.budget_report import (
     NUMERIC,
+    TREE_DIAGNOSTICS,
     aggregate,
     markdown_table,
     mean_std,
+    paired_differences,
     per_1k_tokens,
     run_record,
 )
@@ -55,8 +57,13 @@ def _summary(em: float, hops: dict[str, float], prompts: int = 4) -> dict[str, A
     }
 
 
-def _step(leaves: float, generated: float, tools: float, em: float) -> dict[str, float]:
+def _step(
+    leaves: float, generated: float, tools: float, em: float, tree: float | None = None
+) -> dict[str, float]:
+    """One metrics.jsonl line; ``tree``: also the trainer's tree diagnostics, all set to it."""
+    diagnostics = {f"tree/{k}": tree for k in TREE_DIAGNOSTICS} if tree is not None else {}
     return {
+        **diagnostics,
         "agent/leaves": leaves,
         "spend/generated_per_prompt": generated,
         "spend/tool_calls_per_prompt": tools,
@@ -98,7 +105,7 @@ def test_aggregate_is_mean_and_sample_std_over_seeds() -> None:
         run_record(
             _identity("chain", 2, seed),
             _summary(em, {"1": em, "3": 2 * em}),
-            [_step(8, 100 + seed, 1, em), _step(8, 200, 1, 0.0)],
+            [_step(8, 100 + seed, 1, em, tree=seed), _step(8, 200, 1, 0.0, tree=1.0)],
         )
         for seed, em in enumerate(ems)
     ]
@@ -153,6 +160,32 @@ def test_table_has_a_row_per_budget_and_the_ablation() -> None:
     table = markdown_table(_result(records, [2, 4]))
     for row in ("| intra+inter (Tree-GRPO) | 40.0 |", "| intra | 5.0 |", "| inter | 30.0 |"):
         assert row in table
+
+
+def test_paired_differences_pair_by_seed_with_a_t_interval() -> None:
+    def rec(method: str, budget: int, seed: int, em: float) -> dict[str, Any]:
+        return run_record(
+            _identity(method, budget, seed), _summary(em, {}), [_step(8, 100, 1, 0, tree=0.5)]
+        )
+
+    chain = [0.2, 0.4, 0.3]
+    tree = [0.3, 0.45, 0.5]
+    records = [rec("chain", 4, s, e) for s, e in enumerate(chain)]
+    records += [rec("tree", 4, s, e) for s, e in enumerate(tree)]
+    records.append(rec("tree", 8, 0, 0.9))  # no chain run to pair with
+    (p,) = paired_differences(records)
+    diffs = [t - c for t, c in zip(tree, chain, strict=True)]
+    assert p["budget"] == 4 and p["seeds"] == [0, 1, 2]
+    assert p["diffs"] == pytest.approx(diffs)
+    half = 4.302652729911275 * statistics.stdev(diffs) / math.sqrt(3)  # t(0.975, df 2)
+    assert p["ci95"] == pytest.approx(
+        (statistics.mean(diffs) - half, statistics.mean(diffs) + half)
+    )
+    table = markdown_table({**_result(records, [4]), "paired": [p]})
+    assert "| ≈4 | +11.7 |" in table and "+10.0, +5.0, +20.0" in table
+    assert "What the trees held" in table and "| ≈4 | (2,2,1) | 50% | 0.50 |" in table
+    (single,) = paired_differences(records[:1] + records[3:4])
+    assert single["ci95"] is None
 
 
 def test_table_without_hops_shows_sources_or_no_breakdown() -> None:

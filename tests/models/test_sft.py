@@ -11,20 +11,32 @@ import torch
 from treegrpo.models.sft import (
     IGNORE,
     SFTExample,
-    action_nll,
     collate,
     length_batches,
     lr_at,
     train_sft,
+    weighted_nll,
 )
 from treegrpo.models.tiny import tiny_qwen2
 
 
-def _full_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Reference: the NLL from the logits of every position, as a plain LM head gives them."""
-    pred, target = logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1)
-    loss = torch.nn.functional.cross_entropy(pred, target, ignore_index=IGNORE, reduction="sum")
-    return loss, int((target != IGNORE).sum())
+def _nll_per_position(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Reference: next-token NLL of every position from a plain LM head's logits. (B, T-1)"""
+    pred = logits[:, :-1].reshape(-1, logits.shape[-1])
+    return torch.nn.functional.cross_entropy(pred, ids[:, 1:].reshape(-1), reduction="none").view(
+        ids.shape[0], -1
+    )
+
+
+def _reference(model, ids, action, labels, context):  # type: ignore[no-untyped-def]
+    """mean NLL over action targets + context × mean NLL over the other real targets"""
+    nll = _nll_per_position(model(input_ids=ids).logits, ids)
+    real = labels[:, 1:] != IGNORE
+    act = action[:, 1:].bool() & real
+    loss = nll[act].mean()
+    if context:
+        loss = loss + context * nll[real & ~act].mean()
+    return loss
 
 
 def _examples() -> list[SFTExample]:
@@ -35,26 +47,28 @@ def _examples() -> list[SFTExample]:
     ]
 
 
-def test_collate_pads_on_the_right_and_labels_only_action_tokens() -> None:
-    ids, attn, labels = collate(_examples(), pad_id=0)
-    assert ids.shape == attn.shape == labels.shape == (3, 7)
+def test_collate_pads_on_the_right_and_marks_action_tokens() -> None:
+    ids, action, labels = collate(_examples(), pad_id=0)
+    assert ids.shape == action.shape == labels.shape == (3, 7)
     assert ids[1].tolist() == [5, 6, 3, 0, 0, 0, 0]
-    assert attn[1].tolist() == [1, 1, 1, 0, 0, 0, 0]
-    assert labels[1].tolist() == [IGNORE, 6, 3, IGNORE, IGNORE, IGNORE, IGNORE]
-    assert labels[2].tolist() == [IGNORE, IGNORE, IGNORE, 4, 2, IGNORE, 2]
+    assert action[1].tolist() == [0, 1, 1, 0, 0, 0, 0]
+    assert labels[1].tolist() == [5, 6, 3, IGNORE, IGNORE, IGNORE, IGNORE]
+    assert action[2].tolist() == [0, 0, 0, 1, 1, 0, 1]
 
 
 def test_right_padded_rows_need_no_attention_mask() -> None:
     """What ``train_sft`` relies on: with right padding the causal kernel alone gives the
     masked loss and gradients (a real token never attends to the padding after it)."""
     model = tiny_qwen2(16, hidden=32, layers=2, heads=2, kv_heads=2, seed=0)
-    ids, attn, labels = collate(_examples(), pad_id=0)
+    ids, action, _ = collate(_examples(), pad_id=0)
+    attn = (torch.arange(7)[None] < torch.tensor([[5], [3], [7]])).long()
+    act = action[:, 1:].bool()
 
     def loss_and_grads(mask: torch.Tensor | None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         model.zero_grad()
-        total, count = _full_nll(model(input_ids=ids, attention_mask=mask).logits, labels)
-        (total / count).backward()
-        return total.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+        loss = _nll_per_position(model(input_ids=ids, attention_mask=mask).logits, ids)[act].mean()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
     masked, g_masked = loss_and_grads(attn)
     plain, g_plain = loss_and_grads(None)
@@ -70,36 +84,37 @@ def test_right_padded_rows_need_no_attention_mask() -> None:
     assert not torch.allclose(with_mask, without, atol=1e-4)
 
 
-def test_action_nll_equals_the_full_head_loss_and_gradients() -> None:
-    """The head runs on labelled positions only; loss, count and every gradient are those of
-    the logits of every position."""
+@pytest.mark.parametrize("context", [0.0, 0.5])
+def test_weighted_nll_equals_the_full_head_loss_and_gradients(context: float) -> None:
+    """The head runs on the positions that count only; the loss and every gradient are those
+    of the logits of every position: the action mean plus ``context`` × the context mean."""
     model = tiny_qwen2(16, hidden=32, layers=2, heads=2, kv_heads=2, seed=0)
-    ids, _, labels = collate(_examples(), pad_id=0)
+    ids, action, labels = collate(_examples(), pad_id=0)
 
-    def loss_and_grads(
-        fn: Callable[[], tuple[torch.Tensor, int]],
-    ) -> tuple[torch.Tensor, int, list[torch.Tensor]]:
+    def loss_and_grads(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
         model.zero_grad()
-        total, count = fn()
-        (total / count).backward()
-        return total.detach(), count, [p.grad.clone() for p in model.parameters()]
+        loss = fn()
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters()]
 
-    full, n_full, g_full = loss_and_grads(lambda: _full_nll(model(input_ids=ids).logits, labels))
-    part, n_part, g_part = loss_and_grads(lambda: action_nll(model, ids, labels))
-    assert n_part == n_full == 8  # the labelled tokens after position 0: 3 + 2 + 3
+    full, g_full = loss_and_grads(lambda: _reference(model, ids, action, labels, context))
+    part, g_part = loss_and_grads(lambda: weighted_nll(model, ids, action, labels, context))
     torch.testing.assert_close(part, full, rtol=1e-5, atol=1e-5)
     for a, b in zip(g_part, g_full, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    if context:  # the context term really counts
+        alone = weighted_nll(model, ids, action, labels, 0.0)
+        assert not torch.allclose(alone, part)
 
 
-def test_action_nll_of_uniform_logits_is_log_vocab_per_label() -> None:
+def test_weighted_nll_of_uniform_logits_is_log_vocab() -> None:
     model = tiny_qwen2(16, hidden=32, layers=2, heads=2, kv_heads=2, seed=0)
     torch.nn.init.zeros_(model.get_output_embeddings().weight)  # tied: all logits 0
     ids = torch.tensor([[3, 4, 5]])
-    labels = torch.tensor([[IGNORE, 4, IGNORE]])
-    total, count = action_nll(model, ids, labels)
-    assert count == 1
-    assert total.item() == pytest.approx(torch.log(torch.tensor(16.0)).item())
+    action = torch.tensor([[0, 1, 0]])
+    log_v = torch.log(torch.tensor(16.0)).item()
+    assert weighted_nll(model, ids, action, ids, 0.0).item() == pytest.approx(log_v)
+    assert weighted_nll(model, ids, action, ids, 0.5).item() == pytest.approx(1.5 * log_v)
 
 
 def test_length_batches_cover_every_example_once_within_the_token_budget() -> None:

@@ -15,11 +15,11 @@ from treegrpo.core.rewards import PROTOCOL_TAGS
 from treegrpo.engine.hf import HFEngine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models import warmstart
+from treegrpo.models.demos import Flaws
 from treegrpo.models.warmstart import WarmStartConfig, warm_start
 
 TINY = WarmStartConfig(
     demo_worlds=1,
-    vocab_size=600,
     hidden=32,
     layers=2,
     heads=2,
@@ -78,9 +78,9 @@ def test_demonstrations_train_on_actions_only(built) -> None:  # type: ignore[no
         tok,
         protocol,
         20,
-        TINY.shares(),
+        TINY.flaws,
         seed=0,
-    )  # type: ignore[arg-type]
+    )
     info_open = tok.convert_tokens_to_ids("<information>")
     for d in demos:
         assert len(d.ids) == len(d.mask)
@@ -88,24 +88,51 @@ def test_demonstrations_train_on_actions_only(built) -> None:  # type: ignore[no
         assert masked and info_open not in masked  # observations never carry loss
 
 
-def test_skipping_stops_short_on_multi_hop_questions_only(built) -> None:  # type: ignore[no-untyped-def]
+def _demos(path: Path, flaws: Flaws, n: int = 80):  # type: ignore[no-untyped-def]
     from treegrpo.data.synthetic import train_eval_worlds
     from treegrpo.models.demos import build_demos
     from treegrpo.tools.bm25 import BM25Retriever
 
-    _, path = built
     tok = AutoTokenizer.from_pretrained(path)
     world, _ = train_eval_worlds(0)
     tool = BM25Retriever(world.passages, use_cache=False)
     protocol = SearchProtocol(tok, TINY.max_obs_tokens)
-    demos = build_demos([(world, tool)], tok, protocol, 60, {"skip": 1.0}, seed=1)
+    return tok, build_demos([(world, tool)], tok, protocol, n, flaws, seed=1)
+
+
+def _searches(tok, demo) -> int:  # type: ignore[no-untyped-def]
     search = tok.convert_tokens_to_ids("<search>")
-    hops_seen = set()
+    return sum(t == search for t, m in zip(demo.ids, demo.mask, strict=True) if m)
+
+
+def test_flawless_demonstrations_search_every_hop_and_answer_right(built) -> None:  # type: ignore[no-untyped-def]
+    tok, demos = _demos(built[1], Flaws(early=0.0, stop=0.0, vague=0.0))
+    assert {d.hops for d in demos} == {1, 2, 3, 4}
     for d in demos:
-        searches = sum(t == search for t, m in zip(d.ids, d.mask, strict=True) if m)
-        hops_seen.add(d.hops)
-        if d.hops == 1:
-            assert searches == 1  # nothing to skip: played perfectly
-        else:
-            assert 1 <= searches < d.hops  # answers before the last hop
-    assert hops_seen == {1, 2, 3}
+        assert d.flaws == () and d.reward == 1.0 and _searches(tok, d) == d.hops
+
+
+def test_stopping_answers_after_the_first_search_on_multi_hop_questions_only(built) -> None:  # type: ignore[no-untyped-def]
+    tok, demos = _demos(built[1], Flaws(early=0.0, stop=1.0, vague=0.0))
+    for d in demos:
+        assert _searches(tok, d) == 1
+        assert (d.reward == 1.0) == (d.hops == 1)  # a hop short is always wrong
+        assert d.flaws == (() if d.hops == 1 else ("stop",))
+
+
+def test_vague_searches_go_astray_and_early_answers_do_not_search(built) -> None:  # type: ignore[no-untyped-def]
+    tok, demos = _demos(built[1], Flaws(early=0.0, stop=0.0, vague=1.0))
+    for d in demos:
+        assert _searches(tok, d) == d.hops  # as many searches, with the wrong entity
+        assert d.flaws == ("vague",) * (d.hops - 1)
+    multi = [d for d in demos if d.hops > 1]
+    assert sum(d.reward == 1.0 for d in multi) <= 0.1 * len(multi)
+    tok, demos = _demos(built[1], Flaws(early=1.0, stop=0.0, vague=0.0), n=20)
+    assert all(_searches(tok, d) == 0 and d.flaws == ("early",) for d in demos)
+
+
+def test_flaw_probabilities_are_checked() -> None:
+    with pytest.raises(ValueError, match="stop plus vague"):
+        Flaws(stop=0.95, vague=0.1)
+    with pytest.raises(ValueError, match="must lie in"):
+        Flaws(early=1.5)

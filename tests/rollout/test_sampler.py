@@ -187,3 +187,15 @@ def test_step_request_from_a_leaf_context_is_possible(agent: Agent) -> None:
     (r,) = eng.step([StepRequest(eng.root(), agent.prompt(PEOPLE[0]))], SAMPLING)
     (r2,) = eng.step([StepRequest(r.end, [r.tokens[-1]])], SAMPLING)
     assert r2.end.context_tokens()[: r.end.length] == r.end.context_tokens()
+
+
+def test_expansions_record_their_start_nodes(agent: Agent) -> None:
+    """The rollout keeps the node each expansion branched from: N per tree and round, never a
+    leaf, and each new branch hangs right under it."""
+    shape = TreeShape(2, 3, 2)
+    ro, _, _ = _roll(agent, shape)
+    f = ro.forest
+    assert ro.expansions.shape == (f.n_trees * shape.n * shape.l,)
+    assert not f.is_leaf[ro.expansions].any()
+    chains, _, _ = _roll(agent, TreeShape(4))
+    assert chains.expansions.size == 0

@@ -190,3 +190,27 @@ def test_all_zero_advantages_move_the_policy_only_through_kl_and_entropy(monkeyp
     metrics, _, moved = _step_with_advantages(monkeypatch, lambda g: np.zeros(len(g)), skip)
     assert moved == (not skip)  # the entropy bonus moves it unless every prompt is skipped
     assert metrics["train/updates"] == (0 if skip else 2)
+
+
+def test_tree_diagnostics_are_logged_and_consistent() -> None:
+    agent, policy, ref, opt, eng, batch = _setup(lr=1e-3)
+    metrics = _rl_step(
+        policy, ref, opt, eng, agent, batch, AlgorithmConfig(m=2, n=2, l=1), OptimConfig()
+    )
+    assert 0.0 <= metrics["tree/mixed_reward_share"] <= 1.0
+    assert 1.0 <= metrics["tree/distinct_leaves"] <= 3.0  # 1 + n·l leaves per tree
+    assert 0.0 <= metrics["tree/root_expansions"] <= 1.0
+    assert 0.0 <= metrics["tree/expansion_depth"] <= LIMITS.max_turns
+    chain = _rl_step(
+        policy, ref, opt, eng, agent, batch, AlgorithmConfig("chain", m=4), OptimConfig()
+    )
+    assert chain["tree/distinct_leaves"] == 1.0  # a chain is a tree of one leaf
+    assert chain["tree/mixed_reward_share"] == 0.0
+
+
+@pytest.mark.parametrize("shape", [{"l": 0}, {"n": 0}, {"k": 1}])
+def test_a_tree_of_one_leaf_is_refused_with_a_pointer_to_chain(shape: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match="use algo: chain"):
+        AlgorithmConfig(algo="tree", **shape)  # type: ignore[arg-type]
+    # inter-only credit on one-leaf trees is chain GRPO, so it stays allowed
+    assert AlgorithmConfig(algo="tree", advantage_mode="inter", **shape).mode() == "inter"  # type: ignore[arg-type]

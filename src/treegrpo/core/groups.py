@@ -64,3 +64,22 @@ def all_equal(
     np.maximum.at(hi, inverse, values)
     equal: npt.NDArray[np.bool_] = lo == hi
     return equal
+
+
+def distinct_per_group(keys: Sequence[Hashable], group_ids: npt.ArrayLike) -> float:
+    """Mean number of distinct ``keys`` per group: with keys the leaves' trajectories and groups
+    the trees, how many different trajectories a tree really holds (1: every branch repeated
+    its backbone, so the tree taught nothing a single chain would not).
+
+    >>> distinct_per_group(["a", "a", "b", "c", "c", "c"], [0, 0, 0, 1, 1, 1])
+    1.5
+    """
+    g = np.asarray(group_ids, dtype=np.int64)  # (B,)
+    if g.ndim != 1 or len(keys) != g.size:
+        raise ValueError(f"{len(keys)} keys and group_ids {g.shape} must be the same length")
+    if g.size == 0:
+        return 0.0
+    seen: dict[int, set[Hashable]] = {}
+    for key, gid in zip(keys, g.tolist(), strict=True):
+        seen.setdefault(gid, set()).add(key)
+    return float(np.mean([len(s) for s in seen.values()]))

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.rewards import exact_match, extract_answer, is_valid_format, search_r1_reward
-from treegrpo.data.relations import RELATIONS, find_fact, find_object
+from treegrpo.data.relations import find_object, query
 from treegrpo.data.synthetic import Plan
 from treegrpo.tools.base import SearchTool
 
 Policy = Callable[[Sequence[str]], str]  # observation texts so far → the next step's text
 
 
-def search_step(think: str, query: str) -> str:
-    return f"<think> {think} </think><search> {query} </search>"
+def search_step(think: str, text: str) -> str:
+    return f"<think> {think} </think><search> {text} </search>"
 
 
 def answer_step(think: str, answer: str) -> str:
@@ -35,17 +35,9 @@ def answer_step(think: str, answer: str) -> str:
 
 
 def plan_text(subject: str, relations: Sequence[str]) -> str:
-    """The thought that opens a hop: the entity in hand and the relations still to follow,
-    e.g. "Karo Velmin: founded, headquartered, country"."""
-    return f"{subject}: " + ", ".join(RELATIONS[r].keyword for r in relations)
-
-
-def fact_text(observation: str, relation: str, subject: str) -> str:
-    """The thought after reading a fact: the passage's own sentence that states it (quoting
-    lets a reader copy the words around the object exactly as they stand in the passage)."""
-    found = find_fact(observation, relation, subject)
-    assert found is not None, "fact_text: the fact is not in the observation"
-    return found[1]
+    """The thought that opens a hop: the entity in hand and the relations still to follow, in
+    the question's own words ("Tevu's boss's rival"), or the entity alone when none is left."""
+    return "'s ".join([subject, *relations])
 
 
 @dataclass
@@ -107,9 +99,10 @@ def run_episode(
 
 
 class OracleAgent:
-    """Searches "<entity> <keyword>" for each relation of the plan, reads the next entity from
+    """Searches "<entity> <relation>" for each relation of the plan, reads the next entity from
     the latest observation, and answers with the last one (or "unknown" when a fact is missing
-    from what it retrieved, which a test turns into a failure)."""
+    from what it retrieved, which a test turns into a failure). Its thought before each step is
+    ``plan_text`` of what is left."""
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -125,15 +118,9 @@ class OracleAgent:
     def __call__(self, observations: Sequence[str]) -> str:
         chain = self.entities(observations)
         hop, current = len(chain) - 1, chain[-1]
-        rels = self.plan.relations
         if current is None:
             return answer_step("the fact is missing", "unknown")
-        think = plan_text(current, rels[hop:])
-        if hop > 0:
-            prev = chain[-2]
-            assert prev is not None
-            fact = fact_text(observations[hop - 1], rels[hop - 1], prev)
-            think = f"{fact} {think}" if hop < len(rels) else fact
-        if hop == len(rels):
-            return answer_step(think, current)
-        return search_step(think, RELATIONS[rels[hop]].query(current))
+        rest = self.plan.relations[hop:]
+        if not rest:
+            return answer_step(current, current)
+        return search_step(plan_text(current, rest), query(current, rest[0]))

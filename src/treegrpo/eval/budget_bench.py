@@ -70,6 +70,7 @@ from treegrpo.eval.budget_report import (
     aggregate,
     format_duration,
     markdown_table,
+    paired_differences,
     percent,
     run_record,
 )
@@ -94,14 +95,11 @@ QUICK_EVAL_QUESTIONS = 30
 ABLATION_MODES: tuple[Mode, ...] = ("intra", "inter")
 """Advantage modes of the ablation runs ("intra+inter" is the main tree run)."""
 
-# The embedded protocol of the recorded full run (BENCHMARKS.md): the default job's settings as
-# they were then, so the recorded numbers can be reproduced: every prompt in the update, in
-# mini-batches of 8 prompts, 16 prompts per step, RL questions from one world (the default job
-# now skips uniform prompts and draws its questions from several worlds).
-BENCH_ALGO = replace(DEFAULT_ALGO, skip_uniform_prompts=False)
-BENCH_OPTIM = replace(DEFAULT_OPTIM, mini_batch_prompts=8)
-BENCH_PROMPTS = 16
-BENCH_TRAIN_WORLDS = 1
+# The embedded protocol: the default job's settings (only the shape, the advantage mode, the
+# steps and the seed change from run to run).
+BENCH_ALGO = DEFAULT_ALGO
+BENCH_OPTIM = DEFAULT_OPTIM
+BENCH_PROMPTS = DEFAULT_RUN.prompts_per_step
 
 
 @dataclass(frozen=True)
@@ -330,9 +328,7 @@ def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
 def world_config(s: BenchSettings) -> EmbeddedConfig:
     """Embedded mode: the preset's world with the benchmark's held-out questions."""
     assert s.eval_questions is not None  # None (all questions) is for data mode only
-    return replace(
-        DEFAULT_EMBEDDED, eval_questions=s.eval_questions, train_worlds=BENCH_TRAIN_WORLDS
-    )
+    return replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
 
 
 def data_config(s: BenchSettings) -> DataConfig:
@@ -666,6 +662,7 @@ def run_benchmark(
         "failed": failed,
         "runs": records,
         "aggregates": aggregate(records),
+        "paired": paired_differences(records),
     }
     write_outputs(result, s.out)
     return result

@@ -29,6 +29,10 @@ NUMERIC = (
     "token_efficiency",
     "step_s",
     "wall_s",
+    "mixed_reward_share",
+    "distinct_leaves",
+    "expansion_depth",
+    "root_expansions",
 )
 """Per-run numbers aggregated over seeds (mean and sample std)."""
 
@@ -83,7 +87,53 @@ def run_record(
         "step_s": statistics.fmean(m["time/step_s"] for m in steps),
         "wall_s": summary["seconds"]["total"],
         "curve": {"generated_per_prompt": cumulative, "reward_em": [m["reward/em"] for m in steps]},
+        **{key: _step_mean(steps, f"tree/{key}") for key in TREE_DIAGNOSTICS},
     }
+
+
+TREE_DIAGNOSTICS = ("mixed_reward_share", "distinct_leaves", "expansion_depth", "root_expansions")
+"""What the trees held, per RL step (``train.step``): the share of trees whose leaves' rewards
+differ, distinct trajectories per tree, the depth expansions branched at (0: the root) and the
+share of expansions from the root."""
+
+
+def _step_mean(steps: Sequence[dict[str, Any]], key: str) -> float:
+    values = [m[key] for m in steps if key in m]
+    return statistics.fmean(values) if values else float("nan")
+
+
+def paired_differences(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per budget: tree − chain held-out EM paired by seed (both runs of a seed share the
+    warm start, the prompts and the held-out questions), with the mean difference and its 95%
+    interval (Student t over the seeds; None with fewer than two)."""
+    by: dict[tuple[str, int, int], float] = {
+        (r["method"], r["budget"], r["seed"]): r["em"] for r in records
+    }
+    out = []
+    for budget in sorted({b for m, b, _ in by if m == "tree"}):
+        seeds = sorted(s for m, b, s in by if m == "tree" and b == budget and ("chain", b, s) in by)
+        if not seeds:
+            continue
+        diffs = [by[("tree", budget, s)] - by[("chain", budget, s)] for s in seeds]
+        mean, std = mean_std(diffs)
+        half = None if std is None else t_quantile(len(diffs) - 1) * std / len(diffs) ** 0.5
+        out.append(
+            {
+                "budget": budget,
+                "seeds": seeds,
+                "diffs": diffs,
+                "mean": mean,
+                "ci95": None if half is None else (mean - half, mean + half),
+            }
+        )
+    return out
+
+
+def t_quantile(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, df))
 
 
 def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -117,6 +167,8 @@ def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _ms(xs: Sequence[float]) -> dict[str, float | None]:
+    if any(x != x for x in xs):  # NaN: a number some run did not log
+        return {"mean": float("nan"), "std": None}
     mean, std = mean_std(xs)
     return {"mean": mean, "std": std}
 
@@ -172,6 +224,8 @@ def markdown_table(result: dict[str, Any]) -> str:
     parts = [
         _header(result, groups),
         _budget_rows(aggs, result["settings"]["budgets"], groups),
+        _paired_rows(result.get("paired", [])),
+        _diagnostic_rows(aggs, result["settings"]["budgets"]),
         _ablation_rows(aggs, groups),
     ]
     return "\n\n".join(p for p in parts if p)
@@ -239,6 +293,45 @@ def _budget_rows(
             cells += [_by_group(c, groups), _by_group(t, groups)]
         cells += [f"{_one(c, key, f)} / {_one(t, key, f)}" for _, key, f in SPEND_COLUMNS]
         lines.append(_row(cells))
+    return "\n".join(lines)
+
+
+def _paired_rows(paired: Sequence[dict[str, Any]]) -> str:
+    """Tree − chain EM per budget, paired by seed, with its 95% interval."""
+    if not paired:
+        return ""
+    lines = [
+        "Tree − chain held-out EM, paired by seed (points):",
+        "",
+        "| budget | tree − chain | 95% interval | per seed |",
+        "|---:|---:|---|---|",
+    ]
+    for p in paired:
+        ci = "—" if p["ci95"] is None else f"[{100 * p['ci95'][0]:+.1f}, {100 * p['ci95'][1]:+.1f}]"
+        seeds = ", ".join(f"{100 * d:+.1f}" for d in p["diffs"])
+        lines.append(f"| ≈{p['budget']} | {100 * p['mean']:+.1f} | {ci} | {seeds} |")
+    return "\n".join(lines)
+
+
+def _diagnostic_rows(aggs: dict[tuple[str, int], dict[str, Any]], budgets: Sequence[int]) -> str:
+    """What the trees held, per tree run (mean over steps and seeds)."""
+    rows = [aggs[("tree", b)] for b in budgets if ("tree", b) in aggs]
+    if not rows or all(a["distinct_leaves"]["mean"] != a["distinct_leaves"]["mean"] for a in rows):
+        return ""  # NaN: runs from before the trainer logged them
+    lines = [
+        "What the trees held (per RL step, mean over steps and seeds):",
+        "",
+        "| budget | tree (M,N,L) | trees with mixed rewards | distinct leaves / tree "
+        "| expansion depth | expansions from the root |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for a in rows:
+        shape = "({m},{n},{l})".format(**a["shape"])
+        lines.append(
+            f"| ≈{a['budget']} | {shape} | {100 * a['mixed_reward_share']['mean']:.0f}% | "
+            f"{a['distinct_leaves']['mean']:.2f} | {a['expansion_depth']['mean']:.2f} | "
+            f"{100 * a['root_expansions']['mean']:.0f}% |"
+        )
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ context only, as in the RL loss), and logits are computed for those tokens only.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import Sequence
@@ -21,13 +22,15 @@ from treegrpo.models import onednn
 from treegrpo.models.head import logits_at
 from treegrpo.models.memory import release_freed_memory
 
+log = logging.getLogger(__name__)
+
 IGNORE = -100  # label of a token without loss (the convention of transformers' LM heads)
 
 
 @dataclass(frozen=True)
 class SFTExample:
     ids: list[int]  # (T,)
-    mask: list[int]  # (T,) 1 where the token is trained
+    mask: list[int]  # (T,) 1 where the token is trained (an action token)
 
 
 def length_batches(
@@ -53,30 +56,37 @@ def length_batches(
 def collate(
     examples: Sequence[SFTExample], pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded ``input_ids`` (B, T), ``attention_mask`` (B, T) and ``labels`` (B, T) with
-    ``IGNORE`` wherever the mask is 0 or the row is padding."""
+    """Right-padded ``input_ids`` (B, T), ``action`` (B, T), 1 on action tokens, and ``labels``
+    (B, T): the token itself on every real position, ``IGNORE`` on padding."""
     width = max(len(e.ids) for e in examples)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(examples), width), dtype=torch.long)
+    action = torch.zeros((len(examples), width), dtype=torch.long)
     labels = torch.full((len(examples), width), IGNORE, dtype=torch.long)
     for row, e in enumerate(examples):
         n = len(e.ids)
-        t = torch.tensor(e.ids, dtype=torch.long)
-        ids[row, :n] = t
-        attn[row, :n] = 1
-        labels[row, :n] = torch.where(torch.tensor(e.mask, dtype=torch.bool), t, IGNORE)
-    return ids, attn, labels
+        ids[row, :n] = torch.tensor(e.ids, dtype=torch.long)
+        action[row, :n] = torch.tensor(e.mask, dtype=torch.long)
+        labels[row, :n] = ids[row, :n]
+    return ids, action, labels
 
 
-def action_nll(model: Any, ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Sum of next-token NLL over labelled positions and their count. ids, labels (B, T);
-    position t predicts labels[t + 1]. The LM head and the softmax run on the labelled positions
-    only (``models.head``)."""
+def weighted_nll(
+    model: Any, ids: torch.Tensor, action: torch.Tensor, labels: torch.Tensor, context: float
+) -> torch.Tensor:
+    """Next-token NLL, mean over action tokens plus ``context`` × the mean over the other
+    labelled tokens (prompt and observations; 0: action tokens only, the RL loss's tokens).
+    ids, action, labels (B, T); position t predicts labels[t + 1]. The LM head and the softmax
+    run on the positions that count only (``models.head``)."""
     target = labels[:, 1:]  # (B, T-1)
-    keep = target != IGNORE  # (B, T-1)
+    is_action = action[:, 1:].bool() & (target != IGNORE)  # (B, T-1)
+    keep = is_action | ((target != IGNORE) & (context > 0))  # (B, T-1)
     logits = logits_at(model, ids, None, torch.nn.functional.pad(keep, (0, 1)))  # (n, V)
-    loss = torch.nn.functional.cross_entropy(logits.float(), target[keep], reduction="sum")
-    return loss, int(keep.sum())
+    nll = torch.nn.functional.cross_entropy(logits.float(), target[keep], reduction="none")
+    on_action = is_action[keep]  # (n,)
+    loss = nll[on_action].sum() / max(int(on_action.sum()), 1)
+    if context > 0 and bool((~on_action).any()):
+        loss = loss + context * nll[~on_action].mean()
+    return loss
 
 
 def lr_at(step: int, steps: int, warmup: int, floor: float = 0.1) -> float:
@@ -99,14 +109,17 @@ def train_sft(
     weight_decay: float = 0.0,
     grad_clip: float = 1.0,
     progress: bool = True,
+    context_weight: float = 0.0,
 ) -> list[float]:
     """``steps`` AdamW updates, one length-grouped batch each (the data is cycled, reshuffled
-    every epoch). Returns the loss of each step (mean NLL per action token)."""
+    every epoch). The loss is the mean NLL per action token, plus ``context_weight`` × the mean
+    NLL of the context tokens (``weighted_nll``). Returns each step's loss."""
     if not examples:
         raise ValueError("no examples to train on")
     rng = random.Random(f"treegrpo-sft:{seed}")
     torch.manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, steps, warmup))
     lengths = [len(e.ids) for e in examples]
     queue: list[list[int]] = []
@@ -116,12 +129,11 @@ def train_sft(
         for _ in range(steps):
             if not queue:
                 queue = length_batches(lengths, max_batch_tokens, rng)
-            ids, _, labels = collate([examples[i] for i in queue.pop()], pad_id)
+            ids, action, labels = collate([examples[i] for i in queue.pop()], pad_id)
             # No attention mask: the rows are right-padded, and in a causal LM a real token
             # never attends to the padding after it, so attention runs its causal kernel
             # (same numbers on real positions; padding carries no label).
-            total, count = action_nll(model, ids, labels)
-            loss = total / max(count, 1)
+            loss = weighted_nll(model, ids, action, labels, context_weight)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
@@ -129,6 +141,9 @@ def train_sft(
             sched.step()
             losses.append(loss.item())
             advance(losses[-1])
+            if len(losses) % 100 == 0 or len(losses) == steps:
+                recent = losses[-100:]
+                log.info("SFT %d/%d: loss %.3f", len(losses), steps, sum(recent) / len(recent))
             if len(losses) % 50 == 0:
                 release_freed_memory()  # see models.memory
     model.eval()

@@ -79,7 +79,7 @@ def build_title_demos(
             break
         episode = run_episode(TitleOracle(q), protocol, tool, max_turns, topk)
         demo = demo_from_episode(
-            render_prompt(tokenizer, q.question), episode, "perfect", 1, protocol, q.golds
+            render_prompt(tokenizer, q.question), episode, 1, protocol, q.golds
         )
         if episode.score(protocol, q.golds)["em"] == 1.0:
             demos.append(demo)

@@ -1,19 +1,19 @@
 """The warm start of the default run: a tiny Qwen2 taught the search protocol by imitation.
 
-``warm_start(cfg)`` builds, once per configuration, a tokenizer (``search_tokenizer``), a tiny
-Qwen2 (``tiny.tiny_qwen2``) with hand-built copying circuits (``induction``) and scripted,
-deliberately imperfect demonstrations on worlds of their own (``demos``), fits the model to them
-with a loss on action tokens only (``sft``; the circuits stay fixed), and saves
-model and tokenizer in Hugging Face format under ``<cache>/warmstart/<key>/`` (cache root
-``$TREEGRPO_CACHE_DIR`` or ``~/.cache/treegrpo``). The key hashes every setting and
-``FORMAT_VERSION``; the directory is written under a temporary name and renamed when complete,
-so a crash never leaves a half-written model behind, and the next call just returns the path.
+``warm_start(cfg)`` builds, once per configuration, a tokenizer (``search_tokenizer``: names are
+single tokens), a tiny Qwen2 (``tiny.tiny_qwen2``) and demonstrations with decision flaws on
+worlds of their own (``demos``), fits the model to them with a loss on action tokens only
+(``sft``), and saves model and tokenizer in Hugging Face format under
+``<cache>/warmstart/<key>/`` (cache root ``$TREEGRPO_CACHE_DIR`` or ``~/.cache/treegrpo``). The
+key hashes every setting and ``FORMAT_VERSION``; the directory is written under a temporary name
+and renamed when complete, so a crash never leaves a half-written model behind, and the next call
+just returns the path.
 
-The aim is a policy that searches well for one hop and makes the scripted mistakes on longer
-questions often enough that reinforcement learning has something to fix. Measured (BENCHMARKS.md):
-it uses the protocol, copies names and quotes the fact it read (9–17% held-out EM with the
-defaults, depending on rounding in training; 0% without the copying circuits). Load it with
-``AutoModelForCausalLM.from_pretrained(path)`` and ``AutoTokenizer.from_pretrained(path)``.
+The aim is a policy that reads and searches correctly but has learned the demonstrations' habit
+of answering after one search: it answers one-hop questions and few longer ones greedily, and
+its samples search on often enough for reinforcement learning to find out that this pays.
+Load it with ``AutoModelForCausalLM.from_pretrained(path)`` and
+``AutoTokenizer.from_pretrained(path)``.
 """
 
 from __future__ import annotations
@@ -25,16 +25,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from treegrpo.data.synthetic import World, WorldConfig, make_world, train_eval_worlds
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.data.synthetic import World, WorldConfig, make_world
+from treegrpo.models.demos import Flaws
 from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 7  # bump when a code change alters what a configuration builds
+FORMAT_VERSION = 8  # bump when a code change alters what a configuration builds
 STATS_FILE = "warmstart.json"
 # Where ``induction_init`` writes its circuits: the (tied) embedding and layers 0-1 attention.
-# SFT keeps them fixed, and so does the embedded job's RL (``ModelConfig.frozen``): measured,
-# RL that trains them loses the copying within a few steps (sampled EM 5% → 0%).
+# SFT keeps them fixed, and so does the embedded job's RL (``ModelConfig.frozen``).
 CIRCUIT_PARAMS = ("model.embed_tokens", "model.layers.0.self_attn", "model.layers.1.self_attn")
 
 
@@ -43,76 +44,64 @@ class WarmStartConfig:
     """Every setting of the warm start (all of them go into its cache key)."""
 
     world_seed: int = 0
-    """Seed of the worlds (``train_eval_worlds(world_seed)``); demonstrations use the train one."""
+    """Seed of the RL train and eval worlds (``train_eval_worlds(world_seed)``); the
+    demonstrations come from worlds of their own (``demo_worlds``)."""
     world: WorldConfig = field(default_factory=WorldConfig)
     """Sizes of the synthetic worlds."""
-    demo_worlds: int = 8
-    """Worlds the demonstrations come from (none is the RL train world or the eval world).
-    With one small world a tiny model memorizes its names instead of learning to copy them."""
+    demo_worlds: int = 4
+    """Worlds the demonstrations come from (none is the RL train world or the eval world)."""
     seed: int = 0
     """Seed of the model initialization, the demonstration draw and the batch order."""
-    vocab_size: int = 1536
-    """BPE vocabulary size (the eight protocol tags are single tokens in it)."""
+    vocab_size: int = 1024
+    """BPE vocabulary size (it must hold every name of the pool as one token)."""
     hidden: int = 128
     """Model width."""
     layers: int = 4
     """Transformer layers."""
     heads: int = 2
-    """Attention heads, each hidden/2 wide (``induction.induction_init`` needs that width)."""
+    """Attention heads, each hidden / heads wide (``induction`` needs two of hidden / 2)."""
     rope_theta: float = 1e8
     """Rotary base: slow pairs for content matching, fast ones for relative positions."""
     induction: bool = True
-    """Start from the hand-built copying circuit of ``induction.induction_init`` (a previous-
-    token head, an induction head and a name-start head). Without it the tiny model does not
-    learn to copy unseen names within the warm start's budget (about 0% held-out EM after
-    300–1,000 updates in session 2), against 9–17% with it (BENCHMARKS.md)."""
-    two_token: float = 0.7
-    """Weight of the induction head's second token of match (0: match one token)."""
-    freeze_circuits: bool = True
-    """Keep the embedding and the attention of layers 0-1 (where the circuits live) fixed
-    during SFT, so its first large updates cannot wipe the circuits out."""
-    n_demos: int = 2000
-    """Demonstrations drawn from the train world's questions."""
-    share_perfect: float = 0.55
-    """Share of perfect oracle demonstrations."""
-    share_vague: float = 0.15
-    """Share with one vague query (no entity name) and a wrong answer after it."""
-    share_skip: float = 0.15
-    """Share that answers a bridge entity or a guess before the last hop."""
-    share_early: float = 0.15
-    """Share that answers a guess without searching."""
+    """Start from the hand-built copying circuits of ``induction.induction_init`` (previous-
+    token heads, an induction head and a head that copies the most recent name), kept fixed
+    during SFT (``CIRCUIT_PARAMS``), so the model copies from its first update. Copying is all
+    that reading takes in this world, yet a fresh tiny transformer learns it only after
+    thousands of updates (Olsson et al. 2022): without the circuits, 2,000 SFT updates left
+    held-out EM at 1% (BENCHMARKS.md)."""
+    flaws: Flaws = field(default_factory=Flaws)
+    """How often the demonstrations stop early, search vaguely or guess (``demos.Flaws``)."""
+    n_demos: int = 3000
+    """Demonstrations drawn from the demonstration worlds' questions."""
     max_obs_tokens: int = 160
     """Observation length limit in tokens (demonstrations and the runs that use this model)."""
-    max_turns: int = 3
-    """Searches per episode, as in the paper; enough for the 3-hop questions."""
-    topk: int = 3
-    """Passages per search."""
-    steps: int = 700
+    max_turns: int = 4
+    """Searches per episode: enough for the 4-hop questions."""
+    topk: int = 1
+    """Passages per search: one passage states one fact, so the one the search ranks first is
+    the fact, and reading it is copying its last name."""
+    context_weight: float = 1.0
+    """Weight of the loss on the prompt and observation tokens beside the action tokens'. The
+    passages repeat names ("Kalo's mentor is Tevu. Kalo's boss is …", the same passage in two
+    searches), so predicting them teaches the model to copy a name it saw (the induction heads
+    of Olsson et al. 2022) many times faster than the few action tokens alone (0: action
+    tokens only, the RL loss's tokens)."""
+    steps: int = 800
     """SFT updates."""
     lr: float = 3e-3
     """Peak AdamW learning rate (linear warm-up, cosine decay to a tenth)."""
     warmup: int = 20
     """Warm-up updates."""
-    max_batch_tokens: int = 4096
+    max_batch_tokens: int = 1024
     """Padded tokens per SFT batch (sequences of similar length are batched together)."""
-
-    def shares(self) -> dict[str, float]:
-        return {
-            "perfect": self.share_perfect,
-            "vague": self.share_vague,
-            "skip": self.share_skip,
-            "early": self.share_early,
-        }
 
 
 def demo_worlds(cfg: WarmStartConfig) -> list[World]:
-    """``cfg.demo_worlds`` worlds of their own, sharing no name with the RL train world or the
-    eval world of ``train_eval_worlds(cfg.world_seed)``: the warm start never sees a question
-    that RL trains on, so what RL gains on the train world is what the eval world measures."""
-    train, evaluation = train_eval_worlds(cfg.world_seed, **asdict(cfg.world))
-    avoid = train.name_words() | evaluation.name_words()
+    """``cfg.demo_worlds`` worlds of their own (the same name pool, other facts than the RL
+    train world and the eval world): the warm start never sees a fact that RL trains on or
+    that the evaluation asks about."""
     return [
-        make_world(_DEMO_SEED + 1000 * cfg.world_seed + k, avoid=avoid, **asdict(cfg.world))
+        make_world(_DEMO_SEED + 1000 * cfg.world_seed + k, **asdict(cfg.world))
         for k in range(1, cfg.demo_worlds + 1)
     ]
 
@@ -132,7 +121,7 @@ def warm_start(
     progress: bool = True,
 ) -> Path:
     """The directory of the warm-started model for ``cfg``, built on first use (about five
-    minutes on one CPU thread with the defaults), loaded from the cache afterwards."""
+    minutes on two CPU cores with the defaults), loaded from the cache afterwards."""
     entry = warm_start_dir(cfg, cache_dir)
     meta = {"format": FORMAT_VERSION, "config": asdict(cfg)}
     hit = cached_dir(entry, lambda tmp: build(cfg, tmp, progress), meta)
@@ -145,10 +134,9 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
     ``warmstart.json`` with the demonstration mix, the SFT losses and the timings."""
     import torch
 
-    from treegrpo.agent.protocol import SearchProtocol
     from treegrpo.models.demos import build_demos
     from treegrpo.models.induction import induction_init
-    from treegrpo.models.search_tokenizer import name_start_ids, train_search_tokenizer
+    from treegrpo.models.search_tokenizer import name_ids, train_search_tokenizer
     from treegrpo.models.sft import SFTExample, train_sft
     from treegrpo.models.tiny import tiny_qwen2
     from treegrpo.tools.bm25 import BM25Retriever
@@ -157,12 +145,13 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
     worlds = demo_worlds(cfg)
     tokenizer = train_search_tokenizer(cfg.vocab_size)
     protocol = SearchProtocol(tokenizer, cfg.max_obs_tokens)
+    log.info("warm start: %d demonstrations from %d worlds", cfg.n_demos, len(worlds))
     demos = build_demos(
         [(w, BM25Retriever(w.passages, use_cache=False)) for w in worlds],
         tokenizer,
         protocol,
         cfg.n_demos,
-        cfg.shares(),  # type: ignore[arg-type]
+        cfg.flaws,
         seed=cfg.seed,
         max_turns=cfg.max_turns,
         topk=cfg.topk,
@@ -174,19 +163,19 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         layers=cfg.layers,
         heads=cfg.heads,
         kv_heads=cfg.heads,
-        head_dim=cfg.hidden // 2,
+        head_dim=cfg.hidden // cfg.heads,
         rope_theta=cfg.rope_theta,
         seed=cfg.seed,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
+    frozen = []
     if cfg.induction:
-        induction_init(
-            model, seed=cfg.seed, name_starts=name_start_ids(tokenizer), two_token=cfg.two_token
-        )
-    frozen = _circuit_params(model) if cfg.induction and cfg.freeze_circuits else []
-    for p in frozen:
-        p.requires_grad_(False)
+        induction_init(model, seed=cfg.seed, name_starts=name_ids(tokenizer))
+        frozen = _circuit_params(model)
+        for p in frozen:
+            p.requires_grad_(False)
+    log.info("warm start: SFT, %d updates", cfg.steps)
     losses = train_sft(
         model,
         [SFTExample(d.ids, d.mask) for d in demos],
@@ -197,6 +186,7 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         seed=cfg.seed,
         warmup=min(cfg.warmup, cfg.steps),
         progress=progress,
+        context_weight=cfg.context_weight,
     )
     t_sft = time.perf_counter()
     model.save_pretrained(out_dir)
@@ -208,7 +198,7 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
             "n": len(demos),
             "tokens": sum(len(d.ids) for d in demos),
             "action_tokens": sum(sum(d.mask) for d in demos),
-            "behaviours": {b: sum(d.behaviour == b for d in demos) for b in cfg.shares()},
+            "flaws": {f: sum(f in d.flaws for d in demos) for f in ("early", "stop", "vague")},
             "mean_reward": sum(d.reward for d in demos) / len(demos),
         },
         "sft_loss_first": losses[0],

@@ -43,6 +43,8 @@ class Rollout:
     steps: list[StepRecord]  # indexed by a node's payload
     kept: npt.NDArray[np.int64]  # leaf node ids kept for training (K per tree)
     spend: SpendAccountant
+    # (E,) the node each expansion started from, over all rounds (a root: a fresh chain)
+    expansions: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def step(self, node: int) -> StepRecord:
         return self.steps[int(self.forest.payload[node])]

@@ -85,15 +85,18 @@ def sample_forest(
     run = _Runner(engine, protocol, tool, sampling, limits, forest, steps, spend, resume, gen)
     run.until_done(episodes)
 
+    expansions = []
     for _ in range(shape.l):
         picks = forest.choose_expansions(shape.n, rng)  # (T, N)
+        expansions.append(picks.ravel())
         run.until_done(
             [_Episode(int(x), resume[int(x)][0], [resume[int(x)][1]]) for x in picks.ravel()]
         )
     kept = forest.sample_leaves(shape.k, rng)
     for leaf in forest.leaves():
         spend.add(int(forest.prompt_id[leaf]), leaves=1)
-    return Rollout(forest, [list(p) for p in prompts], steps, kept, spend)
+    starts = np.concatenate(expansions) if expansions else np.zeros(0, np.int64)
+    return Rollout(forest, [list(p) for p in prompts], steps, kept, spend, starts)
 
 
 @dataclass

@@ -59,6 +59,17 @@ class AlgorithmConfig:
     prompts that teach something. DAPO's dynamic-sampling filter (Yu et al. 2025), without
     re-sampling; token means then run over the kept prompts' tokens."""
 
+    def __post_init__(self) -> None:
+        one_leaf = self.l == 0 or self.n == 0 or self.k == 1
+        if self.algo == "tree" and one_leaf and self.mode() != "inter":
+            raise ValueError(
+                f"algo: tree with l={self.l}, n={self.n}, k={self.k} keeps one leaf per tree, "
+                "so each tree is a group of one and the intra-tree term adds the raw reward "
+                "(rewards [1, 0, 0, 0] give [2.5, -0.5, -0.5, -0.5], not chain GRPO's "
+                "[1.5, -0.5, -0.5, -0.5]); use algo: chain for chain GRPO, or give every tree "
+                "more than one leaf"
+            )
+
     def shape(self) -> TreeShape:
         if self.algo == "chain":
             return TreeShape(self.m)

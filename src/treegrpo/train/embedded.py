@@ -1,18 +1,17 @@
 """The embedded default job: Tree-GRPO on the synthetic multi-hop world, on a CPU, in minutes.
 
-    warm start (cached) → held-out eval → RL on the training worlds → held-out eval
+    warm start (cached) → held-out eval → RL on the training world → held-out eval
     → before/after table, learning curve, report.md in the run directory
 
-Training and evaluation questions come from different generated worlds (no shared entity), so
-the agent cannot memorize facts: it has to search. RL draws its questions from several worlds
-(``EmbeddedConfig.train_worlds``) so that no question comes back often enough to be learned by
-heart either. Everything here is real: the BM25 retriever over the worlds' corpus, the
-transformers model, the engine, the trainer.
+Training and evaluation questions come from different generated worlds (the same names, other
+facts), so the agent cannot answer from memory: it has to search. Everything here is real: the
+BM25 retriever over each world's corpus, the transformers model, the engine, the trainer.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from treegrpo.data.synthetic import World, disjoint_worlds, train_eval_worlds
+from treegrpo.data.synthetic import World, train_eval_worlds
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.rollout.sampler import AgentLimits
@@ -28,7 +27,7 @@ from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, Run
 from treegrpo.train.presets import EmbeddedConfig
 from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
 
-_RL_SEED = 2_000_000  # the extra RL worlds: seeds apart from train/eval pairs and demo worlds
+log = logging.getLogger(__name__)
 
 
 def load_model(path: Path) -> tuple[Any, Any]:
@@ -48,14 +47,9 @@ def held_out_items(world: Any, n: int) -> list[EvalItem]:
     ]
 
 
-def rl_and_eval_worlds(cfg: EmbeddedConfig) -> tuple[list[World], World]:
-    """The worlds RL trains on (``cfg.train_worlds`` of them, the train world of
-    ``train_eval_worlds`` first) and the held-out world; no two share a name."""
-    train_world, eval_world = train_eval_worlds(cfg.world_seed)
-    base = _RL_SEED + 1000 * cfg.world_seed
-    seeds = list(range(base, base + cfg.train_worlds - 1))
-    avoid = train_world.name_words() | eval_world.name_words()
-    return [train_world, *disjoint_worlds(seeds, avoid)], eval_world
+def rl_and_eval_worlds(cfg: EmbeddedConfig) -> tuple[World, World]:
+    """The world RL trains on and the held-out world: the same name pool, other facts."""
+    return train_eval_worlds(cfg.world_seed, n_people=cfg.people, n_questions=cfg.questions)
 
 
 def run_embedded(
@@ -82,16 +76,16 @@ def run_embedded(
     out.mkdir(parents=True, exist_ok=True)
     warm = warm or WarmStartConfig()
     model_dir = warm_start(warm, progress=progress)
-    if warm.induction and warm.freeze_circuits and model_cfg.lora_rank == 0:
+    if warm.induction and model_cfg.lora_rank == 0:
         # RL keeps the hand-built copying circuits fixed too (see warmstart.CIRCUIT_PARAMS).
         model_cfg = replace(model_cfg, frozen=tuple(sorted({*model_cfg.frozen, *CIRCUIT_PARAMS})))
     t_warm = time.perf_counter() - t0
-    worlds, eval_world = rl_and_eval_worlds(cfg)
-    train_tool = BM25Retriever([p for w in worlds for p in w.passages])
+    train_world, eval_world = rl_and_eval_worlds(cfg)
+    train_tool = BM25Retriever(train_world.passages)
     eval_tool = BM25Retriever(eval_world.passages)
-    items = [TrainItem(q.question, tuple(q.golds), q.uid) for w in worlds for q in w.questions]
+    items = [TrainItem(q.question, tuple(q.golds), q.uid) for q in train_world.questions]
     held_out = held_out_items(eval_world, cfg.eval_questions)
-    limits = AgentLimits(cfg.max_turns, 3, cfg.max_context)
+    limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
     sampling = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
 
     def held_out_eval(model: Any, tokenizer: Any) -> dict[str, Any]:
@@ -100,10 +94,12 @@ def run_embedded(
         )
 
     if before is None:
+        log.info("evaluating the warm start on %d held-out questions", len(held_out))
         model, tokenizer = load_model(model_dir)
         before = held_out_eval(model, tokenizer)
         del model
     write_report(before, out, "eval-before")
+    log.info("held-out EM before RL: %.3f; RL: %d steps", before["overall"]["em"], run.steps)
 
     bar = _Progress(run.steps) if progress else None
 
@@ -139,6 +135,7 @@ def run_embedded(
     model, tokenizer = load_model(final / "model")
     after = held_out_eval(model, tokenizer)
     write_report(after, out, "eval-after")
+    log.info("held-out EM after RL: %.3f", after["overall"]["em"])
     curve = plot_learning_curve(out)
     summary: dict[str, Any] = {
         "warm_start_dir": str(model_dir),

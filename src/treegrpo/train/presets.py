@@ -15,42 +15,38 @@ class EmbeddedConfig:
 
     world_seed: int = 0
     """Seed of the training world (the evaluation world uses another seed)."""
-    train_worlds: int = 8
-    """Worlds the RL questions come from: the train world and ``train_worlds - 1`` more (no
-    name shared with each other or the eval world), searched as one corpus. With one world of
-    300 questions each is asked 2-3 times in a run and RL learns that world's answers: greedy EM
-    on it rose 14 → 24% while the held-out world's moved 12 → 13% (BENCHMARKS.md)."""
-    eval_questions: int = 300
-    """Held-out questions evaluated before and after training (the eval world has 300; one
-    standard error of an EM near 8% is then 1.6 points)."""
-    max_turns: int = 3
-    """Steps that may search before the final step."""
-    max_new_tokens: int = 48
+    people: int = 100
+    """People per world (of the 160-name pool; one passage each)."""
+    questions: int = 400
+    """Questions per world, a quarter each of 1, 2, 3 and 4 hops."""
+    eval_questions: int = 400
+    """Held-out questions evaluated before and after training (evenly spaced over the eval
+    world's list, so each hop count keeps its quarter)."""
+    max_turns: int = 4
+    """Steps that may search before the final step (the longest questions need 4)."""
+    topk: int = 1
+    """Passages per search (one fact per passage; see ``models.warmstart``)."""
+    max_new_tokens: int = 32
     """Tokens per agent step."""
     max_obs_tokens: int = 160
     """Tokens per observation."""
     max_context: int = 1024
     """Prompt plus all steps, in tokens."""
-    temperature: float = 0.6
-    """Sampling temperature during training (evaluation is greedy). The paper samples at 1.0;
-    the tiny agent's samples at 1.0 are far worse than its greedy answers (BENCHMARKS.md)."""
+    temperature: float = 1.0
+    """Sampling temperature during training, the paper's (evaluation is greedy)."""
 
 
 # The embedded default: Tree-GRPO at budget ≈ 4, (M, N, L) = (2, 2, 1), sized for 2 CPU cores.
-# No format bonus: with the tiny agent's few correct samples, Search-R1's 0.2 for a valid format
-# taught it to answer sooner instead of correctly (held-out EM 17.3% → 9.3%; without the bonus
-# 17.3% → 18.0%, BENCHMARKS.md).
-# 70-80% of prompts get one reward on all six leaves at this start (zero advantage), so the
-# update trains only the others (skip_uniform_prompts), in mini-batches of 4 of them.
+# The reward is exact match alone (no format bonus: the warm start's format is valid anyway, and
+# the bonus would only shrink the gap between answering early and answering right). Prompts whose
+# leaves all score alike carry no advantage and are left out of the update.
 DEFAULT_ALGO = AlgorithmConfig(
     algo="tree", m=2, n=2, l=1, format_score=0.0, skip_uniform_prompts=True
 )
 DEFAULT_OPTIM = OptimConfig(
-    lr=1e-4, weight_decay=0.0, mini_batch_prompts=4, micro_batch_tokens=8192
+    lr=3e-4, weight_decay=0.0, mini_batch_prompts=4, micro_batch_tokens=8192
 )
-# 40 steps: held-out EM rises until about step 40 and then stays (four seeds evaluated every 10
-# steps up to 60: means 14.2 / 14.9 / 14.8 / 14.5 at steps 30 / 40 / 50 / 60, BENCHMARKS.md).
-DEFAULT_RUN = RunConfig(out_dir="runs/default", steps=40, prompts_per_step=24, save_every=10)
+DEFAULT_RUN = RunConfig(out_dir="runs/default", steps=50, prompts_per_step=16, save_every=10)
 DEFAULT_EMBEDDED = EmbeddedConfig()
 
 

@@ -21,7 +21,7 @@ import torch
 
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.advantage import tree_advantage
-from treegrpo.core.groups import dense_ids, uniform_share
+from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models import onednn
@@ -183,8 +183,13 @@ def rl_step(
             optimizer.zero_grad(set_to_none=True)
     policy.eval()
 
-    # 7. metrics
+    # 7. metrics, with what the trees held: how many mixed rewards (a tree whose leaves all
+    # score alike has no intra-tree signal), how many distinct trajectories, and how deep the
+    # expansions branched off (0: at the root, a fresh chain)
     spend = rollout.spend.total()
+    tree_ids = dense_ids(tree_of)
+    trajectories = [tuple(rollout.action_ids(leaf)) for leaf in leaves]
+    starts = rollout.forest.depth[rollout.expansions] if rollout.expansions.size else None
     elapsed = time.perf_counter() - t0
     metrics = {f"loss/{k}": v / max(n_micro, 1) for k, v in sums.items()}
     metrics.update(
@@ -198,6 +203,10 @@ def rl_step(
             "agent/leaves": float(len(leaves)),
             "adv/abs_mean": float(np.abs(adv).mean()),
             "adv/uniform_prompts": uniform_share(scores.reward, groups),
+            "tree/mixed_reward_share": 1.0 - uniform_share(scores.reward, tree_ids),
+            "tree/distinct_leaves": distinct_per_group(trajectories, tree_ids),
+            "tree/expansion_depth": float(starts.mean()) if starts is not None else 0.0,
+            "tree/root_expansions": float((starts == 0).mean()) if starts is not None else 0.0,
             "spend/generated_per_prompt": spend.generated / len(batch.prompts),
             "spend/tool_calls_per_prompt": spend.tool_calls / len(batch.prompts),
             "spend/token_efficiency": spend.processed / max(rollout.distinct_tokens(), 1),

@@ -18,6 +18,7 @@ not from the merged ``model/``, which is for everyone else to load.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +47,8 @@ from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, Run
 from treegrpo.train.policy import load_adapter, prepare_policy
 from treegrpo.train.precision import autocast_dtype, resolve_device
 from treegrpo.train.step import Batch, rl_step
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,14 @@ def _check_resumable(ckpt: Path, lora: bool) -> None:
 def _log(log: Any, writer: Any, step: int, metrics: dict[str, float]) -> None:
     log.write(json.dumps({"step": step, "time": time.time(), **metrics}) + "\n")
     log.flush()
+    line = (
+        f"step {step}: reward {metrics['reward/mean']:.3f}, EM {metrics['reward/em']:.3f}, "
+        f"tool calls/leaf {metrics['agent/tool_calls_per_leaf']:.2f}, "
+        f"uniform prompts {metrics['adv/uniform_prompts']:.2f}, {metrics['time/step_s']:.1f} s"
+    )
+    if "eval/em" in metrics:
+        line += f", held-out EM {metrics['eval/em']:.3f}"
+    logger.info(line)
     if writer is not None:
         for k, v in metrics.items():
             writer.add_scalar(k, v, step)
