@@ -93,7 +93,7 @@ def bench_budget(
             the ladder's shape, from the file's algo, optim, model, data and run sections.
         steps: RL steps per run (default: 20, data mode the config's run.steps; quick 3).
         prompts_per_step: Prompts per RL step (default: 16, data mode the config's).
-        seeds: Run seeds (default: 0 1 2; quick 0).
+        seeds: Run seeds (default: 0 1 2 3 4; quick 0).
         eval_questions: Held-out questions (default: 300, data mode the config's
             data.eval_questions; quick 30).
         budgets: Budget rungs among 2 4 8 16 (default: all; quick 2 4).
@@ -310,11 +310,11 @@ def evaluate(
     retriever_url: str | None = None,
     out: Path = Path("runs/eval"),
     limit: int | None = None,
-    max_turns: int = 3,
-    topk: int = 3,
-    max_new_tokens: int = 500,
-    max_obs_tokens: int = 500,
-    max_context: int = 4096,
+    max_turns: int | None = None,
+    topk: int | None = None,
+    max_new_tokens: int | None = None,
+    max_obs_tokens: int | None = None,
+    max_context: int | None = None,
     batch_size: int = 64,
     world_seed: int = 0,
     device: str = "auto",
@@ -333,11 +333,13 @@ def evaluate(
         retriever_url: For a dataset file: a /retrieve server instead of a corpus.
         out: Directory for eval.json and eval.md.
         limit: Evaluate only the first this many questions.
-        max_turns: Steps that may search before the final step.
-        topk: Passages per search.
-        max_new_tokens: Tokens per agent step (the embedded job uses 48).
-        max_obs_tokens: Tokens per observation (the embedded job uses 160).
-        max_context: Prompt plus all steps, in tokens (the embedded job uses 1024).
+        max_turns: Steps that may search before the final step (default: the embedded job's 4
+            on synthetic-eval, else the paper's 3).
+        topk: Passages per search (default: 1 on synthetic-eval, else 3).
+        max_new_tokens: Tokens per agent step (default: 32 on synthetic-eval, else 500).
+        max_obs_tokens: Tokens per observation (default: 160 on synthetic-eval, else 500).
+        max_context: Prompt plus all steps, in tokens (default: 1024 on synthetic-eval, else
+            4096).
         batch_size: Questions per batched rollout.
         world_seed: synthetic-eval only: the world seed of the embedded job.
         device: auto (cuda if available, else cpu), cpu, cuda, cuda:1, …
@@ -349,6 +351,14 @@ def evaluate(
     from treegrpo.rollout.sampler import AgentLimits
 
     _flush_denormals()
+    # The limits default to the ones the questions were trained under: the embedded job's on
+    # its world, the paper's (DataConfig's defaults) on dataset files.
+    base: Any = DEFAULT_EMBEDDED if data == "synthetic-eval" else DEFAULT_DATA
+    max_turns = base.max_turns if max_turns is None else max_turns
+    topk = base.topk if topk is None else topk
+    max_new_tokens = base.max_new_tokens if max_new_tokens is None else max_new_tokens
+    max_obs_tokens = base.max_obs_tokens if max_obs_tokens is None else max_obs_tokens
+    max_context = base.max_context if max_context is None else max_context
 
     try:  # inputs first: a broken file fails before a model loads or an index builds
         model = model_directory(model)

@@ -5,6 +5,8 @@ resolved settings and stops."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 import yaml
 
 from treegrpo import cli
+from treegrpo.train.datarun import check_data
 from treegrpo.train import datarun, embedded
 from treegrpo.train.config import ModelConfig
 from treegrpo.train.presets import DataConfig
@@ -153,6 +156,18 @@ def test_dry_run_resolves_the_real_preset_and_writes_nothing(
     algo = cfg["algo"]
     assert (algo.m, algo.n, algo.l) == (2, 2, 1)
     assert calls == [] and not out.exists()
+
+
+def test_the_hard_wiki_preset_differs_from_the_wiki_preset_in_its_questions_only() -> None:
+    easy = load_config(REPO / "configs" / "real-smollm2-wiki.yaml", cli.TRAIN_SECTIONS)
+    hard = load_config(REPO / "configs" / "real-smollm2-wiki-hard.yaml", cli.TRAIN_SECTIONS)
+    assert hard["data"].train_files == ("wiki-hard:train",)
+    assert hard["data"].eval_files == ("wiki-hard:test",)
+    same = replace(hard["data"], train_files=("wiki:train",), eval_files=("wiki:test",))
+    assert same == easy["data"]
+    for section in ("algo", "optim", "model"):
+        assert hard[section] == easy[section], section
+    assert check_data(hard["data"]) == []
 
 
 def test_dry_run_of_the_embedded_job_and_of_a_bad_data_setting(

@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from treegrpo.data.title_questions import article_question, name_words
+from treegrpo.data.title_questions import article_question, description_question, name_words
 from treegrpo.data.types import Question
 from treegrpo.tools.base import Passage
 from treegrpo.tools.cache import default_cache_root
@@ -126,22 +126,30 @@ def split_of(title: str) -> Split:
     return "test" if digest % TEST_SHARE == 0 else "train"
 
 
-def wiki_questions(split: Split) -> list[Question]:
+def wiki_questions(split: Split, hard: bool = False) -> list[Question]:
     """The questions of one split in article order; the answer of each is its article's title
-    (plus the title without a trailing "(disambiguation)", when it has one)."""
+    (plus the title without a trailing "(disambiguation)", when it has one). ``hard``: the
+    short description is the only clue (``title_questions.description_question``), source
+    "wiki-hard"; the same split of articles."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    return [q for q in _all_questions() if split_of(q.golds[0]) == split]
+    return [q for q in _all_questions(hard) if split_of(q.golds[0]) == split]
 
 
-@lru_cache(maxsize=1)
-def _all_questions() -> tuple[Question, ...]:
+@lru_cache(maxsize=2)
+def _all_questions(hard: bool) -> tuple[Question, ...]:
     articles = load_articles()
     names = name_words(a.extract for a in articles)
     out = []
     for a in articles:
-        built = article_question(a.title, a.description, a.extract, names)
+        if hard:
+            built = description_question(a.title, a.description, names)
+        else:
+            built = article_question(a.title, a.description, a.extract, names)
         if built is not None:
             text, golds = built
-            out.append(Question(f"wiki-{a.index}", text, golds, "wiki", hops=1, index=a.index))
+            source, uid = (
+                ("wiki-hard", f"wiki-hard-{a.index}") if hard else ("wiki", f"wiki-{a.index}")
+            )
+            out.append(Question(uid, text, golds, source, hops=1, index=a.index))
     return tuple(out)

@@ -190,7 +190,7 @@ class BenchSettings:
     in data mode)."""
     budgets: tuple[int, ...] = (2, 4, 8, 16)
     """Budget rungs, each of 2, 4, 8, 16."""
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     """RunConfig.seed values; every method runs with each."""
     steps: int = FULL_STEPS
     """RL steps per run."""

@@ -1,17 +1,19 @@
 """The warm start of the default run: a tiny Qwen2 taught the search protocol by imitation.
 
 ``warm_start(cfg)`` builds, once per configuration, a tokenizer (``search_tokenizer``: names are
-single tokens), a tiny Qwen2 (``tiny.tiny_qwen2``) and demonstrations with decision flaws on
-worlds of their own (``demos``), fits the model to them with a loss on action tokens only
-(``sft``), and saves model and tokenizer in Hugging Face format under
+single tokens), a tiny Qwen2 (``tiny.tiny_qwen2``) with hand-built copying circuits
+(``induction``) and demonstrations with decision flaws on worlds of their own (``demos``), fits
+the model to them (``sft``: the loss on action tokens plus the context tokens; the circuits stay
+fixed), and saves model and tokenizer in Hugging Face format under
 ``<cache>/warmstart/<key>/`` (cache root ``$TREEGRPO_CACHE_DIR`` or ``~/.cache/treegrpo``). The
 key hashes every setting and ``FORMAT_VERSION``; the directory is written under a temporary name
 and renamed when complete, so a crash never leaves a half-written model behind, and the next call
 just returns the path.
 
 The aim is a policy that reads and searches correctly but has learned the demonstrations' habit
-of answering after one search: it answers one-hop questions and few longer ones greedily, and
-its samples search on often enough for reinforcement learning to find out that this pays.
+of answering after one search: greedily it answers the one-hop questions and no longer ones
+(held-out EM 25%, BENCHMARKS.md), and its samples search on often enough for reinforcement
+learning to find out that this pays.
 Load it with ``AutoModelForCausalLM.from_pretrained(path)`` and
 ``AutoTokenizer.from_pretrained(path)``.
 """
@@ -81,11 +83,9 @@ class WarmStartConfig:
     """Passages per search: one passage states one fact, so the one the search ranks first is
     the fact, and reading it is copying its last name."""
     context_weight: float = 1.0
-    """Weight of the loss on the prompt and observation tokens beside the action tokens'. The
-    passages repeat names ("Kalo's mentor is Tevu. Kalo's boss is …", the same passage in two
-    searches), so predicting them teaches the model to copy a name it saw (the induction heads
-    of Olsson et al. 2022) many times faster than the few action tokens alone (0: action
-    tokens only, the RL loss's tokens)."""
+    """Weight of the loss on the prompt and observation tokens beside the action tokens' (0:
+    action tokens only, the RL loss's tokens). Predicting the passages and the questions gives
+    the layers above the circuits many more copying examples than the few action tokens do."""
     steps: int = 800
     """SFT updates."""
     lr: float = 3e-3

@@ -28,11 +28,13 @@ from treegrpo.tools.base import SearchTool
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.presets import DataConfig
 
-BUILTIN_QUESTIONS: dict[str, Literal["train", "test"]] = {
-    "wiki:train": "train",
-    "wiki:test": "test",
+BUILTIN_QUESTIONS: dict[str, tuple[Literal["train", "test"], bool]] = {
+    "wiki:train": ("train", False),
+    "wiki:test": ("test", False),
+    "wiki-hard:train": ("train", True),
+    "wiki-hard:test": ("test", True),
 }
-"""Built-in question sets → split of ``treegrpo.data.wiki.wiki_questions``."""
+"""Built-in question sets → (split, hard) of ``treegrpo.data.wiki.wiki_questions``."""
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
 BUILTIN_MODELS = ("smollm2", "smollm2-protocol")
@@ -117,7 +119,7 @@ def resolve_questions(names: Sequence[str]) -> list[Question]:
         if name in BUILTIN_QUESTIONS:
             from treegrpo.data.wiki import wiki_questions
 
-            out.extend(wiki_questions(BUILTIN_QUESTIONS[name]))
+            out.extend(wiki_questions(*BUILTIN_QUESTIONS[name]))
     seen: set[str] = set()
     for q in out:
         if q.uid in seen:
