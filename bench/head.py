@@ -5,8 +5,8 @@ loss over action tokens and its backward) on one micro-batch shaped like the tra
 is a prompt, then agent steps (action tokens) alternating with observations (context), so about
 a quarter of the positions are actions. Two models:
 
-- ``tiny``: a tiny Qwen2 of about the embedded agent's size (width 128, 4 layers, vocabulary 812), full
-  fine-tuning, 8 rows of 512 tokens;
+- ``tiny``: a tiny Qwen2 of about the embedded agent's size (width 128, 4 layers, vocabulary
+  812), full fine-tuning, 8 rows of 512 tokens;
 - ``smollm2``: SmolLM2-135M's shape (Llama, width 576, 30 layers, vocabulary 49,152; random
   weights) as the real preset trains it: LoRA rank 16, gradient checkpointing, 2 rows of 2,048.
 

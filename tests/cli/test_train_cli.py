@@ -6,7 +6,6 @@ resolved settings and stops."""
 from __future__ import annotations
 
 from dataclasses import replace
-
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +13,9 @@ import pytest
 import yaml
 
 from treegrpo import cli
-from treegrpo.train.datarun import check_data
 from treegrpo.train import datarun, embedded
 from treegrpo.train.config import ModelConfig
+from treegrpo.train.datarun import check_data
 from treegrpo.train.presets import DataConfig
 from treegrpo.train.yaml_config import apply_config, load_config
 
