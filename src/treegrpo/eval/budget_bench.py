@@ -345,24 +345,11 @@ def data_config(s: BenchSettings) -> DataConfig:
 def warm_start_report(cfg: EmbeddedConfig, warm: WarmStartConfig) -> dict[str, Any]:
     """Build (or load) the warm start and evaluate it on the held-out questions exactly as
     ``run_embedded`` does before training; every run gets this report instead of repeating it."""
-    from treegrpo.data.synthetic import train_eval_worlds
-    from treegrpo.eval.evaluate import evaluate
     from treegrpo.models.warmstart import warm_start
-    from treegrpo.rollout.sampler import AgentLimits
-    from treegrpo.tools.bm25 import BM25Retriever
-    from treegrpo.train.embedded import held_out_items, load_model
+    from treegrpo.train.embedded import held_out_evaluator, load_model, rl_and_eval_worlds
 
-    _, eval_world = train_eval_worlds(cfg.world_seed)
     model, tokenizer = load_model(warm_start(warm, progress=False))
-    return evaluate(
-        model,
-        tokenizer,
-        BM25Retriever(eval_world.passages),
-        held_out_items(eval_world, cfg.eval_questions),
-        AgentLimits(cfg.max_turns, 3, cfg.max_context),
-        cfg.max_new_tokens,
-        cfg.max_obs_tokens,
-    )
+    return held_out_evaluator(cfg, rl_and_eval_worlds(cfg)[1])(model, tokenizer)
 
 
 def data_start(s: BenchSettings) -> tuple[Any, dict[str, Any]]:

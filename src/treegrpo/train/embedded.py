@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from treegrpo.data.synthetic import World, train_eval_worlds
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.presets import EmbeddedConfig
 from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
@@ -47,6 +49,24 @@ def held_out_items(world: Any, n: int) -> list[EvalItem]:
     ]
 
 
+def held_out_evaluator(
+    cfg: EmbeddedConfig, eval_world: World
+) -> Callable[[Any, Any], dict[str, Any]]:
+    """evaluate(model, tokenizer) → the greedy report on ``cfg.eval_questions`` questions of
+    ``eval_world``, searched with BM25 over its own corpus, with the job's agent limits: what
+    the job reports before and after RL."""
+    tool = BM25Retriever(eval_world.passages)
+    held_out = held_out_items(eval_world, cfg.eval_questions)
+    limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
+
+    def run(model: Any, tokenizer: Any) -> dict[str, Any]:
+        return evaluate(
+            model, tokenizer, tool, held_out, limits, cfg.max_new_tokens, cfg.max_obs_tokens
+        )
+
+    return run
+
+
 def rl_and_eval_worlds(cfg: EmbeddedConfig) -> tuple[World, World]:
     """The world RL trains on and the held-out world: the same name pool, other facts."""
     return train_eval_worlds(cfg.world_seed, n_people=cfg.people, n_questions=cfg.questions)
@@ -68,7 +88,6 @@ def run_embedded(
     evaluating it again; runs that share the warm start and held-out questions can share it.
     """
     from treegrpo.models.warmstart import CIRCUIT_PARAMS, WarmStartConfig, warm_start
-    from treegrpo.tools.bm25 import BM25Retriever
 
     t0 = time.perf_counter()
     out = Path(run.out_dir)
@@ -82,19 +101,13 @@ def run_embedded(
     t_warm = time.perf_counter() - t0
     train_world, eval_world = rl_and_eval_worlds(cfg)
     train_tool = BM25Retriever(train_world.passages)
-    eval_tool = BM25Retriever(eval_world.passages)
     items = [TrainItem(q.question, tuple(q.golds), q.uid) for q in train_world.questions]
-    held_out = held_out_items(eval_world, cfg.eval_questions)
     limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
     sampling = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
-
-    def held_out_eval(model: Any, tokenizer: Any) -> dict[str, Any]:
-        return evaluate(
-            model, tokenizer, eval_tool, held_out, limits, cfg.max_new_tokens, cfg.max_obs_tokens
-        )
+    held_out_eval = held_out_evaluator(cfg, eval_world)
 
     if before is None:
-        log.info("evaluating the warm start on %d held-out questions", len(held_out))
+        log.info("evaluating the warm start on %d held-out questions", cfg.eval_questions)
         model, tokenizer = load_model(model_dir)
         before = held_out_eval(model, tokenizer)
         del model
