@@ -5,7 +5,7 @@ A thin entry point: the logic is ``treegrpo.eval.budget_bench`` and the flags ar
 ``treegrpo bench-budget`` (``--help`` lists them).
 
     .venv/bin/python bench/budget.py --quick     # a few minutes: the pipeline runs
-    .venv/bin/python bench/budget.py             # 30 runs, about 1 h 40 min on 2 CPU cores
+    .venv/bin/python bench/budget.py --budgets 2 4 8   # 40 runs, about 50 min on 2 CPU cores
     .venv/bin/python bench/budget.py --quick --config configs/real-smollm2-wiki.yaml
 
 writes ``bench/results/budget.json`` (quick: ``budget-quick.json``; with --config

@@ -83,7 +83,7 @@ def bench_budget(
     warm start, or with `--config FILE` on the data, model and settings of a `treegrpo train`
     config (data mode, e.g. configs/real-smollm2-wiki.yaml). Writes a JSON, a markdown table and
     plots under bench/results/; finished runs are reused, so re-running the same command
-    resumes. Full embedded mode: 30 runs of 20 steps, about 1 h 40 min on 2 CPU cores.
+    resumes. Full embedded mode, budgets 2 4 8: 40 runs of 20 steps, about 50 min on 2 CPU cores.
 
     Args:
         quick: One seed, budgets 2 and 4, 3 steps, 30 held-out questions (data mode: at most

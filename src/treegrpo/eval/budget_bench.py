@@ -37,16 +37,9 @@ go one after another in this process, which shares the questions, model director
 index it prepared, and leaves ``model.device`` (a GPU) and torch's threads alone; more workers
 are pinned CPU processes as above, each preparing its own inputs (CPU runs only).
 
-Sizing of the embedded full mode (``FULL_STEPS`` = 20), measured 2026-11-30 with the default
-warm start, 16 prompts per step, one torch thread on a core that another job shared: a step
-costs about 2 s + 1.9 s per leaf per prompt (tree (1,2,1) 7.4 s, (2,2,1) 13.5 s, (4,5,1) 46 s;
-4 chains 9.3 s, 16 chains 30 s: the update, not the rollout, is most of it), and a run's fixed
-part (loading, the BM25 index, the held-out evaluation of 150 questions in ~7 s) about 15 s.
-The 30 runs hold 3 x 89 leaves per prompt (chain 2+4+8+16, tree 3+6+14+24, ablation 6+6 per
-seed), so all of them cost 3 x (10 x 2 s + 89 x 1.9 s) = 567 s per step: 20 steps plus the
-fixed parts come to about 11,800 s of one core, about 1 h 40 min on 2 workers (less on idle
-cores). Quick mode took 2 min 14 s with both workers on one shared core. Data mode is not sized
-yet: its cost is the config's model, steps and prompts times the same 89 leaves per prompt.
+Sizing of the embedded full mode (``FULL_STEPS`` = 20, 16 prompts per step), measured on 2
+cores of an AMD EPYC: budgets 2, 4 and 8 with the ablation, five seeds (40 runs), took 50 min on
+2 workers; a tree (4,5,1) step takes 27-40 s, so budget 16 adds about an hour.
 """
 
 from __future__ import annotations
@@ -87,7 +80,7 @@ from treegrpo.train.presets import (
 )
 
 FULL_STEPS = 20
-"""RL steps per run in full mode: 30 runs in about 1 h 40 min on 2 CPU cores (module docstring)."""
+"""RL steps per run in full mode (the module docstring has the sizing)."""
 QUICK_STEPS = 3
 """RL steps per run in quick mode: checks that the pipeline runs, not the result."""
 QUICK_EVAL_QUESTIONS = 30
