@@ -1,5 +1,5 @@
 """Budget-matched Tree-GRPO vs chain GRPO on the embedded synthetic world, or with ``--config``
-on the questions, corpus and model of a ``treegrpo train`` config (issue 6).
+on the questions, corpus and model of a ``treegrpo train`` config.
 
 A thin entry point: the logic is ``treegrpo.eval.budget_bench`` and the flags are those of
 ``treegrpo bench-budget`` (``--help`` lists them).

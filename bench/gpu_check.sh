@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3's GPU checks as one prepared run, for a session that is lent a GPU machine (the
+# The engine's GPU checks as one prepared run, for a machine with a GPU (the
 # device tool; nothing here runs in CI or the tests). On that machine:
 #
 #   bash bench/gpu_check.sh    # results under $OUT; at most 8 min by its limits (never run there)

@@ -282,8 +282,8 @@ def real_workload(repeats: int, paper_limits: bool = False) -> dict[str, Any]:
     phases: dict[str, list[dict[str, float]]] = {name: [] for *_, name in runs}
     forests: dict[str, Any] = {}
     # one untimed cached run first, which pays the one-time work (packing and folding weights,
-    # the allocator's first growth); in session 14, without it and with the test suite running
-    # beside it, the first round's cached run took 3.5x the others
+    # the allocator's first growth); on the AVX-512 AMD EPYC, without it and with the test
+    # suite running beside it, the first round's cached run took 3.5x the others
     warm = HFEngine(policy, tok, StepStopper(tok))
     timed_forest(warm, proto, tool, prompts, sampling, limits)
     for _ in range(repeats):
@@ -371,7 +371,7 @@ def main() -> None:
     }
 
     # A. token efficiency, tiny trained agent (after one untimed run: A comes first in the
-    # process, and session 13's A timings read 50% above an ad-hoc A/B's)
+    # process, and earlier A timings read 50% above an ad-hoc A/B's)
     sampling = SamplingParams(max_new_tokens=48)
     if not args.only:
         tree_run(agent.model, agent, True, prompts, sampling, limits)
@@ -432,8 +432,8 @@ def main() -> None:
         phases: dict[str, list[dict[str, float]]] = {name: [] for *_, name in runs}
         outs: dict[str, Any] = {}
         # one untimed cached run first, as R has: the first run in a process pays one-time work
-        # (packing weights, the allocator's growth), and in session 15, without it, round 1's
-        # cached "feedback" run took 42.9 s against 30.2 and 32.4 s in rounds 2 and 3
+        # (packing weights, the allocator's growth), and on the AVX2-only AMD EPYC, without it,
+        # round 1's cached "feedback" run took 42.9 s against 30.2 and 32.4 s in rounds 2 and 3
         tree_run(big, agent, True, prompts_b, sampling_b, limits_b, search)
         for _ in range(args.repeats):
             for reuse, pk, lean, share, ctx, name in runs:

@@ -12,8 +12,8 @@ TRL skips the old log-prob forward when it makes one update per generation (the 
 our step always computes old log-probs in a separate no-grad pass.
 
 Each trainer runs ``--steps`` steps ``--repeats`` times, alternating; the first step of a run
-is a warm-up and is not timed. Reported: median seconds per step and steps per second. Goal
-(issue 4): ours at least 1.5× TRL's steps per second on 2 CPU cores.
+is a warm-up and is not timed. Reported: median seconds per step and steps per second. Goal:
+ours at least 1.5× TRL's steps per second on 2 CPU cores.
 
 TRL is not a dependency of the package: ``pip install -e ".[bench]"`` (or ``pip install trl``).
 

@@ -1,4 +1,4 @@
-"""The budget-matched benchmark (issue 6): at the same rollout budget, does Tree-GRPO beat chain
+"""The budget-matched benchmark: at the same rollout budget, does Tree-GRPO beat chain
 GRPO, on the embedded synthetic world or on your own questions, corpus and model?
 
 Every run starts from the same model, with the same prompts per step (the data order depends on

@@ -79,12 +79,12 @@ def engine_mode(model: nn.Module) -> bool | Literal["decode"]:
     ``preferred``; else, on a ``supported`` model at least ``DECODE_MIN_WIDTH`` wide (unless
     ``TREEGRPO_ONEDNN=0``), only in decode steps ("decode"); else nowhere (False).
 
-    Measured on 2 cores of an Intel Xeon (BENCHMARKS.md, session 7): a decode step computes
-    one token for a few dozen rows, where the packed products beat MKL even on AVX-512; the
-    cached tree rollouts of ``bench/rollout.py``'s 512-wide model ran 1.17x faster with packed
-    weights at decode only (25.3 → 21.6 s) and not faster with them everywhere (25.3 s: MKL is
-    faster at prefill there), while the 128-wide model of the default job decoded 11% slower
-    packed (7.97 → 8.88 s for 48 prompts)."""
+    Measured on 2 cores of an Intel Xeon (BENCHMARKS.md, "Packed weights at decode only"): a
+    decode step computes one token for a few dozen rows, where the packed products beat MKL
+    even on AVX-512; the cached tree rollouts of ``bench/rollout.py``'s 512-wide model ran
+    1.17x faster with packed weights at decode only (25.3 → 21.6 s) and not faster with them
+    everywhere (25.3 s: MKL is faster at prefill there), while the 128-wide model of the
+    default job decoded 11% slower packed (7.97 → 8.88 s for 48 prompts)."""
     if preferred(model):
         return True
     if os.environ.get(ENV, "auto") == "0" or not supported(model):
