@@ -34,15 +34,14 @@ from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
-from treegrpo.data.synthetic import train_eval_worlds
+from treegrpo.core.groups import uniform_share
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.eval.evaluate import evaluate
 from treegrpo.models.warmstart import WarmStartConfig, warm_start
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.train.embedded import held_out_items, load_model
+from treegrpo.train.embedded import held_out_evaluator, load_model, rl_and_eval_worlds
 from treegrpo.train.presets import DEFAULT_EMBEDDED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +63,7 @@ def first_step_view(model: Any, tok: Any, n_prompts: int, seed: int = 0) -> dict
     """A (2, 2, 1) forest over ``n_prompts`` RL-train-world questions evenly spread over hop
     counts, as the first RL step samples it."""
     job = DEFAULT_EMBEDDED
-    world, _ = train_eval_worlds(job.world_seed)
+    world, _ = rl_and_eval_worlds(job)
     pick = np.linspace(0, len(world.questions) - 1, n_prompts).round().astype(int)
     questions = [world.questions[i] for i in pick]
     protocol = SearchProtocol(tok, job.max_obs_tokens)
@@ -82,36 +81,24 @@ def first_step_view(model: Any, tok: Any, n_prompts: int, seed: int = 0) -> dict
     leaves = [int(x) for x in rollout.kept]
     scores = score_leaves(rollout, leaves, [list(q.golds) for q in questions], protocol.decode)
     prompt_of = rollout.forest.prompt_id[np.array(leaves)]
-    uniform = [
-        float(scores.em[prompt_of == p].min() == scores.em[prompt_of == p].max())
-        for p in range(len(questions))
-    ]
     hops = np.array([questions[p].hops for p in prompt_of])
     return {
         "prompts": len(questions),
-        "uniform_share": float(np.mean(uniform)),
+        "uniform_share": uniform_share(scores.em, prompt_of),
         "em_by_hops": {int(h): float(scores.em[hops == h].mean()) for h in np.unique(hops)},
         "tool_calls_per_leaf": float(scores.tool_calls.mean()),
     }
 
 
-def measure(spec: str, cache: Path, prompts: int) -> dict[str, Any]:
+def measure(spec: str, cache: Path | None, prompts: int) -> dict[str, Any]:
     cfg, threads = parse_build(spec)
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
     path = warm_start(cfg, cache_dir=cache, progress=False)
     built = time.perf_counter() - t0
     model, tok = load_model(path)
-    job = DEFAULT_EMBEDDED
-    _, eval_world = train_eval_worlds(job.world_seed)
-    report = evaluate(
-        model,
-        tok,
-        BM25Retriever(eval_world.passages, use_cache=False),
-        held_out_items(eval_world, job.eval_questions),
-        AgentLimits(job.max_turns, job.topk, job.max_context),
-        job.max_new_tokens,
-        job.max_obs_tokens,
+    report = held_out_evaluator(DEFAULT_EMBEDDED, rl_and_eval_worlds(DEFAULT_EMBEDDED)[1])(
+        model, tok
     )
     return {
         "build": spec,
@@ -152,7 +139,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for spec in args.builds:
             cache = Path(tmp) / spec if not args.cached else None
-            rows.append(measure(spec, cache, args.prompts))  # type: ignore[arg-type]
+            rows.append(measure(spec, cache, args.prompts))
             print(table(rows[-1:]), flush=True)
     result = {"machine": platform.processor() or platform.machine(), "builds": rows}
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -15,7 +15,7 @@ searched); the flaws are in the search decisions, drawn per step:
 
 With the defaults, answering after a search is the likeliest step wherever relations are left
 (0.65 against 0.3 for searching on), so the warm start answers one-hop questions and few others
-greedily, while its samples reach the answer of a two-hop question about one time in five:
+greedily, while its samples reach the answer of 5–17% of two-hop questions (BENCHMARKS.md):
 often enough for reinforcement learning to find out that searching on pays. (Less stopping
 gives more such samples but a greedy start that depends on the build: at 0.55 the warm start
 answered 48% of held-out questions, most two-hop ones among them.) The thought before
@@ -66,7 +66,7 @@ class Demo:
     ids: list[int]
     mask: list[int]  # 1 on action tokens (trained), 0 on prompt and observations
     prompt_len: int
-    flaws: tuple[str, ...]  # the flaws drawn in this episode, in order ("" for none)
+    flaws: tuple[str, ...]  # the flaws drawn in this episode, in order (empty: none)
     hops: int
     reward: float  # the demonstration's own Search-R1 reward (for the mix statistics)
 
@@ -133,9 +133,9 @@ def build_demos(
         agent = FlawedAgent(world.plans[q.uid], flaws, rng)
         episode = run_episode(agent, protocol, tool, max_turns, topk)
         prompt = render_prompt(tokenizer, q.question)
-        demo = demo_from_episode(prompt, episode, q.hops, protocol, q.golds)
-        demo.flaws = tuple(agent.flaws)
-        demos.append(demo)
+        demos.append(
+            demo_from_episode(prompt, episode, q.hops, protocol, q.golds, tuple(agent.flaws))
+        )
     return demos
 
 
@@ -145,10 +145,11 @@ def demo_from_episode(
     hops: int,
     protocol: SearchProtocol,
     golds: Sequence[str],
+    flaws: tuple[str, ...] = (),
 ) -> Demo:
     ids, mask = list(prompt), [0] * len(prompt)
     for turn in episode.turns:
         ids += turn.action_ids + turn.obs_ids
         mask += [1] * len(turn.action_ids) + [0] * len(turn.obs_ids)
     reward = episode.score(protocol, golds)["reward"]
-    return Demo(ids, mask, len(prompt), (), hops, reward)
+    return Demo(ids, mask, len(prompt), flaws, hops, reward)

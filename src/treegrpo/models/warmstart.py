@@ -169,11 +169,9 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    frozen = []
     if cfg.induction:
         induction_init(model, seed=cfg.seed, name_starts=name_ids(tokenizer))
-        frozen = _circuit_params(model)
-        for p in frozen:
+        for p in _circuit_params(model):
             p.requires_grad_(False)
     log.info("warm start: SFT, %d updates", cfg.steps)
     losses = train_sft(
