@@ -48,12 +48,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def parse_build(spec: str) -> tuple[WarmStartConfig, int]:
-    """ "default", "threads=N" or "FIELD=VALUE" (an int field of WarmStartConfig)."""
+    """ "default", or comma-separated "threads=N", "FIELD=VALUE" (an int field of
+    WarmStartConfig) and "flaws.FIELD=P" (a probability of ``demos.Flaws``)."""
     cfg, threads = WarmStartConfig(), 2
-    if spec != "default":
-        key, _, value = spec.partition("=")
+    for item in spec.split(",") if spec != "default" else []:
+        key, _, value = item.partition("=")
         if key == "threads":
             threads = int(value)
+        elif key.startswith("flaws."):
+            cfg = replace(cfg, flaws=replace(cfg.flaws, **{key[6:]: float(value)}))
         else:
             cfg = replace(cfg, **{key: int(value)})
     return cfg, threads
@@ -141,7 +144,11 @@ def main() -> None:
             cache = Path(tmp) / spec if not args.cached else None
             rows.append(measure(spec, cache, args.prompts))
             print(table(rows[-1:]), flush=True)
-    result = {"machine": platform.processor() or platform.machine(), "builds": rows}
+    result = {
+        "machine": platform.processor() or platform.machine(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "builds": rows,
+    }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(table(rows))
 

@@ -47,16 +47,18 @@ class Flaws:
     early: float = 0.15
     """Answer a guess at the first step, without searching."""
     stop: float = 0.65
-    """After a search with relations left: answer the entity in hand."""
+    """After the first search, with relations left: answer the entity in hand."""
+    stop_later: float = 0.65
+    """After a later search, with relations left: answer the entity in hand."""
     vague: float = 0.05
     """After a search with relations left: search the question's start entity instead of the
     entity just read."""
 
     def __post_init__(self) -> None:
-        if not (0 <= self.early <= 1 and self.stop >= 0 and self.vague >= 0):
+        if not all(0 <= p <= 1 for p in (self.early, self.stop, self.stop_later, self.vague)):
             raise ValueError(f"flaw probabilities must lie in [0, 1]: {self}")
-        if self.stop + self.vague > 1:
-            raise ValueError(f"stop plus vague must be at most 1: {self}")
+        if max(self.stop, self.stop_later) + self.vague > 1:
+            raise ValueError(f"stop (or stop_later) plus vague must be at most 1: {self}")
 
 
 @dataclass
@@ -96,11 +98,11 @@ class FlawedAgent:
             return answer_step(self.current, self.current)
         think = plan_text(self.current, self.rest)
         if done:
-            draw = self.rng.random()
-            if draw < self.p.stop:
+            draw, stop = self.rng.random(), self.p.stop if done == 1 else self.p.stop_later
+            if draw < stop:
                 self.flaws.append("stop")
                 return answer_step(think, self.current)
-            if draw < self.p.stop + self.p.vague and self.current != self.plan.start:
+            if draw < stop + self.p.vague and self.current != self.plan.start:
                 self.flaws.append("vague")
                 self.searched = self.plan.start
                 return search_step(think, query(self.plan.start, self.rest[0]))
