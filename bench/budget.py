@@ -1,7 +1,7 @@
 """Budget-matched Tree-GRPO vs chain GRPO on the embedded synthetic world, or with ``--config``
 on the questions, corpus and model of a ``treegrpo train`` config.
 
-A thin entry point: the logic is ``treegrpo.eval.budget_bench`` and the flags are those of
+A thin entry point: the logic is ``treegrpo.jobs.budget.run`` and the flags are those of
 ``treegrpo bench-budget`` (``--help`` lists them).
 
     .venv/bin/python bench/budget.py --quick     # a few minutes: the pipeline runs

@@ -1,4 +1,4 @@
-"""The LM head on action tokens only (``models.head``) vs on every position, side by side.
+"""The LM head on action tokens only (``train.head``) vs on every position, side by side.
 
 The update's forward and backward (``train.logprobs.token_logprobs`` with entropy, then the
 loss over action tokens and its backward) on one micro-batch shaped like the trainer's: each row

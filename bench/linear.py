@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from treegrpo.models.onednn import PackedLinears
+from treegrpo.engine.cpu.onednn import PackedLinears
 from treegrpo.models.tiny import tiny_qwen2
 
 ROOT = Path(__file__).resolve().parents[1]

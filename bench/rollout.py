@@ -12,7 +12,7 @@ B. tree speed: wall time of tree rollouts (2,2,1), cache on vs re-prefill, on a 
    (cut at 500 tokens, the paper's limit): the shape of a real search agent's context;
    and four more cached runs, each with one engine speed-up off: the linear layers on MKL
    instead of packed oneDNN weights, the model's own forward at decode instead of the
-   lean decode step (``engine.lean``), no sharing of the prompts' common start in
+   lean decode step (``engine.cpu.lean``), no sharing of the prompts' common start in
    prefill (``engine.prefix``), and prefill chunks by feed padding alone, blind to context
    padding (``engine.chunks``). Each B row also records the seconds the engine spent in prefill
    and in decode, and the "bound": re-prefill's wall time over the cached run's wall time less
@@ -22,8 +22,8 @@ R. with --real (or --only real): the real preset's rollouts (configs/real-smollm
    SmolLM2-135M-Instruct after the protocol warm start, its LoRA adapters, BM25 over the 10,033
    Wikipedia leads, 96 new tokens per step, temperature 1.0, top-p 0.95) for 8 held-out
    questions, tree (2,2,1), cache on vs re-prefill, and cached with peft's LoRA modules in
-   prefill instead of folded weights (``engine.lora``); needs the warm start and the corpus built
-   once (the first run builds them: about 10 minutes);
+   prefill instead of folded weights (``engine.cpu.lora``); needs the warm start and the corpus
+   built once (the first run builds them: about 10 minutes);
 C. chain speed: one agent step for a batch of prompts, our engine vs transformers'
    `model.generate` (stop strings on, so both stop on the same tags; `generate` keeps finished
    rows in the batch), and full multi-turn chain rollouts vs a loop of `generate` calls that
@@ -255,10 +255,10 @@ def real_workload(repeats: int, paper_limits: bool = False) -> dict[str, Any]:
     """R: the real preset's rollouts, cached vs re-prefill (interleaved, medians)."""
     from treegrpo.agent.prompt import render_prompt
     from treegrpo.data.wiki import wiki_questions
-    from treegrpo.train.datarun import evenly_spaced, make_tool, resolve_model
-    from treegrpo.train.embedded import load_model
+    from treegrpo.jobs.data import evenly_spaced, make_tool, resolve_model
+    from treegrpo.jobs.presets import TRAIN_SECTIONS
+    from treegrpo.models.load import load_model
     from treegrpo.train.policy import prepare_policy
-    from treegrpo.train.presets import TRAIN_SECTIONS
     from treegrpo.train.yaml_config import load_config
 
     cfg = load_config(ROOT / "configs" / "real-smollm2-wiki.yaml", TRAIN_SECTIONS)
@@ -432,8 +432,8 @@ def main() -> None:
         phases: dict[str, list[dict[str, float]]] = {name: [] for *_, name in runs}
         outs: dict[str, Any] = {}
         # one untimed cached run first, as R has: the first run in a process pays one-time work
-        # (packing weights, the allocator's growth), and on the AVX2-only AMD EPYC, without it,
-        # round 1's cached "feedback" run took 42.9 s against 30.2 and 32.4 s in rounds 2 and 3
+        # (packing weights, the allocator's growth): without it, the first timed cached
+        # "feedback" run took about 40% longer than the repeats after it (42.9 s against 31 s)
         tree_run(big, agent, True, prompts_b, sampling_b, limits_b, search)
         for _ in range(args.repeats):
             for reuse, pk, lean, share, ctx, name in runs:

@@ -37,12 +37,13 @@ from treegrpo.core.budget import TreeShape
 from treegrpo.core.groups import uniform_share
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.models.warmstart import WarmStartConfig, warm_start
+from treegrpo.jobs.embedded import held_out_evaluator, rl_and_eval_worlds
+from treegrpo.jobs.presets import DEFAULT_EMBEDDED
+from treegrpo.models.load import load_model
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.train.embedded import held_out_evaluator, load_model, rl_and_eval_worlds
-from treegrpo.train.presets import DEFAULT_EMBEDDED
+from treegrpo.warmstart.tiny import WarmStartConfig, warm_start
 
 ROOT = Path(__file__).resolve().parents[1]
 

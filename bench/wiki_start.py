@@ -24,8 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from treegrpo.train.datarun import evaluate_model_dir, prepare_inputs
-from treegrpo.train.presets import TRAIN_SECTIONS
+from treegrpo.jobs.data import evaluate_model_dir, prepare_inputs
+from treegrpo.jobs.presets import TRAIN_SECTIONS
 from treegrpo.train.yaml_config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]

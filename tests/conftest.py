@@ -73,7 +73,7 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 
 @pytest.fixture(autouse=True)
 def _denormals_restored() -> Iterator[None]:
-    """The commands flush denormals for their whole process (``models.denormal``); tests run
+    """The commands flush denormals for their whole process (``engine.cpu.denormal``); tests run
     many commands in one process, so each test leaves the default mode behind it."""
     yield
     torch = sys.modules.get("torch")

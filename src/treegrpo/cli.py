@@ -1,7 +1,7 @@
 """The ``treegrpo`` command line.
 
-Subcommands are plain functions whose arguments tyro turns into flags; each imports what it
-needs when it runs, so ``treegrpo --help`` stays fast.
+Subcommands are plain functions whose arguments tyro turns into flags; the work is done by the
+packages below (``jobs``, ``eval``, ``tools``, ``data``, ``models``).
 """
 
 from __future__ import annotations
@@ -9,14 +9,30 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tyro
+import yaml
+from rich.console import Console
+from rich.table import Table
 
-from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
-from treegrpo.train.presets import (
+from treegrpo.agent.prompt import instruction_text
+from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER, expected_cost, expected_cost_l1
+from treegrpo.data.flashrag import write_flashrag
+from treegrpo.data.load import load_questions
+from treegrpo.data.searchr1 import searchr1_rows, write_searchr1
+from treegrpo.data.wiki import wiki_corpus, wiki_questions
+from treegrpo.engine.cpu.denormal import flush_denormals
+from treegrpo.eval.evaluate import compare_table, format_table
+from treegrpo.eval.run import eval_set, evaluate_checkpoint, model_directory
+from treegrpo.jobs import data as data_job
+from treegrpo.jobs import embedded as embedded_job
+from treegrpo.jobs.budget import plan as budget_plan
+from treegrpo.jobs.budget import run as budget_run
+from treegrpo.jobs.presets import (
     DEFAULT_ALGO,
     DEFAULT_DATA,
     DEFAULT_EMBEDDED,
@@ -26,10 +42,19 @@ from treegrpo.train.presets import (
     DataConfig,
     EmbeddedConfig,
 )
+from treegrpo.models.smollm2 import prepare_smollm2
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.tools.base import SearchTool
+from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.tools.dense import DenseRetriever
+from treegrpo.tools.server import serve as run_server
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.trainer import refuse_previous_run
+from treegrpo.train.yaml_config import ConfigError, dump_config, load_config
 
 Flat = tyro.conf.OmitArgPrefixes  # type: ignore[type-arg]  # flags without a prefix: --algo, --lr
 
-# TRAIN_SECTIONS (train.presets): the sections of a `treegrpo train --config` file.
+# TRAIN_SECTIONS (jobs.presets): the sections of a `treegrpo train --config` file.
 # Sections whose flags have no prefix (--lr, --lora-rank); `--model.lora-rank` is accepted too.
 # The data section keeps its prefix (--data.train-files): its agent limits would otherwise
 # clash with the world section's (--max-turns, --max-new-tokens).
@@ -43,11 +68,6 @@ def budget(depth: int = 3) -> None:
         depth: Steps per chain assumed for the exact one-round cost (the root counts as a
             candidate, so short chains cost more than the paper's formula).
     """
-    from rich.console import Console
-    from rich.table import Table
-
-    from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER, expected_cost, expected_cost_l1
-
     table = Table(title=f"Budget ladder (trajectories per prompt; exact cost at depth {depth})")
     for col in ("budget", "tree (M,N,L)", "leaves", "M·(1+L·N/2)", "exact", "chain M"):
         table.add_column(col, justify="right")
@@ -108,12 +128,10 @@ def bench_budget(
         runs_dir: Root of the run directories (default runs/bench-budget/full or .../quick;
             data mode .../data or .../data-quick).
     """
-    from treegrpo.eval.budget_bench import bench_settings, run_benchmark
-
-    _flush_denormals()
+    flush_denormals()  # for the whole command: before torch's first parallel op
 
     try:
-        settings = bench_settings(
+        settings = budget_plan.bench_settings(
             quick,
             config,
             steps=steps,
@@ -128,7 +146,7 @@ def bench_budget(
         )
     except ValueError as exc:
         raise SystemExit(f"treegrpo bench-budget: {exc}") from None
-    result = run_benchmark(settings)
+    result = budget_run.run_benchmark(settings)
     if result["failed"]:
         raise SystemExit(f"treegrpo bench-budget: runs failed: {', '.join(result['failed'])}")
 
@@ -166,19 +184,12 @@ def serve(
         cache_dir: Index cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo).
         log_level: uvicorn log level.
     """
-    from treegrpo.tools.base import SearchTool
-    from treegrpo.tools.server import serve as run_server
-
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("treegrpo").setLevel(logging.INFO)  # index build/load, not libraries' chatter
     tool: SearchTool
     if retriever == "bm25":
-        from treegrpo.tools.bm25 import BM25Retriever
-
         tool = BM25Retriever(corpus, cache_dir=cache_dir)
     else:
-        from treegrpo.tools.dense import DenseRetriever
-
         tool = DenseRetriever(
             corpus,
             model=model_path,
@@ -226,10 +237,6 @@ def train(
         dry_run: Check the settings, print them as a config file and stop (nothing is loaded
             or written).
     """
-    import yaml
-
-    from treegrpo.train.yaml_config import dump_config
-
     data_section = config is not None and "data" in (yaml.safe_load(config.read_text()) or {})
     job = "data" if data.train_files or data_section else "embedded"
     if job == "embedded" and data != DEFAULT_DATA:
@@ -246,25 +253,19 @@ def train(
     sections |= {"data": data} if job == "data" else {"world": world}
     origin = f"{config} and flags" if config is not None else "the preset and flags"
     if job == "data":
-        from treegrpo.train.datarun import check_data, prepare_inputs
-
-        problems = check_data(data)
+        problems = data_job.check_data(data)
         if problems:
             raise SystemExit("treegrpo train: " + "; ".join(problems))
     if dry_run:
         print(f"# treegrpo train --dry-run: the {job} job with these settings ({origin})")
         print(dump_config(sections), end="")
         return
-    _flush_denormals()
+    flush_denormals()  # for the whole command: before torch's first parallel op
     if job == "data":
         try:  # questions first: a broken row stops before a model loads or an index builds
-            inputs = prepare_inputs(data)
+            inputs = data_job.prepare_inputs(data)
         except (ValueError, OSError) as exc:
             raise SystemExit(f"treegrpo train: {exc}") from None
-
-    from rich.console import Console
-
-    from treegrpo.train.trainer import refuse_previous_run
 
     out = Path(run.out_dir)
     try:  # before anything is written into it
@@ -278,17 +279,12 @@ def train(
         resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
     console = Console()
     if job == "data":
-        from treegrpo.eval.evaluate import compare_table
-        from treegrpo.train.datarun import run_data
-
-        summary = run_data(algo, optim, run, data, inputs, model_cfg=model)
+        summary = data_job.run_data(algo, optim, run, data, inputs, model_cfg=model)
         if summary["before"] is not None and summary["after"] is not None:
             console.print(compare_table(summary["before"], summary["after"]))
     else:
-        from treegrpo.train.embedded import before_after_table, run_embedded
-
-        summary = run_embedded(algo, optim, run, world, model_cfg=model)
-        console.print(before_after_table(summary["before"], summary["after"]))
+        summary = embedded_job.run_embedded(algo, optim, run, world, model_cfg=model)
+        console.print(embedded_job.before_after_table(summary["before"], summary["after"]))
     console.print(f"run directory: {run.out_dir} ({summary['seconds']['total']:.0f} s)")
 
 
@@ -344,13 +340,7 @@ def evaluate(
         world_seed: synthetic-eval only: the world seed of the embedded job.
         device: auto (cuda if available, else cpu), cpu, cuda, cuda:1, …
     """
-    from rich.console import Console
-
-    from treegrpo.eval.evaluate import format_table
-    from treegrpo.eval.run import eval_set, evaluate_checkpoint, model_directory
-    from treegrpo.rollout.sampler import AgentLimits
-
-    _flush_denormals()
+    flush_denormals()  # for the whole command: before torch's first parallel op
     # The limits default to the ones the questions were trained under: the embedded job's on
     # its world, the paper's (DataConfig's defaults) on dataset files.
     base: Any = DEFAULT_EMBEDDED if data == "synthetic-eval" else DEFAULT_DATA
@@ -412,12 +402,6 @@ def prepare(
             "data_source", else the file name, or its directory for FlashRAG's nq/test.jsonl).
         split: Written to extra_info.split ("train", "test", …).
     """
-    from collections import Counter
-
-    from treegrpo.agent.prompt import instruction_text
-    from treegrpo.data.load import load_questions
-    from treegrpo.data.searchr1 import searchr1_rows, write_searchr1
-
     if source and len(source) != len(input):
         raise SystemExit(
             f"treegrpo prepare: {len(source)} --source values for {len(input)} --input files: "
@@ -445,8 +429,6 @@ def prepare_model(
         cache_dir: Cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo); the model goes
             to <cache_dir>/models/.
     """
-    from treegrpo.models.smollm2 import prepare_smollm2
-
     try:
         path = prepare_smollm2(cache_dir)
     except FileNotFoundError as exc:
@@ -471,15 +453,11 @@ def prepare_corpus(
             <questions_dir>/wiki-train.jsonl and wiki-test.jsonl, for `treegrpo eval --data`
             and `treegrpo prepare`.
     """
-    from treegrpo.data.wiki import wiki_corpus, wiki_questions
-
     try:
         path = wiki_corpus(cache_dir)
     except FileNotFoundError as exc:
         raise SystemExit(f"treegrpo prepare-corpus: {exc}") from None
     if questions_dir is not None:
-        from treegrpo.data.flashrag import write_flashrag
-
         for split in ("train", "test"):
             out = questions_dir / f"wiki-{split}.jsonl"
             n = write_flashrag(out, wiki_questions(split))
@@ -507,8 +485,6 @@ def main(args: Sequence[str] | None = None) -> None:
     path = _config_path(argv)
     if path is not None:
         # The file's values become the defaults of train's flags, so flags given win over it.
-        from treegrpo.train.yaml_config import ConfigError, load_config
-
         try:
             sections = load_config(path, TRAIN_SECTIONS)
         except ConfigError as exc:
@@ -520,14 +496,6 @@ def main(args: Sequence[str] | None = None) -> None:
         "tree-structured rollouts.",
         args=argv,
     )
-
-
-def _flush_denormals() -> None:
-    """Denormals flushed to zero for the whole command, set before torch's first parallel op so
-    that its CPU worker threads inherit it (``models.denormal``)."""
-    from treegrpo.models.denormal import flush_denormals
-
-    flush_denormals()
 
 
 def _without_flat_prefixes(argv: list[str]) -> list[str]:

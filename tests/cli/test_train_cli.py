@@ -13,10 +13,11 @@ import pytest
 import yaml
 
 from treegrpo import cli
-from treegrpo.train import datarun, embedded
+from treegrpo.jobs import data as datarun
+from treegrpo.jobs import embedded
+from treegrpo.jobs.data import check_data
+from treegrpo.jobs.presets import DataConfig
 from treegrpo.train.config import ModelConfig
-from treegrpo.train.datarun import check_data
-from treegrpo.train.presets import DataConfig
 from treegrpo.train.yaml_config import apply_config, load_config
 
 REPO = Path(__file__).parents[2]

@@ -9,11 +9,12 @@ import copy
 import pytest
 import torch
 
+from treegrpo.models.load import resolve_device
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.train.config import ModelConfig
 from treegrpo.train.logprobs import token_logprobs
 from treegrpo.train.policy import prepare_policy
-from treegrpo.train.precision import autocast, autocast_dtype, resolve_device
+from treegrpo.train.precision import autocast, autocast_dtype
 
 
 def _grads(model: torch.nn.Module, ids: torch.Tensor) -> tuple[float, dict[str, torch.Tensor]]:

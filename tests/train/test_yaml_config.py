@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
-from treegrpo.train.presets import EmbeddedConfig
 from treegrpo.train.yaml_config import ConfigError, dump_config, load_config
 
 DEFAULTS = {

@@ -8,7 +8,7 @@ by length, the best groups are contiguous ranges, and the best cut of n items fo
 
 (the classic segmentation recurrence, as in optimal 1-D histogram binning). Users: the
 trainer's micro-batches (``train.batch``) and the decode attention's row ranges
-(``engine.lean.attention_spans``).
+(``engine.cpu.lean.attention_spans``).
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets import Dataset
+
 from treegrpo.data.errors import DataError
 from treegrpo.data.types import Question
 
@@ -59,9 +63,6 @@ def read_searchr1(path: str | Path, source: str | None = None) -> list[Question]
     """The questions of a Search-R1 parquet file in row order. ``source`` overrides every row's
     ``data_source``. The uid is ``f"{data_source}-{extra_info.index}"`` (the row number when the
     file has no index)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     path = Path(path)
     with open(path, "rb") as f:  # a missing file is the usual FileNotFoundError
         try:
@@ -157,9 +158,6 @@ def searchr1_rows(
 def write_searchr1(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """Write ``rows`` as a parquet file, atomically: a temporary file in the same directory
     replaces ``path`` only once complete, so a crash never leaves half a dataset behind."""
-    import pyarrow.parquet as pq
-    from datasets import Dataset
-
     if not rows:
         raise ValueError(f"{path}: no rows to write")
     table = Dataset.from_list(list(rows)).data.table  # datasets' schema and metadata

@@ -39,12 +39,12 @@ from transformers.cache_utils import DynamicLayer
 
 from treegrpo.engine.cache import assemble_cache, keep_rows
 from treegrpo.engine.chunks import prefill_chunks
-from treegrpo.engine.lean import SUPPORTED, LeanDecoder, attention_spans, lean_decoder
-from treegrpo.engine.lora import FoldedLoRA
+from treegrpo.engine.cpu import onednn
+from treegrpo.engine.cpu.lean import SUPPORTED, LeanDecoder, attention_spans, lean_decoder
+from treegrpo.engine.cpu.lora import FoldedLoRA
 from treegrpo.engine.prefix import shared_prefix_groups
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
-from treegrpo.models import onednn
 
 Finish = Literal["stop", "eos", "length"]
 
@@ -91,15 +91,15 @@ class HFEngine:
     forward's work that may go to padding (new and cached columns, ``engine.chunks``) before
     rows go to another forward; packed_linear: run the linear layers on oneDNN-packed weights while
     generating (True), in decode steps only ("decode") or never (False); None =
-    ``models.onednn.engine_mode`` (CPU and fp32: everywhere on AMD, at decode on Intel for models
-    at least 512 wide); lean_decode:
-    decode with ``engine.lean.LeanDecoder`` instead of the model's forward (None = wherever
+    ``engine.cpu.onednn.engine_mode`` (CPU and fp32: everywhere on AMD, at decode on Intel for
+    models at least 512 wide); lean_decode:
+    decode with ``engine.cpu.lean.LeanDecoder`` instead of the model's forward (None = wherever
     the architecture is supported; same logits, less per-token overhead). A peft (LoRA) model
     runs through the model it wraps, whose layers carry the adapters in place: the wrapper's
     ``forward(**kwargs)`` would hide ``logits_to_keep``. min_shared_prefix: ``prefill`` computes
     a start of at least this many tokens that several rows on the same context share once
     (``engine.prefix``; 0 = never; only with the cache on). fold_lora: peft LoRA layers compute
-    with folded weights W₀ + s·B·A in prefill and in ``fast()`` (``engine.lora.FoldedLoRA``, a
+    with folded weights W₀ + s·B·A in prefill and in ``fast()`` (``engine.cpu.lora.FoldedLoRA``, a
     copy of each adapted weight; None = on CPU, where a SmolLM2 + LoRA prefill ran 1.27×
     faster; not measured on GPUs).
 

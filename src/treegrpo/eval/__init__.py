@@ -1,1 +1,2 @@
-"""Evaluation runs and reports."""
+"""Evaluation: greedy runs of a model with its search tool and their reports (``evaluate``),
+and the inputs of ``treegrpo eval`` (``run``)."""

@@ -22,6 +22,7 @@ from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
+from treegrpo.core.rewards import extract_answer
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
@@ -107,8 +108,6 @@ def leaf_per_prompt(forest: Any) -> list[int]:
 
 
 def _answer(rollout: Any, leaf: int, protocol: SearchProtocol) -> str | None:
-    from treegrpo.core.rewards import extract_answer
-
     return extract_answer(protocol.decode(rollout.action_ids(leaf)))
 
 

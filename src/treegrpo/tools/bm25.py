@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import bm25s
 import numpy as np
 
 from treegrpo.tools.base import Passage
@@ -59,9 +60,6 @@ class BM25Retriever:
         cache_dir: str | Path | None = None,
         use_cache: bool = True,
     ) -> None:
-        import bm25s
-
-        self._bm25s = bm25s
         self.tokenizer = Tokenizer(stemmer=stemmer, stopwords=stopwords)
         if isinstance(corpus, str | Path):
             digest = file_digest(corpus)
@@ -102,7 +100,7 @@ class BM25Retriever:
     def _build(self) -> Any:
         vocab: dict[str, int] = {}
         doc_ids = self.tokenizer.to_ids(self.contents, vocab, grow=True)
-        model = self._bm25s.BM25(**self._params)
+        model = bm25s.BM25(**self._params)
         model.index((doc_ids, vocab), create_empty_token=False, show_progress=False)
         return model
 

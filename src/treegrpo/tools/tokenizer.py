@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from bm25s.stopwords import STOPWORDS_EN
+
 StemmerChoice = Literal["auto", "english", "none"]
 
 _WORD = re.compile(r"(?u)\b\w\w+\b")
@@ -38,8 +40,6 @@ class Tokenizer:
     """Text → list of terms. ``settings`` describes it completely (for cache keys)."""
 
     def __init__(self, stemmer: StemmerChoice = "auto", stopwords: bool = True) -> None:
-        from bm25s.stopwords import STOPWORDS_EN
-
         self._stemmer = _load_stemmer(stemmer)
         self._stopwords = frozenset(STOPWORDS_EN) if stopwords else frozenset()
         self.settings = {

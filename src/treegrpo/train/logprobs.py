@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch.nn.functional import pad
 
-from treegrpo.models.head import logits_at
+from treegrpo.train.head import logits_at
 from treegrpo.train.losses import entropy_from_logits
 from treegrpo.train.policy import is_lora
 from treegrpo.train.precision import autocast
@@ -26,7 +26,7 @@ def token_logprobs(
     on CUDA when ``autocast_dtype`` is lower than float32; the softmax is always float32.
 
     ``keep`` (b, T − 1), nonzero at the targets whose values are read (the action tokens): the
-    LM head and the softmax run there only (``models.head``) and every other entry is 0.
+    LM head and the softmax run there only (``train.head``) and every other entry is 0.
 
     Rows padded on the right (the trainer's micro-batches) need no mask: in a causal LM a real
     token never attends to the padding after it, so the mask is dropped and attention runs its

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from peft import LoraConfig, get_peft_model
+from peft.utils import load_peft_weights, set_peft_model_state_dict
 
 from treegrpo.train.config import ModelConfig
 
@@ -43,8 +45,6 @@ def prepare_policy(model: Any, cfg: ModelConfig, seed: int = 0) -> Any:
             if name.startswith(tuple(cfg.frozen)):
                 p.requires_grad_(False)
         return model
-    from peft import LoraConfig, get_peft_model
-
     lora = LoraConfig(
         r=cfg.lora_rank,
         lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]  # peft annotates int, uses α / r
@@ -87,8 +87,6 @@ def save_adapter(policy: Any, directory: Path) -> None:
 
 def load_adapter(policy: Any, directory: Path) -> None:
     """Load saved adapter weights into ``policy``, whose adapters must have the same shape."""
-    from peft.utils import load_peft_weights, set_peft_model_state_dict
-
     saved = json.loads((directory / "adapter_config.json").read_text())
     current = policy.peft_config["default"]
     for key in ("r", "lora_alpha"):

@@ -15,13 +15,6 @@ import torch
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def resolve_device(name: str) -> torch.device:
-    """``"auto"`` → cuda if available, else cpu; anything else is passed to ``torch.device``."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 def autocast_dtype(name: str, device: torch.device) -> torch.dtype:
     """The dtype forward passes compute in: float32 off CUDA whatever ``name`` says (autocast is
     only used on CUDA); on CUDA ``"auto"`` is bfloat16 where the GPU supports it."""

@@ -22,9 +22,9 @@ import torch
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.advantage import tree_advantage
 from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
+from treegrpo.engine.cpu import onednn
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.models import onednn
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.base import SearchTool
@@ -131,7 +131,7 @@ def rl_step(
     grad_norms: list[float] = []
     skipped = 0
     n_micro = 0
-    with onednn.training(policy):  # linear layers on oneDNN on CPU (models.onednn)
+    with onednn.training(policy):  # linear layers on oneDNN on CPU (engine.cpu.onednn)
         for mbs in (minis[i] for i in schedule):
             weights = _accumulation_weights(mbs, algo.aggregation)
             for mb, w in zip(mbs, weights, strict=True):
@@ -142,7 +142,7 @@ def rl_step(
                     d.attention_mask,
                     with_entropy=algo.entropy_coef > 0,
                     autocast_dtype=autocast_dtype,
-                    keep=d.action_mask,  # the head runs on action tokens only (models.head)
+                    keep=d.action_mask,  # the head runs on action tokens only (train.head)
                 )
                 logp_old = old.setdefault(id(mb), logp.detach())  # first update: its own
                 pg, stats = ppo_clip_loss(

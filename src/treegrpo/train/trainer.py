@@ -32,9 +32,10 @@ import torch
 from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
+from treegrpo.engine.cpu.memory import release_freed_memory
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.models.memory import release_freed_memory
+from treegrpo.models.load import resolve_device
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
 from treegrpo.train.checkpoint import (
@@ -45,7 +46,7 @@ from treegrpo.train.checkpoint import (
 )
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.policy import load_adapter, prepare_policy
-from treegrpo.train.precision import autocast_dtype, resolve_device
+from treegrpo.train.precision import autocast_dtype
 from treegrpo.train.step import Batch, rl_step
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Plots of the budget-matched benchmark (``treegrpo.eval.budget_bench``): held-out EM against
+"""Plots of the budget-matched benchmark (``treegrpo.jobs.budget.run``): held-out EM against
 the budget, learning curves against generated tokens, and EM against the tool calls spent.
 
 Each function takes the benchmark's result dict (its JSON) and writes one PNG; styles are fixed
@@ -11,21 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from matplotlib.figure import Figure
+
 STYLE: dict[str, dict[str, Any]] = {
     "chain": {"color": "tab:blue", "marker": "o", "label": "chain GRPO"},
     "tree": {"color": "tab:orange", "marker": "s", "label": "Tree-GRPO (intra+inter)"},
     "tree-intra": {"color": "0.35", "marker": "v", "label": "tree, intra only"},
     "tree-inter": {"color": "0.65", "marker": "^", "label": "tree, inter only"},
 }
-
-
-def _plt() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def moving_average(xs: Sequence[float], window: int) -> list[float]:
@@ -42,8 +35,8 @@ def _std(x: dict[str, float | None]) -> float:
 def plot_em_vs_budget(result: dict[str, Any], out: Path) -> Path:
     """Held-out EM (mean ± std over seeds) against the budget, chain vs tree; the ablation as
     points at its budget, the starting model (warm start) as a dashed line."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig = Figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
     for method, style in STYLE.items():
         aggs = [a for a in result["aggregates"] if a["method"] == method]
         if not aggs:
@@ -74,11 +67,9 @@ def plot_em_vs_budget(result: dict[str, Any], out: Path) -> Path:
 def plot_learning_curves(result: dict[str, Any], out: Path, window: int = 5) -> Path:
     """Training reward EM (trailing moving average, mean over seeds) against cumulative
     generated tokens per prompt: one panel per budget, one line per method."""
-    plt = _plt()
     budgets: Sequence[int] = result["settings"]["budgets"]
-    fig, axes = plt.subplots(
-        1, len(budgets), figsize=(3.6 * len(budgets), 3.6), squeeze=False, sharey=True
-    )
+    fig = Figure(figsize=(3.6 * len(budgets), 3.6))
+    axes = fig.subplots(1, len(budgets), squeeze=False, sharey=True)
     for ax, b in zip(axes[0], budgets, strict=True):
         for a in (a for a in result["aggregates"] if a["budget"] == b):
             curve = a["curve"]
@@ -99,8 +90,8 @@ def plot_learning_curves(result: dict[str, Any], out: Path, window: int = 5) -> 
 def plot_em_vs_tool_calls(result: dict[str, Any], out: Path) -> Path:
     """Final held-out EM against the tool calls spent per prompt over the whole training run:
     every run as a faint point, each (method, budget) as mean ± std with its budget written."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig = Figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
     for method, style in STYLE.items():
         runs = [r for r in result["runs"] if r["method"] == method]
         aggs = [a for a in result["aggregates"] if a["method"] == method]
@@ -149,11 +140,8 @@ def plot_all(result: dict[str, Any], folder: Path, prefix: str) -> list[Path]:
     ]
 
 
-def _save(fig: Any, out: Path) -> Path:
-    import matplotlib.pyplot as plt
-
+def _save(fig: Figure, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
-    plt.close(fig)
     return out

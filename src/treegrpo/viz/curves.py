@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from matplotlib.figure import Figure
+
 
 def plot_learning_curve(run_dir: Path, out: Path | None = None) -> Path:
     """Training reward and EM per step, and held-out EM where evaluated, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
     steps = [r["step"] for r in rows if "reward/mean" in r]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     ax.plot(steps, [r["reward/mean"] for r in rows if "reward/mean" in r], label="train reward")
     ax.plot(steps, [r["reward/em"] for r in rows if "reward/em" in r], label="train EM")
     evals = [r for r in rows if "eval/em" in r]
@@ -34,5 +32,4 @@ def plot_learning_curve(run_dir: Path, out: Path | None = None) -> Path:
     out = out or run_dir / "learning_curve.png"
     fig.tight_layout()
     fig.savefig(out, dpi=110)
-    plt.close(fig)
     return out

@@ -1,0 +1,157 @@
+"""Scripted demonstrations for the warm start: oracle traces with decision flaws.
+
+Each demonstration plays one question of a demonstration world through
+``treegrpo.embedded.oracle.run_episode`` with the real search tool and the real observation tokens.
+Reading is always right (the bridge entity is copied from the passage about the entity that was
+searched); the flaws are in the search decisions, drawn per step:
+
+- ``early``: at the first step, answer a guess (a name of the pool) without searching;
+- ``stop``: after a search, with relations still to follow, answer the entity in hand (a hop
+  short or more: always wrong, since a question's chain never repeats a person): the habit of
+  answering with the first name found;
+- ``vague``: after a search, with relations still to follow, search the next relation of the
+  question's own start entity instead of the entity just read (what an agent does that searches
+  with the question rather than with what it found); the chain goes astray from there.
+
+With the defaults, answering after a search is the likeliest step wherever relations are left
+(0.65 against 0.3 for searching on), so the warm start answers one-hop questions and few others
+greedily, while its samples reach the answer of 5–17% of two-hop questions (BENCHMARKS.md):
+often enough for reinforcement learning to find out that searching on pays. (Less stopping
+gives more such samples but a greedy start that depends on the build: at 0.55 the warm start
+answered 48% of held-out questions, most two-hop ones among them.) The thought before
+each step names the relations left ("Tevu's boss"), so the policy can learn when it is done.
+
+A demonstration is a token sequence with a loss mask: 1 on the agent's own step tokens, 0 on
+the prompt and on observations (ALGORITHM.md §1), exactly the layout of a rollout leaf.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from treegrpo.agent.prompt import render_prompt
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.embedded.names import NAME_POOL
+from treegrpo.embedded.oracle import Episode, answer_step, plan_text, run_episode, search_step
+from treegrpo.embedded.relations import find_object, query
+from treegrpo.embedded.synthetic import Plan, World
+from treegrpo.tools.base import SearchTool
+
+
+@dataclass(frozen=True)
+class Flaws:
+    """How often each flaw is drawn (see the module docstring)."""
+
+    early: float = 0.15
+    """Answer a guess at the first step, without searching."""
+    stop: float = 0.65
+    """After the first search, with relations left: answer the entity in hand."""
+    stop_later: float = 0.65
+    """After a later search, with relations left: answer the entity in hand."""
+    vague: float = 0.05
+    """After a search with relations left: search the question's start entity instead of the
+    entity just read."""
+
+    def __post_init__(self) -> None:
+        if not all(0 <= p <= 1 for p in (self.early, self.stop, self.stop_later, self.vague)):
+            raise ValueError(f"flaw probabilities must lie in [0, 1]: {self}")
+        if max(self.stop, self.stop_later) + self.vague > 1:
+            raise ValueError(f"stop (or stop_later) plus vague must be at most 1: {self}")
+
+
+@dataclass
+class Demo:
+    """One demonstration. Shapes (T,)."""
+
+    ids: list[int]
+    mask: list[int]  # 1 on action tokens (trained), 0 on prompt and observations
+    prompt_len: int
+    flaws: tuple[str, ...]  # the flaws drawn in this episode, in order (empty: none)
+    hops: int
+    reward: float  # the demonstration's own Search-R1 reward (for the mix statistics)
+
+
+class FlawedAgent:
+    """The oracle with the decision flaws of ``Flaws``, drawn with ``rng`` as the episode goes;
+    ``flaws`` records which ones it made."""
+
+    def __init__(self, plan: Plan, flaws: Flaws, rng: random.Random) -> None:
+        self.plan, self.p, self.rng = plan, flaws, rng
+        self.current: str | None = plan.start  # the entity in hand
+        self.rest = plan.relations  # relations still to follow
+        self.searched = plan.start  # the entity of the last search
+        self.flaws: list[str] = []
+
+    def __call__(self, observations: Sequence[str]) -> str:
+        done = len(observations)
+        if done:  # read the last search's fact about the entity that was searched
+            self.current = find_object(observations[-1], self.rest[0], self.searched)
+            self.rest = self.rest[1:]
+        if self.current is None:
+            return answer_step("the fact is missing", "unknown")
+        if done == 0 and self.rng.random() < self.p.early:
+            self.flaws.append("early")
+            return answer_step(plan_text(self.current, self.rest), self.rng.choice(NAME_POOL))
+        if not self.rest:
+            return answer_step(self.current, self.current)
+        think = plan_text(self.current, self.rest)
+        if done:
+            draw, stop = self.rng.random(), self.p.stop if done == 1 else self.p.stop_later
+            if draw < stop:
+                self.flaws.append("stop")
+                return answer_step(think, self.current)
+            if draw < stop + self.p.vague and self.current != self.plan.start:
+                self.flaws.append("vague")
+                self.searched = self.plan.start
+                return search_step(think, query(self.plan.start, self.rest[0]))
+        self.searched = self.current
+        return search_step(think, query(self.current, self.rest[0]))
+
+
+def build_demos(
+    worlds: Sequence[tuple[World, SearchTool]],
+    tokenizer: object,
+    protocol: SearchProtocol,
+    n: int,
+    flaws: Flaws,
+    seed: int = 0,
+    max_turns: int = 4,
+    topk: int = 3,
+) -> list[Demo]:
+    """``n`` demonstrations over the questions of ``worlds`` (each with its own search tool),
+    visited in a seeded order and cycled."""
+    rng = random.Random(f"treegrpo-demos:{seed}")
+    pool = [(k, q) for k, (w, _) in enumerate(worlds) for q in range(len(w.questions))]
+    order: list[tuple[int, int]] = []
+    demos = []
+    for _ in range(n):
+        if not order:
+            order = rng.sample(pool, len(pool))
+        k, qi = order.pop()
+        world, tool = worlds[k]
+        q = world.questions[qi]
+        agent = FlawedAgent(world.plans[q.uid], flaws, rng)
+        episode = run_episode(agent, protocol, tool, max_turns, topk)
+        prompt = render_prompt(tokenizer, q.question)
+        demos.append(
+            demo_from_episode(prompt, episode, q.hops, protocol, q.golds, tuple(agent.flaws))
+        )
+    return demos
+
+
+def demo_from_episode(
+    prompt: list[int],
+    episode: Episode,
+    hops: int,
+    protocol: SearchProtocol,
+    golds: Sequence[str],
+    flaws: tuple[str, ...] = (),
+) -> Demo:
+    ids, mask = list(prompt), [0] * len(prompt)
+    for turn in episode.turns:
+        ids += turn.action_ids + turn.obs_ids
+        mask += [1] * len(turn.action_ids) + [0] * len(turn.obs_ids)
+    reward = episode.score(protocol, golds)["reward"]
+    return Demo(ids, mask, len(prompt), flaws, hops, reward)

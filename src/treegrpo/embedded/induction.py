@@ -1,0 +1,169 @@
+"""Hand-built copying circuits in a fresh tiny Qwen2, so it can copy unseen names from step zero.
+
+Every skill of the search agent rests on copying names it has never seen (question → query,
+passage → next query and answer). A randomly initialized tiny transformer needs thousands of
+updates before the circuit that copies, the induction head, appears (Olsson et al. 2022, "In-
+context Learning and Induction Heads"): far beyond the default run's budget (measured: about 0%
+held-out EM without these circuits, 9–17% with them; BENCHMARKS.md). So the warm start writes
+four heads into the weights before it imitates the agent; SFT and the embedded job's RL train
+every other weight and keep these fixed (``warmstart.tiny.CIRCUIT_PARAMS``):
+
+- The token embedding E fills the first half of the residual stream ("content" dims; zeros in
+  the second half, so the tied output layer reads only E).
+- Layer 0, head 0, previous-token head: constant query and key biases whose rotary phases make
+  the score Σ_i a² cos((Δ − 1) θ_i) peak at distance Δ = 1 (fast pairs θ_i), and a value/output
+  that copies the previous token's embedding into the second half ("previous" dims).
+- Layer 0, head 1, second previous-token head: the same at distance 2; it adds the token two
+  back, rotated by a fixed random orthogonal matrix and scaled, to the "previous" dims.
+- Layer 1, head 0, induction head: the query reads the current token's embedding (and the
+  previous token's, rotated like the second head's), the key reads the "previous" dims, through
+  one shared projection onto the slow rotary pairs (rotation under 0.3 rad over 4,096
+  positions, so the match ignores distance). It attends where the tokens before agree with the
+  current ones, two tokens scoring above one ("born in" → X beats "in" → Y), and adds the
+  embedding found there to the residual, which the tied output layer reads as "predict that
+  token": A B … A → B.
+- Layer 1, head 1, name-start head (optional): a shared direction u is added to the embeddings
+  of the tokens that begin a name; the key reads u, and a constant rotary pair adds a score that
+  falls by ``recency`` nats per position, so the head copies the most recent name start. Together
+  with the induction head, which continues a name once started, this lets the fresh model carry
+  a name from the question into its thought and its query.
+
+Requirements: head_dim = hidden / 2, at least two heads in the first two layers, no grouped-
+query sharing (num_key_value_heads = num_attention_heads), tied embeddings and a large rotary
+base (1e8 gives 15 slow pairs of 32 at head_dim 64, and still 8 fast ones).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+CONTEXT = 4096  # positions over which the slow pairs must stay aligned
+
+
+def previous_token_bias(
+    inv_freq: torch.Tensor, n_fast: int, gain: float, distance: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Query and key biases, each (head_dim,), of a head that attends to the previous position.
+
+    Rotary pair i is (i, i + d/2), rotated by m·θ_i at position m. With q̃_i = a·e^(−iθ_i) and
+    k̃_i = a on the ``n_fast`` fastest pairs, the score between positions m and n is
+    Σ_i a² cos((m − n − 1) θ_i): largest at m − n = 1 (``distance`` replaces the 1).
+    """
+    half = inv_freq.shape[0]
+    q, k = torch.zeros(2 * half), torch.zeros(2 * half)
+    theta = inv_freq[:n_fast] * distance
+    q[:n_fast] = gain * torch.cos(theta)
+    q[half : half + n_fast] = -gain * torch.sin(theta)
+    k[:n_fast] = gain
+    return q, k
+
+
+def induction_init(
+    model: Any,
+    seed: int = 0,
+    embed_std: float = 0.5,
+    prev_gain: float = 10.0,
+    n_fast: int = 8,
+    match_gain: float = 3.0,
+    copy_gain: float = 4.0,
+    name_starts: Sequence[int] = (),
+    name_gain: float = 3.0,
+    recency: float = 0.5,
+    two_token: float = 0.7,
+) -> Any:
+    """Write the circuits of the module docstring into ``model`` (a freshly built
+    Qwen2ForCausalLM) in place and return it. ``name_starts``: token ids that begin a name
+    (empty: no name-start head). ``two_token`` > 0 adds a second previous-token head (layer 0,
+    head 1) that writes the token two back, rotated and scaled by ``two_token``, into the same
+    previous dims, and lets the induction query carry the previous token too: the match then
+    rewards agreeing on two tokens ("born in" → X) over one ("in" → X)."""
+    cfg = model.config
+    hidden, d = cfg.hidden_size, cfg.head_dim
+    if d * 2 != hidden or cfg.num_key_value_heads != cfg.num_attention_heads:
+        raise ValueError("induction_init needs head_dim == hidden / 2 and no grouped-query heads")
+    if cfg.num_attention_heads < 2 or cfg.num_hidden_layers < 2 or not cfg.tie_word_embeddings:
+        raise ValueError("induction_init needs two heads, two layers and tied embeddings")
+    c, half = d, d // 2  # content dims [0, c), previous-token dims [c, 2c)
+    gen = torch.Generator().manual_seed(seed)
+    inv_freq = model.model.rotary_emb.inv_freq.float().cpu()  # (d/2,), fastest first
+    slow = [i for i in range(half) if float(inv_freq[i]) * CONTEXT < 0.3]
+    if not slow:
+        raise ValueError("rotary base too small: no slow pairs for content matching")
+    with torch.no_grad():
+        emb = model.model.embed_tokens.weight  # (V, hidden)
+        emb.zero_()
+        emb[:, :c] = torch.randn(emb.shape[0], c, generator=gen) * embed_std
+        # RMSNorm gives a content-only row norm sqrt(hidden); this restores the embedding scale.
+        unscale = embed_std * math.sqrt(c) / math.sqrt(hidden)
+
+        a0 = model.model.layers[0].self_attn
+        _clear_head(a0, 0, d)
+        q, k = previous_token_bias(inv_freq, n_fast, prev_gain)
+        a0.q_proj.bias[:d] = q
+        a0.k_proj.bias[:d] = k
+        a0.v_proj.weight[:d, :c] = torch.eye(c) * unscale
+        a0.o_proj.weight[c:, :d] = torch.eye(c)
+        # Drawn even when unused, so the later draws do not depend on ``two_token``.
+        rot = torch.linalg.qr(torch.randn(c, c, generator=gen))[0]  # (c, c) orthogonal
+        if two_token > 0:
+            q2, k2 = previous_token_bias(inv_freq, n_fast, prev_gain, distance=2)
+            _clear_head(a0, 1, d)
+            a0.q_proj.bias[d:] = q2
+            a0.k_proj.bias[d:] = k2
+            a0.v_proj.weight[d:, :c] = torch.eye(c) * unscale
+            a0.o_proj.weight[c:, d:] = rot * two_token
+
+        a1 = model.model.layers[1].self_attn
+        _clear_head(a1, 0, d)
+        rows = slow + [i + half for i in slow]
+        proj = torch.linalg.qr(torch.randn(c, len(rows), generator=gen))[0].T  # (r, c)
+        a1.q_proj.weight[rows, :c] = proj * match_gain  # current token
+        a1.k_proj.weight[rows, c:] = proj * match_gain  # previous token
+        if two_token > 0:  # the query adds the previous token, rotated like the key's second one
+            a1.q_proj.weight[rows, c:] = proj @ rot * two_token * match_gain
+        # Both halves are filled at layer 1, so RMSNorm scales each by about 1/sqrt(2) more.
+        a1.v_proj.weight[:d, :c] = torch.eye(c) * unscale * math.sqrt(2)
+        a1.o_proj.weight[:c, :d] = torch.eye(c) * copy_gain
+        if name_starts:
+            u = torch.randn(c, generator=gen)
+            u /= u.norm()
+            # u is orthogonal to every random row, so u·x is the same for all name starts and
+            # the recency term decides between them.
+            emb[:, :c] -= (emb[:, :c] @ u)[:, None] * u
+            emb[list(name_starts), :c] += u * name_gain
+            _name_start_head(a1, inv_freq, u, recency, unscale * math.sqrt(2) * copy_gain)
+    return model
+
+
+def _clear_head(attn: Any, head: int, d: int) -> None:
+    """Zero one head's query, key and value (weights and biases) and its output columns."""
+    rows = slice(head * d, (head + 1) * d)
+    for lin in (attn.q_proj, attn.k_proj, attn.v_proj):
+        lin.weight[rows] = 0
+        lin.bias[rows] = 0
+    attn.o_proj.weight[:, rows] = 0
+
+
+def _name_start_head(
+    attn: Any, inv_freq: torch.Tensor, u: torch.Tensor, recency: float, copy: float
+) -> None:
+    """Head 1 of ``attn`` attends to the most recent name start and copies it (see the module
+    docstring). Content: the slowest pair scores u·x. Recency: a pair with θ·CONTEXT < π/2 and
+    q̃ conj(k̃) = iR scores −R sin(Δθ) ≈ −RθΔ, so R = recency / θ (before the 1/sqrt(d) scaling,
+    undone here) costs ``recency`` nats per position."""
+    d = attn.head_dim
+    half, c = d // 2, d
+    _clear_head(attn, 1, d)
+    scale = math.sqrt(d)  # undo the attention's 1/sqrt(d)
+    slowest = half - 1
+    attn.q_proj.bias[d + slowest] = 1.0
+    attn.k_proj.weight[d + slowest, :c] = u * scale * 3.0
+    j = next(i for i in range(half) if float(inv_freq[i]) * CONTEXT < math.pi / 2)
+    attn.k_proj.bias[d + j] = 1.0
+    attn.q_proj.bias[d + half + j] = scale * recency / float(inv_freq[j])
+    attn.v_proj.weight[d : 2 * d, :c] = torch.eye(c) * copy
+    attn.o_proj.weight[:c, d : 2 * d] = torch.eye(c)

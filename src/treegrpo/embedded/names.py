@@ -1,0 +1,32 @@
+"""The name pool of the synthetic world: short invented names, one token each, shared by every
+world.
+
+Every world draws its people from this one fixed pool and redraws who relates to whom, so a name
+carries no fact from one world to the next: remembering is useless and the agent has to search.
+Because the pool is fixed, the tiny agent's tokenizer makes each name a single token
+(``treegrpo.embedded.search_tokenizer``), and copying a name out of a passage is one token's
+attention, not a spelling task: reading is easy, the search decisions are what is hard.
+
+A name is two consonant-vowel syllables ("Kalo", "Tevu"), capitalized; none ends in "e" or "s",
+so the Snowball stemmer of the BM25 index leaves every name whole.
+"""
+
+from __future__ import annotations
+
+import random
+
+CONSONANTS = "bdfgklmnprtvz"
+VOWELS = "aiou"
+POOL_SIZE = 160
+"""Names in the pool; a world uses ``WorldConfig.n_people`` of them."""
+
+
+def _pool() -> tuple[str, ...]:
+    syllables = [c + v for c in CONSONANTS for v in VOWELS]
+    rng = random.Random("treegrpo-name-pool")
+    words = sorted({(a + b).capitalize() for a in syllables for b in syllables})
+    return tuple(sorted(rng.sample(words, POOL_SIZE)))
+
+
+NAME_POOL: tuple[str, ...] = _pool()
+"""The fixed pool, sorted; the same on every machine and in every release of this format."""

@@ -1,0 +1,126 @@
+"""A scripted search agent that searches perfectly, and the episode loop it runs in.
+
+``run_episode`` plays one question the way ``treegrpo.rollout.sampler`` does (steps 1..max_turns
+may search, one final step must answer; an invalid step gets the protocol's feedback), with the
+real ``SearchProtocol`` observation tokens and any real search tool. Policies are plain functions
+from the observation texts seen so far to the next step's text.
+
+``OracleAgent`` asks the right query at every hop and takes each bridge entity from the
+observation text it received (``relations.find_object``), not from the world's tables; so a 100%
+score shows that every question is answerable through retrieval as the agent sees it (top-k,
+truncated observations). The warm start writes its demonstrations with the same step format
+(``search_step``, ``answer_step``, ``plan_text``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.core.rewards import exact_match, extract_answer, is_valid_format, search_r1_reward
+from treegrpo.embedded.relations import find_object, query
+from treegrpo.embedded.synthetic import Plan
+from treegrpo.tools.base import SearchTool
+
+Policy = Callable[[Sequence[str]], str]  # observation texts so far → the next step's text
+
+
+def search_step(think: str, text: str) -> str:
+    return f"<think> {think} </think><search> {text} </search>"
+
+
+def answer_step(think: str, answer: str) -> str:
+    return f"<think> {think} </think><answer> {answer} </answer>"
+
+
+def plan_text(subject: str, relations: Sequence[str]) -> str:
+    """The thought that opens a hop: the entity in hand and the relations still to follow, in
+    the question's own words ("Tevu's boss's rival"), or the entity alone when none is left."""
+    return "'s ".join([subject, *relations])
+
+
+@dataclass
+class Turn:
+    action_ids: list[int]  # the agent's step (mask 1 in a demonstration)
+    obs_ids: list[int]  # observation or feedback (mask 0); empty after the last step
+    query: str | None = None  # the executed search, if any
+    passages: tuple[str, ...] = ()  # retrieved contents, best first
+
+
+@dataclass
+class Episode:
+    turns: list[Turn]
+
+    def action_ids(self) -> list[int]:
+        return [t for turn in self.turns for t in turn.action_ids]
+
+    def response_ids(self) -> list[int]:
+        return [t for turn in self.turns for t in (*turn.action_ids, *turn.obs_ids)]
+
+    def score(self, protocol: SearchProtocol, golds: Sequence[str]) -> dict[str, float]:
+        """Reward, EM and format exactly as ``treegrpo.rollout.scoring`` computes them."""
+        response = protocol.decode(self.response_ids())
+        model_text = protocol.decode(self.action_ids())
+        answer = extract_answer(model_text)
+        return {
+            "reward": search_r1_reward(response, golds, model_text=model_text),
+            "em": exact_match(answer, golds),
+            "valid_format": float(is_valid_format(response)),
+            "searches": float(sum(t.query is not None for t in self.turns)),
+        }
+
+
+def run_episode(
+    policy: Policy,
+    protocol: SearchProtocol,
+    tool: SearchTool,
+    max_turns: int = 3,
+    topk: int = 3,
+) -> Episode:
+    """Play one episode: the Search-R1 turn rules of ``treegrpo.rollout.sampler``."""
+    turns: list[Turn] = []
+    observations: list[str] = []
+    for step in range(max_turns + 1):
+        ids = list(protocol.tokenizer(policy(observations), add_special_tokens=False)["input_ids"])
+        action = protocol.parse(ids)
+        if action.kind == "answer" or step == max_turns:
+            turns.append(Turn(ids, []))
+            break
+        if action.kind == "search":
+            passages = tuple(p.contents for p in tool.search([action.text], topk)[0])
+            obs = protocol.observation_ids(passages)
+            turns.append(Turn(ids, obs, action.text, passages))
+        else:
+            obs = protocol.invalid_ids()
+            turns.append(Turn(ids, obs))
+        observations.append(protocol.decode(obs))
+    return Episode(turns)
+
+
+class OracleAgent:
+    """Searches "<entity> <relation>" for each relation of the plan, reads the next entity from
+    the latest observation, and answers with the last one (or "unknown" when a fact is missing
+    from what it retrieved, which a test turns into a failure). Its thought before each step is
+    ``plan_text`` of what is left."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+
+    def entities(self, observations: Sequence[str]) -> list[str | None]:
+        """The start and each bridge entity read so far (None once a fact was not found)."""
+        chain: list[str | None] = [self.plan.start]
+        for rel, obs in zip(self.plan.relations, observations, strict=False):
+            prev = chain[-1]
+            chain.append(None if prev is None else find_object(obs, rel, prev))
+        return chain
+
+    def __call__(self, observations: Sequence[str]) -> str:
+        chain = self.entities(observations)
+        hop, current = len(chain) - 1, chain[-1]
+        if current is None:
+            return answer_step("the fact is missing", "unknown")
+        rest = self.plan.relations[hop:]
+        if not rest:
+            return answer_step(current, current)
+        return search_step(plan_text(current, rest), query(current, rest[0]))

@@ -1,0 +1,63 @@
+"""The BPE tokenizer of the tiny search agent: protocol tags and names as single tokens.
+
+Trained on the fixed text the agent sees (the instruction, the observation and feedback wording,
+fact sentences, questions and thoughts) with every name of the synthetic world's fixed pool
+(``treegrpo.embedded.names``) repeated until BPE merges it into one token, in both spellings a name
+takes (" Kalo" inside text, "Kalo" after the quote of a passage title). So copying a name out of
+a passage is copying one token. The eight protocol tags are special tokens, so a step-end tag is
+one token and no text can split it.
+"""
+
+from __future__ import annotations
+
+from transformers import PreTrainedTokenizerFast
+
+from treegrpo.agent.prompt import instruction_text
+from treegrpo.agent.protocol import CLOSE_INFO, INVALID_FEEDBACK, OPEN_INFO
+from treegrpo.embedded.names import NAME_POOL
+from treegrpo.embedded.relations import RELATIONS, fact_sentence, question_text
+from treegrpo.models.tiny import train_bpe_tokenizer
+
+TAGS = (
+    "<think>",
+    "</think>",
+    "<search>",
+    "</search>",
+    "<information>",
+    "</information>",
+    "<answer>",
+    "</answer>",
+)
+
+
+def tokenizer_texts() -> list[str]:
+    """The training text: fixed wording, relation words, and each name many times."""
+    # The fixed wording repeated so that its words become whole tokens too: the prompt and the
+    # observations stay short, which is what makes rollouts and the warm start cheap.
+    texts = [instruction_text(""), INVALID_FEEDBACK, OPEN_INFO, CLOSE_INFO] * 50
+    texts += [f"Doc {i}(Title: " for i in range(1, 6)] * 50
+    for rel in RELATIONS:
+        texts += [fact_sentence("", rel, ""), question_text("", [rel, rel]), f" {rel}"] * 20
+    # Whole names outrank every merge of the template words, so none is split.
+    for name in NAME_POOL:
+        texts += [name, " " + name, f'"{name}"'] * 100
+    return texts
+
+
+def train_search_tokenizer(vocab_size: int = 768) -> PreTrainedTokenizerFast:
+    """The tokenizer (a few seconds at most); deterministic for a given ``vocab_size``. Raises
+    ValueError when the vocabulary is too small to hold every name as one token."""
+    tok = train_bpe_tokenizer(tokenizer_texts(), vocab_size=vocab_size, special_tokens=TAGS)
+    split = [n for n in NAME_POOL for s in (n, " " + n) if len(tok(s)["input_ids"]) != 1]
+    if split:
+        raise ValueError(
+            f"vocab_size={vocab_size} splits {len(split)} names (e.g. {split[0]!r}); raise it"
+        )
+    return tok
+
+
+def name_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:
+    """The ids of every name of the pool, in both spellings (" Kalo" and "Kalo"): the tokens
+    the copying circuit's name head attends to (``induction.induction_init``)."""
+    ids = {i for n in NAME_POOL for s in (n, " " + n) for i in tokenizer(s)["input_ids"]}
+    return sorted(ids)

@@ -1,0 +1,278 @@
+"""One decode token per row through a Llama-family model, without transformers' plumbing.
+
+At decode time each forward computes a single token per row, so the arithmetic is small and the
+fixed cost of the model's module stack (keyword plumbing, output capturing, mask and cache
+bookkeeping, about forty module calls per layer) is a large share of the step: on the bench
+model of ``bench/rollout.py`` (8 layers, hidden 512, ~8 rows) about 4 ms of a 13 ms step at two
+CPU threads. ``LeanDecoder`` runs the same computation as the model's own forward for
+``q_len = 1`` and an additive mask, calling the model's own linear, MLP and rotary modules (so
+LoRA adapters, packed oneDNN weights and any rope scaling still apply) and doing the rest with a
+handful of tensor ops per layer:
+
+    x = h + o_proj(attn(rope(q_proj(n1(h))), cache ⊕ rope(k_proj(n1(h))), cache ⊕ v_proj(n1(h))))
+    h' = x + mlp(n2(x));   logits = lm_head(norm(h_L))
+
+with RMSNorm n(x) = w · x / sqrt(mean(x²) + eps) (Zhang & Sennrich 2019) and rotary position
+embedding (Su et al. 2021) as the model defines them. Grouped-query attention runs on the
+key/value heads directly: the n_rep query heads of a group become n_rep query rows.
+
+Projections that read the same input run as one product: q, k and v as x [W_q; W_k; W_v]ᵀ,
+and the MLP's gate and up as x [W_g; W_u]ᵀ, with the stacked weights rebuilt when a part changes
+(``engine.cpu.lora.Fused``). At a few rows per decode step a product streams its weight from
+memory at a fixed cost per call; five calls become two, and the second CPU thread gets wider
+products to split. A projection wrapped by peft's LoRA (as while training with adapters) folds its
+adapters into that weight, W₀ + s·B·A (``engine.cpu.lora.fold``), so the decode step runs four
+products per layer instead of three per wrapped projection (base, A, B), plus dropout and
+scaling; the weights are rebuilt after each optimizer step, since A and B changed.
+
+Attention on CPU in fp32 runs as two batched products and a softmax (``_attend_matmul``): with
+a query block of only n_rep rows, SDPA's flash kernel there reads the cache more slowly, and
+decode attention is bound by reading it (elsewhere, SDPA).
+
+Rotary embedding is applied to q and k together (one set of ops on their heads side by side,
+straight from the fused product), and for rope types whose frequencies do not depend on the
+position reached (``STATIC_ROPE``) cos and sin come from a table the model's own rotary module
+computes once per batch of decode steps, so a step looks them up instead of recomputing them.
+
+Only architectures whose decoder layer is exactly that (Qwen2, Llama and their fine-tunes, such
+as SmolLM2 and Qwen2.5) are accepted; ``lean_decoder`` returns None for anything else, and the
+engine then calls the model itself. A test compares the logits with the model's forward.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+
+from treegrpo.core.partition import contiguous_partition
+from treegrpo.engine.cpu.lora import Fused, fold
+
+# Decoder layers computed as in the docstring; a model type joins once a test covers it.
+SUPPORTED = frozenset({"qwen2", "llama"})
+# Rope types whose inv_freq is fixed (transformers' "dynamic" and "longrope" rescale it with the
+# sequence length, so a table built for the longest position would differ from a step's own).
+STATIC_ROPE = frozenset({"default", "linear", "llama3"})
+# The fixed cost of one attention call, in bytes of KV it could have read instead (~15 µs at the
+# ~10 GB/s one core streams on these CPUs); see attention_spans.
+CALL_BYTES = 150_000
+
+
+def lean_decoder(model: Any) -> LeanDecoder | None:
+    """A ``LeanDecoder`` for ``model`` (a transformers causal LM, peft already unwrapped), or
+    None when its architecture is not one this file reproduces exactly."""
+    config = model.config
+    if getattr(config, "model_type", None) not in SUPPORTED:
+        return None
+    if getattr(model, "hf_device_map", None):  # accelerate hooks move tensors between devices
+        return None
+    if any(t != "full_attention" for t in getattr(config, "layer_types", None) or []):
+        return None
+    inner = getattr(model, "model", None)
+    needed = ("embed_tokens", "layers", "norm", "rotary_emb")
+    if inner is None or not all(hasattr(inner, n) for n in needed):
+        return None
+    return LeanDecoder(model)
+
+
+class LeanDecoder:
+    """``decoder(ids, bias, pos, cache)`` → next-token logits, as ``model(...)`` would give.
+
+    ids: (b, 1) token ids; bias: (b, 1, 1, n) additive mask over the n = cached + 1 columns (0
+    attended, -inf not) or None for all columns; pos: (b, 1) position ids; cache: a
+    ``DynamicCache`` whose layers take the new column with ``update`` (the engine's
+    ``BufferLayer``). Returns (b, V) logits. Call ``prepare`` first, and again whenever the
+    weights may have changed (the engine does, before each batch of decode steps).
+    """
+
+    def __init__(self, model: Any) -> None:
+        inner = model.model
+        self.embed = inner.embed_tokens
+        self.layers = list(inner.layers)
+        self.norm = inner.norm
+        self.rotary = inner.rotary_emb
+        self.lm_head = model.lm_head
+        config = model.config
+        head_dim = (
+            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        )
+        column = (
+            2 * config.num_key_value_heads * head_dim * model.dtype.itemsize
+        )  # K and V, one row
+        self.call_overhead = max(1, CALL_BYTES // column)  # in row-columns
+        # per layer: fused q/k/v and gate/up products, and o and down with LoRA folded in, or
+        # None where a part does not fold into one product (see _fuse)
+        self.qkv = [_fuse(la.self_attn, ("q_proj", "k_proj", "v_proj")) for la in self.layers]
+        self.o = [_fuse(la.self_attn, ("o_proj",)) for la in self.layers]
+        self.gate_up = [_fuse(la.mlp, ("gate_proj", "up_proj")) for la in self.layers]
+        self.down = [_fuse(la.mlp, ("down_proj",)) for la in self.layers]
+        rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None)
+        rope_type = (rope or {}).get("rope_type", (rope or {}).get("type", "default"))
+        self._static_rope = rope_type in STATIC_ROPE
+        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin: (P, D) each
+
+    def prepare(self, packed: bool, positions: int = 0) -> None:
+        """Bring the fused weights in step with the model's (once per batch of decode steps):
+        ``packed``: keep them in oneDNN's blocked layout (the engine's packed linear layers);
+        ``positions``: the steps that follow stay below this position, so cos and sin for
+        positions 0..positions-1 are tabulated (static rope types only; 0 = no table, each step
+        calls the rotary module)."""
+        for f in (*self.qkv, *self.o, *self.gate_up, *self.down):
+            if f is not None:
+                f.refresh(packed)
+        if not self._static_rope or positions <= 0:
+            self._rope = None
+        else:
+            device = self.embed.weight.device
+            table = self._rope
+            if table is not None and table[0].shape[0] >= positions and table[0].device == device:
+                return
+            n = -(-positions // 1024) * 1024  # in whole 1024s, so growing contexts rarely rebuild
+            pos = torch.arange(n, device=device)[None]  # (1, P)
+            probe = torch.zeros(1, n, 1, dtype=self.embed.weight.dtype, device=device)
+            cos, sin = self.rotary(probe, pos)  # (1, P, D) each
+            self._rope = cos[0], sin[0]
+
+    def __call__(
+        self,
+        ids: torch.Tensor,
+        bias: torch.Tensor | None,
+        pos: torch.Tensor,
+        cache: DynamicCache,
+        spans: Sequence[tuple[int, int, int]] | None = None,
+    ) -> torch.Tensor:
+        """``spans``: attend in row ranges (see ``attention_spans``); None = one call."""
+        b = ids.shape[0]
+        h = self.embed(ids)  # (b, 1, E)
+        if self._rope is not None:
+            cos, sin = self._rope[0][pos], self._rope[1][pos]  # (b, 1, D) each
+        else:
+            cos, sin = self.rotary(h, pos)
+        cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, D), broadcast over heads
+        products = zip(self.qkv, self.o, self.gate_up, self.down, strict=True)
+        for layer, kv, fused in zip(self.layers, cache.layers, products, strict=True):
+            # the fused products that hold a weight now; None: call the modules
+            qkv, o_proj, gate_up, down = (f if f is not None and f.ready else None for f in fused)
+            att = layer.self_attn
+            x = _rms_norm(h, layer.input_layernorm)
+            d = att.head_dim
+            if qkv is not None:  # rope on the q and k heads side by side
+                qk, v = qkv(x, split=qkv.sizes[0] + qkv.sizes[1])
+                qk = _rope(qk.reshape(b, -1, 1, d), cos, sin)  # (b, Hq + Hkv, 1, D)
+                hq = qkv.sizes[0] // d
+                q, k = qk[:, :hq], qk[:, hq:]  # (b, Hq, 1, D), (b, Hkv, 1, D)
+            else:
+                q = _rope(att.q_proj(x).reshape(b, -1, 1, d), cos, sin)  # (b, Hq, 1, D)
+                k = _rope(att.k_proj(x).reshape(b, -1, 1, d), cos, sin)  # (b, Hkv, 1, D)
+                v = att.v_proj(x)
+            v = v.reshape(b, -1, 1, d)  # (b, Hkv, 1, D)
+            keys, values = kv.update(k, v)  # type: ignore[union-attr]  # (b, Hkv, n, D)
+            hkv = keys.shape[1]
+            q = q.view(b, hkv, -1, d)  # (b, Hkv, n_rep, D): a group's query heads as rows
+            o = _attend(q, keys, values, bias, att.scaling, spans)  # (b, Hkv, n_rep, D)
+            o = o.reshape(b, 1, -1)  # (b, 1, Hq·D), heads in order
+            h = h + (o_proj(o)[0] if o_proj is not None else att.o_proj(o))
+            x = _rms_norm(h, layer.post_attention_layernorm)
+            if gate_up is not None:  # down(act(gate(x)) · up(x)), the Llama/Qwen2 MLP
+                g, u = gate_up(x)
+                a = layer.mlp.act_fn(g) * u
+                h = h + (down(a)[0] if down is not None else layer.mlp.down_proj(a))
+            else:
+                h = h + layer.mlp(x)
+        logits: torch.Tensor = self.lm_head(_rms_norm(h, self.norm))[:, -1]  # (b, V)
+        return logits
+
+
+def _fuse(module: Any, names: Sequence[str]) -> Fused | None:
+    """The named projections of ``module`` as one ``Fused`` product, or None where one of them
+    does not fold (then the decoder calls the modules). A single projection is fused only when
+    it carries LoRA adapters: a plain one already runs as one product through its module."""
+    parts = [getattr(module, n, None) for n in names]
+    if any(p is None or fold(p) is None for p in parts):
+        return None
+    if len(parts) == 1 and type(parts[0]) is torch.nn.Linear:
+        return None
+    return Fused(parts)
+
+
+def attention_spans(pads: Sequence[int], width: int, overhead: int) -> list[tuple[int, int, int]]:
+    """Split the rows of a decode batch into contiguous ranges that attend separately.
+
+    Row i of the cache holds ``pads[i]`` padding columns, then its ``width - pads[i]`` real ones;
+    rows come longest first, so ``pads`` is ascending. One attention call over all rows reads
+    every padding column (a quarter of decode attention in bench/rollout.py, where attention is
+    bound by memory traffic); a call over rows [a, b) can start at column ``pads[a]``, the
+    range's least padding. Each call costs a fixed ``overhead`` (in row-columns). Returns the
+    ranges (a, b, first column) that minimize Σ (b − a)(width − pads[a]) + overhead
+    (``core.partition``). Within a range the mask still hides the remaining padding."""
+    if any(x > y for x, y in itertools.pairwise(pads)):
+        raise ValueError("pads must be ascending (rows longest first)")
+    ranges = contiguous_partition(len(pads), lambda a, b: (b - a) * (width - pads[a]) + overhead)
+    return [(a, b, pads[a]) for a, b in ranges]
+
+
+def _attend(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    bias: torch.Tensor | None,
+    scale: float,
+    spans: Sequence[tuple[int, int, int]] | None,
+) -> torch.Tensor:
+    """softmax(q kᵀ · scale + bias) v, over all rows at once or per span, skipping each span's
+    leading columns (views, no copies). q (b, Hkv, n_rep, D); keys, values (b, Hkv, n, D)."""
+    one = _attend_matmul if q.device.type == "cpu" and q.dtype == torch.float32 else _attend_sdpa
+    if spans is None or (len(spans) == 1 and spans[0][2] == 0):
+        return one(q, keys, values, bias, scale)
+    parts = [
+        one(
+            q[a:b],
+            keys[a:b, :, c:],
+            values[a:b, :, c:],
+            None if bias is None else bias[a:b, ..., c:],
+            scale,
+        )
+        for a, b, c in spans
+    ]
+    return torch.cat(parts)
+
+
+def _attend_sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float
+) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+
+
+def _attend_matmul(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float
+) -> torch.Tensor:
+    """The same attention as two batched products and a softmax, for CPU fp32. With a query
+    block of n_rep rows SDPA's flash kernel on CPU read the cache at 12.6-13.8 GB/s on two AMD
+    EPYC cores, these products at 13.8-17.0 GB/s (8 layers of bench/rollout.py's shape: 1.20x
+    faster at 11 rows x 500 columns, 1.35x at 16 x 1,500, equal at 32 x 800); decode attention
+    is bound by reading the cache, and about a third of a decode step there."""
+    s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)  # (b, Hkv, n_rep, n)
+    if bias is not None:
+        s = s.add_(bias)
+    return torch.matmul(torch.softmax(s, dim=-1), v)  # (b, Hkv, n_rep, D)
+
+
+def _rms_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
+    """The model's RMSNorm: normalized in fp32, cast back, then scaled by the weight."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, norm.weight.shape, norm.weight, norm.variance_epsilon)
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    out: torch.Tensor = norm.weight * xf.to(x.dtype)
+    return out
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding x·cos + rotate_half(x)·sin, rotate_half: (x1, x2) → (−x2, x1) over the
+    last dimension's halves (the pairing of Llama-family models)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin

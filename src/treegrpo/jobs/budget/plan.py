@@ -1,0 +1,314 @@
+"""The budget benchmark's plan: its settings (``BenchSettings``; data mode reads a run config,
+``DataJob``), the runs of the ladder (``RunSpec``, ``plan_runs``), each run's settings, and the
+check that a finished run may be reused (the same settings). The protocol and the sizing are in
+``jobs.budget.run``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from treegrpo.core.advantage import Mode
+from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER
+from treegrpo.jobs.budget.report import ABLATION_BUDGET
+from treegrpo.jobs.data import check_data, resolve_model
+from treegrpo.jobs.presets import (
+    DEFAULT_ALGO,
+    DEFAULT_EMBEDDED,
+    DEFAULT_OPTIM,
+    DEFAULT_RUN,
+    TRAIN_SECTIONS,
+    DataConfig,
+    EmbeddedConfig,
+)
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.yaml_config import load_config
+from treegrpo.warmstart.tiny import WarmStartConfig, warm_start_dir
+
+FULL_STEPS = 20
+"""RL steps per run in full mode (the module docstring has the sizing)."""
+QUICK_STEPS = 3
+"""RL steps per run in quick mode: checks that the pipeline runs, not the result."""
+QUICK_EVAL_QUESTIONS = 30
+"""Held-out questions in quick mode (data mode: at most this many of the config's)."""
+ABLATION_MODES: tuple[Mode, ...] = ("intra", "inter")
+"""Advantage modes of the ablation runs ("intra+inter" is the main tree run)."""
+
+# The embedded protocol: the default job's settings (only the shape, the advantage mode, the
+# steps and the seed change from run to run).
+BENCH_ALGO = DEFAULT_ALGO
+BENCH_OPTIM = DEFAULT_OPTIM
+BENCH_PROMPTS = DEFAULT_RUN.prompts_per_step
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the benchmark: a method at a budget with a seed."""
+
+    method: str
+    """"chain", "tree" (intra+inter) or "tree-intra" / "tree-inter" (the ablation)."""
+    budget: int
+    """Budget rung of the ladder (≈ trajectories per prompt)."""
+    seed: int
+    """RunConfig.seed: data order, sampling and expansion choice."""
+    algo: AlgorithmConfig
+    """The embedded preset's (data mode: the config's) algorithm settings with this run's shape
+    and advantage mode."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.method}-b{self.budget}-s{self.seed}"
+
+    def identity(self) -> dict[str, Any]:
+        """What names the run in the benchmark's records."""
+        a = self.algo
+        tree = a.algo == "tree"
+        return {
+            "name": self.name,
+            "method": self.method,
+            "budget": self.budget,
+            "seed": self.seed,
+            "shape": {"m": a.m, "n": a.n if tree else 0, "l": a.l if tree else 0},
+            "advantage_mode": a.mode(),
+        }
+
+    @property
+    def cost(self) -> float:
+        """Relative cost for scheduling and the ETA: a step costs about one leaf's worth of
+        fixed work plus one per leaf (trajectory) per prompt (measured, module docstring)."""
+        return 1.0 + self.algo.shape().leaves_per_prompt
+
+
+@dataclass(frozen=True)
+class DataJob:
+    """Data mode: the sections of a run config file (``treegrpo train --config``), as read. The
+    benchmark applies its ladder, run settings and held-out count on top of them."""
+
+    config: str
+    """The YAML file they were read from."""
+    algo: AlgorithmConfig
+    """Every run's algorithm settings but the shape and the advantage mode (the ladder's)."""
+    optim: OptimConfig
+    """Every run's optimizer settings."""
+    run: RunConfig
+    """Every run's run settings but directory, seed, steps, prompts, checkpoints, eval_every."""
+    model: ModelConfig
+    """LoRA or full fine-tuning, device and precision of every run."""
+    data: DataConfig
+    """The starting model, questions, search tool and agent limits (eval_questions: the
+    benchmark's)."""
+
+
+def load_data_job(path: str | Path) -> DataJob:
+    """Read a run config for data mode (strictly, as ``treegrpo train --config`` does); a
+    ``world`` section is refused: it configures the embedded job. Raises ValueError."""
+    sections = load_config(path, TRAIN_SECTIONS)
+    if sections["world"] != DEFAULT_EMBEDDED:
+        raise ValueError(
+            f"{path}: the world section configures the embedded job, which data mode does not "
+            "run; drop it"
+        )
+    return DataJob(
+        str(path),
+        sections["algo"],
+        sections["optim"],
+        sections["run"],
+        sections["model"],
+        sections["data"],
+    )
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """What the benchmark runs and where it writes."""
+
+    mode: str = "full"
+    """"full" or "quick" (names the default output files and run directories, with "data"
+    in data mode)."""
+    budgets: tuple[int, ...] = (2, 4, 8, 16)
+    """Budget rungs, each of 2, 4, 8, 16."""
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """RunConfig.seed values; every method runs with each."""
+    steps: int = FULL_STEPS
+    """RL steps per run."""
+    prompts_per_step: int = BENCH_PROMPTS
+    """Prompts per RL step (the same prompts for every method with the same seed)."""
+    eval_questions: int | None = DEFAULT_EMBEDDED.eval_questions
+    """Held-out questions evaluated after training (and once on the starting model); None (data
+    mode only): every question of the eval files."""
+    ablation: bool = True
+    """Also run the advantage ablation at budget ≈ 4 (intra only, inter only)."""
+    workers: int = 2
+    """Parallel runs, each in its own process pinned to one core (1: sequential, in-process;
+    the default in data mode)."""
+    out: Path = Path("bench/results/budget.json")
+    """The JSON result; the table (.md) and the plots (<stem>_*.png) go beside it."""
+    runs_dir: Path = Path("runs/bench-budget/full")
+    """Root of the run directories."""
+    job: DataJob | None = None
+    """Data mode: the run config every run starts from (None: the embedded world)."""
+
+
+def bench_settings(
+    quick: bool = False, config: str | Path | None = None, **overrides: Any
+) -> BenchSettings:
+    """The full or quick defaults with the given fields replaced (None values are ignored).
+
+    ``config``: data mode with this run config (``load_data_job``): steps, prompts per step and
+    held-out questions default to the file's (quick: 3 steps, at most 30 questions), workers to
+    1, the outputs to bench/results/budget-data[-quick].json and runs/bench-budget/data[-quick].
+    Raises ValueError on bad settings, a config file that does not fit, or a data section that
+    ``jobs.data.check_data`` rejects or that has no held-out questions."""
+    base = BenchSettings()
+    tag = ""
+    if config is not None:
+        job = load_data_job(config)
+        tag = "data"
+        base = replace(
+            base,
+            job=job,
+            steps=job.run.steps,
+            prompts_per_step=job.run.prompts_per_step,
+            eval_questions=job.data.eval_questions,
+            workers=1,
+            out=Path("bench/results/budget-data.json"),
+            runs_dir=Path("runs/bench-budget/data"),
+        )
+    if quick:
+        n = base.eval_questions
+        base = replace(
+            base,
+            mode="quick",
+            budgets=(2, 4),
+            seeds=(0,),
+            steps=QUICK_STEPS,
+            eval_questions=QUICK_EVAL_QUESTIONS if n is None else min(n, QUICK_EVAL_QUESTIONS),
+            ablation=False,
+            out=Path(f"bench/results/budget{'-' + tag if tag else ''}-quick.json"),
+            runs_dir=Path(f"runs/bench-budget/{tag + '-' if tag else ''}quick"),
+        )
+    s = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    bad = [b for b in s.budgets if b not in TREE_LADDER]
+    if bad or not s.budgets:
+        raise ValueError(f"budgets must be among {sorted(TREE_LADDER)}, got {list(s.budgets)}")
+    if not s.seeds or s.steps < 1 or s.prompts_per_step < 1:
+        raise ValueError("need at least one seed, step and prompt per step")
+    n = s.eval_questions
+    if (n is None and s.job is None) or (n is not None and n < 1):
+        raise ValueError("need at least one held-out question")
+    if s.workers < 1:
+        raise ValueError(f"workers must be >= 1, got {s.workers}")
+    if s.job is not None:
+        data = data_config(s)
+        problems = check_data(data)
+        if not data.eval_files:
+            problems.append("data.eval_files: the benchmark compares held-out EM; give some")
+        if problems:
+            raise ValueError(f"{s.job.config}: " + "; ".join(problems))
+    return s
+
+
+def plan_runs(
+    budgets: Iterable[int],
+    seeds: Iterable[int],
+    ablation: bool,
+    base: AlgorithmConfig = BENCH_ALGO,
+) -> list[RunSpec]:
+    """Chain and tree at each budget for each seed, plus the ablation's two modes at ≈ 4.
+
+    ``base``: the algorithm settings every run starts from (the embedded preset, or the data
+    mode's config). Chain runs change only ``algo`` and ``m`` of it, exactly as
+    ``treegrpo train --algo chain --m B`` does; tree runs set (M, N, L) from the ladder (every
+    leaf kept: k None); both use their algorithm's default advantage mode."""
+    specs = []
+    for seed in seeds:
+        for b in budgets:
+            chain = replace(base, algo="chain", m=CHAIN_LADDER[b].m, advantage_mode=None)
+            specs.append(RunSpec("chain", b, seed, chain))
+            specs.append(RunSpec("tree", b, seed, _tree_algo(b, base)))
+        if ablation:
+            for mode in ABLATION_MODES:
+                algo = replace(_tree_algo(ABLATION_BUDGET, base), advantage_mode=mode)
+                specs.append(RunSpec(f"tree-{mode}", ABLATION_BUDGET, seed, algo))
+    return specs
+
+
+def _tree_algo(budget: int, base: AlgorithmConfig) -> AlgorithmConfig:
+    shape = TREE_LADDER[budget]
+    return replace(base, algo="tree", m=shape.m, n=shape.n, l=shape.l, k=None, advantage_mode=None)
+
+
+def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
+    """The run's RunConfig (from the embedded preset's, or the data mode config's): its
+    directory and seed, the benchmark's steps and prompts; one checkpoint at the end, no
+    periodic evaluation."""
+    return replace(
+        DEFAULT_RUN if s.job is None else s.job.run,
+        out_dir=str(s.runs_dir / spec.name),
+        seed=spec.seed,
+        steps=s.steps,
+        prompts_per_step=s.prompts_per_step,
+        save_every=s.steps,
+        keep_checkpoints=1,
+        eval_every=0,
+        resume=False,
+        overwrite=False,  # execute_run removes a killed run's directory itself
+    )
+
+
+def world_config(s: BenchSettings) -> EmbeddedConfig:
+    """Embedded mode: the preset's world with the benchmark's held-out questions."""
+    assert s.eval_questions is not None  # None (all questions) is for data mode only
+    return replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
+
+
+def data_config(s: BenchSettings) -> DataConfig:
+    """Data mode: the config's data section with the benchmark's held-out questions."""
+    if s.job is None:
+        raise ValueError("data_config: the benchmark is not in data mode (no config)")
+    return replace(s.job.data, eval_questions=s.eval_questions)
+
+
+def check_reusable(
+    spec: RunSpec, s: BenchSettings, warm: WarmStartConfig, summary: dict[str, Any]
+) -> None:
+    """Refuse to reuse a finished run made with other settings (the starting model, algorithm,
+    optimizer, world or data and model sections, steps, prompts, seed): its numbers would
+    silently mix into this one."""
+    cfg = summary["config"]
+    run = run_config(spec, s)
+    want: dict[str, Any] = {"algo": asdict(spec.algo)}
+    have: dict[str, Any] = {"algo": cfg["algo"]}
+    if s.job is None:
+        want["warm start"] = warm_start_dir(warm).name  # the cache key: every setting + format
+        have["warm start"] = Path(summary["warm_start_dir"]).name
+        want |= {"optim": asdict(BENCH_OPTIM), "embedded": asdict(world_config(s))}
+        have |= {"optim": cfg["optim"], "embedded": cfg["embedded"]}
+    else:
+        data = data_config(s)
+        assert data.model is not None  # bench_settings checked the data section
+        want["model dir"] = str(resolve_model(data.model))  # built-in models: their cache entry
+        have["model dir"] = summary["model_dir"]
+        want |= {"optim": asdict(s.job.optim), "data": asdict(data), "model": asdict(s.job.model)}
+        have |= {"optim": cfg["optim"], "data": cfg["data"], "model": cfg["model"]}
+    want |= {"steps": run.steps, "prompts_per_step": run.prompts_per_step, "seed": run.seed}
+    have |= {
+        "steps": cfg["run"]["steps"],
+        "prompts_per_step": cfg["run"]["prompts_per_step"],
+        "seed": cfg["run"]["seed"],
+    }
+    want = json.loads(json.dumps(want))  # tuples → lists, as in summary.json
+    diff = sorted(k for k in want if want[k] != have[k])
+    if diff:
+        raise SystemExit(
+            f"bench budget: {s.runs_dir / spec.name} was run with other settings "
+            f"({', '.join(diff)}); use another --runs-dir or remove it"
+        )
+
+
+def summary_path(s: BenchSettings, spec: RunSpec) -> Path:
+    """Where a finished run's summary is (the mark that it finished)."""
+    return s.runs_dir / spec.name / "summary.json"

@@ -1,0 +1,396 @@
+"""Numbers and the table of the budget-matched benchmark (``treegrpo.jobs.budget.run``):
+one record per run from its ``summary.json`` and ``metrics.jsonl``, mean ± sample std over
+seeds per (method, budget), and the paper-shaped markdown table. Pure: no torch, no files.
+
+Held-out EM is broken down by hop count where the questions have one (the synthetic world),
+else by data source where there are several (real question files); otherwise not at all.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scipy import stats
+
+ABLATION_BUDGET = 4
+"""The paper's advantage ablation is at budget ≈ 4, tree (2,2,1)."""
+NUMERIC = (
+    "em",
+    "f1",
+    "valid_format",
+    "tool_calls",
+    "leaves_per_prompt",
+    "generated_per_prompt",
+    "tool_calls_per_prompt",
+    "generated_total_per_prompt",
+    "tool_calls_total_per_prompt",
+    "trajectories_per_1k_tokens",
+    "token_efficiency",
+    "step_s",
+    "wall_s",
+    "mixed_reward_share",
+    "distinct_leaves",
+    "expansion_depth",
+    "root_expansions",
+)
+"""Per-run numbers aggregated over seeds (mean and sample std)."""
+
+
+def per_1k_tokens(trajectories: float, tokens: float) -> float:
+    """Trajectories per 1,000 generated tokens (NaN when nothing was generated)."""
+    return 1000.0 * trajectories / tokens if tokens > 0 else float("nan")
+
+
+def mean_std(xs: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (n − 1; None for a single value)."""
+    if not xs:
+        raise ValueError("mean_std of no values")
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
+
+
+def run_record(
+    identity: dict[str, Any], summary: dict[str, Any], steps: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """One run's numbers from its ``summary.json`` and the RL-step lines of ``metrics.jsonl``,
+    after ``identity`` (name, method, budget, seed, shape, advantage mode).
+
+    Held-out (after RL): EM, F1, EM by hop count and by data source (either may be empty),
+    tool calls per question. Spent in training
+    (mean over steps, per prompt): leaves, generated tokens, tool calls; their totals over the
+    run; trajectories per 1,000 generated tokens; the engine's processed ÷ distinct tokens.
+    """
+    if not steps:
+        raise ValueError(f"{identity.get('name')}: metrics.jsonl has no RL step")
+    after = summary["after"]
+    prompts = summary["config"]["run"]["prompts_per_step"]
+    leaves = statistics.fmean(m["agent/leaves"] for m in steps) / prompts
+    generated = [m["spend/generated_per_prompt"] for m in steps]
+    tools = [m["spend/tool_calls_per_prompt"] for m in steps]
+    cumulative = [sum(generated[: i + 1]) for i in range(len(generated))]
+    return {
+        **identity,
+        "steps": len(steps),
+        "em": after["overall"]["em"],
+        "f1": after["overall"]["f1"],
+        "valid_format": after["overall"]["valid_format"],
+        "tool_calls": after["overall"]["tool_calls"],
+        "em_by_hops": {h: v["em"] for h, v in after.get("by_hops", {}).items()},
+        "em_by_source": {s: v["em"] for s, v in after.get("by_source", {}).items()},
+        "leaves_per_prompt": leaves,
+        "generated_per_prompt": statistics.fmean(generated),
+        "tool_calls_per_prompt": statistics.fmean(tools),
+        "generated_total_per_prompt": sum(generated),
+        "tool_calls_total_per_prompt": sum(tools),
+        "trajectories_per_1k_tokens": per_1k_tokens(leaves, statistics.fmean(generated)),
+        "token_efficiency": statistics.fmean(m["spend/token_efficiency"] for m in steps),
+        "step_s": statistics.fmean(m["time/step_s"] for m in steps),
+        "wall_s": summary["seconds"]["total"],
+        "curve": {"generated_per_prompt": cumulative, "reward_em": [m["reward/em"] for m in steps]},
+        **{key: _step_mean(steps, f"tree/{key}") for key in TREE_DIAGNOSTICS},
+    }
+
+
+TREE_DIAGNOSTICS = ("mixed_reward_share", "distinct_leaves", "expansion_depth", "root_expansions")
+"""What the trees held, per RL step (``train.step``): the share of trees whose leaves' rewards
+differ, distinct trajectories per tree, the depth expansions branched at (0: the root) and the
+share of expansions from the root."""
+
+
+def _step_mean(steps: Sequence[dict[str, Any]], key: str) -> float:
+    values = [m[key] for m in steps if key in m]
+    return statistics.fmean(values) if values else float("nan")
+
+
+def paired_differences(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per budget: tree − chain held-out EM paired by seed (both runs of a seed share the
+    warm start, the prompts and the held-out questions), with the mean difference and its 95%
+    interval (Student t over the seeds; None with fewer than two)."""
+    by: dict[tuple[str, int, int], float] = {
+        (r["method"], r["budget"], r["seed"]): r["em"] for r in records
+    }
+    out = []
+    for budget in sorted({b for m, b, _ in by if m == "tree"}):
+        seeds = sorted(s for m, b, s in by if m == "tree" and b == budget and ("chain", b, s) in by)
+        if not seeds:
+            continue
+        diffs = [by[("tree", budget, s)] - by[("chain", budget, s)] for s in seeds]
+        mean, std = mean_std(diffs)
+        half = None if std is None else t_quantile(len(diffs) - 1) * std / len(diffs) ** 0.5
+        out.append(
+            {
+                "budget": budget,
+                "seeds": seeds,
+                "diffs": diffs,
+                "mean": mean,
+                "ci95": None if half is None else (mean - half, mean + half),
+            }
+        )
+    return out
+
+
+def t_quantile(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom."""
+    return float(stats.t.ppf(0.975, df))
+
+
+def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (method, budget): every NUMERIC field and each hop's and each source's EM as mean
+    and sample std over seeds, and the learning curve averaged over seeds step by step."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["method"], r["budget"]), []).append(r)
+    out = []
+    for (method, budget), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        agg: dict[str, Any] = {
+            "method": method,
+            "budget": budget,
+            "shape": rs[0]["shape"],
+            "seeds": sorted(r["seed"] for r in rs),
+        }
+        for key in NUMERIC:
+            agg[key] = _ms([r[key] for r in rs])
+        for by in ("em_by_hops", "em_by_source"):
+            names = list(dict.fromkeys(g for r in rs for g in r.get(by, {})))  # first seen first
+            if by == "em_by_hops":
+                names.sort()
+            agg[by] = {g: _ms([r[by][g] for r in rs if g in r.get(by, {})]) for g in names}
+        n = min(len(r["curve"]["reward_em"]) for r in rs)
+        agg["curve"] = {
+            k: [statistics.fmean(r["curve"][k][i] for r in rs) for i in range(n)]
+            for k in ("generated_per_prompt", "reward_em")
+        }
+        out.append(agg)
+    return out
+
+
+def _ms(xs: Sequence[float]) -> dict[str, float | None]:
+    if any(x != x for x in xs):  # NaN: a number some run did not log
+        return {"mean": float("nan"), "std": None}
+    mean, std = mean_std(xs)
+    return {"mean": mean, "std": std}
+
+
+SPEND_COLUMNS = (
+    ("tool calls (held-out)", "tool_calls", ".2f"),
+    ("tool calls spent / prompt", "tool_calls_per_prompt", ".2f"),
+    ("leaves / prompt", "leaves_per_prompt", ".1f"),
+    ("gen. tokens / prompt", "generated_per_prompt", ".0f"),
+    ("traj. per 1k tokens", "trajectories_per_1k_tokens", ".1f"),
+    ("token efficiency", "token_efficiency", ".3f"),
+)
+"""Columns after EM: (header, aggregate key, format). Spent = per prompt per RL step."""
+ABLATION_NAMES = {"tree": "intra+inter (Tree-GRPO)", "tree-intra": "intra", "tree-inter": "inter"}
+
+
+@dataclass(frozen=True)
+class Groups:
+    """The held-out breakdown the table shows: by hop count or by data source."""
+
+    label: str
+    """"hop" or "source"."""
+    key: str
+    """The record's and aggregate's field: "em_by_hops" or "em_by_source"."""
+    report_key: str
+    """The evaluation report's field: "by_hops" or "by_source"."""
+    names: tuple[str, ...]
+    """The groups, in column order."""
+
+    @property
+    def title(self) -> str:
+        return f"EM by {self.label} {'/'.join(self.names)}"
+
+
+def table_groups(before: dict[str, Any]) -> Groups | None:
+    """Hop counts if the starting model's report has them, else data sources if it has more
+    than one (one source would repeat the overall EM), else None: no breakdown columns."""
+    hops = tuple(sorted(before.get("by_hops", {})))
+    if hops:
+        return Groups("hop", "em_by_hops", "by_hops", hops)
+    sources = tuple(before.get("by_source", {}))
+    if len(sources) > 1:
+        return Groups("source", "em_by_source", "by_source", sources)
+    return None
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    """The paper-shaped budget table (rows: budget; chain vs tree) after a header with the
+    command, machine, settings and the starting model's EM (the warm start, or the data mode's
+    model); then the ablation table, if it ran."""
+    aggs = {(a["method"], a["budget"]): a for a in result["aggregates"]}
+    groups = table_groups(result["warm_start"])
+    parts = [
+        _header(result, groups),
+        _budget_rows(aggs, result["settings"]["budgets"], groups),
+        _paired_rows(result.get("paired", [])),
+        _diagnostic_rows(aggs, result["settings"]["budgets"]),
+        _ablation_rows(aggs, groups),
+    ]
+    return "\n\n".join(p for p in parts if p)
+
+
+def _header(result: dict[str, Any], groups: Groups | None) -> str:
+    s, m, before = result["settings"], result["machine"], result["warm_start"]
+    job = s.get("job")
+    start = "starting model" if job else "warm start"
+    breakdown = ""
+    if groups is not None:
+        cells = _report_cells(before[groups.report_key], groups.names)
+        breakdown = f" (by {groups.label} {'/'.join(groups.names)}: {cells})"
+    held_out = before["overall"].get("n", s["eval_questions"])
+    gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
+    lines = [
+        f"### Budget-matched Tree-GRPO vs chain GRPO ({s['mode']} mode"
+        + (", data mode)" if job else ")"),
+        "",
+        f"Command: `{result['command']}`  ",
+    ]
+    if job:
+        d = job["data"]
+        search = d["retriever_url"] or f"{d['corpus']} ({d['retriever']})"
+        lines.append(
+            f"Data: config {job['config']}; model {d['model']}; questions "
+            f"{', '.join(d['train_files'])}; held out {', '.join(d['eval_files'])}; "
+            f"search {search}.  "
+        )
+    lines += [
+        f"Machine: {m['platform']}, {m['cpus']} CPUs ({m.get('usable_cpus')} usable){gpu}, "
+        f"{s['workers']} worker(s) with "
+        f"{m['torch_threads']} torch thread(s) each; total wall time "
+        f"{format_duration(result['wall_s'])} ({result['counts']['ran']} runs ran, "
+        f"{result['counts']['reused']} reused).  ",
+        f"Settings: {s['steps']} RL steps x {s['prompts_per_step']} prompts, seeds "
+        f"{' '.join(map(str, s['seeds']))}, {held_out} held-out questions; "
+        f"{start} (before RL) EM {percent(before['overall']['em'])}{breakdown}.  ",
+        "EM %: held-out, greedy, after RL, mean ± sample std over seeds"
+        + (f"; by {groups.label}: means" if groups else "")
+        + ". Spend columns (chain / tree): per prompt per RL step, mean over steps and seeds.",
+    ]
+    return "\n".join(lines)
+
+
+def _budget_rows(
+    aggs: dict[tuple[str, int], dict[str, Any]], budgets: Sequence[int], groups: Groups | None
+) -> str:
+    by = [f"chain {groups.title}", f"tree {groups.title}"] if groups else []
+    head = [
+        "budget",
+        "tree (M,N,L)",
+        "chain EM %",
+        "tree EM %",
+        *by,
+        *(c[0] for c in SPEND_COLUMNS),
+    ]
+    align = "|---:|---|---:|---:|" + "---|" * len(by) + "---:|" * len(SPEND_COLUMNS)
+    lines = [_row(head), align]
+    for b in budgets:
+        c, t = aggs.get(("chain", b)), aggs.get(("tree", b))
+        shape = "({m},{n},{l})".format(**t["shape"]) if t else "—"
+        cells = [f"≈{b}", shape, _em(c), _em(t)]
+        if groups:
+            cells += [_by_group(c, groups), _by_group(t, groups)]
+        cells += [f"{_one(c, key, f)} / {_one(t, key, f)}" for _, key, f in SPEND_COLUMNS]
+        lines.append(_row(cells))
+    return "\n".join(lines)
+
+
+def _paired_rows(paired: Sequence[dict[str, Any]]) -> str:
+    """Tree − chain EM per budget, paired by seed, with its 95% interval."""
+    if not paired:
+        return ""
+    lines = [
+        "Tree − chain held-out EM, paired by seed (points):",
+        "",
+        "| budget | tree − chain | 95% interval | per seed |",
+        "|---:|---:|---|---|",
+    ]
+    for p in paired:
+        ci = "—" if p["ci95"] is None else f"[{100 * p['ci95'][0]:+.1f}, {100 * p['ci95'][1]:+.1f}]"
+        seeds = ", ".join(f"{100 * d:+.1f}" for d in p["diffs"])
+        lines.append(f"| ≈{p['budget']} | {100 * p['mean']:+.1f} | {ci} | {seeds} |")
+    return "\n".join(lines)
+
+
+def _diagnostic_rows(aggs: dict[tuple[str, int], dict[str, Any]], budgets: Sequence[int]) -> str:
+    """What the trees held, per tree run (mean over steps and seeds)."""
+    rows = [aggs[("tree", b)] for b in budgets if ("tree", b) in aggs]
+    if not rows or all(a["distinct_leaves"]["mean"] != a["distinct_leaves"]["mean"] for a in rows):
+        return ""  # NaN: runs from before the trainer logged them
+    lines = [
+        "What the trees held (per RL step, mean over steps and seeds):",
+        "",
+        "| budget | tree (M,N,L) | trees with mixed rewards | distinct leaves / tree "
+        "| expansion depth | expansions from the root |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for a in rows:
+        shape = "({m},{n},{l})".format(**a["shape"])
+        lines.append(
+            f"| ≈{a['budget']} | {shape} | {100 * a['mixed_reward_share']['mean']:.0f}% | "
+            f"{a['distinct_leaves']['mean']:.2f} | {a['expansion_depth']['mean']:.2f} | "
+            f"{100 * a['root_expansions']['mean']:.0f}% |"
+        )
+    return "\n".join(lines)
+
+
+def _ablation_rows(aggs: dict[tuple[str, int], dict[str, Any]], groups: Groups | None) -> str:
+    """Tree (2,2,1) with each advantage mode, and chain GRPO at the same budget for reference;
+    empty when the ablation did not run."""
+    if not any((m, ABLATION_BUDGET) in aggs for m in ("tree-intra", "tree-inter")):
+        return ""
+    by = [groups.title] if groups else []
+    head = ["advantage", "EM %", *by, *(c[0] for c in SPEND_COLUMNS)]
+    lines = [
+        f"Advantage ablation at ≈{ABLATION_BUDGET}, tree (2,2,1):",
+        "",
+        _row(head),
+        "|---|---:|" + "---|" * len(by) + "---:|" * len(SPEND_COLUMNS),
+    ]
+    rows = [(name, aggs.get((m, ABLATION_BUDGET))) for m, name in ABLATION_NAMES.items()]
+    rows.append((f"chain GRPO, {ABLATION_BUDGET} chains", aggs.get(("chain", ABLATION_BUDGET))))
+    for name, a in rows:
+        if a is not None:
+            cells = [name, _em(a), *([_by_group(a, groups)] if groups else [])]
+            lines.append(_row(cells + [_one(a, key, f) for _, key, f in SPEND_COLUMNS]))
+    return "\n".join(lines)
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def percent(x: float) -> str:
+    """0.173 → "17.3%"."""
+    return f"{100 * x:.1f}%"
+
+
+def _em(a: dict[str, Any] | None) -> str:
+    if a is None:
+        return "—"
+    std = a["em"]["std"]
+    return f"{100 * a['em']['mean']:.1f}" + ("" if std is None else f" ± {100 * std:.1f}")
+
+
+def _report_cells(by: dict[str, Any], names: Sequence[str]) -> str:
+    """EM % per group of an evaluation report, "—" where a group is missing."""
+    return "/".join(f"{100 * by[g]['em']:.0f}" if g in by else "—" for g in names)
+
+
+def _by_group(a: dict[str, Any] | None, groups: Groups) -> str:
+    if a is None:
+        return "—"
+    by = a.get(groups.key, {})
+    return "/".join(f"{100 * by[g]['mean']:.0f}" if g in by else "—" for g in groups.names)
+
+
+def _one(a: dict[str, Any] | None, key: str, fmt: str) -> str:
+    return "—" if a is None else format(a[key]["mean"], fmt)
+
+
+def format_duration(seconds: float) -> str:
+    """4321.4 → "1h12m01s", 75 → "1m15s"."""
+    m, s = divmod(round(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"

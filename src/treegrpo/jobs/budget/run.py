@@ -1,0 +1,369 @@
+"""The budget-matched benchmark: at the same rollout budget, does Tree-GRPO beat chain
+GRPO, on the embedded synthetic world or on your own questions, corpus and model?
+
+Every run starts from the same model, with the same prompts per step (the data order depends on
+the seed only), the same number of steps, the same seeds and the same held-out questions; only
+the sampling shape (and, in the ablation, the advantage mode) changes. The ladder is the
+paper's (ALGORITHM.md §2): tree (M,N,L) = (1,2,1), (2,2,1), (2,6,1), (4,5,1) against 2, 4, 8,
+16 chains, plus the advantage ablation at ≈ 4 (tree (2,2,1) with "intra" and with "inter";
+"intra+inter" is the main tree run). Because the budget formula is only an estimate, each run
+also reports what it really spent: generated tokens and tool calls per prompt, leaves per
+prompt, trajectories per 1,000 generated tokens and the engine's token efficiency.
+
+Two modes, one protocol:
+
+- Embedded (the default): every run is the embedded default job
+  (``jobs.embedded.run_embedded``) from the same cached warm start.
+- Data (``--config FILE``, a ``treegrpo train --config`` file with a ``data`` section, e.g.
+  configs/real-smollm2-wiki.yaml on a CPU or configs/searchr1-qa.yaml on a GPU): every run is
+  the data-driven job (``jobs.data.run_data``) with the file's algo section (the ladder sets
+  the shape and the advantage mode), its optim, model and data sections, and its run section
+  (the benchmark sets directory, seed, steps, prompts and checkpoints). Steps, prompts per step
+  and held-out questions are the file's unless flags give them. The held-out set must exist
+  (``data.eval_files``); it is broken down by data source where the questions have no hops.
+
+    treegrpo bench-budget --quick        # 1 seed, budgets 2 and 4, 3 steps, 30 questions
+    treegrpo bench-budget                # 3 seeds x 4 budgets x 2 methods + 6 ablation runs
+    treegrpo bench-budget --config configs/real-smollm2-wiki.yaml --quick   # data mode
+
+Each run has its own directory (``runs/bench-budget/<mode>/<method>-b<budget>-s<seed>``, mode
+full, quick, data or data-quick); one whose ``summary.json`` exists is reused if it was made
+with the same settings, so a killed benchmark resumes by re-running the same command (a run
+killed halfway starts over). The starting model (the warm start, or the data mode's model) is
+built or loaded and evaluated once, in this process; every run gets that report as its
+evaluation before training. Embedded runs go to a pool of ``--workers`` processes (default 2),
+each pinned to its own core with one torch thread. Data mode defaults to one worker: the runs
+go one after another in this process, which shares the questions, model directory and search
+index it prepared, and leaves ``model.device`` (a GPU) and torch's threads alone; more workers
+are pinned CPU processes as above, each preparing its own inputs (CPU runs only).
+
+Sizing of the embedded full mode (``FULL_STEPS`` = 20, 16 prompts per step), measured on 2
+cores of an AMD EPYC: budgets 2, 4 and 8 with the ablation, five seeds (40 runs), took 50 min on
+2 workers; a tree (4,5,1) step takes 27-40 s, so budget 16 adds about an hour.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import multiprocessing as mp
+import os
+import platform
+import shlex
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers.utils import logging as hf_logging
+
+from treegrpo.engine.cpu.denormal import flush_denormals
+from treegrpo.jobs.budget.plan import (
+    BENCH_ALGO,
+    BENCH_OPTIM,
+    BenchSettings,
+    RunSpec,
+    check_reusable,
+    data_config,
+    plan_runs,
+    run_config,
+    summary_path,
+    world_config,
+)
+from treegrpo.jobs.budget.report import (
+    aggregate,
+    format_duration,
+    markdown_table,
+    paired_differences,
+    percent,
+    run_record,
+)
+from treegrpo.jobs.data import evaluate_model_dir, prepare_inputs, run_data
+from treegrpo.jobs.embedded import held_out_evaluator, rl_and_eval_worlds, run_embedded
+from treegrpo.jobs.presets import EmbeddedConfig
+from treegrpo.models.load import load_model
+from treegrpo.viz.budget import plot_all
+from treegrpo.warmstart.tiny import WarmStartConfig, warm_start
+
+
+def warm_start_report(cfg: EmbeddedConfig, warm: WarmStartConfig) -> dict[str, Any]:
+    """Build (or load) the warm start and evaluate it on the held-out questions exactly as
+    ``run_embedded`` does before training; every run gets this report instead of repeating it."""
+    model, tokenizer = load_model(warm_start(warm, progress=False))
+    return held_out_evaluator(cfg, rl_and_eval_worlds(cfg)[1])(model, tokenizer)
+
+
+def data_start(s: BenchSettings) -> tuple[Any, dict[str, Any]]:
+    """Data mode: read the questions, prepare the model directory and the search tool
+    (``jobs.data.prepare_inputs``), and evaluate the starting model on the held-out questions
+    exactly as ``run_data`` does before training; returns the inputs and that report, which
+    every run gets instead of repeating it. Bad rows or missing files stop the benchmark."""
+    assert s.job is not None
+    data = data_config(s)
+    try:
+        inputs = prepare_inputs(data)
+    except (ValueError, OSError) as exc:
+        raise SystemExit(f"bench budget: {exc}") from None
+    n = len(inputs.held_out)
+    print(f"starting model {inputs.model_dir}: evaluate on {n} questions", flush=True)
+    before = evaluate_model_dir(inputs.model_dir, inputs, data, s.job.model.device)
+    if before is None:
+        raise SystemExit(f"bench budget: {s.job.config}: the eval files hold no questions")
+    return inputs, before
+
+
+def execute_run(
+    spec: RunSpec,
+    s: BenchSettings,
+    warm: WarmStartConfig,
+    before: dict[str, Any],
+    inputs: Any = None,
+) -> None:
+    """Run one benchmark run from scratch. A leftover directory of a killed run is removed
+    first: the trainer would append to its metrics.jsonl. Data mode: ``inputs`` are the
+    prepared ``jobs.data.DataInputs`` (None: prepared here, as in a worker process)."""
+    run = run_config(spec, s)
+    shutil.rmtree(run.out_dir, ignore_errors=True)
+    if s.job is None:
+        run_embedded(
+            spec.algo, BENCH_OPTIM, run, world_config(s), warm=warm, progress=False, before=before
+        )
+        return
+    data = data_config(s)
+    if inputs is None:
+        inputs = prepare_inputs(data)
+    run_data(spec.algo, s.job.optim, run, data, inputs, s.job.model, progress=False, before=before)
+
+
+def read_run(spec: RunSpec, s: BenchSettings) -> dict[str, Any]:
+    """The record of a finished run, from its directory."""
+    summary = json.loads(summary_path(s, spec).read_text())
+    lines = (s.runs_dir / spec.name / "metrics.jsonl").read_text().splitlines()
+    steps = [m for m in (json.loads(x) for x in lines if x) if "agent/leaves" in m]
+    return run_record(spec.identity(), summary, steps)
+
+
+class _Clock:
+    """Progress lines with the elapsed time and an ETA from the cost of what is left."""
+
+    def __init__(self, total: int, cost_left: float, workers: int) -> None:
+        self.t0 = time.perf_counter()
+        self.total, self.done = total, 0
+        self.cost_left, self.workers = cost_left, workers
+        self.cost_done, self.seconds_done = 0.0, 0.0
+
+    def line(self, what: str) -> None:
+        elapsed = format_duration(time.perf_counter() - self.t0)
+        eta = "?"
+        if self.cost_done > 0:
+            rate = self.seconds_done / self.cost_done / self.workers  # wall seconds per cost
+            eta = format_duration(self.cost_left * rate)
+        print(f"[{self.done:>2}/{self.total}] {what} | elapsed {elapsed} | ETA {eta}", flush=True)
+
+    def finished(self, cost: float, seconds: float) -> None:
+        self.done += 1
+        self.cost_left -= cost
+        self.cost_done += cost
+        self.seconds_done += seconds
+
+
+def run_pending(
+    pending: Sequence[RunSpec],
+    s: BenchSettings,
+    warm: WarmStartConfig,
+    before: dict[str, Any],
+    clock: _Clock,
+    inputs: Any = None,
+) -> list[str]:
+    """Run ``pending`` (costliest first) in ``s.workers`` pinned processes, or in this process
+    when workers is 1 (data mode: with the ``inputs`` prepared here; worker processes prepare
+    their own); returns the names of runs that failed (their error is printed)."""
+    order = sorted(pending, key=lambda sp: -sp.cost)
+    failed: list[str] = []
+
+    def started(spec: RunSpec) -> None:
+        clock.line(f"start {spec.name} ({_shape_text(spec)})")
+
+    def ended(spec: RunSpec, seconds: float, error: BaseException | None) -> None:
+        clock.finished(spec.cost, seconds)
+        if error is not None:
+            failed.append(spec.name)
+            clock.line(f"FAILED {spec.name}: {error!r}")
+        else:
+            em = read_run(spec, s)["em"]
+            clock.line(
+                f"done  {spec.name} in {format_duration(seconds)}: held-out EM {percent(em)}"
+            )
+
+    if s.workers == 1:
+        for spec in order:
+            started(spec)
+            t0 = time.perf_counter()
+            try:
+                execute_run(spec, s, warm, before, inputs)
+                ended(spec, time.perf_counter() - t0, None)
+            except Exception as exc:
+                ended(spec, time.perf_counter() - t0, exc)
+    else:
+        _run_in_pool(order, s, warm, before, started, ended)
+    return failed
+
+
+def _run_in_pool(
+    order: Sequence[RunSpec],
+    s: BenchSettings,
+    warm: WarmStartConfig,
+    before: dict[str, Any],
+    started: Callable[[RunSpec], None],
+    ended: Callable[[RunSpec, float, BaseException | None], None],
+) -> None:
+    """At most ``s.workers`` runs in flight; the next starts as soon as one ends, so the
+    progress lines show real start times. Workers are spawned (never forked from a process
+    that already ran torch) and each takes its own core."""
+    ctx = mp.get_context("spawn")
+    cores: Any = ctx.Queue()
+    available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
+    for i in range(s.workers):
+        cores.put(available[i % len(available)])
+    queue = list(order)
+    running: dict[Future[None], tuple[RunSpec, float]] = {}
+    with ProcessPoolExecutor(
+        s.workers, mp_context=ctx, initializer=_init_worker, initargs=(cores,)
+    ) as pool:
+        while queue or running:
+            while queue and len(running) < s.workers:
+                spec = queue.pop(0)
+                started(spec)
+                fut = pool.submit(execute_run, spec, s, warm, before)
+                running[fut] = (spec, time.perf_counter())
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                spec, t0 = running.pop(fut)
+                ended(spec, time.perf_counter() - t0, fut.exception())
+
+
+def _init_worker(cores: Any) -> None:
+    """Pin this worker to one core and one torch thread (the OpenMP and MKL variables say one
+    thread too, for what starts after this), and have it end with the benchmark: on Linux a
+    worker whose parent dies gets SIGTERM, so a killed benchmark leaves no worker training into
+    a run directory on its own."""
+    _die_with_parent()
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+    core = cores.get()
+    if core is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {core})
+    flush_denormals()  # before torch's first parallel op (engine.cpu.denormal)
+    torch.set_num_threads(1)
+    _quiet()
+
+
+def _die_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: workers outlive a killed parent, as before
+        pass
+
+
+def _quiet() -> None:
+    """No per-load progress bars from transformers: one line per run is the progress."""
+    hf_logging.disable_progress_bar()
+
+
+def _shape_text(spec: RunSpec) -> str:
+    a = spec.algo
+    if a.algo == "chain":
+        return f"{a.m} chains"
+    return f"(M,N,L)=({a.m},{a.n},{a.l}), {a.mode()}"
+
+
+def run_benchmark(
+    s: BenchSettings, warm: WarmStartConfig | None = None, command: str | None = None
+) -> dict[str, Any]:
+    """Run (or reuse) every run of ``s``, then write the JSON, the markdown table and the plots;
+    returns the result (the table is printed too). ``warm``: the warm start every run starts
+    from in embedded mode (default: the embedded job's; tests pass a tiny one); ``command``: for
+    the header (default: this process's command line). In data mode (``s.job``) every run starts
+    from the config's model; the result's "warm_start" is that model's report."""
+    warm = warm or WarmStartConfig()
+    t0 = time.perf_counter()
+    _quiet()
+    specs = plan_runs(s.budgets, s.seeds, s.ablation, BENCH_ALGO if s.job is None else s.job.algo)
+    done = [sp for sp in specs if summary_path(s, sp).is_file()]
+    for sp in done:
+        check_reusable(sp, s, warm, json.loads(summary_path(s, sp).read_text()))
+    pending = [sp for sp in specs if sp not in done]
+    workers = 1 if s.workers == 1 else min(s.workers, max(len(pending), 1))
+    clock = _Clock(len(specs), sum(sp.cost for sp in pending), workers)
+    for sp in done:
+        clock.done += 1
+        clock.line(f"reuse {sp.name} (summary.json exists)")
+    start = "warm start" if s.job is None else "starting model"
+    inputs = None
+    if pending and s.job is None:
+        print(f"warm start: build or load, evaluate on {s.eval_questions} questions", flush=True)
+        before = warm_start_report(world_config(s), warm)
+    elif pending:
+        inputs, before = data_start(s)
+    else:  # every run is reused: their summaries hold the same report
+        before = json.loads(summary_path(s, done[0]).read_text())["before"]
+    clock.line(f"{start} held-out EM {percent(before['overall']['em'])}")
+    failed = run_pending(pending, s, warm, before, clock, inputs) if pending else []
+    records = [read_run(sp, s) for sp in specs if sp.name not in failed]
+    result = {
+        "command": command or invocation(),
+        "machine": machine(1 if s.workers > 1 else None),
+        "settings": json.loads(json.dumps(asdict(s), default=str)),
+        "warm_start": {k: v for k, v in before.items() if k != "rows"},  # the starting model's
+        "warm_start_config": asdict(warm) if s.job is None else None,
+        "wall_s": time.perf_counter() - t0,
+        "counts": {"runs": len(specs), "ran": len(pending), "reused": len(done)},
+        "failed": failed,
+        "runs": records,
+        "aggregates": aggregate(records),
+        "paired": paired_differences(records),
+    }
+    write_outputs(result, s.out)
+    return result
+
+
+def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
+    """``out`` (JSON), ``out`` with .md (the table) and ``<stem>_*.png`` beside it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    table = markdown_table(result)
+    out.with_suffix(".md").write_text(table + "\n")
+    print(table, flush=True)
+    plots = plot_all(result, out.parent, out.stem)
+    print(f"wrote {out}, {out.with_suffix('.md')} and {len(plots)} plots", flush=True)
+    return [out, out.with_suffix(".md"), *plots]
+
+
+def invocation() -> str:
+    """The command line that started this process, as a user would type it."""
+    prog = Path(sys.argv[0])
+    head = ["treegrpo"] if prog.name == "treegrpo" else ["python", str(prog)]
+    return shlex.join([*head, *sys.argv[1:]])
+
+
+def machine(torch_threads: int | None) -> dict[str, Any]:
+    """Platform, CPUs (all, and those this process may use), the first GPU's name (None: no
+    GPU) and the torch threads each run used (None: this process's setting)."""
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpus": os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "torch_threads": torch_threads or torch.get_num_threads(),
+    }

@@ -1,0 +1,268 @@
+"""The data-driven job: train a model on your own questions with your own search tool.
+
+    questions (Search-R1 parquet / FlashRAG jsonl / built-in sets) + model + corpus or server
+    → the job runner (``jobs.runner``): greedy held-out eval → RL → greedy held-out eval
+    → before/after table, learning curve, summary.json, report.md in the run directory
+
+``treegrpo train --data.train-files …`` runs this instead of the embedded synthetic job. Names
+with a colon are built-in, offline sets: questions ``wiki:train`` and ``wiki:test`` and corpus
+``wiki:corpus`` (``treegrpo.data.wiki``), and model ``smollm2`` (``treegrpo.models.smollm2``).
+
+Inputs are checked in two stages so a mistake costs seconds, not a model load: ``check_data``
+only looks at names and paths (``treegrpo train --dry-run`` stops there); ``prepare_inputs``
+reads every question file (a broken row stops with file, row and field), then prepares the
+model and the search tool; only then does ``run_data`` load a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from treegrpo.data.load import load_questions
+from treegrpo.data.types import Question
+from treegrpo.data.wiki import wiki_corpus, wiki_questions
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.eval.evaluate import EvalItem, compare_table, evaluate, paper_table
+from treegrpo.jobs.presets import DataConfig
+from treegrpo.jobs.runner import Job, Report, run_job
+from treegrpo.models.load import load_model, resolve_device
+from treegrpo.models.smollm2 import prepare_smollm2
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.tools.base import SearchTool
+from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.tools.dense import DenseRetriever
+from treegrpo.tools.http_client import RemoteRetriever
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.trainer import TrainItem
+from treegrpo.warmstart.protocol import protocol_warm_start
+
+BUILTIN_QUESTIONS: dict[str, tuple[Literal["train", "test"], bool]] = {
+    "wiki:train": ("train", False),
+    "wiki:test": ("test", False),
+    "wiki-hard:train": ("train", True),
+    "wiki-hard:test": ("test", True),
+}
+"""Built-in question sets → (split, hard) of ``treegrpo.data.wiki.wiki_questions``."""
+BUILTIN_CORPORA = ("wiki:corpus",)
+"""Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
+BUILTIN_MODELS = ("smollm2", "smollm2-protocol")
+"""Built-in models: ``smollm2`` is ``treegrpo.models.smollm2.prepare_smollm2()``;
+``smollm2-protocol`` is it after the protocol warm start on the wiki train questions
+(``treegrpo.warmstart.protocol``; built once, a few minutes on a CPU)."""
+
+
+@dataclass
+class DataInputs:
+    """Everything the job reads, ready before any model loads."""
+
+    model_dir: Path
+    train: list[Question]
+    held_out: list[Question]  # already cut to eval_questions
+    tool: SearchTool
+
+
+def check_data(data: DataConfig) -> list[str]:
+    """What is wrong with ``data`` as far as names and paths tell (no file is read); [] if
+    nothing. Every problem names its field, e.g. ``data.corpus: wiki:corps: unknown …``."""
+    problems = []
+    if not data.train_files:
+        problems.append("data.train_files: give at least one question file (or wiki:train)")
+    if data.model is None:
+        problems.append(
+            "data.model: give a Hugging Face model directory, or a built-in one: "
+            + ", ".join(BUILTIN_MODELS)
+        )
+    elif data.model not in BUILTIN_MODELS and not (Path(data.model) / "config.json").is_file():
+        problems.append(f"data.model: {data.model}: not a Hugging Face model directory")
+    for field, names in (("train_files", data.train_files), ("eval_files", data.eval_files)):
+        for name in names:
+            problem = _check_name(name, BUILTIN_QUESTIONS)
+            if problem:
+                problems.append(f"data.{field}: {problem}")
+    if (data.corpus is None) == (data.retriever_url is None):
+        problems.append(
+            "data.corpus / data.retriever_url: give exactly one (a Search-R1 jsonl corpus to "
+            "search in-process, or the URL of a running /retrieve server)"
+        )
+    elif data.corpus is not None:
+        problem = _check_name(data.corpus, BUILTIN_CORPORA)
+        if problem:
+            problems.append(f"data.corpus: {problem}")
+    elif data.retriever != "bm25":
+        problems.append(
+            "data.retriever: applies to a corpus; a /retrieve server searches its own way"
+        )
+    if data.eval_questions is not None and data.eval_questions < 1:
+        problems.append(f"data.eval_questions: must be >= 1 or null, got {data.eval_questions}")
+    for field in ("topk", "max_new_tokens", "max_obs_tokens", "max_context"):
+        if getattr(data, field) < 1:
+            problems.append(f"data.{field}: must be >= 1, got {getattr(data, field)}")
+    if data.max_turns < 0:
+        problems.append(f"data.max_turns: must be >= 0, got {data.max_turns}")
+    if not 0 < data.top_p <= 1 or data.temperature <= 0:
+        problems.append("data.temperature must be > 0 and data.top_p in (0, 1]")
+    return problems
+
+
+def _check_name(name: str, builtin: Collection[str]) -> str | None:
+    if name in builtin:
+        return None
+    prefix = name.split(":", 1)[0]
+    if ":" in name and any(b.startswith(prefix + ":") for b in builtin):
+        return f"{name}: unknown built-in set (known: {', '.join(builtin)})"
+    if not Path(name).is_file():
+        return f"{name}: no such file"
+    return None
+
+
+def resolve_questions(names: Sequence[str]) -> list[Question]:
+    """The questions of files and built-in sets: the files first, read together by
+    ``load_questions`` (strict; uids unique across them), then the built-in sets in order.
+    A uid seen twice (one set given twice) is an error, never a merged group."""
+    files = [n for n in names if n not in BUILTIN_QUESTIONS]
+    out = load_questions(files) if files else []
+    for name in names:
+        if name in BUILTIN_QUESTIONS:
+            out.extend(wiki_questions(*BUILTIN_QUESTIONS[name]))
+    seen: set[str] = set()
+    for q in out:
+        if q.uid in seen:
+            raise ValueError(f"question {q.uid!r} is given twice (is a set listed twice?)")
+        seen.add(q.uid)
+    return out
+
+
+def resolve_model(name: str) -> Path:
+    """A model directory: the built-in ones are built (once) into the cache; anything else is a
+    path."""
+    if name in BUILTIN_MODELS:
+        base = prepare_smollm2()
+        if name == "smollm2-protocol":
+            return protocol_warm_start(base)
+        return base
+    return Path(name)
+
+
+def resolve_corpus(name: str) -> Path:
+    """A Search-R1 jsonl corpus: ``wiki:corpus`` is written (once) into the cache."""
+    if name == "wiki:corpus":
+        return wiki_corpus()
+    return Path(name)
+
+
+def make_tool(data: DataConfig) -> SearchTool:
+    """The search tool: a /retrieve server, or BM25 or dense search over the corpus."""
+    if data.retriever_url is not None:
+        return RemoteRetriever(data.retriever_url)
+    assert data.corpus is not None
+    corpus = resolve_corpus(data.corpus)
+    if data.retriever == "dense":
+        return DenseRetriever(corpus)
+    return BM25Retriever(corpus)
+
+
+def evenly_spaced(items: Sequence[Question], n: int | None) -> list[Question]:
+    """``n`` of ``items`` at evenly spaced positions (all when ``n`` is None or too large), so
+    every file of a concatenated list keeps its share."""
+    if n is None or n >= len(items):
+        return list(items)
+    pick = np.linspace(0, len(items) - 1, n).round().astype(int)
+    return [items[i] for i in sorted(set(pick.tolist()))]
+
+
+def prepare_inputs(data: DataConfig) -> DataInputs:
+    """Check ``data``, read the questions, then prepare the model directory and the search tool
+    (an index is built or loaded from the cache). Raises ValueError (bad names, bad rows) or
+    OSError (missing files, missing packages of the built-in sets)."""
+    problems = check_data(data)
+    if problems:
+        raise ValueError("; ".join(problems))
+    train_qs = resolve_questions(data.train_files)
+    held_out = resolve_questions(data.eval_files) if data.eval_files else []
+    held_out = evenly_spaced(held_out, data.eval_questions)
+    assert data.model is not None
+    return DataInputs(resolve_model(data.model), train_qs, held_out, make_tool(data))
+
+
+def held_out_eval(
+    model: Any, tokenizer: Any, inputs: DataInputs, data: DataConfig
+) -> dict[str, Any]:
+    """Greedy evaluation of a loaded model on ``inputs.held_out`` with ``data``'s agent limits:
+    what ``run_data`` reports before and after training (and every ``run.eval_every`` steps)."""
+    items = [EvalItem(q.question, list(q.golds), q.source, q.hops or None) for q in inputs.held_out]
+    return evaluate(
+        model,
+        tokenizer,
+        inputs.tool,
+        items,
+        AgentLimits(data.max_turns, data.topk, data.max_context),
+        data.max_new_tokens,
+        data.max_obs_tokens,
+    )
+
+
+def evaluate_model_dir(
+    path: Path, inputs: DataInputs, data: DataConfig, device: str = "auto"
+) -> dict[str, Any] | None:
+    """Load the model at ``path`` onto ``device`` (``ModelConfig.device``) and evaluate it with
+    ``held_out_eval``; None without held-out questions. With ``inputs.model_dir`` this is the
+    starting model's report: runs that share ``inputs`` can compute it once and hand it to
+    ``run_data(before=…)``."""
+    if not inputs.held_out:
+        return None
+    model, tokenizer = load_model(path)
+    return held_out_eval(model.to(resolve_device(device)), tokenizer, inputs, data)
+
+
+def run_data(
+    algo: AlgorithmConfig,
+    optim: OptimConfig,
+    run: RunConfig,
+    data: DataConfig,
+    inputs: DataInputs,
+    model_cfg: ModelConfig = ModelConfig(),
+    progress: bool = True,
+    before: Report | None = None,
+) -> dict[str, Any]:
+    """Evaluate, train, evaluate; returns the summary also written to ``<run>/summary.json``.
+    Evaluation is greedy and runs on the training device (``model_cfg.device``).
+
+    ``before``: the starting model's held-out report (``evaluate_model_dir(inputs.model_dir,
+    …)``) to write instead of evaluating it again; runs that share the inputs can share it."""
+    n_train, n_held_out = len(inputs.train), len(inputs.held_out)
+
+    def held_out(model: Any, tokenizer: Any) -> Report:
+        return held_out_eval(model, tokenizer, inputs, data)
+
+    def report(before: Report | None, after: Report | None) -> list[str]:
+        lines = [f"{n_train} training questions, {n_held_out} held out.", ""]
+        if before is None or after is None:
+            return [*lines, "No held-out evaluation (data.eval_files is empty).", ""]
+        lines += [compare_table(before, after), ""]
+        for name, r in (("before", before), ("after", after)):
+            paper = paper_table(r)
+            if paper:
+                lines += [f"EM {name} training, in the paper's layout:", "", paper, ""]
+        return lines
+
+    job = Job(
+        model_dir=inputs.model_dir,
+        tool=inputs.tool,
+        items=[TrainItem(q.question, q.golds, q.uid) for q in inputs.train],
+        sampling=SamplingParams(
+            temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
+        ),
+        limits=AgentLimits(data.max_turns, data.topk, data.max_context),
+        max_obs_tokens=data.max_obs_tokens,
+        held_out=held_out if inputs.held_out else None,
+        eval_device=model_cfg.device,
+        report=report,
+        summary={"questions": {"train": n_train, "held_out": n_held_out}},
+        config={"data": asdict(data)},
+    )
+    return run_job(job, algo, optim, run, model_cfg, before, progress)

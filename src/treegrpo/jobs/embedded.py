@@ -1,0 +1,121 @@
+"""The embedded default job: Tree-GRPO on the synthetic multi-hop world, on a CPU, in minutes.
+
+    warm start (cached) → the job runner (``jobs.runner``): held-out eval → RL on the training
+    world → held-out eval → before/after table, learning curve, report.md in the run directory
+
+Training and evaluation questions come from different generated worlds (the same names, other
+facts), so the agent cannot answer from memory: it has to search. Everything here is real: the
+BM25 retriever over each world's corpus, the transformers model, the engine, the trainer.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, replace
+from typing import Any
+
+import numpy as np
+
+from treegrpo.embedded.synthetic import World, train_eval_worlds
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.eval.evaluate import EvalItem, evaluate
+from treegrpo.jobs.presets import EmbeddedConfig
+from treegrpo.jobs.runner import Evaluator, Job, Report, run_job, start_run
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.trainer import TrainItem
+from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, warm_start
+
+
+def held_out_items(world: Any, n: int) -> list[EvalItem]:
+    """``n`` questions of ``world`` (an ``embedded.synthetic.World``) evenly spaced over its list,
+    which is ordered by hop count, so every hop count keeps its share."""
+    pick = np.linspace(0, len(world.questions) - 1, n).round().astype(int)
+    return [
+        EvalItem(q.question, list(q.golds), q.source, q.hops)
+        for q in (world.questions[i] for i in sorted(set(pick.tolist())))
+    ]
+
+
+def held_out_evaluator(cfg: EmbeddedConfig, eval_world: World) -> Evaluator:
+    """evaluate(model, tokenizer) → the greedy report on ``cfg.eval_questions`` questions of
+    ``eval_world``, searched with BM25 over its own corpus, with the job's agent limits: what
+    the job reports before and after RL."""
+    tool = BM25Retriever(eval_world.passages)
+    held_out = held_out_items(eval_world, cfg.eval_questions)
+    limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
+
+    def run(model: Any, tokenizer: Any) -> Report:
+        return evaluate(
+            model, tokenizer, tool, held_out, limits, cfg.max_new_tokens, cfg.max_obs_tokens
+        )
+
+    return run
+
+
+def rl_and_eval_worlds(cfg: EmbeddedConfig) -> tuple[World, World]:
+    """The world RL trains on and the held-out world: the same name pool, other facts."""
+    return train_eval_worlds(cfg.world_seed, n_people=cfg.people, n_questions=cfg.questions)
+
+
+def run_embedded(
+    algo: AlgorithmConfig,
+    optim: OptimConfig,
+    run: RunConfig,
+    cfg: EmbeddedConfig,
+    warm: WarmStartConfig | None = None,
+    progress: bool = True,
+    model_cfg: ModelConfig = ModelConfig(),
+    before: Report | None = None,
+) -> dict[str, Any]:
+    """Run the default job; returns the summary also written to ``<run>/summary.json``.
+
+    ``before``: the warm start's held-out report (``evaluate``'s output) to use instead of
+    evaluating it again; runs that share the warm start and held-out questions can share it.
+    """
+    t0 = time.perf_counter()
+    start_run(run)  # before the warm start: a refused run costs nothing
+    warm = warm or WarmStartConfig()
+    model_dir = warm_start(warm, progress=progress)
+    if warm.induction and model_cfg.lora_rank == 0:
+        # RL keeps the hand-built copying circuits fixed too (see warmstart.tiny.CIRCUIT_PARAMS).
+        model_cfg = replace(model_cfg, frozen=tuple(sorted({*model_cfg.frozen, *CIRCUIT_PARAMS})))
+    train_world, eval_world = rl_and_eval_worlds(cfg)
+    job = Job(
+        model_dir=model_dir,
+        tool=BM25Retriever(train_world.passages),
+        items=[TrainItem(q.question, tuple(q.golds), q.uid) for q in train_world.questions],
+        sampling=SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
+        limits=AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context),
+        max_obs_tokens=cfg.max_obs_tokens,
+        held_out=held_out_evaluator(cfg, eval_world),
+        eval_device="cpu",  # the tiny model: evaluated where it was built
+        report=_report,
+        summary={"warm_start_dir": str(model_dir)},
+        config={"embedded": asdict(cfg)},
+        seconds={"warm_start": time.perf_counter() - t0},
+    )
+    return run_job(job, algo, optim, run, model_cfg, before, progress)
+
+
+def _report(before: Report | None, after: Report | None) -> list[str]:
+    assert before is not None and after is not None  # the held-out world is never empty
+    return [before_after_table(before, after), ""]
+
+
+def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Held-out EM by hop count and overall, before and after RL (markdown)."""
+    lines = [
+        "| held-out group | n | EM before | EM after | tool calls before | after |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    groups = [(f"{k}-hop", k) for k in before["by_hops"]] + [("overall", None)]
+    for name, key in groups:
+        b = before["overall"] if key is None else before["by_hops"][key]
+        a = after["overall"] if key is None else after["by_hops"][key]
+        lines.append(
+            f"| {name} | {b['n']} | {100 * b['em']:.1f} | {100 * a['em']:.1f} | "
+            f"{b['tool_calls']:.2f} | {a['tool_calls']:.2f} |"
+        )
+    return "\n".join(lines)

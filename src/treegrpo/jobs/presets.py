@@ -1,0 +1,104 @@
+"""Presets and job settings: the embedded default job's world, and the data-driven job's model,
+datasets and retriever, and the sections of a run config file. Plain dataclasses on top of
+``train.config``: a tool can read and write run configs without loading the jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+
+
+@dataclass(frozen=True)
+class EmbeddedConfig:
+    """The synthetic world and the agent's limits in it."""
+
+    world_seed: int = 0
+    """Seed of the training world (the evaluation world uses another seed)."""
+    people: int = 100
+    """People per world (of the 160-name pool; one passage each)."""
+    questions: int = 400
+    """Questions per world, a quarter each of 1, 2, 3 and 4 hops."""
+    eval_questions: int = 400
+    """Held-out questions evaluated before and after training (evenly spaced over the eval
+    world's list, so each hop count keeps its quarter)."""
+    max_turns: int = 4
+    """Steps that may search before the final step (the longest questions need 4)."""
+    topk: int = 1
+    """Passages per search (one fact per passage; see ``warmstart.tiny``)."""
+    max_new_tokens: int = 32
+    """Tokens per agent step."""
+    max_obs_tokens: int = 160
+    """Tokens per observation."""
+    max_context: int = 1024
+    """Prompt plus all steps, in tokens."""
+    temperature: float = 1.0
+    """Sampling temperature during training, the paper's (evaluation is greedy)."""
+
+
+# The embedded default: Tree-GRPO at budget ≈ 4, (M, N, L) = (2, 2, 1), sized for 2 CPU cores.
+# The reward is exact match alone (no format bonus: the warm start's format is valid anyway, and
+# the bonus would only shrink the gap between answering early and answering right). Prompts whose
+# leaves all score alike carry no advantage and are left out of the update.
+DEFAULT_ALGO = AlgorithmConfig(
+    algo="tree", m=2, n=2, l=1, format_score=0.0, skip_uniform_prompts=True
+)
+DEFAULT_OPTIM = OptimConfig(
+    lr=3e-4, weight_decay=0.0, mini_batch_prompts=4, micro_batch_tokens=8192
+)
+DEFAULT_RUN = RunConfig(out_dir="runs/default", steps=50, prompts_per_step=16, save_every=10)
+DEFAULT_EMBEDDED = EmbeddedConfig()
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The data-driven job (`treegrpo train --data.train-files …`): the starting model, the
+    question files, the search tool and the agent's limits (defaults: the paper's QA runs).
+    Built-in, offline sets: questions "wiki:train" and "wiki:test", corpus "wiki:corpus", model
+    "smollm2" (treegrpo.jobs.data resolves them)."""
+
+    model: str | None = None
+    """Hugging Face model directory to start from, or "smollm2" (SmolLM2-135M-Instruct, built
+    offline by `treegrpo prepare-model smollm2`)."""
+    train_files: tuple[str, ...] = ()
+    """Training questions: Search-R1 parquet or FlashRAG jsonl files, or "wiki:train" (given:
+    the data-driven job runs instead of the embedded one)."""
+    eval_files: tuple[str, ...] = ()
+    """Held-out questions evaluated greedily before and after training (none: no evaluation)."""
+    eval_questions: int | None = 1000
+    """Evaluate this many of them, evenly spaced so every file keeps its share (None: all)."""
+    corpus: str | None = None
+    """Search-R1 jsonl corpus searched in-process, or "wiki:corpus" (else give retriever_url)."""
+    retriever_url: str | None = None
+    """A running Search-R1 /retrieve server, e.g. http://127.0.0.1:8000/retrieve."""
+    retriever: Literal["bm25", "dense"] = "bm25"
+    """How the corpus is searched: bm25 (bm25s) or dense (sentence-transformers + FAISS)."""
+    max_turns: int = 3
+    """Steps that may search before the final step."""
+    topk: int = 3
+    """Passages per search."""
+    max_new_tokens: int = 500
+    """Tokens per agent step."""
+    max_obs_tokens: int = 500
+    """Tokens per observation (longer ones are truncated)."""
+    max_context: int = 4096
+    """Prompt plus all steps and observations, in tokens."""
+    temperature: float = 1.0
+    """Sampling temperature during training (evaluation is greedy)."""
+    top_p: float = 0.95
+    """Nucleus sampling during training (the paper's 0.95)."""
+
+
+DEFAULT_DATA = DataConfig()
+
+# The sections of a `treegrpo train --config` file (configs/*.yaml) and their defaults: the
+# embedded preset. `treegrpo bench budget --config` reads the same files.
+TRAIN_SECTIONS: dict[str, Any] = {
+    "algo": DEFAULT_ALGO,
+    "optim": DEFAULT_OPTIM,
+    "run": DEFAULT_RUN,
+    "world": DEFAULT_EMBEDDED,
+    "model": ModelConfig(),
+    "data": DEFAULT_DATA,
+}

@@ -1,0 +1,208 @@
+"""The one job every ``treegrpo train`` runs, whatever its inputs:
+
+    refuse a previous run → held-out eval of the starting model → RL (``train.trainer.train``)
+    → held-out eval of the final checkpoint → learning curve, summary.json, report.md
+
+The embedded default job (``jobs.embedded``) and the data-driven job (``jobs.data``) differ only
+in what they hand over in a ``Job``: the starting model, the training questions and search tool,
+sampling and agent limits, the held-out evaluation, and what their summary and report say about
+their own inputs. Evaluation is greedy; its reports are ``eval.evaluate``'s.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.eval.evaluate import write_report
+from treegrpo.models.load import load_model, resolve_device
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.tools.base import SearchTool
+from treegrpo.train.checkpoint import latest_checkpoint
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
+from treegrpo.viz.curves import plot_learning_curve
+
+log = logging.getLogger(__name__)
+
+Report = dict[str, Any]  # eval.evaluate's report
+Evaluator = Callable[[Any, Any], Report]  # (model, tokenizer) → the held-out report
+
+PHASES = {"warm_start": "warm start", "eval_before": "evaluation before training", "train": "RL"}
+"""The timed phases of a job, as the report's wall-time line names them."""
+
+
+@dataclass
+class Job:
+    """What a job trains on and how it is evaluated and reported."""
+
+    model_dir: Path
+    """The starting model: a Hugging Face model directory."""
+    tool: SearchTool
+    """The search tool of the training questions."""
+    items: list[TrainItem]
+    """The training questions."""
+    sampling: SamplingParams
+    """Sampling during training."""
+    limits: AgentLimits
+    """Turns, passages per search and context length, in training and evaluation."""
+    max_obs_tokens: int
+    """Tokens per observation."""
+    held_out: Evaluator | None
+    """Greedy evaluation of a loaded model on the held-out questions (None: there are none)."""
+    eval_device: str
+    """Where the starting model and the final checkpoint are evaluated (``resolve_device``)."""
+    report: Callable[[Report | None, Report | None], list[str]]
+    """The report's lines between its title and the learning curve, from the reports before and
+    after training."""
+    summary: dict[str, Any] = field(default_factory=dict)
+    """The job's own entries of summary.json (its inputs)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """The job's own sections of summary.json's "config" (its world or data settings)."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Time the job spent preparing its inputs before ``run_job`` (keys of ``PHASES``)."""
+
+
+def start_run(run: RunConfig) -> Path:
+    """Refuse a previous run in ``run.out_dir`` (before anything is written there), then make
+    the directory; jobs call this before they prepare their inputs."""
+    out = Path(run.out_dir)
+    refuse_previous_run(out, run.resume, run.overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def run_job(
+    job: Job,
+    algo: AlgorithmConfig,
+    optim: OptimConfig,
+    run: RunConfig,
+    model_cfg: ModelConfig,
+    before: Report | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate, train, evaluate, report; returns the summary also written to
+    ``<run>/summary.json``.
+
+    ``before``: the starting model's held-out report to write instead of evaluating it again
+    (runs that share the starting model and the held-out questions can share it); a resumed run
+    reads the one its first part wrote."""
+    t0 = time.perf_counter()
+    out = start_run(run)
+
+    def evaluate_dir(path: Path, name: str) -> Report | None:
+        if job.held_out is None:
+            return None
+        model, tokenizer = load_model(path)
+        report = job.held_out(model.to(resolve_device(job.eval_device)), tokenizer)
+        write_report(report, out, name)
+        return report
+
+    saved_before = out / "eval-before.json"
+    if before is not None:
+        write_report(before, out, "eval-before")
+    elif run.resume and saved_before.exists():  # the starting model was evaluated by the first run
+        before = json.loads(saved_before.read_text())
+    else:
+        log.info("evaluating the starting model %s", job.model_dir)
+        before = evaluate_dir(job.model_dir, "eval-before")
+    if before is not None:
+        log.info("held-out EM before RL: %.3f; RL: %d steps", before["overall"]["em"], run.steps)
+    t_before = time.perf_counter() - t0
+
+    def periodic(model: Any, tokenizer: Any, step: int) -> dict[str, float]:
+        assert job.held_out is not None
+        report = job.held_out(model, tokenizer)  # the policy, on its device
+        return {"eval/em": report["overall"]["em"], "eval/f1": report["overall"]["f1"]}
+
+    bar = TrainProgress(run.steps) if progress else None
+    t1 = time.perf_counter()
+    train(
+        job.model_dir,
+        load_model,
+        job.tool,
+        job.items,
+        algo,
+        optim,
+        job.sampling,
+        job.limits,
+        run,
+        job.max_obs_tokens,
+        evaluate=periodic if job.held_out is not None else None,
+        on_step=bar.update if bar else None,
+        model_cfg=model_cfg,
+    )
+    if bar:
+        bar.close()
+    t_train = time.perf_counter() - t1
+
+    final = latest_checkpoint(out)
+    after = evaluate_dir(final / "model", "eval-after") if final is not None else None
+    if after is not None:
+        log.info("held-out EM after RL: %.3f", after["overall"]["em"])
+    metrics = out / "metrics.jsonl"
+    curve = plot_learning_curve(out) if metrics.is_file() and metrics.read_text().strip() else None
+    seconds = {**job.seconds, "eval_before": t_before, "train": t_train}
+    seconds["total"] = sum(job.seconds.values()) + time.perf_counter() - t0
+    summary: dict[str, Any] = {
+        "model_dir": str(job.model_dir),
+        "final_checkpoint": None if final is None else str(final),
+        **job.summary,
+        "before": _no_rows(before),
+        "after": _no_rows(after),
+        "seconds": seconds,
+        "config": {
+            "algo": asdict(algo),
+            "optim": asdict(optim),
+            "run": asdict(run),
+            **job.config,
+            "model": asdict(model_cfg),
+        },
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    lines = [f"# {out.name}", "", *job.report(before, after)]
+    if curve is not None:
+        lines += [f"![learning curve]({curve.name})", ""]
+    phases = ", ".join(f"{PHASES[k]} {v:.0f} s" for k, v in seconds.items() if k in PHASES)
+    lines.append(f"Wall time: {seconds['total']:.0f} s ({phases}).")
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    return summary
+
+
+def _no_rows(report: Report | None) -> Report | None:
+    return None if report is None else {k: v for k, v in report.items() if k != "rows"}
+
+
+class TrainProgress:
+    """A rich progress bar of the RL steps with the live reward, EM and generation speed."""
+
+    def __init__(self, total: int) -> None:
+        self._p = Progress(
+            TextColumn("RL"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TextColumn("{task.fields[info]}"),
+            TimeRemainingColumn(),
+        )
+        self._task = self._p.add_task("rl", total=total, info="")
+        self._p.start()
+
+    def update(self, step: int, m: dict[str, float]) -> None:
+        info = (
+            f"reward {m['reward/mean']:.3f}  EM {m['reward/em']:.3f}  "
+            f"{m['time/gen_tokens_per_s']:.0f} tok/s"
+        )
+        if "eval/em" in m:
+            info += f"  held-out EM {m['eval/em']:.3f}"
+        self._p.update(self._task, completed=step, info=info)
+
+    def close(self) -> None:
+        self._p.stop()

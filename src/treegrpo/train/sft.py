@@ -1,0 +1,177 @@
+"""Supervised fine-tuning on masked token sequences: the loss counts action tokens only.
+
+Batches are length-grouped: sequences are sorted by length, cut into batches of at most
+``max_batch_tokens`` padded tokens, and the batches are visited in a seeded random order, so
+padding stays small without any sequence always meeting the same neighbours. The loss is the
+mean negative log-likelihood over the batch's action tokens (prompt and observation tokens are
+context only, as in the RL loss), and logits are computed for those tokens only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from treegrpo.engine.cpu import onednn
+from treegrpo.engine.cpu.memory import release_freed_memory
+from treegrpo.train.head import logits_at
+
+log = logging.getLogger(__name__)
+
+IGNORE = -100  # label of a token without loss (the convention of transformers' LM heads)
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    ids: list[int]  # (T,)
+    mask: list[int]  # (T,) 1 where the token is trained (an action token)
+
+
+def length_batches(
+    lengths: Sequence[int], max_batch_tokens: int, rng: random.Random
+) -> list[list[int]]:
+    """Indices grouped into batches of similar length, each of at most ``max_batch_tokens``
+    padded tokens (a longer sequence is a batch of its own), in a random order."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        # sorted ascending: the newest sequence is the batch's longest
+        if cur and lengths[i] * (len(cur) + 1) > max_batch_tokens:
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(
+    examples: Sequence[SFTExample], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ``input_ids`` (B, T), ``action`` (B, T), 1 on action tokens, and ``labels``
+    (B, T): the token itself on every real position, ``IGNORE`` on padding."""
+    width = max(len(e.ids) for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    action = torch.zeros((len(examples), width), dtype=torch.long)
+    labels = torch.full((len(examples), width), IGNORE, dtype=torch.long)
+    for row, e in enumerate(examples):
+        n = len(e.ids)
+        ids[row, :n] = torch.tensor(e.ids, dtype=torch.long)
+        action[row, :n] = torch.tensor(e.mask, dtype=torch.long)
+        labels[row, :n] = ids[row, :n]
+    return ids, action, labels
+
+
+def weighted_nll(
+    model: Any, ids: torch.Tensor, action: torch.Tensor, labels: torch.Tensor, context: float
+) -> torch.Tensor:
+    """Next-token NLL, mean over action tokens plus ``context`` × the mean over the other
+    labelled tokens (prompt and observations; 0: action tokens only, the RL loss's tokens).
+    ids, action, labels (B, T); position t predicts labels[t + 1]. The LM head and the softmax
+    run on the positions that count only (``train.head``)."""
+    target = labels[:, 1:]  # (B, T-1)
+    is_action = action[:, 1:].bool() & (target != IGNORE)  # (B, T-1)
+    keep = is_action | ((target != IGNORE) & (context > 0))  # (B, T-1)
+    logits = logits_at(model, ids, None, torch.nn.functional.pad(keep, (0, 1)))  # (n, V)
+    nll = torch.nn.functional.cross_entropy(logits.float(), target[keep], reduction="none")
+    on_action = is_action[keep]  # (n,)
+    loss = nll[on_action].sum() / max(int(on_action.sum()), 1)
+    if context > 0 and bool((~on_action).any()):
+        loss = loss + context * nll[~on_action].mean()
+    return loss
+
+
+def lr_at(step: int, steps: int, warmup: int, floor: float = 0.1) -> float:
+    """Linear warm-up, then cosine decay to ``floor`` × the peak."""
+    if step < warmup:
+        return (step + 1) / warmup
+    t = (step - warmup) / max(1, steps - warmup)
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
+
+
+def train_sft(
+    model: torch.nn.Module,
+    examples: Sequence[SFTExample],
+    steps: int,
+    lr: float,
+    max_batch_tokens: int,
+    pad_id: int,
+    seed: int = 0,
+    warmup: int = 20,
+    weight_decay: float = 0.0,
+    grad_clip: float = 1.0,
+    progress: bool = True,
+    context_weight: float = 0.0,
+) -> list[float]:
+    """``steps`` AdamW updates, one length-grouped batch each (the data is cycled, reshuffled
+    every epoch). The loss is the mean NLL per action token, plus ``context_weight`` × the mean
+    NLL of the context tokens (``weighted_nll``). Returns each step's loss."""
+    if not examples:
+        raise ValueError("no examples to train on")
+    rng = random.Random(f"treegrpo-sft:{seed}")
+    torch.manual_seed(seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, steps, warmup))
+    lengths = [len(e.ids) for e in examples]
+    queue: list[list[int]] = []
+    losses: list[float] = []
+    model.train()
+    with _progress(progress, steps) as advance, onednn.training(model):
+        for _ in range(steps):
+            if not queue:
+                queue = length_batches(lengths, max_batch_tokens, rng)
+            ids, action, labels = collate([examples[i] for i in queue.pop()], pad_id)
+            # No attention mask: the rows are right-padded, and in a causal LM a real token
+            # never attends to the padding after it, so attention runs its causal kernel
+            # (same numbers on real positions; padding carries no label).
+            loss = weighted_nll(model, ids, action, labels, context_weight)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+            advance(losses[-1])
+            if len(losses) % 100 == 0 or len(losses) == steps:
+                recent = losses[-100:]
+                log.info("SFT %d/%d: loss %.3f", len(losses), steps, sum(recent) / len(recent))
+            if len(losses) % 50 == 0:
+                release_freed_memory()  # see engine.cpu.memory
+    model.eval()
+    return losses
+
+
+class _progress:
+    """A rich progress bar with the running loss, or nothing."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled, self.total = enabled, total
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        if not self.enabled:
+            return lambda loss: None
+        self._bar = Progress(
+            TextColumn("warm start SFT"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TextColumn("loss {task.fields[loss]:.3f}"),
+            TimeRemainingColumn(),
+            transient=True,
+        )
+        self._bar.start()
+        task = self._bar.add_task("sft", total=self.total, loss=float("nan"))
+        return lambda loss: self._bar.update(task, advance=1, loss=loss)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._bar.stop()

@@ -1,0 +1,129 @@
+"""A protocol warm start for a pretrained model on the wiki title questions: a short LoRA SFT on
+``title_demos`` demonstrations, merged into a plain checkpoint and cached.
+
+SmolLM2-135M-Instruct never writes a valid search or answer step from the instruction alone, nor
+with a one-shot example (BENCHMARKS.md, real preset), so RL has nothing to reinforce. A few dozen
+updates on scripted demonstrations teach the step format, the search call and reading the
+retrieved title. The demonstrations use the wiki *train* split only; the real preset evaluates
+on the test split, whose articles never appear in train (``data.wiki``).
+
+``protocol_warm_start(base)`` builds once per (base model, settings) into
+``<cache>/protocol/<key>/`` (written under a temporary name and renamed when complete) and
+returns the directory: an ordinary transformers checkpoint with the LoRA update merged in, plus
+the tokenizer and ``protocol.json`` (the settings, the demonstration count and the SFT losses).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.data.wiki import wiki_corpus, wiki_questions
+from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
+from treegrpo.train.sft import SFTExample, train_sft
+from treegrpo.warmstart.title_demos import build_title_demos
+
+FORMAT_VERSION = 1  # bump when a code change alters what a configuration builds
+STATS_FILE = "protocol.json"
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class ProtocolWarmStartConfig:
+    """Every setting of the protocol warm start (all of them go into its cache key)."""
+
+    n_demos: int = 256
+    """Demonstrations (one per wiki train question, in a seeded order)."""
+    steps: int = 40
+    """SFT updates."""
+    lr: float = 2e-4
+    """Peak AdamW learning rate of the LoRA adapters (warm-up, cosine decay to a tenth)."""
+    warmup: int = 4
+    """Warm-up updates."""
+    lora_rank: int = 16
+    """LoRA rank r."""
+    lora_alpha: int = 32
+    """LoRA scaling α."""
+    max_batch_tokens: int = 2048
+    """Padded tokens per SFT batch."""
+    max_obs_tokens: int = 256
+    """Observation length limit (the real preset's)."""
+    seed: int = 0
+    """Seed of the demonstration order, the adapters' initialization and the batch order."""
+
+
+def protocol_warm_start(
+    base: str | Path,
+    cfg: ProtocolWarmStartConfig = ProtocolWarmStartConfig(),
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+    questions: Any = None,
+    tool: Any = None,
+) -> Path:
+    """The directory of ``base`` warm-started on the protocol, built on first use. ``questions``
+    and ``tool`` default to the wiki train questions and BM25 over the wiki corpus (given: tests
+    or other title-question sets; then they are part of what the caller keys the cache on)."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
+    meta = {"format": FORMAT_VERSION, "base": str(Path(base).resolve()), "config": asdict(cfg)}
+    entry = root / "protocol" / cache_key(**meta, custom=questions is not None)
+    cached_dir(entry, lambda tmp: build(Path(base), cfg, tmp, progress, questions, tool), meta)
+    return entry
+
+
+def build(
+    base: Path,
+    cfg: ProtocolWarmStartConfig,
+    out_dir: Path,
+    progress: bool = True,
+    questions: Any = None,
+    tool: Any = None,
+) -> dict[str, Any]:
+    """LoRA SFT of ``base`` on title demonstrations, merged and saved into ``out_dir``."""
+    if questions is None or tool is None:
+        questions, tool = wiki_questions("train"), BM25Retriever(wiki_corpus())
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    protocol = SearchProtocol(tokenizer, cfg.max_obs_tokens)
+    demos = build_title_demos(questions, tool, tokenizer, protocol, cfg.n_demos, seed=cfg.seed)
+    if not demos:
+        raise ValueError("protocol warm start: no question gave a demonstration")
+    torch.manual_seed(cfg.seed)
+    model: Any = AutoModelForCausalLM.from_pretrained(base)
+    targets = [t for t in LORA_TARGETS if any(n.endswith(t) for n, _ in model.named_modules())]
+    lora = LoraConfig(
+        r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=targets, task_type="CAUSAL_LM"
+    )
+    model = get_peft_model(model, lora)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    losses = train_sft(
+        model,
+        [SFTExample(d.ids, d.mask) for d in demos],
+        steps=cfg.steps,
+        lr=cfg.lr,
+        max_batch_tokens=cfg.max_batch_tokens,
+        pad_id=pad,
+        seed=cfg.seed,
+        warmup=min(cfg.warmup, cfg.steps),
+        progress=progress,
+    )
+    merged = model.merge_and_unload()
+    merged.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    stats = {
+        "config": asdict(cfg),
+        "base": str(base),
+        "demos": len(demos),
+        "demo_tokens": sum(len(d.ids) for d in demos),
+        "sft_loss_first": losses[0],
+        "sft_loss_last": sum(losses[-5:]) / len(losses[-5:]),
+        "sft_losses": losses,
+    }
+    (out_dir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
+    return stats

@@ -1,0 +1,217 @@
+"""The warm start of the default run: a tiny Qwen2 taught the search protocol by imitation.
+
+``warm_start(cfg)`` builds, once per configuration, a tokenizer (``search_tokenizer``: names are
+single tokens), a tiny Qwen2 (``tiny.tiny_qwen2``) with hand-built copying circuits
+(``induction``) and demonstrations with decision flaws on worlds of their own (``demos``), fits
+the model to them (``sft``: the loss on action tokens plus the context tokens; the circuits stay
+fixed), and saves model and tokenizer in Hugging Face format under
+``<cache>/warmstart/<key>/`` (cache root ``$TREEGRPO_CACHE_DIR`` or ``~/.cache/treegrpo``). The
+key hashes every setting and ``FORMAT_VERSION``; the directory is written under a temporary name
+and renamed when complete, so a crash never leaves a half-written model behind, and the next call
+just returns the path.
+
+The aim is a policy that reads and searches correctly but has learned the demonstrations' habit
+of answering after one search: greedily it answers the one-hop questions and no longer ones
+(held-out EM 25%, BENCHMARKS.md), and its samples search on often enough for reinforcement
+learning to find out that this pays.
+Load it with ``AutoModelForCausalLM.from_pretrained(path)`` and
+``AutoTokenizer.from_pretrained(path)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.embedded.demos import Flaws, build_demos
+from treegrpo.embedded.induction import induction_init
+from treegrpo.embedded.search_tokenizer import name_ids, train_search_tokenizer
+from treegrpo.embedded.synthetic import World, WorldConfig, make_world
+from treegrpo.models.tiny import tiny_qwen2
+from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
+from treegrpo.train.sft import SFTExample, train_sft
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 8  # bump when a code change alters what a configuration builds
+STATS_FILE = "warmstart.json"
+# Where ``induction_init`` writes its circuits: the (tied) embedding and layers 0-1 attention.
+# SFT keeps them fixed, and so does the embedded job's RL (``ModelConfig.frozen``).
+CIRCUIT_PARAMS = ("model.embed_tokens", "model.layers.0.self_attn", "model.layers.1.self_attn")
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """Every setting of the warm start (all of them go into its cache key)."""
+
+    world_seed: int = 0
+    """Seed of the RL train and eval worlds (``train_eval_worlds(world_seed)``); the
+    demonstrations come from worlds of their own (``demo_worlds``)."""
+    world: WorldConfig = field(default_factory=WorldConfig)
+    """Sizes of the synthetic worlds."""
+    demo_worlds: int = 4
+    """Worlds the demonstrations come from (none is the RL train world or the eval world)."""
+    seed: int = 0
+    """Seed of the model initialization, the demonstration draw and the batch order."""
+    vocab_size: int = 1024
+    """BPE vocabulary size (it must hold every name of the pool as one token)."""
+    hidden: int = 128
+    """Model width."""
+    layers: int = 4
+    """Transformer layers."""
+    heads: int = 2
+    """Attention heads, each hidden / heads wide (``induction`` needs two of hidden / 2)."""
+    rope_theta: float = 1e8
+    """Rotary base: slow pairs for content matching, fast ones for relative positions."""
+    induction: bool = True
+    """Start from the hand-built copying circuits of ``induction.induction_init`` (previous-
+    token heads, an induction head and a head that copies the most recent name), kept fixed
+    during SFT (``CIRCUIT_PARAMS``), so the model copies from its first update. Copying is all
+    that reading takes in this world, yet a fresh tiny transformer learns it only after
+    thousands of updates (Olsson et al. 2022): without the circuits, 2,000 SFT updates left
+    held-out EM at 1% (BENCHMARKS.md)."""
+    flaws: Flaws = field(default_factory=Flaws)
+    """How often the demonstrations stop early, search vaguely or guess (``demos.Flaws``)."""
+    n_demos: int = 3000
+    """Demonstrations drawn from the demonstration worlds' questions."""
+    max_obs_tokens: int = 160
+    """Observation length limit in tokens (demonstrations and the runs that use this model)."""
+    max_turns: int = 4
+    """Searches per episode: enough for the 4-hop questions."""
+    topk: int = 1
+    """Passages per search: one passage states one fact, so the one the search ranks first is
+    the fact, and reading it is copying its last name."""
+    context_weight: float = 1.0
+    """Weight of the loss on the prompt and observation tokens beside the action tokens' (0:
+    action tokens only, the RL loss's tokens). Predicting the passages and the questions gives
+    the layers above the circuits many more copying examples than the few action tokens do."""
+    steps: int = 800
+    """SFT updates."""
+    lr: float = 3e-3
+    """Peak AdamW learning rate (linear warm-up, cosine decay to a tenth)."""
+    warmup: int = 20
+    """Warm-up updates."""
+    max_batch_tokens: int = 1024
+    """Padded tokens per SFT batch (sequences of similar length are batched together)."""
+
+
+def demo_worlds(cfg: WarmStartConfig) -> list[World]:
+    """``cfg.demo_worlds`` worlds of their own (the same name pool, other facts than the RL
+    train world and the eval world): the warm start never sees a fact that RL trains on or
+    that the evaluation asks about."""
+    return [
+        make_world(_DEMO_SEED + 1000 * cfg.world_seed + k, **asdict(cfg.world))
+        for k in range(1, cfg.demo_worlds + 1)
+    ]
+
+
+_DEMO_SEED = 1_000_000  # extra demonstration worlds: seeds far from the train/eval pairs
+
+
+def warm_start_dir(cfg: WarmStartConfig, cache_dir: str | Path | None = None) -> Path:
+    """Where the model of ``cfg`` lives (whether or not it was built yet)."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
+    return root / "warmstart" / cache_key(format=FORMAT_VERSION, **asdict(cfg))
+
+
+def warm_start(
+    cfg: WarmStartConfig = WarmStartConfig(),
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+) -> Path:
+    """The directory of the warm-started model for ``cfg``, built on first use (about five
+    minutes on two CPU cores with the defaults), loaded from the cache afterwards."""
+    entry = warm_start_dir(cfg, cache_dir)
+    meta = {"format": FORMAT_VERSION, "config": asdict(cfg)}
+    hit = cached_dir(entry, lambda tmp: build(cfg, tmp, progress), meta)
+    log.info("warm start %s (%s)", entry, "cached" if hit else "built")
+    return entry
+
+
+def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    """Build the warm start into ``out_dir``: tokenizer and model (Hugging Face format) and
+    ``warmstart.json`` with the demonstration mix, the SFT losses and the timings."""
+    t0 = time.perf_counter()
+    worlds = demo_worlds(cfg)
+    tokenizer = train_search_tokenizer(cfg.vocab_size)
+    protocol = SearchProtocol(tokenizer, cfg.max_obs_tokens)
+    log.info("warm start: %d demonstrations from %d worlds", cfg.n_demos, len(worlds))
+    demos = build_demos(
+        [(w, BM25Retriever(w.passages, use_cache=False)) for w in worlds],
+        tokenizer,
+        protocol,
+        cfg.n_demos,
+        cfg.flaws,
+        seed=cfg.seed,
+        max_turns=cfg.max_turns,
+        topk=cfg.topk,
+    )
+    t_demos = time.perf_counter()
+    model = tiny_qwen2(
+        len(tokenizer),
+        hidden=cfg.hidden,
+        layers=cfg.layers,
+        heads=cfg.heads,
+        kv_heads=cfg.heads,
+        head_dim=cfg.hidden // cfg.heads,
+        rope_theta=cfg.rope_theta,
+        seed=cfg.seed,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    if cfg.induction:
+        induction_init(model, seed=cfg.seed, name_starts=name_ids(tokenizer))
+        for p in _circuit_params(model):
+            p.requires_grad_(False)
+    log.info("warm start: SFT, %d updates", cfg.steps)
+    losses = train_sft(
+        model,
+        [SFTExample(d.ids, d.mask) for d in demos],
+        steps=cfg.steps,
+        lr=cfg.lr,
+        max_batch_tokens=cfg.max_batch_tokens,
+        pad_id=tokenizer.pad_token_id,
+        seed=cfg.seed,
+        warmup=min(cfg.warmup, cfg.steps),
+        progress=progress,
+        context_weight=cfg.context_weight,
+    )
+    t_sft = time.perf_counter()
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    stats = {
+        "params": sum(p.numel() for p in model.parameters()),
+        "vocab": len(tokenizer),
+        "demos": {
+            "n": len(demos),
+            "tokens": sum(len(d.ids) for d in demos),
+            "action_tokens": sum(sum(d.mask) for d in demos),
+            "flaws": {f: sum(f in d.flaws for d in demos) for f in ("early", "stop", "vague")},
+            "mean_reward": sum(d.reward for d in demos) / len(demos),
+        },
+        "sft_loss_first": losses[0],
+        "sft_loss_last": sum(losses[-10:]) / len(losses[-10:]),
+        "sft_losses": losses,
+        "seconds": {
+            "demos": t_demos - t0,
+            "sft": t_sft - t_demos,
+            "total": time.perf_counter() - t0,
+        },
+        "threads": torch.get_num_threads(),
+    }
+    (out_dir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
+    log.info("warm start built in %.0f s", stats["seconds"]["total"])  # type: ignore[index]
+    return stats
+
+
+def _circuit_params(model: Any) -> list[Any]:
+    """The parameters that hold ``induction_init``'s circuits (names in ``CIRCUIT_PARAMS``)."""
+    return [p for n, p in model.named_parameters() if n.startswith(CIRCUIT_PARAMS)]

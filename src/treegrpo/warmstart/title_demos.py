@@ -1,0 +1,86 @@
+"""Scripted demonstrations of the search protocol on title questions (``data.title_questions``):
+the material of a protocol warm start for a pretrained model such as SmolLM2, which does not
+follow the protocol from the instruction alone (BENCHMARKS.md, real preset).
+
+A title question describes a Wikipedia article with its title hidden. The demonstration searches
+the question's text, reads which retrieved passage is the described article and answers its
+title, in the step format of the synthetic demonstrations (``embedded.oracle``):
+
+    <think> I need the article this describes. </think><search> {question} </search>
+    <information>Doc 1(Title: "…") …</information>
+    <think> Doc k, "{title}", is the article described. </think><answer> {title} </answer>
+
+Episodes run through ``embedded.oracle.run_episode`` with the real search tool and the real
+observation tokens, so the demonstrations show exactly what the agent will see. A question whose
+gold title is not among the retrieved passages gives no demonstration: the script never answers
+from knowledge it did not retrieve.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+from treegrpo.agent.prompt import render_prompt
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.core.rewards import normalize_answer
+from treegrpo.data.types import Question
+from treegrpo.embedded.demos import Demo, demo_from_episode
+from treegrpo.embedded.oracle import answer_step, run_episode, search_step
+from treegrpo.tools.base import SearchTool
+
+_DOC = re.compile(r'Doc (\d+)\(Title: "(.*?)"\) ')  # a title may hold parentheses; it ends at '") '
+
+
+def found_title(observation: str, golds: Sequence[str]) -> tuple[int, str] | None:
+    """(k, title) of the first ``Doc k`` in an observation whose title is a gold answer (SQuAD-
+    normalized), or None."""
+    wanted = {normalize_answer(g) for g in golds}
+    for match in _DOC.finditer(observation):
+        if normalize_answer(match.group(2)) in wanted:
+            return int(match.group(1)), match.group(2)
+    return None
+
+
+class TitleOracle:
+    """Searches the question's text once, then answers the retrieved title that is gold (or
+    "unknown" when none is, which ``build_title_demos`` drops)."""
+
+    def __init__(self, question: Question) -> None:
+        self.question = question
+
+    def __call__(self, observations: Sequence[str]) -> str:
+        if not observations:
+            return search_step("I need the article this describes.", self.question.question)
+        hit = found_title(observations[-1], self.question.golds)
+        if hit is None:
+            return answer_step("No passage is the article described.", "unknown")
+        k, title = hit
+        return answer_step(f'Doc {k}, "{title}", is the article described.', title)
+
+
+def build_title_demos(
+    questions: Sequence[Question],
+    tool: SearchTool,
+    tokenizer: object,
+    protocol: SearchProtocol,
+    n: int,
+    seed: int = 0,
+    max_turns: int = 3,
+    topk: int = 3,
+) -> list[Demo]:
+    """Up to ``n`` demonstrations from ``questions`` in a seeded order, each question at most
+    once; questions whose article was not retrieved are skipped."""
+    order = random.Random(f"treegrpo-title-demos:{seed}").sample(list(questions), len(questions))
+    demos: list[Demo] = []
+    for q in order:
+        if len(demos) == n:
+            break
+        episode = run_episode(TitleOracle(q), protocol, tool, max_turns, topk)
+        demo = demo_from_episode(
+            render_prompt(tokenizer, q.question), episode, 1, protocol, q.golds
+        )
+        if episode.score(protocol, q.golds)["em"] == 1.0:
+            demos.append(demo)
+    return demos

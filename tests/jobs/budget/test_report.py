@@ -1,0 +1,304 @@
+"""Tier 1: the budget benchmark's pure parts: what a run record says, the aggregation over seeds,
+the table, the plan of runs and the settings (hand-computed expectations)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+import pytest
+
+from treegrpo import cli
+from treegrpo.core.budget import TREE_LADDER
+from treegrpo.jobs.budget import run as budget_bench
+from treegrpo.jobs.budget.plan import BenchSettings, bench_settings, plan_runs
+from treegrpo.jobs.budget.report import (
+    NUMERIC,
+    TREE_DIAGNOSTICS,
+    aggregate,
+    markdown_table,
+    mean_std,
+    paired_differences,
+    per_1k_tokens,
+    run_record,
+)
+from treegrpo.viz.budget import moving_average
+
+
+def test_trajectories_per_1k_tokens() -> None:
+    assert per_1k_tokens(6, 1500) == pytest.approx(4.0)
+    assert per_1k_tokens(3, 750) == pytest.approx(4.0)
+    assert math.isnan(per_1k_tokens(3, 0))
+
+
+def test_mean_std_is_the_sample_std() -> None:
+    mean, std = mean_std([0.1, 0.2, 0.6])
+    assert mean == pytest.approx(0.3)
+    assert std == pytest.approx(math.sqrt(((0.2**2) + (0.1**2) + (0.3**2)) / 2))
+    assert mean_std([0.4]) == (0.4, None)  # one seed: no spread to report
+    with pytest.raises(ValueError):
+        mean_std([])
+
+
+def test_moving_average_is_trailing() -> None:
+    assert moving_average([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+    assert moving_average([1.0, 3.0], 5) == [1.0, 2.0]
+    with pytest.raises(ValueError):
+        moving_average([1.0], 0)
+
+
+def _summary(em: float, hops: dict[str, float], prompts: int = 4) -> dict[str, Any]:
+    overall = {"em": em, "f1": em + 0.1, "valid_format": 0.9, "tool_calls": 1.5, "n": 6}
+    return {
+        "after": {"overall": overall, "by_hops": {h: {"em": v, "n": 2} for h, v in hops.items()}},
+        "config": {"run": {"prompts_per_step": prompts}},
+        "seconds": {"total": 12.0},
+    }
+
+
+def _step(
+    leaves: float, generated: float, tools: float, em: float, tree: float | None = None
+) -> dict[str, float]:
+    """One metrics.jsonl line; ``tree``: also the trainer's tree diagnostics, all set to it."""
+    diagnostics = {f"tree/{k}": tree for k in TREE_DIAGNOSTICS} if tree is not None else {}
+    return {
+        **diagnostics,
+        "agent/leaves": leaves,
+        "spend/generated_per_prompt": generated,
+        "spend/tool_calls_per_prompt": tools,
+        "spend/token_efficiency": 1.02,
+        "time/step_s": 3.0,
+        "reward/em": em,
+    }
+
+
+def _identity(method: str, budget: int, seed: int) -> dict[str, Any]:
+    return {
+        "name": f"{method}-b{budget}-s{seed}",
+        "method": method,
+        "budget": budget,
+        "seed": seed,
+        "shape": {"m": 2, "n": 2, "l": 1},
+        "advantage_mode": "intra+inter",
+    }
+
+
+def test_run_record_counts_spend_per_prompt() -> None:
+    steps = [_step(24, 100, 2, 0.0), _step(24, 300, 4, 0.5)]  # 4 prompts x 6 leaves
+    r = run_record(_identity("tree", 4, 0), _summary(0.3, {"1": 0.5, "2": 0.1}), steps)
+    assert r["name"] == "tree-b4-s0" and r["em"] == 0.3 and r["tool_calls"] == 1.5
+    assert r["em_by_hops"] == {"1": 0.5, "2": 0.1}
+    assert r["leaves_per_prompt"] == 6
+    assert r["generated_per_prompt"] == 200 and r["generated_total_per_prompt"] == 400
+    assert r["tool_calls_per_prompt"] == 3 and r["tool_calls_total_per_prompt"] == 6
+    assert r["trajectories_per_1k_tokens"] == pytest.approx(30.0)  # 6 leaves per 200 tokens
+    assert r["curve"] == {"generated_per_prompt": [100, 400], "reward_em": [0.0, 0.5]}
+    assert set(NUMERIC) <= set(r)
+    with pytest.raises(ValueError, match="no RL step"):
+        run_record(_identity("tree", 4, 0), _summary(0.3, {}), [])
+
+
+def test_aggregate_is_mean_and_sample_std_over_seeds() -> None:
+    ems = [0.1, 0.2, 0.6]
+    records = [
+        run_record(
+            _identity("chain", 2, seed),
+            _summary(em, {"1": em, "3": 2 * em}),
+            [_step(8, 100 + seed, 1, em, tree=seed), _step(8, 200, 1, 0.0, tree=1.0)],
+        )
+        for seed, em in enumerate(ems)
+    ]
+    records.append(
+        run_record(_identity("tree", 2, 0), _summary(0.4, {"1": 0.4}), [_step(12, 90, 1, 0)])
+    )
+    aggs = {(a["method"], a["budget"]): a for a in aggregate(records)}
+    chain = aggs[("chain", 2)]
+    assert chain["seeds"] == [0, 1, 2]
+    assert chain["em"]["mean"] == pytest.approx(statistics.mean(ems))
+    assert chain["em"]["std"] == pytest.approx(statistics.stdev(ems))
+    assert chain["em_by_hops"]["3"]["mean"] == pytest.approx(2 * statistics.mean(ems))
+    for key in NUMERIC:  # every number is the mean of the per-run values
+        assert chain[key]["mean"] == pytest.approx(statistics.mean(r[key] for r in records[:3]))
+    assert chain["curve"]["generated_per_prompt"] == pytest.approx([101, 301])
+    assert chain["curve"]["reward_em"] == pytest.approx([statistics.mean(ems), 0.0])
+    assert aggs[("tree", 2)]["em"] == {"mean": 0.4, "std": None}
+
+
+def _result(records: list[dict[str, Any]], budgets: list[int]) -> dict[str, Any]:
+    return {
+        "command": "treegrpo bench-budget --quick",
+        "machine": {"platform": "Linux", "cpus": 2, "torch_threads": 1},
+        "settings": {
+            "mode": "quick",
+            "budgets": budgets,
+            "seeds": [0],
+            "steps": 2,
+            "prompts_per_step": 4,
+            "eval_questions": 6,
+            "workers": 1,
+        },
+        "warm_start": {"overall": {"em": 0.17}, "by_hops": {"1": {"em": 0.3}, "2": {"em": 0.1}}},
+        "wall_s": 75.0,
+        "counts": {"runs": len(records), "ran": len(records), "reused": 0},
+        "aggregates": aggregate(records),
+    }
+
+
+def test_table_has_a_row_per_budget_and_the_ablation() -> None:
+    def rec(method: str, budget: int, em: float) -> dict[str, Any]:
+        return run_record(
+            _identity(method, budget, 0), _summary(em, {"1": em}), [_step(8, 100, 1, 0)]
+        )
+
+    records = [rec(m, b, 0.1 * b) for b in (2, 4) for m in ("chain", "tree")]
+    table = markdown_table(_result(records, [2, 4]))
+    assert "| ≈2 |" in table and "| ≈4 |" in table
+    assert "treegrpo bench-budget --quick" in table and "1m15s" in table
+    assert "ablation" not in table  # no ablation runs: no ablation table
+    records += [rec("tree-intra", 4, 0.05), rec("tree-inter", 4, 0.3)]
+    table = markdown_table(_result(records, [2, 4]))
+    for row in ("| intra+inter (Tree-GRPO) | 40.0 |", "| intra | 5.0 |", "| inter | 30.0 |"):
+        assert row in table
+
+
+def test_paired_differences_pair_by_seed_with_a_t_interval() -> None:
+    def rec(method: str, budget: int, seed: int, em: float) -> dict[str, Any]:
+        return run_record(
+            _identity(method, budget, seed), _summary(em, {}), [_step(8, 100, 1, 0, tree=0.5)]
+        )
+
+    chain = [0.2, 0.4, 0.3]
+    tree = [0.3, 0.45, 0.5]
+    records = [rec("chain", 4, s, e) for s, e in enumerate(chain)]
+    records += [rec("tree", 4, s, e) for s, e in enumerate(tree)]
+    records.append(rec("tree", 8, 0, 0.9))  # no chain run to pair with
+    (p,) = paired_differences(records)
+    diffs = [t - c for t, c in zip(tree, chain, strict=True)]
+    assert p["budget"] == 4 and p["seeds"] == [0, 1, 2]
+    assert p["diffs"] == pytest.approx(diffs)
+    half = 4.302652729911275 * statistics.stdev(diffs) / math.sqrt(3)  # t(0.975, df 2)
+    assert p["ci95"] == pytest.approx(
+        (statistics.mean(diffs) - half, statistics.mean(diffs) + half)
+    )
+    table = markdown_table({**_result(records, [4]), "paired": [p]})
+    assert "| ≈4 | +11.7 |" in table and "+10.0, +5.0, +20.0" in table
+    assert "What the trees held" in table and "| ≈4 | (2,2,1) | 50% | 0.50 |" in table
+    (single,) = paired_differences(records[:1] + records[3:4])
+    assert single["ci95"] is None
+
+
+def test_table_without_hops_shows_sources_or_no_breakdown() -> None:
+    """Real question files have no hop counts: EM by source when there are several sources,
+    no breakdown columns for one (it would repeat the EM column)."""
+    summary = _summary(0.5, {})
+    by_source = {"nq": {"em": 0.25, "n": 2}, "hotpotqa": {"em": 0.75, "n": 2}}
+    summary["after"]["by_source"] = by_source
+    records = [
+        run_record(_identity(m, 2, 0), summary, [_step(8, 100, 1, 0)]) for m in ("chain", "tree")
+    ]
+    assert records[0]["em_by_hops"] == {} and records[0]["em_by_source"] == {
+        "nq": 0.25,
+        "hotpotqa": 0.75,
+    }
+    assert list(aggregate(records)[0]["em_by_source"]) == ["nq", "hotpotqa"]
+    result = _result(records, [2])
+    result["warm_start"] = {"overall": {"em": 0.1, "n": 4}, "by_hops": {}, "by_source": by_source}
+    table = markdown_table(result)
+    assert "chain EM by source nq/hotpotqa" in table and "| 25/75 | 25/75 |" in table
+    assert "4 held-out questions" in table and "by hop" not in table
+    result["warm_start"]["by_source"] = {"wiki": {"em": 0.1, "n": 4}}
+    table = markdown_table(result)
+    assert "EM by" not in table and "| ≈2 | (2,2,1) | 50.0 | 50.0 | 1.50 / 1.50 |" in table
+    header, align = table.splitlines()[-3:-1]
+    assert header.count("|") == align.count("|")
+
+
+def test_plan_matches_the_ladder_and_counts_30_runs() -> None:
+    specs = plan_runs((2, 4, 8, 16), (0, 1, 2), ablation=True)
+    assert len(specs) == 30 and len({s.name for s in specs}) == 30
+    for s in specs:
+        shape = s.algo.shape()
+        if s.method == "chain":
+            assert shape.is_chain and shape.m == s.budget and s.algo.mode() == "inter"
+        else:
+            assert shape == TREE_LADDER[s.budget]
+    modes = {s.method: s.algo.mode() for s in specs if s.budget == 4}
+    assert modes == {
+        "chain": "inter",
+        "tree": "intra+inter",
+        "tree-intra": "intra",
+        "tree-inter": "inter",
+    }
+
+
+def test_settings_quick_and_validation() -> None:
+    quick = bench_settings(quick=True)
+    assert (quick.budgets, quick.seeds, quick.ablation) == ((2, 4), (0,), False)
+    assert quick.out.name == "budget-quick.json" and bench_settings().out.name == "budget.json"
+    assert bench_settings(True, steps=None, seeds=(5,)).seeds == (5,)  # None: keep the default
+    with pytest.raises(ValueError, match="budgets"):
+        bench_settings(budgets=(3,))
+    with pytest.raises(ValueError, match="workers"):
+        bench_settings(workers=0)
+
+
+def test_cli_bench_budget_parses_into_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[BenchSettings] = []
+
+    def fake(s: BenchSettings, warm: Any = None, command: str | None = None) -> dict[str, Any]:
+        seen.append(s)
+        return {"failed": []}
+
+    monkeypatch.setattr(budget_bench, "run_benchmark", fake)
+    cli.main(["bench", "budget", "--quick", "--seeds", "3", "4", "--workers", "1", "--steps", "2"])
+    cli.main(["bench-budget", "--no-ablation", "--budgets", "8"])
+    assert seen[0].mode == "quick" and seen[0].seeds == (3, 4) and seen[0].steps == 2
+    assert seen[0].workers == 1 and seen[0].budgets == (2, 4)
+    assert seen[1].mode == "full" and seen[1].budgets == (8,) and not seen[1].ablation
+
+
+def test_workers_end_with_a_killed_benchmark(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("parent-death signal is Linux only")
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import multiprocessing as mp, os, sys, time
+            from concurrent.futures import ProcessPoolExecutor
+            from treegrpo.jobs.budget.run import _init_worker
+
+            if __name__ == "__main__":
+                ctx = mp.get_context("spawn")
+                cores = ctx.Queue()
+                cores.put(None)
+                pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker,
+                                           initargs=(cores,))
+                print(pool.submit(os.getpid).result(), flush=True)
+                pool.submit(time.sleep, 120)
+                time.sleep(120)
+            """
+        )
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)  # no clean-up code runs in the parent
+    parent.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return  # the worker is gone
+        time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    pytest.fail("the worker outlived its killed parent")
