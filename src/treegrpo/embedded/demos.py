@@ -48,17 +48,22 @@ class Flaws:
     """Answer a guess at the first step, without searching."""
     stop: float = 0.65
     """After the first search, with relations left: answer the entity in hand."""
-    stop_later: float = 0.65
-    """After a later search, with relations left: answer the entity in hand."""
+    stop_later: float | None = None
+    """After a later search, with relations left: answer the entity in hand (None: ``stop``)."""
     vague: float = 0.05
     """After a search with relations left: search the question's start entity instead of the
     entity just read."""
 
     def __post_init__(self) -> None:
-        if not all(0 <= p <= 1 for p in (self.early, self.stop, self.stop_later, self.vague)):
+        if not all(0 <= p <= 1 for p in (self.early, self.stop, self.later, self.vague)):
             raise ValueError(f"flaw probabilities must lie in [0, 1]: {self}")
-        if max(self.stop, self.stop_later) + self.vague > 1:
+        if max(self.stop, self.later) + self.vague > 1:
             raise ValueError(f"stop (or stop_later) plus vague must be at most 1: {self}")
+
+    @property
+    def later(self) -> float:
+        """The stop probability after a later search."""
+        return self.stop if self.stop_later is None else self.stop_later
 
 
 @dataclass
@@ -98,7 +103,7 @@ class FlawedAgent:
             return answer_step(self.current, self.current)
         think = plan_text(self.current, self.rest)
         if done:
-            draw, stop = self.rng.random(), self.p.stop if done == 1 else self.p.stop_later
+            draw, stop = self.rng.random(), self.p.stop if done == 1 else self.p.later
             if draw < stop:
                 self.flaws.append("stop")
                 return answer_step(think, self.current)
