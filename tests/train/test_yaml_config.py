@@ -34,7 +34,7 @@ def test_sections_update_the_defaults(tmp_path: Path) -> None:
         "model: {lora_rank: 8, lora_alpha: 16, lora_targets: [q_proj, v_proj]}\n",
     )
     assert cfg["algo"] == AlgorithmConfig(algo="chain", m=4, advantage_mode="inter")
-    # "3e-4" is a string to YAML 1.1; float fields take it. Unset keys keep the caller's preset.
+    # "3e-4" reads as a float (YAML 1.1 would read a string). Unset keys keep the preset.
     assert cfg["optim"] == OptimConfig(lr=3e-4, betas=(0.9, 0.95), warmup_steps=2)
     assert cfg["model"] == ModelConfig(lora_rank=8, lora_targets=("q_proj", "v_proj"))
     assert cfg["run"] is DEFAULTS["run"] and cfg["world"] is DEFAULTS["world"]
@@ -52,16 +52,18 @@ def test_dump_reads_back_to_the_same_config(tmp_path: Path) -> None:
         ("algo: {mm: 4}\n", "unknown key 'algo.mm' (known: algo, m, n"),
         ("algo: {mm: 4}\n", "did you mean 'm'?"),
         ("modle: {lora_rank: 4}\n", "unknown section 'modle'"),
-        ("algo: {m: four}\n", "algo.m: expected int, got 'four' (str)"),
-        ("algo: {m: 2.5}\n", "algo.m: expected int"),
-        ("algo: {m: true}\n", "algo.m: expected int"),
-        ("algo: {algo: forest}\n", "algo.algo: expected one of 'tree', 'chain'"),
-        ("algo: {k: x}\n", "algo.k: expected int or null"),
-        ("optim: {lr: fast}\n", "optim.lr: expected float"),
-        ("optim: {betas: [0.9]}\n", "optim.betas: expected a list (float, float)"),
-        ("run: {resume: 'yes'}\n", "run.resume: expected bool"),
-        ("model: {lora_targets: [q_proj, 3]}\n", "model.lora_targets[1]: expected str"),
+        ("algo: {m: four}\n", "algo.m: Input should be a valid integer, got 'four' (str)"),
+        ("algo: {m: 2.5}\n", "algo.m: Input should be a valid integer, got 2.5"),
+        ("algo: {m: true}\n", "algo.m: Input should be a valid integer, got True"),
+        ("algo: {algo: forest}\n", "algo.algo: Input should be 'tree' or 'chain'"),
+        ("algo: {k: x}\n", "algo.k: Input should be a valid integer, got 'x'"),
+        ("optim: {lr: fast}\n", "optim.lr: Input should be a valid number, got 'fast'"),
+        ("optim: {betas: [0.9]}\n", "optim.betas[1]: missing, got [0.9] (too short)"),
+        ("run: {resume: 'yes'}\n", "run.resume: Input should be a valid boolean, got 'yes'"),
+        ("model: {lora_targets: [q_proj, 3]}\n", "lora_targets[1]: Input should be a valid string"),
         ("model: {lora_rank: -1}\n", "section 'model': lora_rank must be >= 0"),
+        ("optim: {betas: [0.9, 0.99, 0.5]}\n", "optim.betas: Tuple should have at most 2 items"),
+        ("optim: {lr: 1e-}\n", "optim.lr: Input should be a valid number, got '1e-'"),
         ("algo: [1, 2]\n", "section 'algo' must be a mapping, got list"),
         ("- algo\n", "expected a mapping of sections, got list"),
         ("algo: {m: [1,\n", "run.yaml:2: invalid YAML"),

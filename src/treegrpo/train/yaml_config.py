@@ -14,12 +14,26 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import types
+import functools
+import re
 from collections.abc import Mapping
 from pathlib import Path, PurePath
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, get_type_hints
 
+import pydantic
 import yaml
+
+
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]
+    """Safe YAML that also reads ``3e-4`` (an exponent without a dot) as a float, as YAML 1.2
+    does; YAML 1.1, which PyYAML follows, reads it as a string."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 class ConfigError(ValueError):
@@ -34,7 +48,7 @@ def load_config(path: str | Path, defaults: Mapping[str, Any]) -> dict[str, Any]
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -82,67 +96,28 @@ def dump_config(sections: Mapping[str, Any]) -> str:
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """``value`` as type ``tp``, or a ConfigError that says what was expected."""
-    origin = get_origin(tp)
-    if origin is Literal:
-        for choice in get_args(tp):
-            if value == choice and type(value) is type(choice):
-                return choice
-    elif origin in (Union, types.UnionType):
-        for arm in get_args(tp):
-            try:
-                return _coerce(value, arm, where)
-            except ConfigError:
-                continue
-    elif origin is tuple:
-        args = get_args(tp)
-        if isinstance(value, list | tuple):
-            if len(args) == 2 and args[1] is Ellipsis:
-                return tuple(_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
-            if len(value) == len(args):
-                return tuple(
-                    _coerce(v, t, f"{where}[{i}]")
-                    for i, (v, t) in enumerate(zip(value, args, strict=True))
-                )
-    elif tp is type(None):
-        if value is None:
-            return None
-    elif tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    elif isinstance(tp, type) and issubclass(tp, PurePath):
-        if isinstance(value, str):
-            return tp(value)
-    else:
-        raise TypeError(f"{where}: config field type {tp!r} is not supported by the YAML loader")
-    raise ConfigError(f"{where}: expected {_describe(tp)}, got {value!r} ({_kind(value)})")
+    """``value`` validated as ``tp`` by pydantic in strict mode (no "5" for an int, no 1
+    for a bool; YAML lists count as tuples, and an int as a float), or a ConfigError that names
+    ``where`` (file and dotted key, with the list index where one item is wrong)."""
+    try:
+        return _adapter(tp).validate_python(_tuples(value), strict=True)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        inner = "".join(f"[{part}]" if isinstance(part, int) else "" for part in err["loc"])
+        if err["type"] == "missing":  # a tuple given too few items
+            raise ConfigError(f"{where}{inner}: missing, got {value!r} (too short)") from None
+        got = err["input"]
+        raise ConfigError(f"{where}{inner}: {err['msg']}, got {got!r} ({_kind(got)})") from None
 
 
-def _describe(tp: Any) -> str:
-    origin = get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(c) for c in get_args(tp))
-    if origin in (Union, types.UnionType):
-        return " or ".join(_describe(a) for a in get_args(tp))
-    if origin is tuple:
-        return "a list (" + ", ".join(_describe(a) for a in get_args(tp) if a is not ...) + ")"
-    if tp is type(None):
-        return "null"
-    return str(getattr(tp, "__name__", tp))
+@functools.cache
+def _adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(tp)
+
+
+def _tuples(value: Any) -> Any:
+    """YAML's lists as tuples, which is what the config dataclasses hold."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def _kind(value: Any) -> str:
