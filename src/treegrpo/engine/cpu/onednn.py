@@ -79,7 +79,7 @@ def engine_mode(model: nn.Module) -> bool | Literal["decode"]:
     ``preferred``; else, on a ``supported`` model at least ``DECODE_MIN_WIDTH`` wide (unless
     ``TREEGRPO_ONEDNN=0``), only in decode steps ("decode"); else nowhere (False).
 
-    Measured on 2 cores of an Intel Xeon (BENCHMARKS.md, "Packed weights at decode only"): a
+    Measured on 2 cores of an Intel Xeon (BENCHMARKS.md, "Linear layers on CPU"): a
     decode step computes one token for a few dozen rows, where the packed products beat MKL
     even on AVX-512; the cached tree rollouts of ``bench/rollout.py``'s 512-wide model ran
     1.17x faster with packed weights at decode only (25.3 → 21.6 s) and not faster with them
