@@ -6,11 +6,12 @@ packages below (``jobs``, ``eval``, ``tools``, ``data``, ``models``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -273,30 +274,43 @@ def train(
     except ValueError as exc:
         raise SystemExit(f"treegrpo train: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
-    _log_to_file(out / "train.log")
     resolved = out / "config.yaml"
     if not (run.resume and resolved.exists()):  # a resumed run keeps its first settings file
         resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
     console = Console()
-    if job == "data":
-        summary = data_job.run_data(algo, optim, run, data, inputs, model_cfg=model)
-        if summary["before"] is not None and summary["after"] is not None:
-            console.print(compare_table(summary["before"], summary["after"]))
-    else:
-        summary = embedded_job.run_embedded(algo, optim, run, world, model_cfg=model)
+    with _progress_lines(out / "train.log", console):
+        if job == "data":
+            summary = data_job.run_data(algo, optim, run, data, inputs, model_cfg=model)
+        else:
+            summary = embedded_job.run_embedded(algo, optim, run, world, model_cfg=model)
+    if job == "data" and summary["before"] is not None and summary["after"] is not None:
+        console.print(compare_table(summary["before"], summary["after"]))
+    elif job == "embedded":
         console.print(embedded_job.before_after_table(summary["before"], summary["after"]))
     console.print(f"run directory: {run.out_dir} ({summary['seconds']['total']:.0f} s)")
 
 
-def _log_to_file(path: Path) -> None:
-    """Progress of every phase (warm start, evaluations, each RL step) as lines in ``path``,
-    appended, while the terminal keeps its progress bars."""
-    handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
-    handler.setLevel(logging.INFO)
+@contextlib.contextmanager
+def _progress_lines(path: Path, console: Console) -> Iterator[None]:
+    """Progress of every phase (warm start, evaluations, each RL step) as lines appended to
+    ``path``; also on stdout when it is not a terminal (a pipe, a file, a batch job's log), where
+    the progress bars do not draw. A terminal keeps its progress bars."""
+    fmt = logging.Formatter("%(asctime)s %(name)s: %(message)s")
+    handlers: list[logging.Handler] = [logging.FileHandler(path)]
+    if not console.is_terminal:
+        handlers.append(logging.StreamHandler(sys.stdout))
     root = logging.getLogger("treegrpo")
     root.setLevel(logging.INFO)
-    root.addHandler(handler)
+    for h in handlers:
+        h.setFormatter(fmt)
+        h.setLevel(logging.INFO)
+        root.addHandler(h)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            root.removeHandler(h)
+            h.close()
 
 
 def evaluate(

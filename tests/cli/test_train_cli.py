@@ -5,6 +5,7 @@ resolved settings and stops."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,19 @@ def test_the_paper_preset_is_a_data_job_that_wants_files(
         retriever_url="http://127.0.0.1:8000/retrieve",
     )  # the file's data section restates the paper's defaults
     assert calls == []
+
+
+def test_progress_lines_go_to_the_log_file_and_to_stdout_when_it_is_not_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any) -> dict[str, Any]:
+        logging.getLogger("treegrpo.train.trainer").info("step 1/2 reward 0.500")
+        return {"before": {}, "after": {}, "seconds": {"total": 0.0}}
+
+    monkeypatch.setattr(embedded, "run_embedded", run)
+    monkeypatch.setattr(embedded, "before_after_table", lambda before, after: "")
+    handlers = list(logging.getLogger("treegrpo").handlers)
+    cli.main(["train", f"--out-dir={tmp_path / 'r'}"])
+    assert "treegrpo.train.trainer: step 1/2 reward 0.500" in (tmp_path / "r/train.log").read_text()
+    assert "step 1/2 reward 0.500" in capsys.readouterr().out  # captured stdout: not a terminal
+    assert logging.getLogger("treegrpo").handlers == handlers  # detached after the command
