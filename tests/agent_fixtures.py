@@ -67,16 +67,17 @@ class Agent:
         return render_prompt(self.tokenizer, question(person))
 
 
-@functools.lru_cache(maxsize=1)
-def trained_agent(steps: int = 120) -> Agent:
-    """Tokenizer + tiny Qwen2 fitted on the scripted trajectories (a few seconds on CPU)."""
+@functools.lru_cache(maxsize=2)
+def trained_agent(steps: int = 120, heads: int = 4) -> Agent:
+    """Tokenizer + tiny Qwen2 fitted on the scripted trajectories (a few seconds on CPU); 2 heads
+    give the head size of 32 that vLLM's CPU attention needs at least."""
     from treegrpo.agent.prompt import instruction_text
 
     texts = [instruction_text(question(p)) for p in PEOPLE] + [p.contents for p in CORPUS]
     texts += [f"find {p} born was born in {c}" for p, c in FACTS.items()]
     tok = train_bpe_tokenizer(texts * 4, vocab_size=400, special_tokens=TAGS)
     protocol = SearchProtocol(tok, max_obs_tokens=120)
-    model = tiny_qwen2(len(tok), hidden=64, layers=2, seed=0)
+    model = tiny_qwen2(len(tok), hidden=64, layers=2, heads=heads, seed=0)
     seqs = []
     for p in PEOPLE:
         prompt = render_prompt(tok, question(p))

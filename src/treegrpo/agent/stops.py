@@ -33,6 +33,28 @@ class StepStopper:
         )
         # Enough tokens to spell the longest tag even one character per token, plus one.
         self._window = max(len(t) for t in self.tags) + 1
+        self._end_ids: list[int] | None = None
+
+    @property
+    def end_token_ids(self) -> list[int]:
+        """The ids that may complete a tag: a backend that stops only at given ids (vLLM) stops
+        at these and asks ``hit``. Narrower than the ``hit`` pre-check: the token's text up to
+        a tag's last character must hold the whole tag or be an end of it (so ``<think>`` is
+        not one; ``>``, ``answer>`` and ``</answer>`` are)."""
+        if self._end_ids is None:
+            pieces = self.tokenizer.convert_ids_to_tokens(np.flatnonzero(self._can_end).tolist())
+            ids = np.flatnonzero(self._can_end).tolist()
+            self._end_ids = [i for i, p in zip(ids, pieces, strict=True) if self._completes(p)]
+        return self._end_ids
+
+    def _completes(self, piece: str) -> bool:
+        if piece.startswith("<0x"):  # a byte-fallback piece: one character, whichever
+            return True
+        for j, ch in enumerate(piece):
+            head = piece[: j + 1]
+            if any(ch == t[-1] and (t in head or t.endswith(head)) for t in self.tags):
+                return True
+        return False
 
     def hit(self, tokens: Sequence[int]) -> bool:
         if not tokens:

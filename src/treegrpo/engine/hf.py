@@ -28,15 +28,23 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from treegrpo.engine.base import (
+    Finish,
+    StepRequest,
+    StepResult,
+    Stopper,
+    default_eos_ids,
+    state_dict_of,
+)
 from treegrpo.engine.cache import assemble_cache, keep_rows
 from treegrpo.engine.chunks import prefill_chunks
 from treegrpo.engine.cpu import onednn
@@ -45,29 +53,6 @@ from treegrpo.engine.cpu.lora import FoldedLoRA
 from treegrpo.engine.prefix import shared_prefix_groups
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
-
-Finish = Literal["stop", "eos", "length"]
-
-
-class Stopper(Protocol):
-    def hit(self, tokens: Sequence[int]) -> bool: ...
-
-
-@dataclass
-class StepRequest:
-    context: Segment  # what the model has already seen
-    pending: list[int]  # tokens to feed before sampling (at least one)
-    max_new_tokens: int | None = None  # None: SamplingParams.max_new_tokens
-
-
-@dataclass
-class StepResult:
-    tokens: list[int]  # sampled ids, the step-end token included
-    logprobs: list[float]  # log p(token) under the model, one per token
-    finish: Finish
-    fork: Segment  # context + pending[:-1]
-    end: Segment  # context + pending + tokens[:-1]
-    processed: int  # positions this row cost the model: prefill (padding included) + decode
 
 
 @dataclass
@@ -145,7 +130,7 @@ class HFEngine:
                 f"lean_decode supports model types {sorted(SUPPORTED)} with full attention; "
                 f"this model is {getattr(model.config, 'model_type', None)!r}"
             )
-        self.eos_ids = set(eos_ids) if eos_ids is not None else _default_eos(model, tokenizer)
+        self.eos_ids = set(eos_ids) if eos_ids is not None else default_eos_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -215,6 +200,19 @@ class HFEngine:
             if self._lora is not None:
                 stack.enter_context(self._lora.active(packed=packed is not None))
             yield
+
+    def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Generate with these weights from now on. The engine computes with the model it was
+        given, so the trainer's policy (or the peft model around it) needs no copy; another
+        module or a state dict is loaded into it. Cached prefixes live in the segments the
+        caller holds: segments made before the change are stale, so sample afresh."""
+        if isinstance(weights, torch.nn.Module) and _unwrap_peft(weights) is self.model:
+            return
+        with torch.no_grad():
+            self.model.load_state_dict(state_dict_of(weights))
+
+    def reset_prefix_cache(self) -> None:
+        """Nothing to forget: the KV cache lives in the segments the caller holds."""
 
     # ----------------------------------------------------------------- private
 
@@ -317,7 +315,9 @@ class HFEngine:
         if tail_kv is None and kv is not None:
             tail_kv = kv[:, :, :, -1:]
         end = fork.extend([pending[-1], *tokens[:-1]], tail_kv)
-        return StepResult(tokens, logprobs, finish, fork, end, r.prefill_width + decode_steps)
+        reused = r.context.length if self.reuse_cache else 0  # the cached context it read
+        processed = r.prefill_width + decode_steps
+        return StepResult(tokens, logprobs, finish, fork, end, processed, reused)
 
     def _forward(
         self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: DynamicCache
@@ -526,14 +526,3 @@ def _unwrap_peft(model: Any) -> Any:
     if peft is not None and isinstance(model, peft.PeftModel):
         return model.get_base_model()
     return model
-
-
-def _default_eos(model: Any, tokenizer: Any) -> set[int]:
-    ids: set[int] = set()
-    for src in (getattr(model, "generation_config", None), model.config, tokenizer):
-        eos = getattr(src, "eos_token_id", None)
-        if isinstance(eos, int):
-            ids.add(eos)
-        elif isinstance(eos, (list, tuple)):
-            ids.update(int(e) for e in eos)
-    return ids

@@ -25,15 +25,33 @@ class SamplingParams:
         if self.top_k < 0 or self.max_new_tokens < 1:
             raise ValueError("top_k must be >= 0 and max_new_tokens >= 1")
 
+    @property
+    def logprob_temperature(self) -> float:
+        """The temperature of the distribution tokens are drawn from (1 when greedy): log-probs
+        in the engines and the trainer are taken under it (``policy_logprobs``)."""
+        return 1.0 if self.greedy else self.temperature
+
+
+def policy_logprobs(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log softmax(logits / T) over the last axis, in float32: the log-probs of the distribution
+    sampled at temperature T, as verl takes them (ALGORITHM.md §4). The one definition that every
+    engine's step log-probs and the trainer's old, new and reference log-probs use. Top-k and
+    top-p truncation are not part of it (the trainer could not reproduce them token by token);
+    at T = 1 these are the model's own log-probs. logits: (..., V) → (..., V)."""
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    return torch.log_softmax(logits, dim=-1)
+
 
 def sample(
     logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Choose one token per row. logits: (B, V). Returns tokens (B,) and their log-probability
-    under the model's own distribution (B,): log_softmax of the raw logits, before temperature
-    and truncation, so it matches a plain forward pass of the same model."""
+    under the sampled distribution (B,): ``policy_logprobs`` at the sampling temperature (before
+    top-k and top-p truncation), so it matches the trainer's forward pass of the same model."""
     logits = logits.float()
-    logp = torch.log_softmax(logits, dim=-1)  # (B, V)
+    logp = policy_logprobs(logits, params.logprob_temperature)  # (B, V)
     if params.greedy:
         tokens = logits.argmax(dim=-1)
     else:

@@ -23,7 +23,7 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.core.rewards import extract_answer
-from treegrpo.engine.hf import HFEngine
+from treegrpo.engine.build import build_engine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
@@ -67,7 +67,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Run every question once, greedily, and return aggregate and per-group metrics."""
     protocol = SearchProtocol(tokenizer, max_obs_tokens)
-    engine = HFEngine(model, tokenizer, StepStopper(tokenizer))
+    engine = build_engine("hf", model, tokenizer, StepStopper(tokenizer))
     greedy = SamplingParams(greedy=True, max_new_tokens=max_new_tokens)
     rows: list[dict[str, Any]] = []
     was_training = getattr(model, "training", False)

@@ -13,8 +13,9 @@ An episode's turn limit follows Search-R1: steps 1..max_turns may search; step m
 the final one, where a search is not executed. A step whose context leaves no room for another
 token ends the episode as well (a length leaf).
 
-Every expansion resumes from its node's cached context (``HFEngine`` forks the prefix), so a
-branch only pays for the tokens it adds.
+Every expansion resumes from its node's context, which the engine has cached (``HFEngine`` forks
+the prefix's KV, ``VLLMEngine`` finds its blocks in vLLM's prefix cache), so a branch only pays
+for the tokens it adds.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import torch
 from treegrpo.agent.protocol import Action, SearchProtocol
 from treegrpo.core.budget import SpendAccountant, TreeShape
 from treegrpo.core.tree import Forest
-from treegrpo.engine.hf import HFEngine, StepRequest
+from treegrpo.engine.base import Engine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
 from treegrpo.rollout.records import Rollout, StepRecord
@@ -52,7 +53,7 @@ class AgentLimits:
 
 
 def sample_forest(
-    engine: HFEngine,
+    engine: Engine,
     protocol: SearchProtocol,
     tool: SearchTool,
     prompts: Sequence[list[int]],
@@ -101,7 +102,7 @@ def sample_forest(
 
 @dataclass
 class _Runner:
-    engine: HFEngine
+    engine: Engine
     protocol: SearchProtocol
     tool: SearchTool
     sampling: SamplingParams
@@ -165,6 +166,8 @@ class _Runner:
                 final=finals[i],
                 searched=i in passages,
                 passages=passages.get(i, []),
+                processed=r.processed,
+                reused=r.reused,
             )
             node = self.forest.add_node(e.parent, payload=len(self.steps), leaf=done)
             self.steps.append(record)

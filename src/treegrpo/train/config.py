@@ -158,9 +158,15 @@ class ModelConfig:
     CPU runs ignore it and compute float32; float16 runs without loss scaling."""
     device: str = "auto"
     """Device of the policy and reference (auto: cuda if available, else cpu)."""
+    engine: Literal["hf", "vllm"] = "hf"
+    """Rollout backend: hf (transformers, with the prefix KV cache of segments) or vllm (vLLM in
+    the same process, weights pushed after every update; full fine-tuning only; install it with
+    `make setup-vllm`)."""
 
     def __post_init__(self) -> None:
         if self.lora_rank < 0:
             raise ValueError(f"lora_rank must be >= 0, got {self.lora_rank}")
         if self.lora_rank > 0 and not self.lora_targets:
             raise ValueError("lora_rank > 0 needs at least one module name in lora_targets")
+        if self.engine == "vllm" and self.lora_rank > 0:
+            raise ValueError("engine vllm trains the full model only: use lora_rank 0 or engine hf")

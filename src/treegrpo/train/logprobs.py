@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import torch
 from torch.nn.functional import pad
 
+from treegrpo.engine.sampling import policy_logprobs
 from treegrpo.train.head import logits_at
 from treegrpo.train.losses import entropy_from_logits
 from treegrpo.train.policy import is_lora
@@ -20,10 +22,13 @@ def token_logprobs(
     with_entropy: bool = False,
     autocast_dtype: torch.dtype | None = None,
     keep: torch.Tensor | None = None,
+    temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(ids[t + 1] | ids[≤ t]) for every position: (b, T) ids → (b, T − 1), and the entropy
-    of each predictive distribution when asked (b, T − 1). The forward pass runs under autocast
-    on CUDA when ``autocast_dtype`` is lower than float32; the softmax is always float32.
+    of each predictive distribution when asked (b, T − 1). p is the distribution the rollout
+    sampled from, softmax(logits / temperature) (``engine.sampling.policy_logprobs``, the same
+    definition as the engines' log-probs). The forward pass runs under autocast on CUDA when
+    ``autocast_dtype`` is lower than float32; the softmax is always float32.
 
     ``keep`` (b, T − 1), nonzero at the targets whose values are read (the action tokens): the
     LM head and the softmax run there only (``train.head``) and every other entry is 0.
@@ -41,7 +46,9 @@ def token_logprobs(
         else:
             logits = logits_at(model, input_ids, attention_mask, pad(chosen, (0, 1)))
     logits = logits.float()  # (b, T − 1, V), or (n, V) at the kept targets
-    logp = torch.log_softmax(logits, dim=-1)
+    if temperature != 1.0:
+        logits = logits / temperature  # the entropy too is the sampled distribution's
+    logp = policy_logprobs(logits)
     read = targets if chosen is None else targets[chosen]  # (b, T − 1) or (n,)
     target_logp = logp.gather(-1, read[..., None]).squeeze(-1)
     entropy = entropy_from_logits(logits) if with_entropy else None
@@ -66,13 +73,15 @@ def reference_logprobs(
     attention_mask: torch.Tensor,
     autocast_dtype: torch.dtype | None = None,
     keep: torch.Tensor | None = None,
+    temperature: float = 1.0,
 ) -> torch.Tensor:
     """Log-probs under the frozen reference, (b, T) ids → (b, T − 1): the separate reference
     model when one is loaded, else the LoRA policy with its adapters disabled (its base model).
-    ``keep`` as in ``token_logprobs``."""
-    if reference is not None:
-        return token_logprobs(reference, input_ids, attention_mask, False, autocast_dtype, keep)[0]
-    if not is_lora(policy):
+    ``keep`` and ``temperature`` as in ``token_logprobs``."""
+    model = reference if reference is not None else policy
+    if reference is None and not is_lora(policy):
         raise ValueError("a KL term needs a reference model, or a LoRA policy whose base is one")
-    with policy.disable_adapter():
-        return token_logprobs(policy, input_ids, attention_mask, False, autocast_dtype, keep)[0]
+    with nullcontext() if reference is not None else policy.disable_adapter():
+        return token_logprobs(
+            model, input_ids, attention_mask, False, autocast_dtype, keep, temperature
+        )[0]

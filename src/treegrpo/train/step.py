@@ -22,8 +22,8 @@ import torch
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.advantage import tree_advantage
 from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
+from treegrpo.engine.base import Engine
 from treegrpo.engine.cpu import onednn
-from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
@@ -48,7 +48,7 @@ def rl_step(
     reference: Any | None,
     optimizer: torch.optim.Optimizer,
     scheduler: Any | None,
-    engine: HFEngine,
+    engine: Engine,
     protocol: SearchProtocol,
     tool: SearchTool,
     batch: Batch,
@@ -107,7 +107,8 @@ def rl_step(
     # computed here, before their weights move.
     schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
     first = {id(mb) for mb in minis[schedule[0]]} if schedule else set()
-    device = engine.device
+    device = next(policy.parameters()).device
+    temperature = sampling.logprob_temperature  # log-probs of the sampled distribution
     old: dict[int, torch.Tensor] = {}
     ref: dict[int, torch.Tensor] = {}
     # packed oneDNN weights where they apply: the engine's for the policy, the reference's own
@@ -117,11 +118,23 @@ def rl_step(
             d = mb.to(device)
             if id(mb) not in first:
                 old[id(mb)] = token_logprobs(
-                    policy, d.input_ids, d.attention_mask, False, autocast_dtype, d.action_mask
+                    policy,
+                    d.input_ids,
+                    d.attention_mask,
+                    False,
+                    autocast_dtype,
+                    d.action_mask,
+                    temperature,
                 )[0]
             if algo.kl_coef > 0:
                 ref[id(mb)] = reference_logprobs(
-                    policy, reference, d.input_ids, d.attention_mask, autocast_dtype, d.action_mask
+                    policy,
+                    reference,
+                    d.input_ids,
+                    d.attention_mask,
+                    autocast_dtype,
+                    d.action_mask,
+                    temperature,
                 )
 
     # 6. PPO update: one optimizer step per mini-batch, gradients accumulated over micro-batches
@@ -143,6 +156,7 @@ def rl_step(
                     with_entropy=algo.entropy_coef > 0,
                     autocast_dtype=autocast_dtype,
                     keep=d.action_mask,  # the head runs on action tokens only (train.head)
+                    temperature=temperature,
                 )
                 logp_old = old.setdefault(id(mb), logp.detach())  # first update: its own
                 pg, stats = ppo_clip_loss(
@@ -182,6 +196,7 @@ def rl_step(
                 skipped += 1  # a non-finite gradient: drop this update, keep the weights
             optimizer.zero_grad(set_to_none=True)
     policy.eval()
+    engine.update_weights(policy)  # the next rollout samples from the updated policy
 
     # 7. metrics, with what the trees held: how many mixed rewards (a tree whose leaves all
     # score alike has no intra-tree signal), how many distinct trajectories, and how deep the

@@ -32,8 +32,8 @@ import torch
 from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
+from treegrpo.engine.build import build_engine
 from treegrpo.engine.cpu.memory import release_freed_memory
-from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import resolve_device
 from treegrpo.rollout.sampler import AgentLimits
@@ -144,7 +144,7 @@ def train(
         (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
 
     protocol = SearchProtocol(tokenizer, max_obs_tokens)
-    engine = HFEngine(policy, tokenizer, StepStopper(tokenizer))
+    engine = build_engine(model_cfg.engine, policy, tokenizer, StepStopper(tokenizer))
     prompts = {}  # rendered once per question
     writer = _tensorboard(out / "tb")
     with open(out / "metrics.jsonl", "a") as log:

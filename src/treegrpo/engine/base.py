@@ -1,0 +1,125 @@
+"""What the rollout and the trainer need from a generation backend (DESIGN.md, "Layers").
+
+An engine generates one agent step for a batch of requests, in token ids: each request is a
+context (a ``Segment``: the token ids the model has already seen, as a chain that branches
+share), the tokens still to feed before sampling, and a token limit; the engine samples until
+the step ends (the stopper's step-end tag, an end-of-sequence token, or the limit) and returns
+the sampled ids, their log-probs, why the step ended, what it cost, and the two contexts the
+sampler continues from. Each backend keeps its own prefix cache behind this: ``HFEngine``
+attaches KV to the segments it returns, ``VLLMEngine`` keeps vLLM's block cache keyed by
+token ids. After the weights change, ``update_weights`` makes every later step use the new
+ones and forgets what was cached with the old.
+
+Log-probs are those of the distribution that was sampled: log softmax(logits / T) at
+temperature T (1 when greedy), one definition in ``engine.sampling.policy_logprobs`` that the
+trainer's log-probs use too (ALGORITHM.md §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import torch
+
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.engine.segments import Segment
+
+Finish = Literal["stop", "eos", "length"]
+EngineKind = Literal["hf", "vllm"]
+
+
+class Stopper(Protocol):
+    def hit(self, tokens: Sequence[int]) -> bool:
+        """Whether the newest token of ``tokens`` ends the step."""
+        ...
+
+
+@dataclass
+class StepRequest:
+    context: Segment  # what the model has already seen
+    pending: list[int]  # tokens to feed before sampling (at least one)
+    max_new_tokens: int | None = None  # None: SamplingParams.max_new_tokens
+
+
+@dataclass
+class StepResult:
+    tokens: list[int]  # sampled ids, the step-end token included
+    logprobs: list[float]  # log p(token) under the sampled distribution, one per token
+    finish: Finish
+    fork: Segment  # context + pending[:-1]
+    end: Segment  # context + pending + tokens[:-1]
+    processed: int  # positions this row cost the model: prefill (padding included) + decode
+    reused: int = 0  # context positions read from the prefix cache instead of computed
+
+
+class Engine(Protocol):
+    """A generation backend as ``rollout`` and ``train`` use it."""
+
+    @property
+    def device(self) -> torch.device:
+        """Where the sampler's ``torch.Generator`` lives."""
+        ...
+
+    @property
+    def pad_id(self) -> int:
+        """The padding id of the tokenizer (the trainer pads its batches with it)."""
+        ...
+
+    def root(self) -> Segment:
+        """The empty context."""
+        ...
+
+    def prefill(
+        self, contexts: Sequence[Segment], tokens: Sequence[list[int]]
+    ) -> tuple[list[Segment], list[int]]:
+        """Extend each context by its tokens without sampling (a prompt that several trees
+        share); returns the new contexts and the positions each row cost now."""
+        ...
+
+    def step(
+        self,
+        requests: Sequence[StepRequest],
+        params: SamplingParams,
+        generator: torch.Generator | None = None,
+    ) -> list[StepResult]:
+        """Generate one agent step for every request; results in request order. The draws come
+        from ``generator`` (per-request seeds drawn from it where the backend needs them), so a
+        seeded generator gives the same forest again."""
+        ...
+
+    def fast(self) -> AbstractContextManager[None]:
+        """The context other gradient-free forwards of the policy run in (the trainer's old
+        log-probs): the backend's speed-ups where they share the policy's weights, else
+        nothing."""
+        ...
+
+    def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Generate with these weights from now on (the policy after an update, or its state
+        dict with Hugging Face names) and drop every prefix cached with the old ones."""
+        ...
+
+    def reset_prefix_cache(self) -> None:
+        """Forget every cached prefix (after the weights changed in place)."""
+        ...
+
+
+def state_dict_of(weights: torch.nn.Module | Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """The tensors of a module or a state dict, detached, by Hugging Face parameter name."""
+    items = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
+    return {k: v.detach() for k, v in items.items()}
+
+
+def default_eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    """The end-of-sequence ids of a transformers model's generation config, its config and the
+    tokenizer."""
+    ids: set[int] = set()
+    for src in (getattr(model, "generation_config", None), model.config, tokenizer):
+        eos = getattr(src, "eos_token_id", None)
+        if isinstance(eos, int):
+            ids.add(eos)
+        elif isinstance(eos, (list, tuple)):
+            ids.update(int(e) for e in eos)
+    return ids

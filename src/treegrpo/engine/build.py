@@ -1,0 +1,23 @@
+"""Choose a generation backend by name (``ModelConfig.engine``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from treegrpo.engine.base import Engine, EngineKind, Stopper
+from treegrpo.engine.hf import HFEngine
+from treegrpo.engine.vllm import TokenStopper, VLLMEngine
+
+
+def build_engine(kind: EngineKind, model: Any, tokenizer: Any, stopper: Stopper) -> Engine:
+    """The ``kind`` engine generating with ``model``: hf shares the policy's weights; vllm
+    serves a copy, which ``Engine.update_weights`` refreshes after every update (its stopper
+    must name its stop ids, as ``agent.stops.StepStopper`` does)."""
+    if kind == "hf":
+        return HFEngine(model, tokenizer, stopper)
+    if kind == "vllm":
+        if not hasattr(stopper, "end_token_ids"):
+            raise TypeError("the vllm engine needs a stopper with end_token_ids (StepStopper)")
+        token_stopper: TokenStopper = stopper  # type: ignore[assignment]
+        return VLLMEngine(model, tokenizer, token_stopper)
+    raise ValueError(f"unknown engine {kind!r}: hf or vllm")

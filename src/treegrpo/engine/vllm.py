@@ -1,0 +1,293 @@
+"""A generation engine on vLLM, in the trainer's process (``engine.base.Engine``).
+
+vLLM's ``LLM`` runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: pushing weights as
+tensors needs it) on the same token ids as ``HFEngine``: prompts go in as ``TokensPrompt`` (never
+text, never re-tokenized) and the sampled ids come back as they were sampled. Its prefix cache
+(on) finds the context of every later turn and every expansion by its token ids; only whole
+blocks count, so ``StepResult.reused`` is vLLM's ``num_cached_tokens``.
+
+A step ends at a step-end tag, which is usually several tokens (``</``, ``answer``, ``>``) while
+vLLM stops only at single ids (text stop strings would need its detokenizer and cut text, not
+ids). So generation stops at every id that may complete a tag (``StepStopper.end_token_ids``)
+and at end-of-sequence ids, the stop id kept; when the stopper says the tag is not complete the
+row goes on from there, the prefix cache holding what it has so far. Greedy decoding is exactly
+``HFEngine``'s; a sampled row draws with vLLM's per-request seed, drawn from the sampler's
+generator, so a seeded forest is reproducible. Several requests with the same context (a tree's
+M chains from one prompt, several expansions of one node) go to vLLM as one request of n
+samples.
+
+Log-probs come from ``logprobs_mode="processed_logprobs"``: log softmax(logits / T), the same as
+``engine.sampling.policy_logprobs``, as long as neither top-k nor top-p truncates (vLLM then
+renormalizes over the kept tokens, which the trainer does not do; the trainer recomputes the
+log-probs its loss uses, so only the rollout's recorded values differ). Greedy: T = 1.
+
+vLLM is an optional dependency (``make setup-vllm``: it pins its own torch and transformers,
+so it lives in a separate environment); this module imports it only when an engine is made.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from treegrpo.engine.base import (
+    Finish,
+    StepRequest,
+    StepResult,
+    default_eos_ids,
+    state_dict_of,
+)
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.engine.segments import Segment
+
+INSTALL_HINT = "vLLM is not installed: install it with `make setup-vllm` (see docs/library.md)"
+
+
+class TokenStopper(Protocol):
+    """A step-end rule that also names the ids it can fire on (``agent.stops.StepStopper``)."""
+
+    @property
+    def end_token_ids(self) -> list[int]: ...
+
+    def hit(self, tokens: Sequence[int]) -> bool: ...
+
+
+@dataclass
+class _Row:
+    index: int  # request index
+    prompt: list[int]  # context + pending
+    limit: int
+    seed: int
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    processed: int = 0
+    reused: int = 0
+    rounds: int = 0
+
+
+class VLLMEngine:
+    """Agent-step generation with vLLM in this process.
+
+    model: the transformers causal LM to serve (saved once to a temporary directory that vLLM
+    loads; later weights come through ``update_weights``); tokenizer: for the pad and ``eos``
+    ids; stopper: decides step ends (``treegrpo.agent.stops.StepStopper``); kv_cache_bytes: the
+    KV cache vLLM allocates; block_size: its cache block (a multiple of 32 on CPU; None: 32 on
+    CPU, vLLM's default elsewhere); max_model_len: None = the model's positions; seed: vLLM's
+    engine seed; llm_kwargs: passed on to ``vllm.LLM``.
+
+    Constructing it leaves the caller's process as it found it: vLLM's CPU worker replaces
+    ``torch.set_num_threads`` with a no-op and reseeds the global torch, numpy and random
+    generators; both are put back.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        stopper: TokenStopper | None = None,
+        eos_ids: Sequence[int] | None = None,
+        kv_cache_bytes: int = 1 << 30,
+        block_size: int | None = None,
+        max_model_len: int | None = None,
+        seed: int = 0,
+        **llm_kwargs: Any,
+    ) -> None:
+        if _is_peft(model):
+            raise ValueError("VLLMEngine serves a full model; LoRA policies need engine hf")
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # weights go in as tensors
+        try:
+            import vllm
+            from vllm.platforms import current_platform
+        except ImportError as err:
+            raise ImportError(INSTALL_HINT) from err
+        self._vllm = vllm
+        self.stopper = stopper
+        self.eos_ids = set(eos_ids) if eos_ids is not None else default_eos_ids(model, tokenizer)
+        self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self._stop_ids = sorted(self.eos_ids | set(stopper.end_token_ids if stopper else []))
+        on_cpu = current_platform.is_cpu()
+        self._dir = tempfile.TemporaryDirectory(prefix="treegrpo-vllm-")
+        model.save_pretrained(self._dir.name)
+        kwargs: dict[str, Any] = {
+            "model": self._dir.name,
+            "skip_tokenizer_init": True,  # ids in, ids out
+            "dtype": str(model.dtype).removeprefix("torch."),
+            "enable_prefix_caching": True,
+            "logprobs_mode": "processed_logprobs",  # under the sampled distribution
+            "kv_cache_memory_bytes": kv_cache_bytes,
+            "enforce_eager": on_cpu,  # no torch.compile: 5 s instead of 40 s to start on CPU
+            "seed": seed,
+        }
+        if block_size is not None or on_cpu:
+            kwargs["block_size"] = block_size or 32
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        with _process_state_kept():
+            self.llm = vllm.LLM(**(kwargs | llm_kwargs))
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")  # the sampler's generator only draws the request seeds
+
+    def root(self) -> Segment:
+        return Segment(None, [])
+
+    def prefill(
+        self, contexts: Sequence[Segment], tokens: Sequence[list[int]]
+    ) -> tuple[list[Segment], list[int]]:
+        """Record the tokens; vLLM computes them (once, then from its prefix cache) with the
+        first step that needs them, and that step reports the cost."""
+        pairs = zip(contexts, tokens, strict=True)
+        return [c.extend(list(t)) for c, t in pairs], [0] * len(contexts)
+
+    def fast(self) -> nullcontext[None]:
+        return nullcontext()  # vLLM holds its own copy of the weights: nothing to share
+
+    def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Copy the weights (Hugging Face names; vLLM fuses q/k/v and gate/up itself) into the
+        served model, then drop the prefix cache: its KV was computed with the old weights."""
+        state = list(state_dict_of(weights).items())
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": state})
+        self.reset_prefix_cache()
+
+    def reset_prefix_cache(self) -> None:
+        self.llm.reset_prefix_cache()
+
+    def step(
+        self,
+        requests: Sequence[StepRequest],
+        params: SamplingParams,
+        generator: torch.Generator | None = None,
+    ) -> list[StepResult]:
+        """Generate one agent step for every request; results in request order."""
+        seeds = torch.randint(0, 2**31 - 1, (len(requests),), generator=generator).tolist()
+        results: list[StepResult | None] = [None] * len(requests)
+        groups: dict[tuple[tuple[int, ...], int], list[_Row]] = {}
+        for i, req in enumerate(requests):
+            if not req.pending:
+                raise ValueError(f"request {i} has no pending token to start from")
+            limit = params.max_new_tokens if req.max_new_tokens is None else req.max_new_tokens
+            if limit <= 0:  # no room left in the context: the step ends before it starts
+                results[i] = self._result(req, _Row(i, [], 0, 0), "length")
+                continue
+            prompt = req.context.context_tokens() + req.pending
+            groups.setdefault((tuple(prompt), limit), []).append(_Row(i, prompt, limit, seeds[i]))
+        # first round: one vLLM request per distinct context, n samples (one when greedy:
+        # its samples would all be equal)
+        batch = list(groups.values())
+        outs = self._generate([(g[0], 1 if params.greedy else len(g)) for g in batch], params)
+        going: list[_Row] = []
+        for rows, out in zip(batch, outs, strict=True):
+            done = out.outputs * len(rows) if params.greedy else out.outputs
+            completions = sorted(done[: len(rows)], key=lambda c: c.index)
+            prefill = len(rows[0].prompt) - (out.num_cached_tokens or 0)
+            share, extra = divmod(prefill, len(rows))
+            for j, (row, c) in enumerate(zip(rows, completions, strict=True)):
+                row.processed += share + (j < extra)
+                row.reused += out.num_cached_tokens or 0
+                going += self._take(row, c, requests, results)
+        # later rounds: rows that stopped at an id that did not complete a tag go on
+        while going:
+            outs = self._generate([(r, 1) for r in going], params)
+            rows, going = going, []
+            for row, out in zip(rows, outs, strict=True):
+                row.processed += len(row.prompt) + len(row.tokens) - (out.num_cached_tokens or 0)
+                row.reused += out.num_cached_tokens or 0
+                going += self._take(row, out.outputs[0], requests, results)
+        return [r for r in results if r is not None]
+
+    # ----------------------------------------------------------------- private
+
+    def _generate(self, batch: list[tuple[_Row, int]], params: SamplingParams) -> list[Any]:
+        """One ``LLM.generate`` call: for each (row, n), n samples of what follows the row's
+        prompt and tokens so far."""
+        from vllm.inputs import TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=r.prompt + r.tokens) for r, _ in batch]
+        sps = [self._sampling(params, r, n) for r, n in batch]
+        outs: list[Any] = self.llm.generate(prompts, sps, use_tqdm=False)
+        return outs
+
+    def _sampling(self, params: SamplingParams, row: _Row, n: int) -> Any:
+        common = {
+            "n": n,
+            "max_tokens": row.limit - len(row.tokens),
+            "logprobs": 0,  # the sampled token's only
+            "stop_token_ids": self._stop_ids,
+            "ignore_eos": True,  # the eos ids are among the stop ids
+            "detokenize": False,
+        }
+        if params.greedy:
+            return self._vllm.SamplingParams(temperature=0.0, **common)
+        return self._vllm.SamplingParams(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k,
+            seed=(row.seed + 7919 * row.rounds) % (2**31 - 1),  # a fresh stream per round
+            **common,
+        )
+
+    def _take(
+        self,
+        row: _Row,
+        completion: Any,
+        requests: Sequence[StepRequest],
+        results: list[StepResult | None],
+    ) -> list[_Row]:
+        """Append a completion to its row; finish the row (into ``results``) or return it to go
+        on."""
+        new = list(completion.token_ids)
+        row.tokens += new
+        row.logprobs += [d[t].logprob for d, t in zip(completion.logprobs, new, strict=True)]
+        row.processed += max(len(new) - 1, 0)  # decode forwards after the prefill's token
+        row.rounds += 1
+        finish = self._finish(row, completion.finish_reason)
+        if finish is None:
+            return [row]
+        results[row.index] = self._result(requests[row.index], row, finish)
+        return []
+
+    def _finish(self, row: _Row, reason: str | None) -> Finish | None:
+        if row.tokens and reason == "stop":
+            if self.stopper is not None and self.stopper.hit(row.tokens):
+                return "stop"
+            if row.tokens[-1] in self.eos_ids:
+                return "eos"
+        if len(row.tokens) >= row.limit or reason == "length" or not row.tokens:
+            return "length"
+        return None  # stopped at a possible tag end that was none: go on
+
+    def _result(self, req: StepRequest, row: _Row, finish: Finish) -> StepResult:
+        fork = req.context.extend(req.pending[:-1])
+        end = fork.extend([req.pending[-1], *row.tokens[:-1]])
+        return StepResult(row.tokens, row.logprobs, finish, fork, end, row.processed, row.reused)
+
+
+def _is_peft(model: Any) -> bool:
+    """Whether ``model`` is a peft (LoRA) model, without importing peft."""
+    peft = sys.modules.get("peft")
+    return peft is not None and isinstance(model, peft.PeftModel)
+
+
+@contextmanager
+def _process_state_kept() -> Iterator[None]:
+    """Undo what constructing an in-process vLLM does to the caller's process: it replaces
+    ``torch.set_num_threads`` with a no-op and reseeds the global random generators."""
+    set_threads = torch.set_num_threads
+    states = (torch.get_rng_state(), np.random.get_state(), random.getstate())  # noqa: NPY002
+    try:
+        yield
+    finally:
+        torch.set_num_threads = set_threads
+        torch.set_rng_state(states[0])
+        np.random.set_state(states[1])  # noqa: NPY002
+        random.setstate(states[2])
