@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from agent_fixtures import PEOPLE, Agent, WordTool, trained_agent
+from agent_fixtures import FACTS, PEOPLE, Agent, WordTool, trained_agent
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.base import Engine, StepRequest, StepResult
@@ -21,7 +21,9 @@ from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.logprobs import token_logprobs
+from treegrpo.train.step import Batch, rl_step
 
 KINDS = [
     "hf",
@@ -200,3 +202,32 @@ def test_weight_push_changes_outputs_as_loading_into_hf(engine: Engine, agent: A
     assert [w.tokens for w in want] != before  # the push changed what is generated
     assert [r.tokens for r in _two_turns(engine, prompts, obs)] == before  # and back
     assert np.isfinite([x for g in got for x in g.logprobs]).all()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rl_step_leaves_the_engine_on_the_updated_policy(kind: str, agent: Agent) -> None:
+    """After ``rl_step`` the engine generates what the updated policy generates."""
+    policy = copy.deepcopy(agent.model)
+    eng = make_engine(kind, policy, agent.tokenizer)
+    people = PEOPLE[:2]
+    batch = Batch([agent.prompt(p) for p in people], [[FACTS[p]] for p in people], people)
+    rl_step(
+        policy,
+        None,
+        torch.optim.AdamW(policy.parameters(), lr=1e-2),
+        None,
+        eng,
+        agent.protocol,
+        WordTool(),
+        batch,
+        AlgorithmConfig(m=2, kl_coef=0.0),
+        OptimConfig(lr=1e-2, mini_batch_prompts=2, micro_batch_tokens=1500),
+        SamplingParams(temperature=0.8, max_new_tokens=40),
+        LIMITS,
+        seed=0,
+    )
+    prompts, obs = _prompts(agent), _observation(agent)
+    hf = HFEngine(policy, agent.tokenizer, StepStopper(agent.tokenizer))
+    want, got = _two_turns(hf, prompts, obs), _two_turns(eng, prompts, obs)
+    assert [g.tokens for g in got] == [w.tokens for w in want]
+    assert not torch.equal(policy.lm_head.weight, agent.model.lm_head.weight)
