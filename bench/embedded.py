@@ -1,7 +1,7 @@
 """The default job, measured: `treegrpo train` with its defaults, once per seed, side by side.
 
-For each seed this runs the README's main command in a fresh process (``treegrpo train --seed
-S --out-dir …``; the warm start is shared and cached, so only the first seed pays for it unless
+For each seed this runs the README's main command in a fresh process (``treegrpo train --run.seed
+S --run.out-dir …``; the warm start is shared and cached, so only the first seed pays for it unless
 ``--cold``), then reads the run's ``summary.json`` and ``metrics.jsonl`` and reports:
 
 - held-out EM and tool calls per question before (the warm start) and after RL, overall and by
@@ -43,9 +43,9 @@ def run_seed(seed: int, out_dir: Path, cache_dir: Path, extra: list[str]) -> dic
         "-m",
         "treegrpo.cli",
         "train",
-        "--seed",
+        "--run.seed",
         str(seed),
-        "--out-dir",
+        "--run.out-dir",
         str(out_dir),
         *extra,
     ]
@@ -133,7 +133,7 @@ def main() -> None:
             flush=True,
         )
     result = {
-        "command": "treegrpo train --seed S (defaults)",
+        "command": "treegrpo train --run.seed S (defaults)",
         "extra_flags": args.extra,
         "cold_first_run": args.cold,
         "machine": {

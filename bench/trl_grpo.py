@@ -7,7 +7,7 @@ optimizer update per step over all P·G completions (TRL: per-device batch P·G,
 batch per step, one iteration; ours: one mini-batch of P prompts), no KL term (TRL's default
 beta 0; our kl_coef 0, so neither loads a reference model), no entropy bonus, the Search-R1
 F1 reward in both (F1, not EM, so that random completions get rewards that vary). Ours is
-chain GRPO (``--algo chain --m G``): the tree machinery is not used. One difference stays:
+chain GRPO (``--algo.algo chain --algo.m G``): the tree machinery is not used. One difference stays:
 TRL skips the old log-prob forward when it makes one update per generation (the ratio is 1),
 our step always computes old log-probs in a separate no-grad pass.
 

@@ -5,7 +5,8 @@ src/treegrpo is parsed with ``ast`` and
   they are used, so the code that does not need them runs without them);
 - imports only the packages its own package may use (``ALLOWED``): imports flow downward, so no
   two packages import each other and no package reaches above itself;
-- takes part in no import cycle between modules.
+- takes part in no import cycle between modules;
+- imports a module by name (``importlib.import_module``) only where ``BY_NAME`` says.
 
 A failure names the file, the line and the import.
 """
@@ -48,6 +49,10 @@ LAZY_OK = (
     "ray",
 )
 """Optional dependencies that may be imported inside a function, where they are needed."""
+
+BY_NAME: dict[str, set[str]] = {"treegrpo.cli": {"treegrpo.cli.commands"}}
+"""Module → the modules it imports by name, when called: the CLI builds its parser (``--help``,
+flag errors) without the command bodies, which load torch, transformers and datasets."""
 
 
 def package_of(module: str) -> str:
@@ -162,3 +167,44 @@ def test_no_import_cycles_between_modules() -> None:
         TopologicalSorter(graph).static_order()
     except CycleError as exc:
         raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
+
+
+def by_name_imports(tree: ast.Module) -> list[tuple[ast.Call, str | None]]:
+    """Calls of ``importlib.import_module`` or ``__import__`` with the module name they load: a
+    string, or a module-level constant holding one (None: neither)."""
+    constants = {
+        t.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for t in node.targets
+        if isinstance(t, ast.Name) and isinstance(node.value.value, str)
+    }
+    found: list[tuple[ast.Call, str | None]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or ast.unparse(node.func) not in (
+            "importlib.import_module",
+            "__import__",
+        ):
+            continue
+        arg = node.args[0] if node.args else None
+        name = None
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            name = arg.value
+        elif isinstance(arg, ast.Name):
+            name = constants.get(arg.id)
+        found.append((node, name))
+    return found
+
+
+def test_imports_by_name_are_listed() -> None:
+    bad = []
+    for name, (path, tree) in modules().items():
+        for node, target in by_name_imports(tree):
+            if target not in BY_NAME.get(name, set()):
+                bad.append(f"{path.relative_to(SRC.parents[1])}:{node.lineno}: {target}")
+    assert not bad, "imports by name missing from BY_NAME:\n" + "\n".join(bad)
+    for name, targets in BY_NAME.items():
+        for target in targets:
+            assert target in modules(), target
+            own, other = package_of(name), package_of(target)
+            assert other == own or other in ALLOWED[own], f"{own} may not import {other}"

@@ -57,7 +57,8 @@ def test_flags_win_over_the_file_and_the_file_over_the_preset(
         f"run: {{out_dir: {out}, steps: 3}}\n"
         "model: {lora_rank: 8, grad_checkpointing: true}\n"
     )
-    cli.main(["train", "--config", str(path), "--lr", "3e-4", "--steps", "5", "--m", "6"])
+    args = ["train", "--config", str(path), "--optim.lr", "3e-4", "--run.steps", "5"]
+    cli.main([*args, "--algo.m", "6"])
     (got,) = calls
     assert got["algo"].algo == "chain" and got["algo"].m == 6  # flag over file
     assert got["optim"].lr == 3e-4 and got["optim"].mini_batch_prompts == 4  # flag, file
@@ -70,7 +71,7 @@ def test_flags_win_over_the_file_and_the_file_over_the_preset(
 
 
 def test_without_a_file_the_preset_applies(tmp_path: Path, calls: list[dict[str, Any]]) -> None:
-    cli.main(["train", f"--out-dir={tmp_path / 'r'}", "--lora-rank", "4"])
+    cli.main(["train", f"--run.out-dir={tmp_path / 'r'}", "--model.lora-rank", "4"])
     (got,) = calls
     assert got["algo"] == cli.DEFAULT_ALGO and got["optim"] == cli.DEFAULT_OPTIM
     assert got["model"] == ModelConfig(lora_rank=4)
@@ -107,7 +108,7 @@ def test_a_data_section_runs_the_data_job(tmp_path: Path, calls: list[dict[str, 
     assert "world:" not in (out / "config.yaml").read_text()  # the embedded job's section
 
 
-def test_data_flags_run_the_data_job_and_sections_take_dotted_flags(
+def test_data_flags_run_the_data_job_and_every_section_takes_its_flags(
     tmp_path: Path, calls: list[dict[str, Any]]
 ) -> None:
     files = [tmp_path / "nq.parquet", tmp_path / "hotpotqa.jsonl"]
@@ -116,7 +117,7 @@ def test_data_flags_run_the_data_job_and_sections_take_dotted_flags(
     args = ["train", "--data.train-files", *map(str, files), "--data.model", "smollm2"]
     args += ["--data.retriever-url", "http://127.0.0.1:8000/retrieve", "--model.lora-rank", "16"]
     args += ["--model.device", "cpu", f"--run.out-dir={tmp_path / 'r'}", "--optim.lr", "2e-5"]
-    args += ["--algo.algo", "chain", "--m", "4"]  # dotted and flat flags mix
+    args += ["--algo.algo", "chain", "--algo.m", "4"]
     cli.main(args)
     (got,) = calls
     assert got["data"].train_files == tuple(map(str, files))
@@ -130,7 +131,7 @@ def test_world_settings_do_not_go_with_the_data_job(
     tmp_path: Path, calls: list[dict[str, Any]]
 ) -> None:
     args = ["train", "--data.train-files", "wiki:train", "--data.model", "smollm2"]
-    args += ["--data.corpus", "wiki:corpus", "--world-seed", "3"]
+    args += ["--data.corpus", "wiki:corpus", "--world.world-seed", "3"]
     with pytest.raises(SystemExit, match="world section configures the embedded job"):
         cli.main(args)
     assert calls == []
@@ -174,7 +175,7 @@ def test_the_hard_wiki_preset_differs_from_the_wiki_preset_in_its_questions_only
 def test_dry_run_of_the_embedded_job_and_of_a_bad_data_setting(
     tmp_path: Path, calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cli.main(["train", "--dry-run", f"--out-dir={tmp_path / 'x'}"])
+    cli.main(["train", "--dry-run", f"--run.out-dir={tmp_path / 'x'}"])
     printed = capsys.readouterr().out
     assert "the embedded job" in printed and "world:" in printed and "data:" not in printed
     args = ["train", "--dry-run", "--data.train-files", "wiki:train", "--data.model", "smollm2"]
@@ -219,7 +220,7 @@ def test_progress_lines_go_to_the_log_file_and_to_stdout_when_it_is_not_a_termin
     monkeypatch.setattr(embedded, "run_embedded", run)
     monkeypatch.setattr(embedded, "before_after_table", lambda before, after: "")
     handlers = list(logging.getLogger("treegrpo").handlers)
-    cli.main(["train", f"--out-dir={tmp_path / 'r'}"])
+    cli.main(["train", f"--run.out-dir={tmp_path / 'r'}"])
     assert "treegrpo.train.trainer: step 1/2 reward 0.500" in (tmp_path / "r/train.log").read_text()
     assert "step 1/2 reward 0.500" in capsys.readouterr().out  # captured stdout: not a terminal
     assert logging.getLogger("treegrpo").handlers == handlers  # detached after the command

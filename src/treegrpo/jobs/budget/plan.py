@@ -221,8 +221,8 @@ def plan_runs(
 
     ``base``: the algorithm settings every run starts from (the embedded preset, or the data
     mode's config). Chain runs change only ``algo`` and ``m`` of it, exactly as
-    ``treegrpo train --algo chain --m B`` does; tree runs set (M, N, L) from the ladder (every
-    leaf kept: k None); both use their algorithm's default advantage mode."""
+    ``treegrpo train --algo.algo chain --algo.m B`` does; tree runs set (M, N, L) from the
+    ladder (every leaf kept: k None); both use their algorithm's default advantage mode."""
     specs = []
     for seed in seeds:
         for b in budgets:

