@@ -3,8 +3,8 @@
 x86 CPUs compute on denormal floats (fp32 magnitudes below 1.2e-38) through a slow microcode
 path. The embedded job's tiny model starts from hand-built copying circuits
 (``embedded.induction``) whose attention is very sharp, so many attention probabilities underflow
-into that range: flushing them to zero (FTZ/DAZ, ``torch.set_flush_denormal``) avoids that slow path and
-changes results only below 1e-38.
+into that range: flushing them to zero (FTZ/DAZ, ``torch.set_flush_denormal``) avoids that slow
+path and changes results only below 1e-38.
 
 The mode is a per-thread CPU register that new threads copy from the thread that creates them.
 torch's OpenMP workers are created at its first parallel operation, so call this first, before
