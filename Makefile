@@ -30,7 +30,7 @@ run: setup
 test: setup lint typecheck unit
 
 unit: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -rs --fail-on-skip --allow-skip vllm
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench
@@ -62,7 +62,7 @@ setup-vllm: $(VLLM_STAMP)
 
 # The engine tests on every backend, vLLM included (they skip vLLM in the main venv).
 test-vllm: setup-vllm
-	$(VLLM_PY) -m pytest -p no:cacheprovider tests/engine/test_backends.py
+	$(VLLM_PY) -m pytest -p no:cacheprovider -rs --fail-on-skip tests/engine/test_backends.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -79,3 +79,67 @@ def _denormals_restored() -> Iterator[None]:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_flush_denormal(False)
+
+
+# Test tiers. `slow` marks tests that train, build a warm start or run a job (seconds to
+# minutes each); `pytest -m "not slow"` is the fast tier for development. `make test` runs all
+# of them with --fail-on-skip: a test skipped there for a missing extra or resource fails CI,
+# unless it carries one of the markers named by --allow-skip (the vLLM tests, which run in
+# their own environment).
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fail-on-skip",
+        action="store_true",
+        help="fail the run if any test was skipped (see --allow-skip)",
+    )
+    parser.addoption(
+        "--allow-skip",
+        default="",
+        help="comma-separated markers whose tests may skip under --fail-on-skip",
+    )
+
+
+_SKIPPED: list[str] = []
+
+
+def _record_skip(report: pytest.TestReport | pytest.CollectReport, config: pytest.Config) -> None:
+    """Remember a skip that --fail-on-skip does not allow: one whose markers and reason name none
+    of the --allow-skip words."""
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    allowed = {w for w in config.getoption("--allow-skip").split(",") if w}
+    reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+    names = set(getattr(report, "keywords", {})) | set(reason.lower().split())
+    if not any(w in names or w in reason.lower() for w in allowed):
+        _SKIPPED.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _record_skip(report, _CONFIG[0])
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _record_skip(report, _CONFIG[0])
+
+
+_CONFIG: list[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG[:] = [config]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.getoption("--fail-on-skip") and _SKIPPED and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if terminalreporter.config.getoption("--fail-on-skip") and _SKIPPED:
+        terminalreporter.write_line(
+            f"--fail-on-skip: {len(_SKIPPED)} test(s) skipped that this run must execute "
+            "(install what their skip reason names):",
+            red=True,
+        )
+        for nodeid in _SKIPPED:
+            terminalreporter.write_line(f"  {nodeid}")
