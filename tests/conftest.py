@@ -81,11 +81,9 @@ def _denormals_restored() -> Iterator[None]:
         torch.set_flush_denormal(False)
 
 
-# Test tiers. `slow` marks tests that train, build a warm start or run a job (seconds to
-# minutes each); `pytest -m "not slow"` is the fast tier for development. `make test` runs all
-# of them with --fail-on-skip: a test skipped there for a missing extra or resource fails CI,
-# unless it carries one of the markers named by --allow-skip (the vLLM tests, which run in
-# their own environment).
+# `make test` runs the suite with --fail-on-skip: a test skipped for a missing extra or resource
+# fails CI, unless its markers or its skip reason name one of the --allow-skip words (the vLLM
+# tests, which `make test-vllm` runs in their own environment).
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--fail-on-skip",
@@ -95,51 +93,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--allow-skip",
         default="",
-        help="comma-separated markers whose tests may skip under --fail-on-skip",
+        help="comma-separated words: skips whose markers or reason name one are allowed",
     )
 
 
-_SKIPPED: list[str] = []
+_SKIPS: list[tuple[str, set[str], str]] = []  # (node id, markers, reason) of every skip
 
 
-def _record_skip(report: pytest.TestReport | pytest.CollectReport, config: pytest.Config) -> None:
-    """Remember a skip that --fail-on-skip does not allow: one whose markers and reason name none
-    of the --allow-skip words."""
-    if not report.skipped or hasattr(report, "wasxfail"):
-        return
-    allowed = {w for w in config.getoption("--allow-skip").split(",") if w}
-    reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
-    names = set(getattr(report, "keywords", {})) | set(reason.lower().split())
-    if not any(w in names or w in reason.lower() for w in allowed):
-        _SKIPPED.append(f"{report.nodeid}: {reason}")
+def _record(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        longrepr = report.longrepr
+        reason = str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
+        _SKIPS.append((report.nodeid, set(getattr(report, "keywords", {})), reason))
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _record_skip(report, _CONFIG[0])
+pytest_runtest_logreport = _record
+pytest_collectreport = _record
 
 
-def pytest_collectreport(report: pytest.CollectReport) -> None:
-    _record_skip(report, _CONFIG[0])
-
-
-_CONFIG: list[pytest.Config] = []
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    _CONFIG[:] = [config]
+def _refused(config: pytest.Config) -> list[str]:
+    """The skips --fail-on-skip does not allow, as "node id: reason"."""
+    if not config.getoption("--fail-on-skip"):
+        return []
+    allowed = [w for w in config.getoption("--allow-skip").split(",") if w]
+    return [
+        f"{node}: {reason}"
+        for node, markers, reason in _SKIPS
+        if not any(w in markers or w in reason.lower() for w in allowed)
+    ]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if session.config.getoption("--fail-on-skip") and _SKIPPED and exitstatus == 0:
+    if exitstatus == 0 and _refused(session.config):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if terminalreporter.config.getoption("--fail-on-skip") and _SKIPPED:
+    refused = _refused(terminalreporter.config)
+    if refused:
         terminalreporter.write_line(
-            f"--fail-on-skip: {len(_SKIPPED)} test(s) skipped that this run must execute "
+            f"--fail-on-skip: {len(refused)} test(s) skipped that this run must execute "
             "(install what their skip reason names):",
             red=True,
         )
-        for nodeid in _SKIPPED:
-            terminalreporter.write_line(f"  {nodeid}")
+        for line in refused:
+            terminalreporter.write_line(f"  {line}")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, ParamSpec
 
 import tyro
 
@@ -39,10 +39,24 @@ the parser does not need, so ``treegrpo --help`` and a mistyped flag answer at o
 import by name in the package (tests/test_layers.py, ``BY_NAME``)."""
 
 
-def _commands() -> ModuleType:
-    return importlib.import_module(COMMANDS)
+P = ParamSpec("P")
 
 
+def _runs_in_commands(command: Callable[P, None]) -> Callable[P, None]:
+    """A command whose signature and docstring make its flags and help, and whose work is done
+    by the function of the same name in ``COMMANDS``, called with every flag by keyword."""
+    signature = inspect.signature(command)
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> None:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        getattr(importlib.import_module(COMMANDS), command.__name__)(**bound.arguments)
+
+    return run
+
+
+@_runs_in_commands
 def budget(depth: int = 3) -> None:
     """Show the paper's budget ladder: tree shapes and chain sizes with their expected cost.
 
@@ -50,9 +64,9 @@ def budget(depth: int = 3) -> None:
         depth: Steps per chain assumed for the exact one-round cost (the root counts as a
             candidate, so short chains cost more than the paper's formula).
     """
-    _commands().budget(depth=depth)
 
 
+@_runs_in_commands
 def bench_budget(
     quick: bool = False,
     config: Path | None = None,
@@ -97,21 +111,9 @@ def bench_budget(
         runs_dir: Root of the run directories (default runs/bench-budget/full or .../quick;
             data mode .../data or .../data-quick).
     """
-    _commands().bench_budget(
-        quick=quick,
-        config=config,
-        steps=steps,
-        prompts_per_step=prompts_per_step,
-        seeds=seeds,
-        eval_questions=eval_questions,
-        budgets=budgets,
-        no_ablation=no_ablation,
-        workers=workers,
-        out=out,
-        runs_dir=runs_dir,
-    )
 
 
+@_runs_in_commands
 def serve(
     corpus: Path,
     retriever: Literal["bm25", "dense"] = "bm25",
@@ -145,23 +147,9 @@ def serve(
         cache_dir: Index cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo).
         log_level: uvicorn log level.
     """
-    _commands().serve(
-        corpus=corpus,
-        retriever=retriever,
-        host=host,
-        port=port,
-        topk_max=topk_max,
-        default_topk=default_topk,
-        max_batch=max_batch,
-        batch_wait_ms=batch_wait_ms,
-        model_path=model_path,
-        query_prefix=query_prefix,
-        passage_prefix=passage_prefix,
-        cache_dir=cache_dir,
-        log_level=log_level,
-    )
 
 
+@_runs_in_commands
 def train(
     config: Path | None = None,
     dry_run: bool = False,
@@ -188,18 +176,9 @@ def train(
         dry_run: Check the settings, print them as a config file and stop (nothing is loaded
             or written).
     """
-    _commands().train(
-        config=config,
-        dry_run=dry_run,
-        algo=algo,
-        optim=optim,
-        run=run,
-        world=world,
-        model=model,
-        data=data,
-    )
 
 
+@_runs_in_commands
 def evaluate(
     model: Path,
     data: str = "synthetic-eval",
@@ -241,24 +220,9 @@ def evaluate(
         world_seed: synthetic-eval only: the world seed of the embedded job.
         device: auto (cuda if available, else cpu), cpu, cuda, cuda:1, …
     """
-    _commands().evaluate(
-        model=model,
-        data=data,
-        corpus=corpus,
-        retriever_url=retriever_url,
-        out=out,
-        limit=limit,
-        max_turns=max_turns,
-        topk=topk,
-        max_new_tokens=max_new_tokens,
-        max_obs_tokens=max_obs_tokens,
-        max_context=max_context,
-        batch_size=batch_size,
-        world_seed=world_seed,
-        device=device,
-    )
 
 
+@_runs_in_commands
 def prepare(
     input: tuple[Path, ...],
     out: Path,
@@ -279,9 +243,9 @@ def prepare(
             "data_source", else the file name, or its directory for FlashRAG's nq/test.jsonl).
         split: Written to extra_info.split ("train", "test", …).
     """
-    _commands().prepare(input=input, out=out, source=source, split=split)
 
 
+@_runs_in_commands
 def prepare_model(
     name: tyro.conf.Positional[Literal["smollm2"]],
     cache_dir: Path | None = None,
@@ -295,9 +259,9 @@ def prepare_model(
         cache_dir: Cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo); the model goes
             to <cache_dir>/models/.
     """
-    _commands().prepare_model(name=name, cache_dir=cache_dir)
 
 
+@_runs_in_commands
 def prepare_corpus(
     name: tyro.conf.Positional[Literal["wiki"]],
     cache_dir: Path | None = None,
@@ -315,7 +279,6 @@ def prepare_corpus(
             <questions_dir>/wiki-train.jsonl and wiki-test.jsonl, for `treegrpo eval --data`
             and `treegrpo prepare`.
     """
-    _commands().prepare_corpus(name=name, cache_dir=cache_dir, questions_dir=questions_dir)
 
 
 def main(args: Sequence[str] | None = None) -> None:

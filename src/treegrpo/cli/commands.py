@@ -34,6 +34,7 @@ from treegrpo.jobs import embedded as embedded_job
 from treegrpo.jobs.budget import plan as budget_plan
 from treegrpo.jobs.budget import run as budget_run
 from treegrpo.jobs.presets import DEFAULT_DATA, DEFAULT_EMBEDDED, DataConfig, EmbeddedConfig
+from treegrpo.jobs.runner import start_run
 from treegrpo.models.smollm2 import prepare_smollm2
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
@@ -41,7 +42,6 @@ from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.dense import DenseRetriever
 from treegrpo.tools.server import serve as run_server
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
-from treegrpo.train.trainer import refuse_previous_run
 from treegrpo.train.yaml_config import dump_config
 
 
@@ -187,12 +187,10 @@ def train(
         except (ValueError, OSError) as exc:
             raise SystemExit(f"treegrpo train: {exc}") from None
 
-    out = Path(run.out_dir)
     try:  # before anything is written into it
-        refuse_previous_run(out, run.resume, run.overwrite)
+        out = start_run(run)
     except ValueError as exc:
         raise SystemExit(f"treegrpo train: {exc}") from None
-    out.mkdir(parents=True, exist_ok=True)
     resolved = out / "config.yaml"
     if not (run.resume and resolved.exists()):  # a resumed run keeps its first settings file
         resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
