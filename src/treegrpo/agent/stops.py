@@ -42,8 +42,8 @@ class StepStopper:
         a tag's last character must hold the whole tag or be an end of it (so ``<think>`` is
         not one; ``>``, ``answer>`` and ``</answer>`` are)."""
         if self._end_ids is None:
-            pieces = self.tokenizer.convert_ids_to_tokens(np.flatnonzero(self._can_end).tolist())
             ids = np.flatnonzero(self._can_end).tolist()
+            pieces = self.tokenizer.convert_ids_to_tokens(ids)
             self._end_ids = [i for i, p in zip(ids, pieces, strict=True) if self._completes(p)]
         return self._end_ids
 
