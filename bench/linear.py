@@ -5,7 +5,8 @@ Side by side in one run, median of --repeats timings each:
      (rows = batch × tokens) does, for the bench model of bench/rollout.py (Qwen2, hidden 512,
      8 layers) and SmolLM2-135M's shapes (hidden 576, 30 layers; random weights);
   2. whole forward passes of the bench model (decode: 16 rows × 1 token with a 512-token
-     cache; prefill: 8 × 256 tokens), plain vs inside ``PackedLinears.active()``.
+     cache; prefill: 8 × 256 tokens), plain vs on packed weights (``CpuSpeedups``, packed
+     everywhere).
 
     .venv/bin/python bench/linear.py --threads 2   # writes bench/results/linear.json
 """
@@ -24,7 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from treegrpo.engine.cpu.onednn import PackedLinears
+from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.models.tiny import tiny_qwen2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +67,6 @@ def stack_timing(shapes: list[tuple[int, int]], rows: int, repeats: int) -> dict
 
 def forward_timing(repeats: int) -> dict[str, dict[str, float]]:
     model = tiny_qwen2(1024, hidden=512, layers=8, heads=8, kv_heads=4, seed=0).eval()
-    pk = PackedLinears(model)
     out: dict[str, dict[str, float]] = {}
     with torch.no_grad():
         ctx = model(torch.randint(0, 1024, (16, 512)), use_cache=True).past_key_values
@@ -84,8 +84,9 @@ def forward_timing(repeats: int) -> dict[str, dict[str, float]]:
 
         for name, fn, inner in (("decode_16x1_ctx512", decode, 10), ("prefill_8x256", prefill, 1)):
             plain = median_ms(fn, repeats, inner)
-            with pk.active():
-                fast = median_ms(fn, repeats, inner)
+            routes = CpuSpeedups(model, packed=True, trainable=False, fold_lora=False)
+            fast = median_ms(fn, repeats, inner)
+            routes.detach()
             out[name] = {"mkl_ms": plain, "packed_ms": fast, "speedup": plain / fast}
     return out
 

@@ -17,6 +17,8 @@ import ast
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "treegrpo"
 
 ALLOWED: dict[str, set[str]] = {
@@ -127,6 +129,7 @@ def test_the_table_is_a_layering() -> None:
     assert packages == set(ALLOWED), packages ^ set(ALLOWED)
 
 
+@pytest.mark.slow
 def test_no_imports_inside_functions() -> None:
     bad = []
     for name, (path, tree) in modules().items():
@@ -137,6 +140,7 @@ def test_no_imports_inside_functions() -> None:
     assert not bad, "imports inside functions (move them to the top):\n" + "\n".join(bad)
 
 
+@pytest.mark.slow
 def test_packages_import_only_downward() -> None:
     bad = []
     for name, (path, tree) in modules().items():
@@ -196,6 +200,7 @@ def by_name_imports(tree: ast.Module) -> list[tuple[ast.Call, str | None]]:
     return found
 
 
+@pytest.mark.slow
 def test_imports_by_name_are_listed() -> None:
     bad = []
     for name, (path, tree) in modules().items():

@@ -116,6 +116,7 @@ def test_vectorized_equals_loop_reference(case: tuple[list[float], list[int], li
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-6)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(leaf_sets)
 def test_intra_advantages_sum_to_zero_within_each_tree(

@@ -27,6 +27,9 @@ if importlib.util.find_spec(wiki.PACKAGE) is None:
     )
 
 
+pytestmark = pytest.mark.real
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wiki.wiki_corpus(tmp_path_factory.mktemp("cache"))
@@ -57,6 +60,7 @@ def test_corpus_is_written_once(corpus: Path) -> None:
     assert corpus.stat().st_mtime_ns == before
 
 
+@pytest.mark.slow
 def test_no_question_contains_its_answer(questions: dict[str, list[Question]]) -> None:
     every = questions["train"] + questions["test"]
     assert len(every) > 7_000  # 7,626 of 10,033 articles make a question
@@ -72,6 +76,7 @@ def test_no_question_contains_its_answer(questions: dict[str, list[Question]]) -
             assert not (hidden - FUNCTION_WORDS) & said, (q.uid, q.question, title)
 
 
+@pytest.mark.slow
 def test_splits_are_disjoint_deterministic_and_about_a_tenth(
     questions: dict[str, list[Question]],
 ) -> None:
@@ -92,6 +97,7 @@ def test_splits_are_disjoint_deterministic_and_about_a_tenth(
         wiki.wiki_questions("dev")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_bm25_finds_the_gold_article_for_most_test_questions(
     corpus: Path, questions: dict[str, list[Question]]
 ) -> None:
@@ -104,6 +110,7 @@ def test_bm25_finds_the_gold_article_for_most_test_questions(
     assert found / len(test) >= 0.9
 
 
+@pytest.mark.slow
 def test_hard_questions_give_the_description_only_and_are_harder_to_search(
     corpus: Path, questions: dict[str, list[Question]]
 ) -> None:

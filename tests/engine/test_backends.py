@@ -19,20 +19,25 @@ from treegrpo.core.budget import TreeShape
 from treegrpo.engine.base import Engine, StepRequest, StepResult
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.eval.evaluate import EvalItem, evaluate
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
-from treegrpo.train.config import AlgorithmConfig, OptimConfig
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.logprobs import token_logprobs
+from treegrpo.train.policy import prepare_policy
 from treegrpo.train.step import Batch, rl_step
 
 KINDS = [
     "hf",
     pytest.param(
         "vllm",
-        marks=pytest.mark.skipif(
-            importlib.util.find_spec("vllm") is None,
-            reason="vLLM is not installed here (make setup-vllm; make test-vllm runs these)",
-        ),
+        marks=[
+            pytest.mark.vllm,
+            pytest.mark.skipif(
+                importlib.util.find_spec("vllm") is None,
+                reason="vLLM is not installed here (make setup-vllm; make test-vllm runs these)",
+            ),
+        ],
     ),
 ]
 GREEDY = SamplingParams(greedy=True, max_new_tokens=40)
@@ -84,6 +89,7 @@ def _reference_logprobs(
     return [logp[len(context) + j - 1, t].item() for j, t in enumerate(tokens)]
 
 
+@pytest.mark.slow
 def test_greedy_steps_equal_hf(engine: Engine, agent: Agent) -> None:
     prompts, obs = _prompts(agent), _observation(agent)
     ref = _two_turns(
@@ -204,6 +210,7 @@ def test_weight_push_changes_outputs_as_loading_into_hf(engine: Engine, agent: A
     assert np.isfinite([x for g in got for x in g.logprobs]).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_rl_step_leaves_the_engine_on_the_updated_policy(kind: str, agent: Agent) -> None:
     """After ``rl_step`` the engine generates what the updated policy generates."""
@@ -231,3 +238,66 @@ def test_rl_step_leaves_the_engine_on_the_updated_policy(kind: str, agent: Agent
     want, got = _two_turns(hf, prompts, obs), _two_turns(eng, prompts, obs)
     assert [g.tokens for g in got] == [w.tokens for w in want]
     assert not torch.equal(policy.lm_head.weight, agent.model.lm_head.weight)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_lora_policy_is_served_merged_and_pushed_after_each_update(kind: str, agent: Agent) -> None:
+    """A LoRA policy: the engine generates what peft's model generates, before and after an
+    update that moved only the adapters (vLLM gets the merged weights, ``state_dict_of``)."""
+    policy = prepare_policy(copy.deepcopy(agent.model), ModelConfig(lora_rank=4), seed=0)
+    with torch.no_grad():  # B starts at zero: give the adapters a delta from the start
+        gen = torch.Generator().manual_seed(1)
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    eng = make_engine(kind, policy, agent.tokenizer)
+    prompts, obs = _prompts(agent), _observation(agent)
+    base_model = HFEngine(agent.model, agent.tokenizer, StepStopper(agent.tokenizer))
+    base = [r.tokens for r in _two_turns(base_model, prompts, obs)]
+    for updated in (False, True):
+        if updated:
+            _lora_step(policy, eng, agent)
+        hf = HFEngine(policy, agent.tokenizer, StepStopper(agent.tokenizer))
+        want, got = _two_turns(hf, prompts, obs), _two_turns(eng, prompts, obs)
+        assert [g.tokens for g in got] == [w.tokens for w in want]
+        for g, w in zip(got, want, strict=True):
+            assert g.logprobs == pytest.approx(w.logprobs, abs=1e-3)
+    assert [w.tokens for w in want] != base  # the adapters changed what is generated
+
+
+def _lora_step(policy: torch.nn.Module, eng: Engine, agent: Agent) -> None:
+    """One RL step that moves the adapters (and pushes the weights into ``eng``)."""
+    before = {n: p.detach().clone() for n, p in policy.named_parameters() if p.requires_grad}
+    people = PEOPLE[:2]
+    batch = Batch([agent.prompt(p) for p in people], [[FACTS[p]] for p in people], people)
+    rl_step(
+        policy,
+        None,
+        torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=5e-2),
+        None,
+        eng,
+        agent.protocol,
+        WordTool(),
+        batch,
+        AlgorithmConfig(m=2, kl_coef=0.0),
+        OptimConfig(lr=5e-2, mini_batch_prompts=2, micro_batch_tokens=1500),
+        SamplingParams(temperature=0.8, max_new_tokens=40),
+        LIMITS,
+        seed=0,
+    )
+    moved = [
+        n for n, p in policy.named_parameters() if n in before and not torch.equal(p, before[n])
+    ]
+    assert moved and all("lora_" in n for n in moved)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_evaluation_with_each_engine_gives_the_same_report(kind: str, agent: Agent) -> None:
+    """``eval.evaluate(engine=kind)`` (``treegrpo eval --engine``) answers as the hf engine."""
+    items = [EvalItem(f"Where was {p} born?", [FACTS[p]]) for p in PEOPLE[:4]]
+    reports = [
+        evaluate(agent.model, agent.tokenizer, WordTool(), items, LIMITS, 40, 200, engine=k)
+        for k in ("hf", kind)
+    ]
+    want, got = ([(r["response"], r["em"]) for r in rep["rows"]] for rep in reports)
+    assert got == want and all(response for response, _ in got)

@@ -42,6 +42,7 @@ def _write(path: Path, rows: list[object]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_eval_reports_per_source_and_per_hop(model_dir: Path, corpus: Path, tmp_path: Path) -> None:
     data = _write(tmp_path / "toy.jsonl", _rows(PEOPLE[:4]))
     out = tmp_path / "eval"

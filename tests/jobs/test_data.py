@@ -18,6 +18,7 @@ from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.yaml_config import load_config
 
 
+@pytest.mark.slow
 def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["train", "--data.model", str(model_dir), "--data.corpus", str(files["corpus"])]

@@ -19,6 +19,7 @@ from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, warm_start
 TINY_WARM = WarmStartConfig(demo_worlds=1, hidden=32, layers=2, n_demos=40, steps=3, warmup=1)
 
 
+@pytest.mark.slow
 def test_the_default_job_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "run"

@@ -28,6 +28,8 @@ if (
         allow_module_level=True,
     )
 
+pytestmark = pytest.mark.real
+
 TEXT = "<think>Who wrote Hamlet?</think>\n<search> Hamlet author </search>"
 
 
@@ -49,6 +51,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any, An
     return cache, path, *reference
 
 
+@pytest.mark.slow
 def test_built_once_then_reused(built, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     cache, path, _, _ = built
     assert path == cache / "models" / "smollm2-135m-instruct"
@@ -64,6 +67,7 @@ def test_built_once_then_reused(built, monkeypatch, capsys) -> None:  # type: ig
     assert capsys.readouterr().out.strip() == str(path)
 
 
+@pytest.mark.slow
 def test_an_ordinary_checkpoint_with_the_gguf_models_logits(built) -> None:  # type: ignore[no-untyped-def]
     _, path, gguf_model, gguf_tokenizer = built
     config = json.loads((path / "config.json").read_text())
@@ -78,6 +82,7 @@ def test_an_ordinary_checkpoint_with_the_gguf_models_logits(built) -> None:  # t
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_the_chat_template_renders_and_the_model_answers(built) -> None:  # type: ignore[no-untyped-def]
     _, path, _, gguf_tokenizer = built
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -52,6 +52,7 @@ def _roll(
     return ro, eng, tool
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "shape", [TreeShape(4), TreeShape(1, 2, 1), TreeShape(2, 2, 1), TreeShape(2, 3, 2, k=4)]
 )
@@ -70,6 +71,7 @@ def test_forest_shapes(agent: Agent, shape: TreeShape) -> None:
     assert ro.spend.total().leaves == f.n_trees * shape.leaves_per_tree
 
 
+@pytest.mark.slow
 def test_leaf_tokens_are_exactly_the_sampled_tokens(agent: Agent) -> None:
     ro, eng, _ = _roll(agent, TreeShape(2, 2, 1))
     sampled = [t for toks in eng.sampled for t in toks]
@@ -88,6 +90,7 @@ def test_leaf_tokens_are_exactly_the_sampled_tokens(agent: Agent) -> None:
         assert np.all(np.array(seq.logprobs)[mask == 1] < 0)
 
 
+@pytest.mark.slow
 def test_every_step_starts_from_exactly_its_parents_path(agent: Agent) -> None:
     """Request k of the engine produced step k (payload k). Its context must be bit-identical to
     the prompt plus every action and observation token on the path to the node it hangs under,
@@ -111,6 +114,7 @@ def test_every_step_starts_from_exactly_its_parents_path(agent: Agent) -> None:
             first_child_ctx[parent] = segs
 
 
+@pytest.mark.slow
 def test_the_forest_is_reproducible_by_seed(agent: Agent) -> None:
     def digest(ro: Rollout) -> list[object]:
         return [ro.forest.parent.tolist(), [s.action_ids for s in ro.steps], ro.kept.tolist()]
@@ -122,6 +126,7 @@ def test_the_forest_is_reproducible_by_seed(agent: Agent) -> None:
     assert digest(a) != digest(c)
 
 
+@pytest.mark.slow
 def test_greedy_rollouts_do_not_depend_on_the_cache(agent: Agent) -> None:
     greedy = SamplingParams(greedy=True, max_new_tokens=40)
     forests = []
@@ -144,6 +149,7 @@ def test_greedy_rollouts_do_not_depend_on_the_cache(agent: Agent) -> None:
     assert forests[0][2] < forests[1][2]  # the cache computes fewer positions
 
 
+@pytest.mark.slow
 def test_searches_hit_the_tool_and_observations_follow(agent: Agent) -> None:
     ro, _, tool = _roll(agent, TreeShape(2, 2, 1))
     searches = [s for s in ro.steps if s.action.kind == "search" and not s.final and s.obs_ids]
@@ -172,6 +178,7 @@ def test_context_limit_ends_episodes(agent: Agent) -> None:
         assert len(ro.leaf_sequence(int(leaf)).ids) <= tight.max_context
 
 
+@pytest.mark.slow
 def test_token_efficiency_with_and_without_cache(agent: Agent) -> None:
     """Positions computed ÷ distinct forest tokens: near 1 with the cache, far above without."""
     cached, _, _ = _roll(agent, TreeShape(2, 2, 1), n_prompts=4)
@@ -189,6 +196,7 @@ def test_step_request_from_a_leaf_context_is_possible(agent: Agent) -> None:
     assert r2.end.context_tokens()[: r.end.length] == r.end.context_tokens()
 
 
+@pytest.mark.slow
 def test_expansions_record_their_start_nodes(agent: Agent) -> None:
     """The rollout keeps the node each expansion branched from: N per tree and round, never a
     leaf, and each new branch hangs right under it."""

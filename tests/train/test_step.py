@@ -10,6 +10,8 @@ import torch
 
 from agent_fixtures import FACTS, PEOPLE, WordTool, trained_agent
 from treegrpo.agent.stops import StepStopper
+from treegrpo.engine.cpu import onednn
+from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits
@@ -40,12 +42,12 @@ def _rl_step(policy, ref, opt, eng, agent, batch, algo, optim):  # type: ignore[
     )
 
 
-def _setup(lr: float, weight_decay: float = 0.0):  # type: ignore[no-untyped-def]
+def _setup(lr: float, weight_decay: float = 0.0, cpu_speedups: bool | None = None):  # type: ignore[no-untyped-def]
     agent = trained_agent()
     policy = copy.deepcopy(agent.model)
     ref = copy.deepcopy(agent.model)
     opt = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=weight_decay)
-    eng = HFEngine(policy, agent.tokenizer, StepStopper(agent.tokenizer))
+    eng = HFEngine(policy, agent.tokenizer, StepStopper(agent.tokenizer), cpu_speedups=cpu_speedups)
     people = PEOPLE[:4]
     batch = Batch(
         [agent.prompt(p) for p in people],
@@ -55,6 +57,7 @@ def _setup(lr: float, weight_decay: float = 0.0):  # type: ignore[no-untyped-def
     return agent, policy, ref, opt, eng, batch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["tree", "chain"])
 def test_one_step_changes_every_parameter(algo: str) -> None:
     agent, policy, ref, opt, eng, batch = _setup(lr=1e-2)
@@ -78,6 +81,7 @@ def test_one_step_changes_every_parameter(algo: str) -> None:
     assert unchanged == []
 
 
+@pytest.mark.slow
 def test_zero_advantage_without_kl_or_entropy_does_not_move_the_policy(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     agent, policy, ref, opt, eng, batch = _setup(lr=1e-2)
     monkeypatch.setattr(
@@ -91,6 +95,7 @@ def test_zero_advantage_without_kl_or_entropy_does_not_move_the_policy(monkeypat
         assert torch.equal(p, before[n]), n
 
 
+@pytest.mark.slow
 def test_non_finite_gradient_skips_the_update(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     agent, policy, ref, opt, eng, batch = _setup(lr=1e-2)
     monkeypatch.setattr(
@@ -103,6 +108,7 @@ def test_non_finite_gradient_skips_the_update(monkeypatch) -> None:  # type: ign
         assert torch.equal(p, before[n]), n
 
 
+@pytest.mark.slow
 def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The first update reuses its own forward as the old log-probs and the later mini-batches
     (and epochs) use log-probs computed before any update: all equal the starting policy's."""
@@ -169,6 +175,7 @@ def _step_with_advantages(monkeypatch, adv_of_group, skip: bool):  # type: ignor
     return metrics, seen, moved
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skip", [False, True])
 def test_skip_uniform_prompts_trains_only_prompts_with_an_advantage(monkeypatch, skip) -> None:  # type: ignore[no-untyped-def]
     # one prompt (group 2) has advantages, the other three are all zero
@@ -185,6 +192,7 @@ def test_skip_uniform_prompts_trains_only_prompts_with_an_advantage(monkeypatch,
         assert len(flat) == 4 * 2 * 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skip", [False, True])
 def test_all_zero_advantages_move_the_policy_only_through_kl_and_entropy(monkeypatch, skip) -> None:  # type: ignore[no-untyped-def]
     metrics, _, moved = _step_with_advantages(monkeypatch, lambda g: np.zeros(len(g)), skip)
@@ -192,6 +200,7 @@ def test_all_zero_advantages_move_the_policy_only_through_kl_and_entropy(monkeyp
     assert metrics["train/updates"] == (0 if skip else 2)
 
 
+@pytest.mark.slow
 def test_tree_diagnostics_are_logged_and_consistent() -> None:
     agent, policy, ref, opt, eng, batch = _setup(lr=1e-3)
     metrics = _rl_step(
@@ -214,3 +223,40 @@ def test_a_tree_of_one_leaf_is_refused_with_a_pointer_to_chain(shape: dict[str, 
         AlgorithmConfig(algo="tree", **shape)  # type: ignore[arg-type]
     # inter-only credit on one-leaf trees is chain GRPO, so it stays allowed
     assert AlgorithmConfig(algo="tree", advantage_mode="inter", **shape).mode() == "inter"  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_cpu_speedups_compute_the_same_step(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """One step with the CPU speed-ups (engine.cpu.speedups, oneDNN forced on so they run on any
+    CPU) and one without: the same forest and rewards, the same update (SGD: the gradient
+    itself) up to fp32 rounding, and without them not one oneDNN product."""
+    if not onednn.supported(torch.nn.Linear(2, 2)):
+        pytest.skip("no oneDNN linear ops in this torch build")
+    monkeypatch.setenv(onednn.ENV, "1")
+    real = torch.ops.mkldnn._linear_pointwise
+    results = {}
+    for on in (False, True):
+        agent, policy, ref, _, eng, batch = _setup(lr=1e-2, cpu_speedups=on)
+        opt = torch.optim.SGD(policy.parameters(), lr=1.0)  # weights move by the gradient
+        if on:  # as the trainer does
+            for m in (policy, ref):
+                CpuSpeedups.attach(m)
+        calls = [0]
+
+        def counting(*args, calls=calls):  # type: ignore[no-untyped-def]
+            calls[0] += 1
+            return real(*args)
+
+        monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", counting)
+        cfg = AlgorithmConfig(kl_coef=0.01)  # with a reference model
+        metrics = _rl_step(policy, ref, opt, eng, agent, batch, cfg, OptimConfig(lr=1e-2))
+        monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", real)
+        results[on] = (metrics, dict(policy.named_parameters()), calls[0])
+    (plain, plain_w, plain_calls), (fast, fast_w, fast_calls) = results[False], results[True]
+    assert plain_calls == 0 and fast_calls > 0
+    for key in ("agent/leaves", "reward/em", "spend/generated_per_prompt"):
+        assert fast[key] == plain[key], key
+    for key in ("loss/pg_loss", "loss/kl", "train/grad_norm"):
+        assert fast[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-6), key
+    for name, p in plain_w.items():
+        torch.testing.assert_close(fast_w[name], p, rtol=1e-3, atol=1e-5, msg=name)

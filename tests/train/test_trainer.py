@@ -53,6 +53,7 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
+@pytest.mark.slow
 def test_resume_equals_no_interruption(model_dir: Path, tmp_path: Path) -> None:
     straight = _train(model_dir, tmp_path / "straight", steps=2)
     _train(model_dir, tmp_path / "resumed", steps=1)
@@ -70,6 +71,7 @@ def test_resume_equals_no_interruption(model_dir: Path, tmp_path: Path) -> None:
     assert (straight / "config.json").exists() and (straight / "tb").is_dir()
 
 
+@pytest.mark.slow
 def test_killed_save_leaves_the_previous_checkpoint_usable(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,6 +97,7 @@ def test_killed_save_leaves_the_previous_checkpoint_usable(
     assert not (out / "checkpoints" / "step-000002.tmp").exists()
 
 
+@pytest.mark.slow
 def test_a_fresh_run_never_mixes_with_a_previous_one(model_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     _train(model_dir, out, steps=2)

@@ -194,6 +194,7 @@ def evaluate(
     batch_size: int = 64,
     world_seed: int = 0,
     device: str = "auto",
+    engine: Literal["hf", "vllm"] = "hf",
 ) -> None:
     """Evaluate a model greedily: EM and F1 per data source and per hop count, tool calls per
     question and the share of valid-format answers; writes <out>/eval.json and <out>/eval.md.
@@ -219,6 +220,7 @@ def evaluate(
         batch_size: Questions per batched rollout.
         world_seed: synthetic-eval only: the world seed of the embedded job.
         device: auto (cuda if available, else cpu), cpu, cuda, cuda:1, …
+        engine: hf (transformers) or vllm (vLLM in this process; `make setup-vllm`).
     """
 
 

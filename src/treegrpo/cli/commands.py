@@ -26,7 +26,7 @@ from treegrpo.data.flashrag import write_flashrag
 from treegrpo.data.load import load_questions
 from treegrpo.data.searchr1 import searchr1_rows, write_searchr1
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
-from treegrpo.engine.cpu.denormal import flush_denormals
+from treegrpo.engine.cpu.speedups import start_process
 from treegrpo.eval.evaluate import compare_table, format_table
 from treegrpo.eval.run import eval_set, evaluate_checkpoint, model_directory
 from treegrpo.jobs import data as data_job
@@ -35,6 +35,7 @@ from treegrpo.jobs.budget import plan as budget_plan
 from treegrpo.jobs.budget import run as budget_run
 from treegrpo.jobs.presets import DEFAULT_DATA, DEFAULT_EMBEDDED, DataConfig, EmbeddedConfig
 from treegrpo.jobs.runner import start_run
+from treegrpo.models.load import resolve_device
 from treegrpo.models.smollm2 import prepare_smollm2
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
@@ -78,7 +79,7 @@ def bench_budget(
     runs_dir: Path | None,
 ) -> None:
     """`treegrpo bench-budget` (``treegrpo.cli.bench_budget`` documents the flags)."""
-    flush_denormals()  # for the whole command: before torch's first parallel op
+    start_process("cpu", None)  # the CPU speed-ups' process-wide part, before any tensor work
 
     try:
         settings = budget_plan.bench_settings(
@@ -180,7 +181,8 @@ def train(
         print(f"# treegrpo train --dry-run: the {job} job with these settings ({origin})")
         print(dump_config(sections), end="")
         return
-    flush_denormals()  # for the whole command: before torch's first parallel op
+    # the CPU speed-ups' process-wide part (engine.cpu.speedups), before any tensor work
+    start_process(resolve_device(model.device), model.cpu_speedups)
     if job == "data":
         try:  # questions first: a broken row stops before a model loads or an index builds
             inputs = data_job.prepare_inputs(data)
@@ -246,9 +248,10 @@ def evaluate(
     batch_size: int,
     world_seed: int,
     device: str,
+    engine: Literal["hf", "vllm"],
 ) -> None:
     """`treegrpo eval` (``treegrpo.cli.evaluate`` documents the flags)."""
-    flush_denormals()  # for the whole command: before torch's first parallel op
+    start_process(resolve_device(device), None)  # engine.cpu.speedups, before any tensor work
     # The limits default to the ones the questions were trained under: the embedded job's on
     # its world, the paper's (DataConfig's defaults) on dataset files.
     base: Any = DEFAULT_EMBEDDED if data == "synthetic-eval" else DEFAULT_DATA
@@ -273,6 +276,7 @@ def evaluate(
         "max_new_tokens": max_new_tokens,
         "max_obs_tokens": max_obs_tokens,
         "max_context": max_context,
+        "engine": engine,
     }
     report = evaluate_checkpoint(
         model,
@@ -285,6 +289,7 @@ def evaluate(
         batch_size,
         device,
         settings,
+        engine,
     )
     Console().print(format_table(report, f"{model} on {data}"))
     Console().print(f"wrote {out / 'eval.json'} and {out / 'eval.md'}")

@@ -18,7 +18,6 @@ trainer's log-probs use too (ALGORITHM.md §4).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -90,12 +89,6 @@ class Engine(Protocol):
         seeded generator gives the same forest again."""
         ...
 
-    def fast(self) -> AbstractContextManager[None]:
-        """The context other gradient-free forwards of the policy run in (the trainer's old
-        log-probs): the backend's speed-ups where they share the policy's weights, else
-        nothing."""
-        ...
-
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Generate with these weights from now on (the policy after an update, or its state
         dict with Hugging Face names) and drop every prefix cached with the old ones."""
@@ -107,9 +100,52 @@ class Engine(Protocol):
 
 
 def state_dict_of(weights: torch.nn.Module | Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    """The tensors of a module or a state dict, detached, by Hugging Face parameter name."""
-    items = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
-    return {k: v.detach() for k, v in items.items()}
+    """The tensors of a module or a state dict, detached, by Hugging Face parameter name. A
+    model with peft LoRA layers (a ``PeftModel`` or the model inside it) gives its merged
+    weights under the base model's names, W = W₀ + Σₐ sₐ Bₐ Aₐ over the active adapters (Hu et
+    al. 2021, eq. 3; peft's ``get_delta_weight``), what ``merge_and_unload`` would save, without
+    changing the model."""
+    if not isinstance(weights, torch.nn.Module):
+        return {k: v.detach() for k, v in weights.items()}
+    inner = getattr(weights, "get_base_model", None)
+    model = inner() if callable(inner) else weights
+    lora = {n: m for n, m in model.named_modules() if _is_lora_layer(m)}
+    out: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for key, value in model.state_dict().items():
+            owner, _, leaf = key.rpartition(".")
+            layer_name = owner.removesuffix(".base_layer")
+            layer = lora.get(layer_name) if owner.endswith(".base_layer") else None
+            if layer is not None:  # the wrapped linear layer: its weight with the deltas added
+                key = f"{layer_name}.{leaf}"
+                if leaf == "weight":
+                    value = value + _lora_delta(layer, layer_name)
+            elif "lora_" in key:
+                if any(key.startswith(f"{n}.lora_") for n in lora):
+                    continue  # A and B, already in the merged weight
+                raise ValueError(f"{key}: only LoRA on linear layers can be merged")
+            out[key] = value.detach()
+    return out
+
+
+def _is_lora_layer(m: Any) -> bool:
+    """A peft LoRA layer around a linear one (``base_layer``, ``lora_A``, ``get_delta_weight``)."""
+    base = getattr(m, "base_layer", None)
+    return isinstance(base, torch.nn.Linear) and hasattr(m, "lora_A")
+
+
+def _lora_delta(layer: Any, name: str) -> torch.Tensor | float:
+    """Σₐ sₐ Bₐ Aₐ over the adapters active in ``layer`` (0 when they are disabled or merged)."""
+    if getattr(layer, "disable_adapters", False) or getattr(layer, "merged", False):
+        return 0.0
+    delta: torch.Tensor | float = 0.0
+    for adapter in layer.active_adapters:
+        if adapter not in layer.lora_A:
+            continue
+        if getattr(layer, "use_dora", {}).get(adapter, False):
+            raise ValueError(f"{name}: DoRA adapters cannot be merged into plain weights")
+        delta = delta + layer.get_delta_weight(adapter)
+    return delta
 
 
 def default_eos_ids(model: Any, tokenizer: Any) -> set[int]:

@@ -9,12 +9,19 @@ from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.vllm import TokenStopper, VLLMEngine
 
 
-def build_engine(kind: EngineKind, model: Any, tokenizer: Any, stopper: Stopper) -> Engine:
-    """The ``kind`` engine generating with ``model``: hf shares the policy's weights; vllm
-    serves a copy, which ``Engine.update_weights`` refreshes after every update (its stopper
-    must name its stop ids, as ``agent.stops.StepStopper`` does)."""
+def build_engine(
+    kind: EngineKind,
+    model: Any,
+    tokenizer: Any,
+    stopper: Stopper,
+    cpu_speedups: bool | None = None,
+) -> Engine:
+    """The ``kind`` engine generating with ``model``: hf shares the policy's weights (with the
+    CPU speed-ups where ``cpu_speedups`` is on: ``HFEngine``); vllm serves a copy, which
+    ``Engine.update_weights`` refreshes after every update (its stopper must name its stop ids,
+    as ``agent.stops.StepStopper`` does)."""
     if kind == "hf":
-        return HFEngine(model, tokenizer, stopper)
+        return HFEngine(model, tokenizer, stopper, cpu_speedups=cpu_speedups)
     if kind == "vllm":
         if not hasattr(stopper, "end_token_ids"):
             raise TypeError("the vllm engine needs a stopper with end_token_ids (StepStopper)")

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,9 +47,9 @@ from treegrpo.engine.base import (
 )
 from treegrpo.engine.cache import assemble_cache, keep_rows
 from treegrpo.engine.chunks import prefill_chunks
-from treegrpo.engine.cpu import onednn
+from treegrpo.engine.cpu import speedups
 from treegrpo.engine.cpu.lean import SUPPORTED, LeanDecoder, attention_spans, lean_decoder
-from treegrpo.engine.cpu.lora import FoldedLoRA
+from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.prefix import shared_prefix_groups
 from treegrpo.engine.sampling import SamplingParams, sample
 from treegrpo.engine.segments import Segment
@@ -74,19 +74,19 @@ class HFEngine:
     (``treegrpo.agent.stops.StepStopper``); reuse_cache: keep KV between steps and branches;
     max_prefill_tokens: positions per prefill forward; pad_waste: the share of a prefill
     forward's work that may go to padding (new and cached columns, ``engine.chunks``) before
-    rows go to another forward; packed_linear: run the linear layers on oneDNN-packed weights while
-    generating (True), in decode steps only ("decode") or never (False); None =
-    ``engine.cpu.onednn.engine_mode`` (CPU and fp32: everywhere on AMD, at decode on Intel for
-    models at least 512 wide); lean_decode:
-    decode with ``engine.cpu.lean.LeanDecoder`` instead of the model's forward (None = wherever
-    the architecture is supported; same logits, less per-token overhead). A peft (LoRA) model
-    runs through the model it wraps, whose layers carry the adapters in place: the wrapper's
-    ``forward(**kwargs)`` would hide ``logits_to_keep``. min_shared_prefix: ``prefill`` computes
-    a start of at least this many tokens that several rows on the same context share once
-    (``engine.prefix``; 0 = never; only with the cache on). fold_lora: peft LoRA layers compute
-    with folded weights W₀ + s·B·A in prefill and in ``fast()`` (``engine.cpu.lora.FoldedLoRA``, a
-    copy of each adapted weight; None = on CPU, where a SmolLM2 + LoRA prefill ran 1.27×
-    faster; not measured on GPUs).
+    rows go to another forward; min_shared_prefix: ``prefill`` computes a start of at least
+    this many tokens that several rows on the same context share once (``engine.prefix``; 0 =
+    never; only with the cache on). A peft (LoRA) model runs through the model it wraps, whose
+    layers carry the adapters in place: the wrapper's ``forward(**kwargs)`` would hide
+    ``logits_to_keep``.
+
+    cpu_speedups: the CPU speed-ups (``engine.cpu``; None = where the model is on CPU). Off,
+    the engine calls the model's own forward and nothing else. On, it attaches
+    ``engine.cpu.speedups.CpuSpeedups`` to the model (linear layers on oneDNN, LoRA folded)
+    and decodes with ``engine.cpu.lean.LeanDecoder`` and an additive mask of its own. Within
+    it, for benchmarks and tests: packed_linear (True everywhere, "decode" in decode steps, False
+    never; None = ``engine.cpu.onednn.engine_mode``), lean_decode (None = where the
+    architecture is supported) and fold_lora (None = on).
 
     ``prefill`` and ``step`` run under ``torch.inference_mode`` (no autograd bookkeeping at all:
     13% less time per decode step of the tiny agent than ``no_grad``), so the KV they keep in
@@ -106,6 +106,7 @@ class HFEngine:
         packed_linear: bool | Literal["decode"] | None = None,
         lean_decode: bool | None = None,
         min_shared_prefix: int = 16,
+        cpu_speedups: bool | None = None,
         fold_lora: bool | None = None,
     ) -> None:
         model = _unwrap_peft(model)
@@ -116,20 +117,20 @@ class HFEngine:
         self.pad_waste = pad_waste
         self.min_shared_prefix = min_shared_prefix
         self._att_per_token = _attention_per_token(model)
-        if packed_linear and not onednn.supported(model):
-            raise ValueError("packed_linear needs oneDNN and a model on CPU in fp32")
-        mode = onednn.engine_mode(model) if packed_linear is None else packed_linear
-        self._packed = onednn.PackedLinears(model) if mode else None
-        self._packed_everywhere = mode is True
-        self._lean = lean_decoder(model) if lean_decode is not False else None
-        on_cpu = self.device.type == "cpu"
-        lora = FoldedLoRA(model) if (on_cpu if fold_lora is None else fold_lora) else None
-        self._lora = lora if lora else None  # None also when the model has no LoRA layers
-        if lean_decode and self._lean is None:
-            raise ValueError(
-                f"lean_decode supports model types {sorted(SUPPORTED)} with full attention; "
-                f"this model is {getattr(model.config, 'model_type', None)!r}"
-            )
+        self.cpu_speedups = speedups.enabled(model, cpu_speedups)
+        chosen = [packed_linear, lean_decode, fold_lora]
+        if not self.cpu_speedups and any(f for f in chosen if f is not None):
+            raise ValueError("packed_linear, lean_decode and fold_lora need cpu_speedups on")
+        self._cpu: CpuSpeedups | None = None
+        self._lean: LeanDecoder | None = None
+        if self.cpu_speedups:
+            self._cpu = CpuSpeedups.attach(model, packed=packed_linear, fold_lora=fold_lora)
+            self._lean = lean_decoder(model) if lean_decode is not False else None
+            if lean_decode and self._lean is None:
+                raise ValueError(
+                    f"lean_decode supports model types {sorted(SUPPORTED)} with full attention; "
+                    f"this model is {getattr(model.config, 'model_type', None)!r}"
+                )
         self.eos_ids = set(eos_ids) if eos_ids is not None else default_eos_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         params = inspect.signature(model.forward).parameters
@@ -140,7 +141,7 @@ class HFEngine:
         full_attention = all(type(la) is DynamicLayer for la in probe.layers)
         # Decode can then hand SDPA its additive mask itself (see _DecodeMask).
         sdpa = getattr(model.config, "_attn_implementation", None) == "sdpa"
-        self._sdpa_bias = bool(probe.layers) and full_attention and sdpa
+        self._sdpa_bias = self.cpu_speedups and bool(probe.layers) and full_attention and sdpa
         if reuse_cache and not full_attention:
             raise ValueError(
                 "reuse_cache needs full-attention layers; this model has sliding-window or other "
@@ -168,12 +169,11 @@ class HFEngine:
         rows = [_Row(i, c, list(t), 0) for i, (c, t) in enumerate(pairs)]
         shared_cost = [0] * len(rows)
         if self.reuse_cache:
-            with self.fast():
-                # a radix tree: rows that share a start may share more of what follows it
-                while self.min_shared_prefix > 0 and self._share_prefixes(rows, shared_cost):
-                    pass
-                if any(r.feed for r in rows):
-                    self._prefill([r for r in rows if r.feed])
+            # a radix tree: rows that share a start may share more of what follows it
+            while self.min_shared_prefix > 0 and self._share_prefixes(rows, shared_cost):
+                pass
+            if any(r.feed for r in rows):
+                self._prefill([r for r in rows if r.feed])
         cost = [r.prefill_width + c for r, c in zip(rows, shared_cost, strict=True)]
         return [r.context.extend(r.feed, r.feed_kv) for r in rows], cost
 
@@ -185,21 +185,7 @@ class HFEngine:
         generator: torch.Generator | None = None,
     ) -> list[StepResult]:
         """Generate one agent step for every request; results come back in request order."""
-        with self.fast():
-            return self._step(requests, params, generator)
-
-    @contextmanager
-    def fast(self) -> Iterator[None]:
-        """The context the engine computes in (packed linear layers where they apply, LoRA
-        layers on folded weights); also for other gradient-free forwards of the same model, such
-        as the trainer's old log-probs."""
-        packed = self._packed if self._packed_everywhere else None
-        with ExitStack() as stack:
-            if packed is not None:
-                stack.enter_context(packed.active())
-            if self._lora is not None:
-                stack.enter_context(self._lora.active(packed=packed is not None))
-            yield
+        return self._step(requests, params, generator)
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Generate with these weights from now on. The engine computes with the model it was
@@ -216,12 +202,9 @@ class HFEngine:
 
     # ----------------------------------------------------------------- private
 
-    def _decode_linears(self) -> AbstractContextManager[None]:
-        """Packed linear layers for decode steps when they are packed there only (inside
-        ``fast``, which already routes them when they are packed everywhere)."""
-        if self._packed is None or self._packed_everywhere:
-            return nullcontext()
-        return self._packed.active()
+    def _decoding(self) -> AbstractContextManager[None]:
+        """Decode steps (packed linear layers where they are packed in decode steps only)."""
+        return self._cpu.decoding() if self._cpu is not None else nullcontext()
 
     def _step(
         self,
@@ -257,7 +240,7 @@ class HFEngine:
             else:
                 results[r.index] = self._result(r, requests[r.index], finish)
         if active:
-            with self._decode_linears():
+            with self._decoding():
                 self._decode(active, requests, params, generator, results)
         return [r for r in results if r is not None]
 
@@ -409,7 +392,8 @@ class HFEngine:
         last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)  # type: ignore[index]
         spans = _spans(lean, mask.pads, width + 1)
         if lean is not None:
-            lean.prepare(packed=self._packed is not None, positions=max(starts) + room)
+            packed = self._cpu is not None and bool(self._cpu.packed)
+            lean.prepare(packed=packed, positions=max(starts) + room)
         steps = 0
         while rows:
             steps += 1

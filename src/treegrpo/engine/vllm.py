@@ -32,7 +32,7 @@ import random
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -77,8 +77,9 @@ class _Row:
 class VLLMEngine:
     """Agent-step generation with vLLM in this process.
 
-    model: the transformers causal LM to serve (saved once to a temporary directory that vLLM
-    loads; later weights come through ``update_weights``); tokenizer: for the pad and ``eos``
+    model: the transformers causal LM to serve, or a peft LoRA model around one (served with
+    its adapters merged; saved once to a temporary directory that vLLM loads; later weights
+    come through ``update_weights``); tokenizer: for the pad and ``eos``
     ids; stopper: decides step ends (``treegrpo.agent.stops.StepStopper``); kv_cache_bytes: the
     KV cache vLLM allocates; block_size: its cache block (a multiple of 32 on CPU; None: 32 on
     CPU, vLLM's default elsewhere); max_model_len: None = the model's positions; seed: vLLM's
@@ -101,8 +102,6 @@ class VLLMEngine:
         seed: int = 0,
         **llm_kwargs: Any,
     ) -> None:
-        if _is_peft(model):
-            raise ValueError("VLLMEngine serves a full model; LoRA policies need engine hf")
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # weights go in as tensors
         try:
             import vllm
@@ -116,7 +115,9 @@ class VLLMEngine:
         self._stop_ids = sorted(self.eos_ids | set(stopper.end_token_ids if stopper else []))
         on_cpu = current_platform.is_cpu()
         self._dir = tempfile.TemporaryDirectory(prefix="treegrpo-vllm-")
-        model.save_pretrained(self._dir.name)
+        # a LoRA policy is served with its adapters merged (``state_dict_of``)
+        base = model.get_base_model() if _is_peft(model) else model
+        base.save_pretrained(self._dir.name, state_dict=state_dict_of(model))
         kwargs: dict[str, Any] = {
             "model": self._dir.name,
             "skip_tokenizer_init": True,  # ids in, ids out
@@ -148,9 +149,6 @@ class VLLMEngine:
         first step that needs them, and that step reports the cost."""
         pairs = zip(contexts, tokens, strict=True)
         return [c.extend(list(t)) for c, t in pairs], [0] * len(contexts)
-
-    def fast(self) -> nullcontext[None]:
-        return nullcontext()  # vLLM holds its own copy of the weights: nothing to share
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Copy the weights (Hugging Face names; vLLM fuses q/k/v and gate/up itself) into the

@@ -23,6 +23,7 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.core.rewards import extract_answer
+from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
@@ -64,10 +65,15 @@ def evaluate(
     max_new_tokens: int = 500,
     max_obs_tokens: int = 500,
     batch_size: int = 64,
+    engine: Engine | EngineKind = "hf",
+    cpu_speedups: bool | None = None,
 ) -> dict[str, Any]:
-    """Run every question once, greedily, and return aggregate and per-group metrics."""
+    """Run every question once, greedily, and return aggregate and per-group metrics.
+    ``engine``: an engine that generates with ``model``'s current weights (the trainer's), or
+    the kind of engine to build on it (``engine.build.build_engine``, with ``cpu_speedups``)."""
     protocol = SearchProtocol(tokenizer, max_obs_tokens)
-    engine = build_engine("hf", model, tokenizer, StepStopper(tokenizer))
+    if isinstance(engine, str):
+        engine = build_engine(engine, model, tokenizer, StepStopper(tokenizer), cpu_speedups)
     greedy = SamplingParams(greedy=True, max_new_tokens=max_new_tokens)
     rows: list[dict[str, Any]] = []
     was_training = getattr(model, "training", False)

@@ -8,6 +8,7 @@ from typing import Any
 
 from treegrpo.data.load import load_questions
 from treegrpo.embedded.synthetic import SYNTHETIC_EVAL, synthetic_eval
+from treegrpo.engine.base import EngineKind
 from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.models.load import load_model, resolve_device
 from treegrpo.rollout.sampler import AgentLimits
@@ -69,6 +70,7 @@ def evaluate_checkpoint(
     batch_size: int,
     device: str = "auto",
     settings: dict[str, Any] | None = None,
+    engine: EngineKind = "hf",
 ) -> dict[str, Any]:
     """Load ``model_dir`` with plain transformers, evaluate greedily, write the report to
     ``out`` (``settings`` is recorded in the JSON) and return it."""
@@ -76,7 +78,15 @@ def evaluate_checkpoint(
     model, tokenizer = load_model(model_dir)
     model.to(resolve_device(device))
     report = evaluate(
-        model, tokenizer, tool, items, limits, max_new_tokens, max_obs_tokens, batch_size
+        model,
+        tokenizer,
+        tool,
+        items,
+        limits,
+        max_new_tokens,
+        max_obs_tokens,
+        batch_size,
+        engine=engine,
     )
     report["config"] = {"model": str(model_dir), **(settings or {})}
     write_report(report, out, "eval")

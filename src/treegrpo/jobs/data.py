@@ -26,6 +26,7 @@ import numpy as np
 from treegrpo.data.load import load_questions
 from treegrpo.data.types import Question
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
+from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, compare_table, evaluate, paper_table
 from treegrpo.jobs.presets import DataConfig
@@ -190,7 +191,11 @@ def prepare_inputs(data: DataConfig) -> DataInputs:
 
 
 def held_out_eval(
-    model: Any, tokenizer: Any, inputs: DataInputs, data: DataConfig
+    model: Any,
+    tokenizer: Any,
+    inputs: DataInputs,
+    data: DataConfig,
+    engine: Engine | EngineKind = "hf",
 ) -> dict[str, Any]:
     """Greedy evaluation of a loaded model on ``inputs.held_out`` with ``data``'s agent limits:
     what ``run_data`` reports before and after training (and every ``run.eval_every`` steps)."""
@@ -203,6 +208,7 @@ def held_out_eval(
         AgentLimits(data.max_turns, data.topk, data.max_context),
         data.max_new_tokens,
         data.max_obs_tokens,
+        engine=engine,
     )
 
 
@@ -236,8 +242,8 @@ def run_data(
     …)``) to write instead of evaluating it again; runs that share the inputs can share it."""
     n_train, n_held_out = len(inputs.train), len(inputs.held_out)
 
-    def held_out(model: Any, tokenizer: Any) -> Report:
-        return held_out_eval(model, tokenizer, inputs, data)
+    def held_out(model: Any, tokenizer: Any, engine: Engine | EngineKind) -> Report:
+        return held_out_eval(model, tokenizer, inputs, data, engine)
 
     def report(before: Report | None, after: Report | None) -> list[str]:
         lines = [f"{n_train} training questions, {n_held_out} held out.", ""]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from treegrpo.embedded.synthetic import World, train_eval_worlds
+from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, evaluate
 from treegrpo.jobs.presets import EmbeddedConfig
@@ -46,9 +47,16 @@ def held_out_evaluator(cfg: EmbeddedConfig, eval_world: World) -> Evaluator:
     held_out = held_out_items(eval_world, cfg.eval_questions)
     limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
 
-    def run(model: Any, tokenizer: Any) -> Report:
+    def run(model: Any, tokenizer: Any, engine: Engine | EngineKind = "hf") -> Report:
         return evaluate(
-            model, tokenizer, tool, held_out, limits, cfg.max_new_tokens, cfg.max_obs_tokens
+            model,
+            tokenizer,
+            tool,
+            held_out,
+            limits,
+            cfg.max_new_tokens,
+            cfg.max_obs_tokens,
+            engine=engine,
         )
 
     return run

@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import write_report
 from treegrpo.models.load import load_model, resolve_device
@@ -34,7 +35,8 @@ from treegrpo.viz.curves import plot_learning_curve
 log = logging.getLogger(__name__)
 
 Report = dict[str, Any]  # eval.evaluate's report
-Evaluator = Callable[[Any, Any], Report]  # (model, tokenizer) → the held-out report
+# (model, tokenizer, engine or engine kind) → the held-out report (``eval.evaluate``'s engine)
+Evaluator = Callable[[Any, Any, Engine | EngineKind], Report]
 
 PHASES = {"warm_start": "warm start", "eval_before": "evaluation before training", "train": "RL"}
 """The timed phases of a job, as the report's wall-time line names them."""
@@ -102,7 +104,8 @@ def run_job(
         if job.held_out is None:
             return None
         model, tokenizer = load_model(path)
-        report = job.held_out(model.to(resolve_device(job.eval_device)), tokenizer)
+        device = resolve_device(job.eval_device)
+        report = job.held_out(model.to(device), tokenizer, model_cfg.engine)
         write_report(report, out, name)
         return report
 
@@ -118,9 +121,9 @@ def run_job(
         log.info("held-out EM before RL: %.3f; RL: %d steps", before["overall"]["em"], run.steps)
     t_before = time.perf_counter() - t0
 
-    def periodic(model: Any, tokenizer: Any, step: int) -> dict[str, float]:
+    def periodic(model: Any, tokenizer: Any, step: int, engine: Engine) -> dict[str, float]:
         assert job.held_out is not None
-        report = job.held_out(model, tokenizer)  # the policy, on its device
+        report = job.held_out(model, tokenizer, engine)  # the policy, with the trainer's engine
         return {"eval/em": report["overall"]["em"], "eval/f1": report["overall"]["f1"]}
 
     bar = TrainProgress(run.steps) if progress else None

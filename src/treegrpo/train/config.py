@@ -160,13 +160,16 @@ class ModelConfig:
     """Device of the policy and reference (auto: cuda if available, else cpu)."""
     engine: Literal["hf", "vllm"] = "hf"
     """Rollout backend: hf (transformers, with the prefix KV cache of segments) or vllm (vLLM in
-    the same process, weights pushed after every update; full fine-tuning only; install it with
-    `make setup-vllm`)."""
+    the same process, weights pushed after every update, LoRA adapters merged into them;
+    install it with `make setup-vllm`)."""
+    cpu_speedups: bool | None = None
+    """The CPU speed-ups (oneDNN linear layers, folded LoRA, the lean decode step, denormals
+    flushed, freed memory returned; ``engine.cpu``): None = on where the model runs on CPU, off
+    on CUDA (not measured there). They compute what plain PyTorch computes, up to fp32
+    rounding."""
 
     def __post_init__(self) -> None:
         if self.lora_rank < 0:
             raise ValueError(f"lora_rank must be >= 0, got {self.lora_rank}")
         if self.lora_rank > 0 and not self.lora_targets:
             raise ValueError("lora_rank > 0 needs at least one module name in lora_targets")
-        if self.engine == "vllm" and self.lora_rank > 0:
-            raise ValueError("engine vllm trains the full model only: use lora_rank 0 or engine hf")

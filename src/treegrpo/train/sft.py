@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from treegrpo.engine.cpu import onednn
-from treegrpo.engine.cpu.memory import release_freed_memory
+from treegrpo.engine.cpu import speedups
+from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.train.head import logits_at
 
 log = logging.getLogger(__name__)
@@ -111,12 +111,17 @@ def train_sft(
     grad_clip: float = 1.0,
     progress: bool = True,
     context_weight: float = 0.0,
+    cpu_speedups: bool | None = None,
 ) -> list[float]:
     """``steps`` AdamW updates, one length-grouped batch each (the data is cycled, reshuffled
     every epoch). The loss is the mean NLL per action token, plus ``context_weight`` × the mean
-    NLL of the context tokens (``weighted_nll``). Returns each step's loss."""
+    NLL of the context tokens (``weighted_nll``). ``cpu_speedups``: ``engine.cpu.speedups``'s
+    switch (None = on for a model on CPU). Returns each step's loss."""
     if not examples:
         raise ValueError("no examples to train on")
+    fast = speedups.enabled(model, cpu_speedups)
+    if fast:
+        CpuSpeedups.attach(model)
     rng = random.Random(f"treegrpo-sft:{seed}")
     torch.manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -126,7 +131,7 @@ def train_sft(
     queue: list[list[int]] = []
     losses: list[float] = []
     model.train()
-    with _progress(progress, steps) as advance, onednn.training(model):
+    with _progress(progress, steps) as advance:
         for _ in range(steps):
             if not queue:
                 queue = length_batches(lengths, max_batch_tokens, rng)
@@ -146,7 +151,7 @@ def train_sft(
                 recent = losses[-100:]
                 log.info("SFT %d/%d: loss %.3f", len(losses), steps, sum(recent) / len(recent))
             if len(losses) % 50 == 0:
-                release_freed_memory()  # see engine.cpu.memory
+                speedups.release_memory(fast)
     model.eval()
     return losses
 

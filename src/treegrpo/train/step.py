@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,6 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.advantage import tree_advantage
 from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
 from treegrpo.engine.base import Engine
-from treegrpo.engine.cpu import onednn
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
@@ -111,9 +109,7 @@ def rl_step(
     temperature = sampling.logprob_temperature  # log-probs of the sampled distribution
     old: dict[int, torch.Tensor] = {}
     ref: dict[int, torch.Tensor] = {}
-    # packed oneDNN weights where they apply: the engine's for the policy, the reference's own
-    ref_fast = onednn.packed(reference) if reference is not None else nullcontext()
-    with torch.no_grad(), engine.fast(), ref_fast:
+    with torch.no_grad():
         for mb in (m for mbs in minis for m in mbs):
             d = mb.to(device)
             if id(mb) not in first:
@@ -144,57 +140,56 @@ def rl_step(
     grad_norms: list[float] = []
     skipped = 0
     n_micro = 0
-    with onednn.training(policy):  # linear layers on oneDNN on CPU (engine.cpu.onednn)
-        for mbs in (minis[i] for i in schedule):
-            weights = _accumulation_weights(mbs, algo.aggregation)
-            for mb, w in zip(mbs, weights, strict=True):
-                d = mb.to(device)
-                logp, ent = token_logprobs(
-                    policy,
-                    d.input_ids,
-                    d.attention_mask,
-                    with_entropy=algo.entropy_coef > 0,
-                    autocast_dtype=autocast_dtype,
-                    keep=d.action_mask,  # the head runs on action tokens only (train.head)
-                    temperature=temperature,
-                )
-                logp_old = old.setdefault(id(mb), logp.detach())  # first update: its own
-                pg, stats = ppo_clip_loss(
-                    logp,
-                    logp_old,
-                    d.advantages,
+    for mbs in (minis[i] for i in schedule):
+        weights = _accumulation_weights(mbs, algo.aggregation)
+        for mb, w in zip(mbs, weights, strict=True):
+            d = mb.to(device)
+            logp, ent = token_logprobs(
+                policy,
+                d.input_ids,
+                d.attention_mask,
+                with_entropy=algo.entropy_coef > 0,
+                autocast_dtype=autocast_dtype,
+                keep=d.action_mask,  # the head runs on action tokens only (train.head)
+                temperature=temperature,
+            )
+            logp_old = old.setdefault(id(mb), logp.detach())  # first update: its own
+            pg, stats = ppo_clip_loss(
+                logp,
+                logp_old,
+                d.advantages,
+                d.action_mask,
+                algo.clip_eps,
+                algo.dual_clip,
+                algo.aggregation,
+            )
+            loss = pg
+            if id(mb) in ref:
+                kl = aggregate(
+                    kl_penalty(logp, ref[id(mb)], algo.kl_estimator),
                     d.action_mask,
-                    algo.clip_eps,
-                    algo.dual_clip,
                     algo.aggregation,
                 )
-                loss = pg
-                if id(mb) in ref:
-                    kl = aggregate(
-                        kl_penalty(logp, ref[id(mb)], algo.kl_estimator),
-                        d.action_mask,
-                        algo.aggregation,
-                    )
-                    loss = loss + algo.kl_coef * kl
-                    sums["kl"] += kl.item()
-                if ent is not None:
-                    entropy = aggregate(ent, d.action_mask, algo.aggregation)
-                    loss = loss - algo.entropy_coef * entropy
-                    sums["entropy"] += entropy.item()
-                (loss * w).backward()
-                sums["pg_loss"] += pg.item()
-                sums["clip_frac"] += stats["clip_frac"].item()
-                sums["approx_kl"] += stats["approx_kl"].item()
-                n_micro += 1
-            norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip).item()
-            grad_norms.append(norm)
-            if math.isfinite(norm):
-                optimizer.step()
-                if scheduler is not None:
-                    scheduler.step()
-            else:
-                skipped += 1  # a non-finite gradient: drop this update, keep the weights
-            optimizer.zero_grad(set_to_none=True)
+                loss = loss + algo.kl_coef * kl
+                sums["kl"] += kl.item()
+            if ent is not None:
+                entropy = aggregate(ent, d.action_mask, algo.aggregation)
+                loss = loss - algo.entropy_coef * entropy
+                sums["entropy"] += entropy.item()
+            (loss * w).backward()
+            sums["pg_loss"] += pg.item()
+            sums["clip_frac"] += stats["clip_frac"].item()
+            sums["approx_kl"] += stats["approx_kl"].item()
+            n_micro += 1
+        norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip).item()
+        grad_norms.append(norm)
+        if math.isfinite(norm):
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+        else:
+            skipped += 1  # a non-finite gradient: drop this update, keep the weights
+        optimizer.zero_grad(set_to_none=True)
     policy.eval()
     engine.update_weights(policy)  # the next rollout samples from the updated policy
 

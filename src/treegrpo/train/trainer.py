@@ -32,8 +32,10 @@ import torch
 from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
+from treegrpo.engine.base import Engine
 from treegrpo.engine.build import build_engine
-from treegrpo.engine.cpu.memory import release_freed_memory
+from treegrpo.engine.cpu import speedups
+from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import resolve_device
 from treegrpo.rollout.sampler import AgentLimits
@@ -81,15 +83,16 @@ def train(
     limits: AgentLimits,
     run: RunConfig,
     max_obs_tokens: int = 500,
-    evaluate: Callable[[Any, Any, int], dict[str, float]] | None = None,
+    evaluate: Callable[[Any, Any, int, Engine], dict[str, float]] | None = None,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     model_cfg: ModelConfig = ModelConfig(),
 ) -> Path:
     """Train from ``model_path`` (or resume) and return the run directory.
 
-    load_model(path) → (model, tokenizer) on the CPU; evaluate(model, tokenizer, step) → metrics
-    to log; on_step(step, metrics) is called after every step (progress display); model_cfg:
-    LoRA or full fine-tuning, gradient checkpointing, device and forward precision.
+    load_model(path) → (model, tokenizer) on the CPU; evaluate(model, tokenizer, step, engine)
+    → metrics to log (the trainer's engine, on the current weights); on_step(step, metrics) is
+    called after every step (progress display); model_cfg: LoRA or full fine-tuning, gradient
+    checkpointing, device, forward precision, engine and the CPU speed-ups.
     """
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,6 +115,12 @@ def train(
     if algo.kl_coef > 0 and not lora:  # with LoRA the base model (adapters off) is the reference
         reference, _ = load_model(Path(model_path))  # the frozen starting policy
         reference.eval().requires_grad_(False).to(device)
+    # the CPU speed-ups (engine.cpu.speedups): routes kept on the models for the whole run, so
+    # the RL step calls them as plain PyTorch
+    fast = speedups.enabled(device, model_cfg.cpu_speedups)
+    for m in (policy, reference) if fast else ():
+        if m is not None:
+            CpuSpeedups.attach(m)
     optimizer = torch.optim.AdamW(
         [p for p in policy.parameters() if p.requires_grad],
         lr=optim.lr,
@@ -144,7 +153,9 @@ def train(
         (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
 
     protocol = SearchProtocol(tokenizer, max_obs_tokens)
-    engine = build_engine(model_cfg.engine, policy, tokenizer, StepStopper(tokenizer))
+    engine = build_engine(
+        model_cfg.engine, policy, tokenizer, StepStopper(tokenizer), model_cfg.cpu_speedups
+    )
     prompts = {}  # rendered once per question
     writer = _tensorboard(out / "tb")
     with open(out / "metrics.jsonl", "a") as log:
@@ -175,11 +186,11 @@ def train(
                 seed=run.seed * 1_000_003 + step,
                 autocast_dtype=amp,
             )
-            release_freed_memory()  # else the heap fragments and memory grows every step
+            speedups.release_memory(fast)  # else the heap fragments and memory grows every step
             metrics["train/lr"] = float(scheduler.get_last_lr()[0])
             done = step + 1
             if evaluate is not None and run.eval_every and done % run.eval_every == 0:
-                metrics.update(evaluate(policy, tokenizer, done))
+                metrics.update(evaluate(policy, tokenizer, done, engine))
             _log(log, writer, done, metrics)
             if on_step is not None:
                 on_step(done, metrics)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from treegrpo.engine.cpu.lora import FoldedLoRA
+from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.hf import HFEngine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.tiny import tiny_qwen2
@@ -38,24 +38,25 @@ def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
 
 def test_folded_forward_equals_peft_and_follows_the_adapters() -> None:
     peft = _lora_model()
-    folded = FoldedLoRA(peft.get_base_model())
-    assert len(folded.layers) == 2 * len(TARGETS)
     ids = torch.randint(0, 97, (3, 11), generator=torch.Generator().manual_seed(0))
     want = _logits(peft, ids)
-    with folded.active():
-        got = _logits(peft, ids)
+    cs = CpuSpeedups(peft.get_base_model(), packed=False, trainable=False, fold_lora=True)
+    folded = cs.lora
+    assert folded is not None and len(folded.layers) == 2 * len(TARGETS)
+    got = _logits(peft, ids)
     assert len(folded._weights) == len(folded.layers)  # every layer ran on its folded weight
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     with torch.no_grad():  # an optimizer step moves A and B in place
         for name, p in peft.named_parameters():
             if "lora_" in name:
                 p.add_(0.1 * torch.randn_like(p))
+    got_after = _logits(peft, ids)
+    with peft.disable_adapter():  # the reference log-probs' base model, still routed
+        base = _logits(peft, ids)
+    cs.detach()
     want_after = _logits(peft, ids)
     assert not torch.allclose(want_after, want, atol=1e-3)
-    with folded.active():
-        torch.testing.assert_close(_logits(peft, ids), want_after, rtol=1e-5, atol=1e-5)
-        with peft.disable_adapter():  # the reference log-probs' base model, inside the block
-            base = _logits(peft, ids)
+    torch.testing.assert_close(got_after, want_after, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(base, want_after, atol=1e-3)
     with peft.disable_adapter():
         torch.testing.assert_close(base, _logits(peft, ids), rtol=1e-5, atol=1e-5)
@@ -64,8 +65,8 @@ def test_folded_forward_equals_peft_and_follows_the_adapters() -> None:
 def test_with_autograd_on_the_adapters_still_get_gradients() -> None:
     peft = _lora_model()
     ids = torch.randint(0, 97, (2, 7), generator=torch.Generator().manual_seed(1))
-    with FoldedLoRA(peft.get_base_model()).active():
-        peft(input_ids=ids).logits.sum().backward()
+    CpuSpeedups(peft.get_base_model(), packed=False, trainable=False, fold_lora=True)
+    peft(input_ids=ids).logits.sum().backward()
     grads = [p.grad for n, p in peft.named_parameters() if "lora_A" in n]
     assert grads and all(g is not None and g.abs().sum() > 0 for g in grads)
 
@@ -86,10 +87,12 @@ def test_engine_with_and_without_folding_gives_the_same_steps() -> None:
     runs = []
     for fold in (True, False):
         eng = HFEngine(peft, Tok(), eos_ids=[], fold_lora=fold, lean_decode=fold)
-        assert (eng._lora is not None) is fold
+        assert eng._cpu is not None
+        lora = eng._cpu.lora
+        assert (lora is not None) is fold
         runs.append(eng.step([StepRequest(eng.root(), p) for p in prompts], greedy))
-        if eng._lora is not None:  # prefill really ran on folded weights
-            assert len(eng._lora._weights) == len(eng._lora.layers)
+        if lora is not None:  # prefill really ran on folded weights
+            assert len(lora._weights) == len(lora.layers)
     for a, b, p in zip(*runs, prompts, strict=True):
         assert a.tokens == b.tokens
         torch.testing.assert_close(a.logprobs, b.logprobs, rtol=1e-5, atol=1e-5)
@@ -106,10 +109,11 @@ def test_folded_weights_packed_for_onednn_give_the_same_logits() -> None:
     peft = _lora_model()
     if not onednn.supported(peft):
         pytest.skip("no oneDNN linear ops in this torch build")
-    folded = FoldedLoRA(peft.get_base_model())
     ids = torch.randint(0, 97, (2, 9), generator=torch.Generator().manual_seed(3))
     want = _logits(peft, ids)
-    with folded.active(packed=True):
-        got = _logits(peft, ids)
+    folded = CpuSpeedups(peft.get_base_model(), packed=True, trainable=False, fold_lora=True).lora
+    assert folded is not None
+    got = _logits(peft, ids)
     assert len(folded._weights) == len(folded.layers)
+    assert all(w.packed for w in folded._weights.values())
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)

@@ -1,5 +1,6 @@
-"""oneDNN-packed linear layers: same numbers as ``F.linear``, in step with the live weights,
-and gone outside the ``active()`` block."""
+"""Linear layers on oneDNN (``engine.cpu.onednn``, routed by ``engine.cpu.speedups``): same
+numbers as ``F.linear``, packed weights in step with the live weights, plain layers again after
+``detach``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch import nn
 
 from treegrpo.agent.stops import StepStopper
 from treegrpo.engine.cpu import onednn
+from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.hf import HFEngine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.tiny import tiny_qwen2
@@ -57,16 +59,21 @@ def _logits(model, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untype
 def test_packed_forward_equals_plain_forward_and_is_undone(model) -> None:  # type: ignore[no-untyped-def]
     ids = torch.randint(0, model.config.vocab_size, (3, 17))
     plain = _logits(model, ids)
-    pk = onednn.PackedLinears(model)
-    assert len(pk.linears) == 2 * 7 + 1  # q k v o gate up down per layer, and the head
-    with _counting() as calls, pk.active():
+    cs = CpuSpeedups(model, packed=True, trainable=False, fold_lora=False)
+    linears = [m for m in model.modules() if type(m) is nn.Linear]
+    assert len(linears) == 2 * 7 + 1  # q k v o gate up down per layer, and the head
+    with _counting() as calls:
         fast = _logits(model, ids)
-    assert calls[0] == len(pk.linears)  # every linear layer went through the packed path
+    assert calls[0] == len(linears)  # every linear layer went through the packed path
     torch.testing.assert_close(fast, plain, rtol=1e-4, atol=1e-4)
-    # outside the block the modules are plain again: autograd works
-    assert all("forward" not in m.__dict__ for m in pk.linears)
-    model(ids).logits.sum().backward()
-    assert all(m.weight.grad is not None for m in pk.linears)
+    with _counting() as calls:  # a forward with autograd: plain F.linear (trainable off)
+        model(ids).logits.sum().backward()
+    assert calls[0] == 0 and all(m.weight.grad is not None for m in linears)
+    cs.detach()  # the modules are plain again
+    assert all("forward" not in m.__dict__ for m in linears)
+    with _counting() as calls:
+        _logits(model, ids)
+    assert calls[0] == 0
 
 
 def test_packed_keeps_one_pack_per_model(model) -> None:  # type: ignore[no-untyped-def]
@@ -74,7 +81,8 @@ def test_packed_keeps_one_pack_per_model(model) -> None:  # type: ignore[no-unty
     plain = _logits(model, ids)
     with _counting("_reorder_linear_weight") as reorders:
         for _ in range(3):
-            with _counting() as calls, onednn.packed(model):
+            CpuSpeedups.attach(model, packed=True)  # once per model: the same routes
+            with _counting() as calls:
                 torch.testing.assert_close(_logits(model, ids), plain, rtol=1e-4, atol=1e-4)
             assert calls[0] == 2 * 7 + 1  # routed every time
     assert reorders[0] == 2 * 7 + 1  # but packed only the first time
@@ -82,27 +90,26 @@ def test_packed_keeps_one_pack_per_model(model) -> None:  # type: ignore[no-unty
 
 def test_only_the_layers_called_are_packed(model) -> None:  # type: ignore[no-untyped-def]
     """Packing happens at a layer's first call: a block that runs one MLP packs its three."""
-    pk = onednn.PackedLinears(model)
     mlp = model.model.layers[0].mlp
     x = torch.randn(2, model.config.hidden_size)
     with torch.no_grad():
         want = mlp(x)
-        with _counting("_reorder_linear_weight") as reorders, pk.active():
+        cs = CpuSpeedups(model, packed=True, trainable=False, fold_lora=False)
+        with _counting("_reorder_linear_weight") as reorders:
             got = mlp(x)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-    assert reorders[0] == 3 and len(pk._packs) == 3
+    assert reorders[0] == 3 and len(cs._packs._packs) == 3
 
 
 def test_repacks_after_an_in_place_update(model) -> None:  # type: ignore[no-untyped-def]
     ids = torch.randint(0, model.config.vocab_size, (2, 9))
-    pk = onednn.PackedLinears(model)
-    with pk.active():
-        before = _logits(model, ids)
+    cs = CpuSpeedups(model, packed=True, trainable=False, fold_lora=False)
+    before = _logits(model, ids)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     model(ids).logits.pow(2).mean().backward()
     opt.step()  # in place, as every optimizer step
-    with pk.active():
-        after = _logits(model, ids)
+    after = _logits(model, ids)
+    cs.detach()
     torch.testing.assert_close(after, _logits(model, ids), rtol=1e-4, atol=1e-4)
     assert not torch.allclose(after, before, atol=1e-3)
 
@@ -113,7 +120,7 @@ def test_engine_gives_the_same_greedy_steps_packed_or_not(model, split_tokenizer
     out = {}
     for flag in (False, True, "decode"):
         eng = HFEngine(model, split_tokenizer, StepStopper(split_tokenizer), packed_linear=flag)
-        assert (eng._packed is not None) == bool(flag)
+        assert eng._cpu is not None and eng._cpu.packed == flag
         first = eng.step([StepRequest(eng.root(), p) for p in prompts], greedy)
         obs = split_tokenizer(" <information>o</information>")["input_ids"]
         second = eng.step([StepRequest(r.end, [r.tokens[-1], *obs]) for r in first], greedy)
@@ -131,21 +138,24 @@ def test_decode_only_packing_leaves_prefill_on_plain_weights(model, split_tokeni
         eng.prefill([eng.root()], [ids])
         (one,) = eng.step([StepRequest(eng.root(), ids, max_new_tokens=1)], SamplingParams())
     assert len(one.tokens) == 1 and calls[0] == 0  # prefill only: plain weights
-    with _counting() as calls, eng.fast():
+    with _counting() as calls:
         _logits(model, torch.tensor([ids]))
     assert calls[0] == 0  # so are the other gradient-free forwards (old log-probs)
     params = SamplingParams(greedy=True, max_new_tokens=6)
     with _counting() as calls:
         (r,) = eng.step([StepRequest(eng.root(), ids)], params)
     assert len(r.tokens) > 1 and calls[0] > 0  # decode steps ran on packed weights
-    assert all("forward" not in m.__dict__ for m in eng._packed.linears)  # type: ignore[union-attr]
+    with _counting() as calls:
+        _logits(model, torch.tensor([ids]))
+    assert calls[0] == 0  # and plain again after them
 
 
 def test_packing_is_refused_where_it_does_not_apply(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
     model = model.to(torch.bfloat16)
     assert not onednn.supported(model) and not onednn.preferred(model)
-    assert HFEngine(model, split_tokenizer)._packed is None  # auto: off
-    with pytest.raises(ValueError, match="packed_linear needs"):
+    eng = HFEngine(model, split_tokenizer)
+    assert eng._cpu is not None and not eng._cpu.packed and not eng._cpu.trainable  # auto: off
+    with pytest.raises(ValueError, match="need oneDNN and a CPU fp32 model"):
         HFEngine(model, split_tokenizer, packed_linear=True)
 
 
@@ -158,14 +168,18 @@ def _grads(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:  # type: ignore
 def test_trainable_linears_give_the_plain_gradients(model) -> None:  # type: ignore[no-untyped-def]
     ids = torch.randint(0, model.config.vocab_size, (3, 11))
     plain = _grads(model, ids)
-    tl = onednn.TrainableLinears(model)
-    with _counting() as calls, tl.active():
+    cs = CpuSpeedups(model, packed=False, trainable=True, fold_lora=False)
+    with _counting() as calls:
         fast = _grads(model, ids)
-    assert calls[0] == 3 * len(tl.linears)  # forward, input gradient, weight gradient
+    n_linears = sum(type(m) is nn.Linear for m in model.modules())
+    assert calls[0] == 3 * n_linears  # forward, input gradient, weight gradient
     assert fast.keys() == plain.keys() and len(plain) == len(list(model.parameters()))
     for name in plain:
         torch.testing.assert_close(fast[name], plain[name], rtol=1e-3, atol=1e-5, msg=name)
-    assert all("forward" not in m.__dict__ for m in tl.linears)
+    with _counting() as calls:  # without autograd: plain (packed off)
+        _logits(model, ids)
+    assert calls[0] == 0
+    cs.detach()
 
 
 def test_trainable_linears_skip_frozen_weights(model) -> None:  # type: ignore[no-untyped-def]
@@ -173,8 +187,8 @@ def test_trainable_linears_skip_frozen_weights(model) -> None:  # type: ignore[n
         p.requires_grad_("mlp" not in n)  # the MLP's linear layers frozen
     ids = torch.randint(0, model.config.vocab_size, (2, 7))
     plain = _grads(model, ids)
-    with onednn.training(model):
-        fast = _grads(model, ids)
+    CpuSpeedups(model, packed=False, trainable=True, fold_lora=False)
+    fast = _grads(model, ids)
     assert fast.keys() == plain.keys()
     assert not any("mlp" in n for n in fast)
     for name in plain:
@@ -222,10 +236,11 @@ def test_preferred_by_cpu_vendor_isa_and_environment(  # type: ignore[no-untyped
     monkeypatch.setattr(onednn, "_cpu_capability", lambda: isa)
     assert onednn.preferred(model) == want
     ids = torch.randint(0, model.config.vocab_size, (2, 5))
-    with _counting() as calls, onednn.training(model):
+    CpuSpeedups.attach(model)  # the defaults follow: narrow, so engine_mode == preferred
+    with _counting() as calls:
         _grads(model, ids)
     assert (calls[0] > 0) == want
-    with _counting() as calls, onednn.packed(model):
+    with _counting() as calls:
         _logits(model, ids)
     assert (calls[0] > 0) == want
 

@@ -28,6 +28,7 @@ from treegrpo.warmstart.tiny import WarmStartConfig
 TINY_WARM = WarmStartConfig(demo_worlds=1, hidden=32, layers=2, n_demos=40, steps=3, warmup=1)
 
 
+@pytest.mark.slow
 def test_budget_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
     s = bench_settings(
@@ -86,6 +87,7 @@ def test_budget_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert own["before"] == saved["warm_start"]
 
 
+@pytest.mark.slow
 def test_budget_benchmark_data_mode(
     model_dir: Path, files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -258,6 +258,7 @@ def test_cli_bench_budget_parses_into_settings(monkeypatch: pytest.MonkeyPatch) 
     assert seen[1].mode == "full" and seen[1].budgets == (8,) and not seen[1].ablation
 
 
+@pytest.mark.slow
 def test_workers_end_with_a_killed_benchmark(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import os
     import signal

@@ -7,8 +7,8 @@ so the same map is one product with the folded weight W₀ + Σₐ sₐ Bₐ A�
 costs out·r·in multiply-adds once, not per token). ``fold`` reads a layer as that map (or says
 it cannot: DoRA and other variants, transposed weights, active dropout), and ``Fused`` keeps
 folded weights, stacked where several projections read the same input. The lean decode step
-runs its products on them (``engine.cpu.lean``), and ``FoldedLoRA`` routes a whole model's LoRA
-layers through one-part products for prefill and the trainer's old log-probs, where the
+runs its products on them (``engine.cpu.lean``), and ``FoldedLoRA`` computes a whole model's
+LoRA layers as one-part products for prefill and the trainer's old log-probs, where the
 SmolLM2 + LoRA prefill of bench/rollout.py's R workload runs 1.20× faster (one forward of
 8 × 400 tokens: 1.27×).
 
@@ -19,8 +19,8 @@ counters, bumped by in-place optimizer updates, or their storage) or the active 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,40 +153,33 @@ class Fused:
 
 
 class FoldedLoRA:
-    """Within ``active()``, every peft LoRA layer of ``model`` that folds computes
-    x Wᵀ + b with its folded weight; a layer whose adapters are disabled, merged, not plain LoRA
-    or under dropout in training mode runs its own forward, decided at each call (so
-    ``disable_adapter()`` inside the block, as for the reference log-probs, still gives the base
-    model), and so does every call with autograd on: the folded weight carries no gradient."""
+    """The folded weights of a model's peft LoRA layers: ``forward(m, x)`` computes layer ``m``
+    as x Wᵀ + b with its folded weight where it folds, and with its own forward where it does
+    not (adapters disabled or merged, not plain LoRA, dropout in training mode), decided at each
+    call (so ``disable_adapter()``, as for the reference log-probs, still gives the base model).
+    For gradient-free forwards only: the folded weight carries no gradient
+    (``engine.cpu.speedups`` routes the layers)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.layers = [m for m in model.modules() if _is_lora(m)]
-        # id(layer) -> its folded weight, as a one-part ``Fused`` product (made at first use)
-        self._weights: dict[int, Fused] = {}
+        # layer -> its folded weight, as a one-part ``Fused`` product (made at first use)
+        self._weights: weakref.WeakKeyDictionary[Any, Fused] = weakref.WeakKeyDictionary()
 
     def __bool__(self) -> bool:
         return bool(self.layers)
 
-    def active(self, packed: bool = False) -> AbstractContextManager[None]:
-        """Route the LoRA layers' forwards; ``packed``: keep folded weights in oneDNN's blocked
-        layout (where the engine packs its linear layers everywhere)."""
-        return onednn.routed(self.layers, lambda m: self._forward_of(m, packed))
-
-    def _forward_of(self, m: Any, packed: bool) -> Any:
-        own = type(m).forward
-
-        def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-            f = fold(m)
-            if f is None or not f.adapters or args or kwargs or torch.is_grad_enabled():
-                out: torch.Tensor = own(m, x, *args, **kwargs)
-                return out
-            product = self._weights.get(id(m))
-            if product is None:
-                product = self._weights[id(m)] = Fused([m])
-            product.refresh(packed)  # rebuilt only when the fold's key changed
-            return product(x)[0]
-
-        return forward
+    def forward(self, m: Any, x: torch.Tensor, packed: bool = False) -> torch.Tensor:
+        """Layer ``m`` applied to ``x``; ``packed``: keep its folded weight in oneDNN's blocked
+        layout (where the linear layers compute on packed weights)."""
+        f = fold(m)
+        if f is None or not f.adapters:
+            out: torch.Tensor = type(m).forward(m, x)
+            return out
+        product = self._weights.get(m)
+        if product is None:
+            product = self._weights[m] = Fused([m])
+        product.refresh(packed)  # rebuilt only when the fold's key changed
+        return product(x)[0]
 
 
 def _is_lora(m: Any) -> bool:

@@ -13,13 +13,13 @@ these paths on by CPU vendor and vector width:
   is reordered once into oneDNN's blocked layout (2.2-3.2x faster than MKL) and rebuilt only
   when the weight changed (its version counter, bumped by every in-place optimizer update, or
   a new storage), so an RL step repacks once after its updates.
-- ``TrainableLinears(model)``, for forwards that backpropagate (SFT, the PPO update): an
-  autograd function whose forward (x Wᵀ + b) and input gradient (g W) run on oneDNN with plain
-  weights and whose weight gradient (gᵀ x) does too (1.4-2.2x faster per product).
+- ``trainable_linear``, for forwards that backpropagate (SFT, the PPO update): an autograd
+  function whose forward (x Wᵀ + b) and input gradient (g W) run on oneDNN with plain weights
+  and whose weight gradient (gᵀ x) does too (1.4-2.2x faster per product).
 
-Both find the model's ``nn.Linear`` modules (also the base layers inside peft's LoRA wrappers),
-route their forward through oneDNN inside ``with ….active():`` and restore it on exit. Results
-equal ``F.linear`` up to fp32 rounding (summation order), checked in the tests.
+``engine.cpu.speedups`` routes a model's ``nn.Linear`` modules (also the base layers inside
+peft's LoRA wrappers) through them. Results equal ``F.linear`` up to fp32 rounding (summation
+order), checked in the tests.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from __future__ import annotations
 import functools
 import os
 import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Literal
 
 import torch
@@ -49,7 +47,7 @@ def supported(model: nn.Module) -> bool:
 
 
 def preferred(model: nn.Module) -> bool:
-    """Whether to use them (``packed``, ``training`` and the engine's default): where
+    """Whether to use them (``engine.cpu.speedups``'s defaults): where
     ``supported`` and the CPU has AVX-512 that MKL leaves unused. MKL takes its AVX-512 path on
     Intel CPUs only: there plain ``F.linear`` is as fast or faster (the default job's RL step
     10 s with MKL vs 13 s with oneDNN on 2 cores of a Xeon; the warm start's SFT step 0.33 vs
@@ -128,45 +126,31 @@ def _linears(model: nn.Module) -> list[nn.Linear]:
     return [m for m in model.modules() if type(m) is nn.Linear]
 
 
-@contextmanager
-def routed(modules: Sequence[nn.Module], forward_of: Any) -> Iterator[None]:
-    """Within the block, each module's forward is ``forward_of(module)``; restored on exit."""
-    for m in modules:
-        m.forward = forward_of(m)
-    try:
-        yield
-    finally:
-        for m in modules:
-            m.__dict__.pop("forward", None)
-
-
 class PackedLinears:
-    """The packed weights of a model's linear layers, kept in step with the live weights."""
+    """The packed weights of a model's linear layers, kept in step with the live weights. A
+    weight is packed when first asked for, so layers that never compute on a packed weight cost
+    no copy (the engine's lean decode step runs fused products of its own for all but the head
+    and, with LoRA, every projection)."""
 
     def __init__(self, model: nn.Module, batch_hint: int = 16) -> None:
         self.linears = _linears(model)
         self.batch_hint = batch_hint
-        # id(module) -> (weight version, storage pointer, packed weight)
-        self._packs: dict[int, tuple[int, int, torch.Tensor]] = {}
+        # module -> (weight version, storage pointer, packed weight); weak, so a layer that is
+        # gone (a deep copy's) leaves nothing behind
+        self._packs: weakref.WeakKeyDictionary[nn.Module, tuple[int, int, torch.Tensor]] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def _packed(self, m: nn.Linear) -> torch.Tensor:
+    def weight_of(self, m: nn.Linear) -> torch.Tensor:
         """``m``'s packed weight, packed again if the weight changed since."""
         w = m.weight
         key = (w._version, w.data_ptr())
-        hit = self._packs.get(id(m))
+        hit = self._packs.get(m)
         if hit is not None and hit[:2] == key:
             return hit[2]
         packed = pack(w, self.batch_hint)
-        self._packs[id(m)] = (*key, packed)
+        self._packs[m] = (*key, packed)
         return packed
-
-    def active(self) -> AbstractContextManager[None]:
-        """Within the block, every found linear layer computes with its packed weight (no
-        autograd: for forwards under ``torch.no_grad()``). A weight is packed when its layer is
-        first called, so layers the block never calls cost no packed copy (the engine's lean
-        decode step runs fused products of its own for all but the head and, with LoRA, every
-        projection: packing them all up front kept a second copy of those weights)."""
-        return routed(self.linears, lambda m: lambda x: linear(x, self._packed(m), m.bias))
 
 
 class _OneDNNLinear(torch.autograd.Function):
@@ -196,35 +180,9 @@ class _OneDNNLinear(torch.autograd.Function):
         return grad_x, grad_w, grad_b
 
 
-class TrainableLinears:
-    """A model's linear layers on oneDNN with autograd (see the module docstring)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.linears = _linears(model)
-
-    def active(self) -> Any:
-        return routed(
-            self.linears,
-            lambda m: lambda x: _OneDNNLinear.apply(x.contiguous(), m.weight, m.bias),  # type: ignore[no-untyped-call]
-        )
-
-
-_PACKS: weakref.WeakKeyDictionary[nn.Module, PackedLinears] = weakref.WeakKeyDictionary()
-
-
-def packed(model: nn.Module) -> AbstractContextManager[None]:
-    """``PackedLinears(model).active()`` where oneDNN is ``preferred``, else nothing; one
-    ``PackedLinears`` per model, kept while the model lives, so a frozen model (the trainer's
-    reference) is packed once for the whole run."""
-    if not preferred(model):
-        return nullcontext()
-    pk = _PACKS.get(model)
-    if pk is None:
-        pk = _PACKS[model] = PackedLinears(model)
-    active: AbstractContextManager[None] = pk.active()
-    return active
-
-
-def training(model: nn.Module) -> AbstractContextManager[None]:
-    """``TrainableLinears(model).active()`` where oneDNN is ``preferred``, else nothing."""
-    return TrainableLinears(model).active() if preferred(model) else nullcontext()
+def trainable_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """x Wᵀ + b with autograd, forward and both gradients on oneDNN with plain weights."""
+    out: torch.Tensor = _OneDNNLinear.apply(x.contiguous(), weight, bias)  # type: ignore[no-untyped-call]
+    return out

@@ -63,7 +63,7 @@ from typing import Any
 import torch
 from transformers.utils import logging as hf_logging
 
-from treegrpo.engine.cpu.denormal import flush_denormals
+from treegrpo.engine.cpu.speedups import start_process
 from treegrpo.jobs.budget.plan import (
     BENCH_ALGO,
     BENCH_OPTIM,
@@ -96,7 +96,7 @@ def warm_start_report(cfg: EmbeddedConfig, warm: WarmStartConfig) -> dict[str, A
     """Build (or load) the warm start and evaluate it on the held-out questions exactly as
     ``run_embedded`` does before training; every run gets this report instead of repeating it."""
     model, tokenizer = load_model(warm_start(warm, progress=False))
-    return held_out_evaluator(cfg, rl_and_eval_worlds(cfg)[1])(model, tokenizer)
+    return held_out_evaluator(cfg, rl_and_eval_worlds(cfg)[1])(model, tokenizer, "hf")
 
 
 def data_start(s: BenchSettings) -> tuple[Any, dict[str, Any]]:
@@ -259,7 +259,7 @@ def _init_worker(cores: Any) -> None:
     core = cores.get()
     if core is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {core})
-    flush_denormals()  # before torch's first parallel op (engine.cpu.denormal)
+    start_process("cpu", None)  # engine.cpu.speedups: before torch's first parallel op
     torch.set_num_threads(1)
     _quiet()
 
