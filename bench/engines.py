@@ -1,0 +1,189 @@
+"""Generation engines side by side on the same forests: ``HFEngine`` (transformers with the
+prefix KV cache of segments; with the CPU speed-ups, the CPU default, and without them, plain
+PyTorch) and ``VLLMEngine`` (vLLM in this process, its automatic prefix caching).
+
+The workload is the real preset's rollouts (configs/real-smollm2-wiki.yaml): SmolLM2-135M-Instruct
+after the protocol warm start (full weights), BM25 over the 10,033 Wikipedia leads, 8 held-out
+questions, 96 new tokens per step, temperature 1.0, top-p 0.95, three searches at most; two
+shapes with 6 leaves per prompt each: a tree (M=2, N=2, L=1) and 6 independent chains. One round
+runs every (engine, shape) once with the same seed; rounds repeat (--repeats) and each cell
+reports medians, so drift in the machine's speed hits every engine alike. An untimed round first
+pays the one-time work (vLLM's start, packing weights, the allocator's first growth).
+
+Per cell: wall seconds; generated tokens and tokens per second; the prefix-cache hit rate, the
+share of every step's context (prompt, earlier turns, the parent's path) that the engine read
+from its cache instead of computing (HF: the segment it resumed from; vLLM: its
+``num_cached_tokens``, whole blocks of 32 tokens on CPU); positions computed. Engines sample
+with their own random streams, so the forests differ in length: compare tokens per second.
+
+Needs the vLLM environment (``make setup-vllm``), and the warm start and corpus built once by
+either environment (the first run builds them, about 10 minutes):
+
+    .venv-vllm/bin/python bench/engines.py                 # writes bench/results/engines.json
+    .venv-vllm/bin/python bench/engines.py --repeats 1 --questions 4   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from treegrpo.agent.prompt import render_prompt
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.stops import StepStopper
+from treegrpo.core.budget import TreeShape
+from treegrpo.data.wiki import wiki_questions
+from treegrpo.engine.base import Engine, StepRequest, StepResult
+from treegrpo.engine.hf import HFEngine
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.engine.vllm import VLLMEngine
+from treegrpo.jobs.data import evenly_spaced, make_tool, resolve_model
+from treegrpo.jobs.presets import TRAIN_SECTIONS
+from treegrpo.models.load import load_model
+from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.train.yaml_config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = {"tree_2_2_1": TreeShape(2, 2, 1), "chains_6": TreeShape(6)}
+
+
+class Counting:
+    """An engine that tallies, over its steps, the context positions each request needed and
+    how many of them came from the cache (``StepResult.reused``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.needed = 0
+        self.reused = 0
+        self.processed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+    def step(
+        self,
+        requests: Sequence[StepRequest],
+        params: SamplingParams,
+        generator: torch.Generator | None = None,
+    ) -> list[StepResult]:
+        out = self.engine.step(requests, params, generator)
+        for req, res in zip(requests, out, strict=True):
+            self.needed += req.context.length + len(req.pending)
+            self.reused += res.reused
+            self.processed += res.processed
+        return out
+
+
+def run_cell(
+    engine: Engine,
+    proto: SearchProtocol,
+    tool: Any,
+    prompts: list[list[int]],
+    shape: TreeShape,
+    sampling: SamplingParams,
+    limits: AgentLimits,
+    seed: int,
+) -> dict[str, float]:
+    """One forest of ``shape`` per prompt; its time, spend and cache accounting."""
+    counting = Counting(engine)
+    t0 = time.perf_counter()
+    ro = sample_forest(counting, proto, tool, prompts, shape, sampling, limits, seed)  # type: ignore[arg-type]
+    seconds = time.perf_counter() - t0
+    spend = ro.spend.total()
+    return {
+        "seconds": seconds,
+        "generated": spend.generated,
+        "tokens_per_s": spend.generated / seconds,
+        "hit_rate": counting.reused / max(counting.needed, 1),
+        "processed": counting.processed,
+        "leaves": spend.leaves,
+        "tool_calls": spend.tool_calls,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=3, help="timed rounds (medians reported)")
+    ap.add_argument("--questions", type=int, default=8, help="held-out questions (prompts)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads for the HF engine")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "engines.json")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    cfg = load_config(ROOT / "configs" / "real-smollm2-wiki.yaml", TRAIN_SECTIONS)
+    data = cfg["data"]
+    model, tok = load_model(resolve_model(data.model))
+    model.eval()
+    tool = make_tool(data)
+    questions = evenly_spaced(wiki_questions("test"), args.questions)
+    prompts = [render_prompt(tok, q.question) for q in questions]
+    proto = SearchProtocol(tok, max_obs_tokens=data.max_obs_tokens)
+    sampling = SamplingParams(
+        temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
+    )
+    limits = AgentLimits(data.max_turns, data.topk, data.max_context)
+
+    t0 = time.perf_counter()
+    vllm_engine = VLLMEngine(model, tok, StepStopper(tok), max_model_len=data.max_context)
+    vllm_start = time.perf_counter() - t0
+    torch.set_num_threads(args.threads)  # vLLM's start may change it
+    plain_model = load_model(resolve_model(data.model))[0].eval()  # never routed
+    engines: dict[str, Engine] = {
+        "hf_cpu_speedups": HFEngine(model, tok, StepStopper(tok), cpu_speedups=True),
+        "hf_plain": HFEngine(plain_model, tok, StepStopper(tok), cpu_speedups=False),
+        "vllm": vllm_engine,
+    }
+    cells: dict[str, list[dict[str, float]]] = {}
+    for rnd in range(args.repeats + 1):  # round 0: untimed warm-up
+        for name, engine in engines.items():
+            for shape_name, shape in SHAPES.items():
+                row = run_cell(engine, proto, tool, prompts, shape, sampling, limits, seed=rnd)
+                print(f"round {rnd} {name:16s} {shape_name:10s} " + json.dumps(row), flush=True)
+                if rnd > 0:
+                    cells.setdefault(f"{name}/{shape_name}", []).append(row)
+    summary = {
+        key: {k: statistics.median(r[k] for r in rows) for k in rows[0]} | {"runs": rows}
+        for key, rows in cells.items()
+    }
+    result = {
+        "command": "python bench/engines.py "
+        + f"--repeats {args.repeats} --questions {args.questions} --threads {args.threads}",
+        "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} "
+        f"torch threads",
+        "torch": torch.__version__,
+        "vllm_start_s": vllm_start,
+        "workload": {
+            "model": data.model,
+            "questions": len(prompts),
+            "max_new_tokens": data.max_new_tokens,
+            "max_turns": data.max_turns,
+            "topk": data.topk,
+            "temperature": data.temperature,
+            "top_p": data.top_p,
+        },
+        "cells": summary,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"\nvLLM start: {vllm_start:.1f} s\n")
+    print("| engine | shape | wall s | generated | tokens/s | cache hit rate | positions |")
+    print("|---|---|---|---|---|---|---|")
+    for key, cell in summary.items():
+        name, shape_name = key.split("/")
+        print(
+            f"| {name} | {shape_name} | {cell['seconds']:.1f} | {cell['generated']:.0f} | "
+            f"{cell['tokens_per_s']:.1f} | {cell['hit_rate']:.1%} | {cell['processed']:.0f} |"
+        )
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
