@@ -74,6 +74,7 @@ def run_ours(path: Path, p: int, g: int, length: int, steps: int, lr: float) -> 
     from treegrpo.engine.hf import HFEngine
     from treegrpo.engine.sampling import SamplingParams
     from treegrpo.rollout.sampler import AgentLimits
+    from treegrpo.rollout.source import LocalRollout
     from treegrpo.tools.base import Passage
     from treegrpo.tools.bm25 import BM25Retriever
     from treegrpo.train.config import AlgorithmConfig, OptimConfig
@@ -96,8 +97,8 @@ def run_ours(path: Path, p: int, g: int, length: int, steps: int, lr: float) -> 
     for step in range(steps + 1):
         t0 = time.perf_counter()
         m = rl_step(
-            policy, None, optimizer, None, engine, protocol, tool, batch, algo, optim,
-            sampling, limits, seed=step,
+            policy, None, optimizer, None, LocalRollout(engine, protocol, tool), protocol, batch,
+            algo, optim, sampling, limits, seed=step,
         )  # fmt: skip
         times.append(time.perf_counter() - t0)
         assert m["spend/generated_per_prompt"] == g * length, m["spend/generated_per_prompt"]

@@ -14,6 +14,7 @@ from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.rewards import PROTOCOL_TAGS
 from treegrpo.models.tiny import tiny_qwen2, train_bpe_tokenizer
+from treegrpo.rollout.records import Rollout
 from treegrpo.tools.base import Passage
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")
@@ -98,3 +99,20 @@ def trained_agent(steps: int = 120, heads: int = 4) -> Agent:
         opt.step()
     model.eval()
     return Agent(model, tok, protocol)
+
+
+def trees_by_prompt(ro: Rollout) -> list[list[object]]:
+    """Each prompt's trees as content: per node (in creation order within its tree) the index
+    of its parent in the tree, its action and observation tokens; then the kept leaves'
+    indices. Node ids are left out: they depend on what else the forest holds."""
+    f = ro.forest
+    out: list[list[object]] = [[] for _ in ro.prompts]
+    kept = set(ro.kept.tolist())
+    for tree, root in enumerate(f.roots.tolist()):
+        nodes = [v for v in range(f.n_nodes) if f.tree_id[v] == tree]  # root first
+        where = {v: i for i, v in enumerate(nodes)}
+        rows = [
+            (where[int(f.parent[v])], ro.step(v).action_ids, ro.step(v).obs_ids) for v in nodes[1:]
+        ]
+        out[int(f.prompt_id[root])].append((rows, [where[v] for v in nodes if v in kept]))
+    return out

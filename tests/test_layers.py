@@ -35,6 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "train": {"core", "agent", "tools", "engine", "engine.cpu", "models", "rollout"},
     "eval": {"core", "agent", "tools", "engine", "models", "rollout", "data", "embedded"},
     "warmstart": {"core", "agent", "tools", "data", "models", "embedded", "train"},
+    "distributed": {"core", "agent", "tools", "engine", "engine.cpu", "models", "rollout", "train"},
 }
 ALLOWED["jobs"] = set(ALLOWED) | {"engine.cpu"}
 ALLOWED["cli"] = set(ALLOWED)

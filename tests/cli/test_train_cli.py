@@ -18,7 +18,7 @@ from treegrpo.jobs import data as datarun
 from treegrpo.jobs import embedded
 from treegrpo.jobs.data import check_data
 from treegrpo.jobs.presets import DataConfig
-from treegrpo.train.config import ModelConfig
+from treegrpo.train.config import ClusterConfig, ModelConfig
 from treegrpo.train.yaml_config import apply_config, load_config
 
 REPO = Path(__file__).parents[2]
@@ -29,14 +29,18 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Replace the training job by a recorder of what the CLI hands it."""
     seen: list[dict[str, Any]] = []
 
-    def fake_run(algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any) -> dict[str, Any]:
+    def fake_run(
+        algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any, cluster: Any
+    ) -> dict[str, Any]:
         seen.append({"algo": algo, "optim": optim, "run": run, "world": world, "model": model_cfg})
+        seen[-1] |= {"cluster": cluster} if cluster != ClusterConfig() else {}
         return {"before": {}, "after": {}, "seconds": {"total": 0.0}}
 
     def fake_data(
-        algo: Any, optim: Any, run: Any, data: Any, inputs: Any, model_cfg: Any
+        algo: Any, optim: Any, run: Any, data: Any, inputs: Any, model_cfg: Any, cluster: Any
     ) -> dict[str, Any]:
         seen.append({"algo": algo, "optim": optim, "run": run, "data": data, "model": model_cfg})
+        seen[-1] |= {"cluster": cluster} if cluster != ClusterConfig() else {}
         return {"before": None, "after": None, "seconds": {"total": 0.0}}
 
     monkeypatch.setattr(embedded, "run_embedded", fake_run)
@@ -75,6 +79,21 @@ def test_without_a_file_the_preset_applies(tmp_path: Path, calls: list[dict[str,
     (got,) = calls
     assert got["algo"] == cli.DEFAULT_ALGO and got["optim"] == cli.DEFAULT_OPTIM
     assert got["model"] == ModelConfig(lora_rank=4)
+
+
+def test_cluster_flags_reach_the_job_and_the_resolved_file(
+    tmp_path: Path, calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r"
+    args = ["--cluster.rollout-workers", "2", "--cluster.ray-address", "auto"]
+    cli.main(["train", f"--run.out-dir={out}", *args])
+    (got,) = calls
+    assert got["cluster"] == ClusterConfig(rollout_workers=2, ray_address="auto")
+    assert load_config(out / "config.yaml", cli.TRAIN_SECTIONS)["cluster"] == got["cluster"]
+    with pytest.raises(SystemExit):
+        cli.main(["train", f"--run.out-dir={tmp_path / 'x'}", "--cluster.rollout-workers", "-1"])
+    err = capsys.readouterr().err
+    assert "rollout_workers and max_restarts" in err and "cluster" in err
 
 
 def test_a_bad_file_stops_with_its_name_and_key(
@@ -213,7 +232,9 @@ def test_the_paper_preset_is_a_data_job_that_wants_files(
 def test_progress_lines_go_to_the_log_file_and_to_stdout_when_it_is_not_a_terminal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def run(algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any) -> dict[str, Any]:
+    def run(
+        algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any, cluster: Any
+    ) -> dict[str, Any]:
         logging.getLogger("treegrpo.train.trainer").info("step 1/2 reward 0.500")
         return {"before": {}, "after": {}, "seconds": {"total": 0.0}}
 

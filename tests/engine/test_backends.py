@@ -22,6 +22,7 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, evaluate
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.source import LocalRollout
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.logprobs import token_logprobs
@@ -254,9 +255,8 @@ def test_rl_step_leaves_the_engine_on_the_updated_policy(kind: str, agent: Agent
         None,
         torch.optim.AdamW(policy.parameters(), lr=1e-2),
         None,
-        eng,
+        LocalRollout(eng, agent.protocol, WordTool()),
         agent.protocol,
-        WordTool(),
         batch,
         AlgorithmConfig(m=2, kl_coef=0.0),
         OptimConfig(lr=1e-2, mini_batch_prompts=2, micro_batch_tokens=1500),
@@ -306,9 +306,8 @@ def _lora_step(policy: torch.nn.Module, eng: Engine, agent: Agent) -> None:
         None,
         torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=5e-2),
         None,
-        eng,
+        LocalRollout(eng, agent.protocol, WordTool()),
         agent.protocol,
-        WordTool(),
         batch,
         AlgorithmConfig(m=2, kl_coef=0.0),
         OptimConfig(lr=5e-2, mini_batch_prompts=2, micro_batch_tokens=1500),

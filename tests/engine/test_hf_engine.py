@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from treegrpo.agent.stops import StepStopper
 from treegrpo.engine.hf import HFEngine, StepRequest
-from treegrpo.engine.sampling import SamplingParams, nucleus, sample
+from treegrpo.engine.sampling import SamplingParams, nucleus, sample, stream_uniforms
 from treegrpo.engine.segments import Segment
 from treegrpo.models.tiny import tiny_qwen2
 
@@ -232,3 +233,41 @@ def test_prefill_computes_a_shared_start_once(model, split_tokenizer) -> None:  
         segs, cost = eng.prefill([eng.root()] * len(prompts), prompts)
         assert cost[:3] == [22] * 3 and cost[4] == 3  # (the 20-token row pads to 22)
         assert all(s.parent is not None and s.parent.tokens == [] for s in segs)
+
+
+def test_stream_uniforms_are_uniform_and_depend_on_seed_and_counter_only() -> None:
+    seeds = np.repeat(np.arange(200), 200)  # 200 streams × 200 draws
+    counters = np.tile(np.arange(200), 200)
+    u = stream_uniforms(seeds.tolist(), counters.tolist())
+    assert u.shape == (40_000,) and (u >= 0).all() and (u < 1).all()
+    # a uniform histogram over 10 bins: each within 5 binomial standard errors of 4,000
+    hist = np.bincount((u * 10).astype(int), minlength=10)
+    assert (np.abs(hist - 4000) <= 5 * np.sqrt(40_000 * 0.1 * 0.9)).all(), hist
+    assert len(np.unique(u)) == len(u)  # no two (seed, counter) pairs collide here
+    # the same (seed, counter) gives the same number in any batch, at any position
+    again = stream_uniforms([int(seeds[123]), 5, int(seeds[77])], [int(counters[123]), 0, 77])
+    assert again[0] == u[123] and again[2] == u[77]
+    # draws made from them follow the distribution (one stream per row)
+    probs = torch.tensor([0.5, 0.25, 0.0, 0.15, 0.07, 0.03])
+    logits = torch.log(probs).repeat(40_000, 1)
+    tokens, _ = sample(logits, SamplingParams(), None, torch.from_numpy(u))
+    freq = torch.bincount(tokens, minlength=6).float() / len(tokens)
+    assert freq[2] == 0
+    assert ((freq - probs).abs() <= 4 * (probs * (1 - probs) / len(tokens)).sqrt() + 1e-9).all()
+
+
+def test_a_seeded_request_samples_the_same_tokens_in_any_batch(model, split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    eng = HFEngine(model, split_tokenizer, StepStopper(split_tokenizer))
+    prompts = _prompts(split_tokenizer)
+    params = SamplingParams(temperature=1.5, max_new_tokens=12)  # hot: many different tokens
+
+    def run(pairs: list[tuple[int, int | None]]) -> list[list[int]]:  # (prompt, seed) per request
+        out = eng.step([StepRequest(eng.root(), prompts[i], seed=s) for i, s in pairs], params)
+        return [r.tokens for r in out]
+
+    batch = run([(i, 10 + i) for i in range(4)])
+    assert run([(2, 12)]) == [batch[2]] and run([(0, 10)]) == [batch[0]]  # alone
+    assert run([(3, 99), (1, 11)])[1] == batch[1]  # beside another request, in another place
+    assert run([(i, 50 + i) for i in range(4)]) != batch  # other seeds, other tokens
+    with pytest.raises(ValueError, match="every request of a step a seed, or none"):
+        run([(0, 1), (1, None)])

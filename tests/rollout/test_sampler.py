@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent_fixtures import PEOPLE, Agent, WordTool, trained_agent
+from agent_fixtures import PEOPLE, Agent, WordTool, trained_agent, trees_by_prompt
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.hf import HFEngine, StepRequest, StepResult
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.rollout.records import Rollout
+from treegrpo.rollout.records import Rollout, merge_rollouts
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 
 SAMPLING = SamplingParams(max_new_tokens=40)
@@ -124,6 +124,51 @@ def test_the_forest_is_reproducible_by_seed(agent: Agent) -> None:
     c, _, _ = _roll(agent, TreeShape(2, 2, 1, k=3), seed=6)
     assert digest(a) == digest(b)
     assert digest(a) != digest(c)
+
+
+def spent(ro: Rollout) -> dict[int, tuple[int, int, int]]:
+    """Tokens generated, searches and leaves per prompt."""
+    return {k: (s.generated, s.tool_calls, s.leaves) for k, s in ro.spend.by_prompt.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [TreeShape(2, 2, 1, k=3), TreeShape(3)])
+def test_a_prompts_trees_do_not_depend_on_the_rest_of_the_batch(
+    agent: Agent, shape: TreeShape
+) -> None:
+    """What a prompt samples depends on the seed and its key, not on the prompts beside it, so
+    a batch split into parts (``prompt_keys``), as over rollout workers, gives the same trees."""
+    eng = HFEngine(agent.model, agent.tokenizer, StepStopper(agent.tokenizer))
+    prompts = [agent.prompt(p) for p in PEOPLE[:4]]
+    tool = WordTool()
+    whole = sample_forest(eng, agent.protocol, tool, prompts, shape, SAMPLING, LIMITS, seed=7)
+    parts = []
+    for idx in ([2, 0], [3], [1]):
+        part = [prompts[i] for i in idx]
+        ro = sample_forest(
+            eng, agent.protocol, tool, part, shape, SAMPLING, LIMITS, seed=7, prompt_keys=idx
+        )
+        parts.append((idx, ro))
+    by_part = {k: t for idx, ro in parts for k, t in zip(idx, trees_by_prompt(ro), strict=True)}
+    want = trees_by_prompt(whole)
+    assert [by_part[k] for k in range(4)] == want
+    # merged back into one rollout of the batch: the same trees, prompts and spend per prompt
+    merged = merge_rollouts(parts, 4)
+    assert trees_by_prompt(merged) == want and merged.prompts == whole.prompts
+    for idx, ro in parts:  # each prompt's spend as its part booked it
+        booked = [ro.spend.by_prompt[j] for j in range(len(idx))]
+        assert [merged.spend.by_prompt[k] for k in idx] == booked
+    # the same tokens and searches as the whole batch (positions computed depend on padding)
+    assert spent(merged) == spent(whole)
+    assert len(merged.kept) == len(whole.kept) and len(merged.expansions) == len(whole.expansions)
+    assert sorted(merged.forest.depth[merged.expansions].tolist()) == sorted(
+        whole.forest.depth[whole.expansions].tolist()
+    )
+    with pytest.raises(ValueError, match=r"cover prompts 0\.\.3 once each"):
+        merge_rollouts(parts[:2], 4)
+    assert len({str(t) for trees in want for t in trees}) > 1  # the trees are not all alike
+    other = sample_forest(eng, agent.protocol, tool, prompts, shape, SAMPLING, LIMITS, seed=8)
+    assert trees_by_prompt(other) != want
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from treegrpo.agent.stops import StepStopper
 from treegrpo.engine.hf import HFEngine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.source import LocalRollout
 from treegrpo.train.checkpoint import latest_checkpoint, save_checkpoint
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.logprobs import reference_logprobs, token_logprobs
@@ -66,9 +67,8 @@ def test_only_adapters_train_and_one_step_moves_every_adapter() -> None:
         None,  # the reference is the base model: adapters disabled
         opt,
         None,
-        engine,
+        LocalRollout(engine, agent.protocol, WordTool()),
         agent.protocol,
-        WordTool(),
         batch,
         AlgorithmConfig(kl_coef=0.01),
         OptimConfig(lr=1e-2, weight_decay=0.0, mini_batch_prompts=2, micro_batch_tokens=1500),

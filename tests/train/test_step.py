@@ -15,6 +15,7 @@ from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.source import LocalRollout
 from treegrpo.train import step as step_module
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.step import Batch, rl_step
@@ -30,9 +31,8 @@ def _rl_step(policy, ref, opt, eng, agent, batch, algo, optim):  # type: ignore[
         ref,
         opt,
         None,
-        eng,
+        LocalRollout(eng, agent.protocol, WordTool()),
         agent.protocol,
-        WordTool(),
         batch,
         algo,
         optim,

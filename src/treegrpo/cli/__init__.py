@@ -29,7 +29,13 @@ from treegrpo.jobs.presets import (
     DataConfig,
     EmbeddedConfig,
 )
-from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.config import (
+    AlgorithmConfig,
+    ClusterConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+)
 from treegrpo.train.yaml_config import ConfigError, load_config
 
 COMMANDS = "treegrpo.cli.commands"
@@ -159,6 +165,7 @@ def train(
     world: EmbeddedConfig = DEFAULT_EMBEDDED,
     model: ModelConfig = ModelConfig(),
     data: DataConfig = DEFAULT_DATA,
+    cluster: ClusterConfig = ClusterConfig(),
 ) -> None:
     """Train a search agent. With no arguments: Tree-GRPO at budget ≈ 4 on the embedded
     synthetic world (warm start cached after the first run), evaluated before and after on a
@@ -167,10 +174,12 @@ def train(
     or a config file with a `data:` section: the same on your questions, model and retriever,
     e.g. `--data.train-files train.parquet --data.eval-files test.parquet --data.model DIR
     --data.retriever-url http://127.0.0.1:8000/retrieve`. Every flag names its section:
-    `--optim.lr`, `--run.steps`, `--run.out-dir`, `--model.lora-rank`, `--world.people`.
+    `--optim.lr`, `--run.steps`, `--run.out-dir`, `--model.lora-rank`, `--world.people`;
+    `--cluster.rollout-workers 2` samples on two Ray workers.
 
     Args:
-        config: YAML file with sections algo, optim, run, world, model, data (configs/*.yaml);
+        config: YAML file with sections algo, optim, run, world, model, data, cluster
+            (configs/*.yaml);
             flags given beside it win over the file. The resolved settings are written to
             <out_dir>/config.yaml.
         dry_run: Check the settings, print them as a config file and stop (nothing is loaded

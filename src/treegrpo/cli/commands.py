@@ -42,7 +42,13 @@ from treegrpo.tools.base import SearchTool
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.dense import DenseRetriever
 from treegrpo.tools.server import serve as run_server
-from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.config import (
+    AlgorithmConfig,
+    ClusterConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+)
 from treegrpo.train.yaml_config import dump_config
 
 
@@ -156,6 +162,7 @@ def train(
     world: EmbeddedConfig,
     model: ModelConfig,
     data: DataConfig,
+    cluster: ClusterConfig,
 ) -> None:
     """`treegrpo train` (``treegrpo.cli.train`` documents the flags)."""
     data_section = config is not None and "data" in (yaml.safe_load(config.read_text()) or {})
@@ -172,6 +179,7 @@ def train(
         )
     sections: dict[str, Any] = {"algo": algo, "optim": optim, "run": run, "model": model}
     sections |= {"data": data} if job == "data" else {"world": world}
+    sections |= {"cluster": cluster} if cluster != ClusterConfig() else {}
     origin = f"{config} and flags" if config is not None else "the preset and flags"
     if job == "data":
         problems = data_job.check_data(data)
@@ -199,9 +207,13 @@ def train(
     console = Console()
     with _progress_lines(out / "train.log", console):
         if job == "data":
-            summary = data_job.run_data(algo, optim, run, data, inputs, model_cfg=model)
+            summary = data_job.run_data(
+                algo, optim, run, data, inputs, model_cfg=model, cluster=cluster
+            )
         else:
-            summary = embedded_job.run_embedded(algo, optim, run, world, model_cfg=model)
+            summary = embedded_job.run_embedded(
+                algo, optim, run, world, model_cfg=model, cluster=cluster
+            )
     if job == "data" and summary["before"] is not None and summary["after"] is not None:
         console.print(compare_table(summary["before"], summary["after"]))
     elif job == "embedded":

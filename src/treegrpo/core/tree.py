@@ -168,37 +168,40 @@ class Forest:
         self._check_tree(tree)
         return np.array([v for v in self._tree_nodes[tree] if not self._leaf[v]], dtype=np.int64)
 
-    def choose_expansions(
-        self, n: int, rng: np.random.Generator, trees: Sequence[int] | None = None
-    ) -> IntArray:
+    def choose_expansions(self, n: int, rng: Rng, trees: Sequence[int] | None = None) -> IntArray:
         """Pick ``n`` expansion nodes per tree, uniformly with replacement (ALGORITHM.md §2).
 
         Candidates are the root and the non-leaf nodes of each tree, as in the authors' code;
-        leaves are never picked. Draws happen tree by tree in the given order from ``rng``, so a
-        seeded generator gives the same picks every time.
+        leaves are never picked. ``rng``: one generator that draws tree by tree in the given
+        order, or one generator per tree of ``trees`` (a tree's picks then depend on its own
+        generator only); seeded generators give the same picks every time.
 
         Returns an (T, n) array of node ids, one row per tree in ``trees`` (default: all).
         """
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         order = range(self.n_trees) if trees is None else [int(t) for t in trees]
+        rngs = _per_tree(rng, len(order))
         picks = np.empty((len(order), n), dtype=np.int64)  # (T, n)
         for row, tree in enumerate(order):
             cand = self.expansion_candidates(tree)
-            picks[row] = cand[rng.integers(0, len(cand), size=n)]
+            picks[row] = cand[rngs[row].integers(0, len(cand), size=n)]
         return picks
 
-    def sample_leaves(self, k: int | None, rng: np.random.Generator) -> IntArray:
+    def sample_leaves(self, k: int | None, rng: Rng) -> IntArray:
         """Keep ``k`` leaves per tree at random without replacement (all when ``k`` is None or
-        at least the tree's leaf count). Returns the kept leaf ids in id order."""
+        at least the tree's leaf count); ``rng``: one generator, or one per tree. Returns the
+        kept leaf ids in id order."""
         if k is not None and k < 1:
             raise ValueError(f"k must be >= 1 or None, got {k}")
         if k is None:
             return self.leaves()
+        rngs = _per_tree(rng, self.n_trees)
         kept: list[IntArray] = []
         for tree in range(self.n_trees):
             mine = self.leaves(tree)
-            kept.append(mine if len(mine) <= k else rng.choice(mine, size=k, replace=False))
+            pick = rngs[tree].choice(mine, size=k, replace=False) if len(mine) > k else mine
+            kept.append(pick)
         return np.sort(np.concatenate(kept)) if kept else self.leaves()
 
     def path(self, node: int, include_root: bool = False) -> IntArray:
@@ -264,3 +267,16 @@ class Forest:
     def _check_tree(self, tree: int) -> None:
         if not 0 <= tree < len(self._roots):
             raise IndexError(f"tree {tree} does not exist (forest has {len(self._roots)} trees)")
+
+
+Rng = np.random.Generator | Sequence[np.random.Generator]
+"""One generator shared by all trees, or one per tree."""
+
+
+def _per_tree(rng: Rng, n_trees: int) -> Sequence[np.random.Generator]:
+    """``rng`` as one generator per tree (the same one for every tree when it is shared)."""
+    if isinstance(rng, np.random.Generator):
+        return [rng] * n_trees
+    if len(rng) != n_trees:
+        raise ValueError(f"{len(rng)} generators for {n_trees} trees")
+    return rng

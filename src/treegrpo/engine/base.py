@@ -41,6 +41,10 @@ class StepRequest:
     context: Segment  # what the model has already seen
     pending: list[int]  # tokens to feed before sampling (at least one)
     max_new_tokens: int | None = None  # None: SamplingParams.max_new_tokens
+    # The request's own random stream (None: the step's generator): its k-th sampled token
+    # draws ``sampling.stream_uniforms(seed, k)`` (HF) or vLLM's per-request seed, so the
+    # request samples the same tokens in any batch and on any worker
+    seed: int | None = None
 
 
 @dataclass

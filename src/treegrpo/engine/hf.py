@@ -51,7 +51,7 @@ from treegrpo.engine.cpu import speedups
 from treegrpo.engine.cpu.lean import SUPPORTED, LeanDecoder, attention_spans, lean_decoder
 from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.prefix import shared_prefix_groups
-from treegrpo.engine.sampling import SamplingParams, sample
+from treegrpo.engine.sampling import SamplingParams, sample, stream_uniforms
 from treegrpo.engine.segments import Segment
 
 
@@ -229,7 +229,7 @@ class HFEngine:
         if not live:
             return [r for r in results if r is not None]
         last_logits = self._prefill(live)  # (b, V)
-        tok, lp = sample(last_logits, params, generator)
+        tok, lp = sample(last_logits, params, generator, _uniforms(live, requests, params))
         for r, t, p in zip(live, tok.tolist(), lp.tolist(), strict=True):
             r.tokens, r.logprobs = [t], [p]
         active = []
@@ -402,7 +402,7 @@ class HFEngine:
                 logits = lean(last, mask.additive(width + steps), pos, cache, spans)
             else:
                 logits = self._forward(last, mask.columns(width + steps), pos, cache)
-            tok, lp = sample(logits, params, generator)
+            tok, lp = sample(logits, params, generator, _uniforms(rows, requests, params))
             keep = []
             for i, (r, t, p) in enumerate(zip(rows, tok.tolist(), lp.tolist(), strict=True)):
                 assert r.tokens is not None and r.logprobs is not None
@@ -502,6 +502,20 @@ def _attention_per_token(model: Any) -> float:
     body: int = max(1, sum(params.values()))
     pairs: int = 2 * heads * head_dim * layers
     return pairs / body
+
+
+def _uniforms(
+    rows: Sequence[_Row], requests: Sequence[StepRequest], params: SamplingParams
+) -> torch.Tensor | None:
+    """Each row's next draw from its request's stream (``StepRequest.seed``; the draw's number
+    is the count of tokens the row has sampled), or None to draw from the step's generator."""
+    seeds = [requests[r.index].seed for r in rows]
+    if params.greedy or all(s is None for s in seeds):
+        return None
+    if any(s is None for s in seeds):
+        raise ValueError("give every request of a step a seed, or none")
+    counters = [len(r.tokens or []) for r in rows]
+    return torch.from_numpy(stream_uniforms([s for s in seeds if s is not None], counters))
 
 
 def _unwrap_peft(model: Any) -> Any:

@@ -1,9 +1,13 @@
-"""Token sampling from logits: greedy, temperature, top-k and top-p (nucleus)."""
+"""Token sampling from logits: greedy, temperature, top-k and top-p (nucleus), with the random
+numbers drawn from a ``torch.Generator`` or from per-request streams (``stream_uniforms``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 import torch
 
 
@@ -44,12 +48,31 @@ def policy_logprobs(logits: torch.Tensor, temperature: float = 1.0) -> torch.Ten
     return torch.log_softmax(logits, dim=-1)
 
 
+def stream_uniforms(seeds: Sequence[int], counters: Sequence[int]) -> npt.NDArray[np.float64]:
+    """u ∈ [0, 1) for draw number ``counters[i]`` of the stream ``seeds[i]``, one per row: the
+    SplitMix64 output function (Steele, Lea & Flood 2014) of seed·φ64 + counter, top 53 bits.
+    A row's draws depend on its seed and counter only, not on the rows beside it, so a request
+    samples the same tokens in any batch, on any worker. (B,) → (B,)."""
+    with np.errstate(over="ignore"):  # uint64 arithmetic wraps, as SplitMix64 intends
+        x = np.asarray(seeds, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        x = x + np.asarray(counters, dtype=np.uint64)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
 def sample(
-    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+    logits: torch.Tensor,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    uniforms: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Choose one token per row. logits: (B, V). Returns tokens (B,) and their log-probability
-    under the sampled distribution (B,): ``policy_logprobs`` at the sampling temperature (before
-    top-k and top-p truncation), so it matches the trainer's forward pass of the same model."""
+    """Choose one token per row. logits: (B, V); uniforms: (B,) in [0, 1), one per row
+    (``stream_uniforms``), or None to draw them from ``generator``. Returns tokens (B,) and
+    their log-probability under the sampled distribution (B,): ``policy_logprobs`` at the
+    sampling temperature (before top-k and top-p truncation), so it matches the trainer's
+    forward pass of the same model."""
     logits = logits.float()
     logp = policy_logprobs(logits, params.logprob_temperature)  # (B, V)
     if params.greedy:
@@ -61,7 +84,7 @@ def sample(
             scores = scores.masked_fill(scores < kth, float("-inf"))
         if params.top_p < 1.0:
             scores = nucleus(scores, params.top_p)
-        tokens = _inverse_cdf(torch.softmax(scores, dim=-1), generator)
+        tokens = _inverse_cdf(torch.softmax(scores, dim=-1), generator, uniforms)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
@@ -90,13 +113,18 @@ def nucleus(scores: torch.Tensor, top_p: float, k: int = NUCLEUS_K) -> torch.Ten
     return torch.full_like(scores, float("-inf")).scatter(-1, order, kept)
 
 
-def _inverse_cdf(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+def _inverse_cdf(
+    probs: torch.Tensor, generator: torch.Generator | None, uniforms: torch.Tensor | None
+) -> torch.Tensor:
     """One draw per row of ``probs`` (B, V) → (B,): the first index whose cumulative probability
-    exceeds u ~ U(0, row total), so token i is drawn with probability p_i / Σp and a token of
-    probability 0 (cut by top-k or top-p) never. Same distribution as ``torch.multinomial``,
-    10-40× faster on CPU (a cumulative sum and a binary search instead of its sampler: 20 µs vs
-    260 µs for 32 × 512, 0.6 ms vs 24 ms for 32 × 49,152, SmolLM2's vocabulary)."""
+    exceeds u · (row total), u ~ U(0, 1) (``uniforms``, else from ``generator``), so token i is
+    drawn with probability p_i / Σp and a token of probability 0 (cut by top-k or top-p) never.
+    Same distribution as ``torch.multinomial``, 10-40× faster on CPU (a cumulative sum and a
+    binary search instead of its sampler: 20 µs vs 260 µs for 32 × 512, 0.6 ms vs 24 ms for
+    32 × 49,152, SmolLM2's vocabulary)."""
     cdf = probs.cumsum(dim=-1)  # (B, V)
-    u = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device) * cdf[:, -1:]
+    if uniforms is None:
+        uniforms = torch.rand(probs.shape[0], generator=generator, device=probs.device)
+    u = uniforms.to(cdf.dtype).reshape(-1, 1) * cdf[:, -1:]  # (B, 1)
     tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1)  # (B,)
     return tokens.clamp_(max=probs.shape[-1] - 1)

@@ -167,7 +167,11 @@ class VLLMEngine:
         generator: torch.Generator | None = None,
     ) -> list[StepResult]:
         """Generate one agent step for every request; results in request order."""
-        seeds = torch.randint(0, 2**31 - 1, (len(requests),), generator=generator).tolist()
+        drawn = torch.randint(0, 2**31 - 1, (len(requests),), generator=generator).tolist()
+        seeds = [
+            d if r.seed is None else r.seed % (2**31 - 1)
+            for r, d in zip(requests, drawn, strict=True)
+        ]
         results: list[StepResult | None] = [None] * len(requests)
         groups: dict[tuple[tuple[int, ...], int], list[_Row]] = {}
         for i, req in enumerate(requests):

@@ -38,7 +38,13 @@ from treegrpo.tools.base import SearchTool
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.dense import DenseRetriever
 from treegrpo.tools.http_client import RemoteRetriever
-from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.config import (
+    AlgorithmConfig,
+    ClusterConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+)
 from treegrpo.train.trainer import TrainItem
 from treegrpo.warmstart.protocol import protocol_warm_start
 
@@ -234,6 +240,7 @@ def run_data(
     model_cfg: ModelConfig = ModelConfig(),
     progress: bool = True,
     before: Report | None = None,
+    cluster: ClusterConfig = ClusterConfig(),
 ) -> dict[str, Any]:
     """Evaluate, train, evaluate; returns the summary also written to ``<run>/summary.json``.
     Evaluation is greedy and runs on the training device (``model_cfg.device``).
@@ -271,4 +278,4 @@ def run_data(
         summary={"questions": {"train": n_train, "held_out": n_held_out}},
         config={"data": asdict(data)},
     )
-    return run_job(job, algo, optim, run, model_cfg, before, progress)
+    return run_job(job, algo, optim, run, model_cfg, before, progress, cluster)

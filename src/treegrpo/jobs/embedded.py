@@ -24,7 +24,13 @@ from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.jobs.runner import Evaluator, Job, Report, run_job, start_run
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.config import (
+    AlgorithmConfig,
+    ClusterConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+)
 from treegrpo.train.trainer import TrainItem
 from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, warm_start
 
@@ -76,6 +82,7 @@ def run_embedded(
     progress: bool = True,
     model_cfg: ModelConfig = ModelConfig(),
     before: Report | None = None,
+    cluster: ClusterConfig = ClusterConfig(),
 ) -> dict[str, Any]:
     """Run the default job; returns the summary also written to ``<run>/summary.json``.
 
@@ -104,7 +111,7 @@ def run_embedded(
         config={"embedded": asdict(cfg)},
         seconds={"warm_start": time.perf_counter() - t0},
     )
-    return run_job(job, algo, optim, run, model_cfg, before, progress)
+    return run_job(job, algo, optim, run, model_cfg, before, progress, cluster)
 
 
 def _report(before: Report | None, after: Report | None) -> list[str]:

@@ -7,7 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.config import (
+    AlgorithmConfig,
+    ClusterConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+)
 
 
 @dataclass(frozen=True)
@@ -101,4 +107,5 @@ TRAIN_SECTIONS: dict[str, Any] = {
     "world": DEFAULT_EMBEDDED,
     "model": ModelConfig(),
     "data": DEFAULT_DATA,
+    "cluster": ClusterConfig(),
 }

@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from treegrpo.distributed.rollout import RayRollout, start_workers
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import write_report
@@ -28,7 +29,13 @@ from treegrpo.models.load import load_model, resolve_device
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
 from treegrpo.train.checkpoint import latest_checkpoint
-from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.config import (
+    AlgorithmConfig,
+    ClusterConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+)
 from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
 from treegrpo.viz.curves import plot_learning_curve
 
@@ -90,6 +97,7 @@ def run_job(
     model_cfg: ModelConfig,
     before: Report | None = None,
     progress: bool = True,
+    cluster: ClusterConfig = ClusterConfig(),
 ) -> dict[str, Any]:
     """Evaluate, train, evaluate, report; returns the summary also written to
     ``<run>/summary.json``.
@@ -121,28 +129,49 @@ def run_job(
         log.info("held-out EM before RL: %.3f; RL: %d steps", before["overall"]["em"], run.steps)
     t_before = time.perf_counter() - t0
 
-    def periodic(model: Any, tokenizer: Any, step: int, engine: Engine) -> dict[str, float]:
+    def periodic(
+        model: Any, tokenizer: Any, step: int, engine: Engine | EngineKind
+    ) -> dict[str, float]:
         assert job.held_out is not None
         report = job.held_out(model, tokenizer, engine)  # the policy, with the trainer's engine
         return {"eval/em": report["overall"]["em"], "eval/f1": report["overall"]["f1"]}
 
+    workers: list[RayRollout] = []
+
+    def rollout_workers() -> RayRollout:  # cluster.rollout_workers > 0: sampling on Ray
+        ray_rollout = start_workers(
+            cluster,
+            job.model_dir,
+            job.tool,
+            job.max_obs_tokens,
+            model_cfg.engine,
+            model_cfg.cpu_speedups,
+        )
+        workers.append(ray_rollout)
+        return ray_rollout
+
     bar = TrainProgress(run.steps) if progress else None
     t1 = time.perf_counter()
-    train(
-        job.model_dir,
-        load_model,
-        job.tool,
-        job.items,
-        algo,
-        optim,
-        job.sampling,
-        job.limits,
-        run,
-        job.max_obs_tokens,
-        evaluate=periodic if job.held_out is not None else None,
-        on_step=bar.update if bar else None,
-        model_cfg=model_cfg,
-    )
+    try:
+        train(
+            job.model_dir,
+            load_model,
+            job.tool,
+            job.items,
+            algo,
+            optim,
+            job.sampling,
+            job.limits,
+            run,
+            job.max_obs_tokens,
+            evaluate=periodic if job.held_out is not None else None,
+            on_step=bar.update if bar else None,
+            model_cfg=model_cfg,
+            rollout_source=rollout_workers if cluster.rollout_workers > 0 else None,
+        )
+    finally:
+        for w in workers:
+            w.close()
     if bar:
         bar.close()
     t_train = time.perf_counter() - t1

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -71,3 +72,44 @@ class Rollout:
         used = set(self.forest.prompt_id.tolist())
         steps = sum(len(s.action_ids) + len(s.obs_ids) for s in self.steps)
         return sum(len(self.prompts[p]) for p in used) + steps
+
+
+def merge_rollouts(parts: Sequence[tuple[Sequence[int], Rollout]], n_prompts: int) -> Rollout:
+    """One rollout of a batch of ``n_prompts`` prompts from the rollouts of its parts (as rollout
+    workers return them): ``parts[i] = (keys, rollout)``, where the rollout's prompt j is the
+    batch's prompt ``keys[j]``. Trees come in part order, nodes keep their order within a part,
+    every step keeps its record, and the spend is booked to each prompt's batch index. Every
+    batch index must come from exactly one part."""
+    owners = [k for keys, _ in parts for k in keys]
+    if sorted(owners) != list(range(n_prompts)):
+        raise ValueError(f"the parts must cover prompts 0..{n_prompts - 1} once each: {owners}")
+    forest = Forest()
+    prompts: list[list[int]] = [[] for _ in range(n_prompts)]
+    steps: list[StepRecord] = []
+    kept: list[int] = []
+    expansions: list[int] = []
+    spend = SpendAccountant()
+    for keys, ro in parts:
+        f, offset = ro.forest, len(steps)
+        new: list[int] = []  # node id here → node id in the merged forest
+        for v in range(f.n_nodes):  # a parent always comes before its children
+            if f.parent[v] < 0:
+                new.append(forest.add_tree(keys[int(f.prompt_id[v])]))
+            else:
+                payload = offset + int(f.payload[v])
+                new.append(forest.add_node(new[int(f.parent[v])], payload, bool(f.is_leaf[v])))
+        steps += ro.steps
+        for j, key in enumerate(keys):
+            prompts[key] = ro.prompts[j]
+        kept += [new[int(v)] for v in ro.kept]
+        expansions += [new[int(v)] for v in ro.expansions]
+        for j, s in ro.spend.by_prompt.items():
+            spend.add(keys[j], **asdict(s))
+    return Rollout(
+        forest,
+        prompts,
+        steps,
+        np.array(sorted(kept), dtype=np.int64),
+        spend,
+        np.array(expansions, dtype=np.int64),
+    )

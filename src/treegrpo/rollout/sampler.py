@@ -16,6 +16,13 @@ token ends the episode as well (a length leaf).
 Every expansion resumes from its node's context, which the engine has cached (``HFEngine`` forks
 the prefix's KV, ``VLLMEngine`` finds its blocks in vLLM's prefix cache), so a branch only pays
 for the tokens it adds.
+
+Randomness is per prompt: every step of every branch samples from a stream of its own, seeded
+by (seed, prompt key, tree, branch, depth) (``StepRequest.seed``), and each tree draws its
+expansion nodes and kept leaves from a generator seeded by (seed, prompt key, tree). A prompt's
+trees therefore come out the same whatever other prompts share the batch, so a batch split over
+workers (``prompt_keys``: each prompt's index in the whole batch) gives the forests of one
+process.
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from treegrpo.agent.protocol import Action, SearchProtocol
 from treegrpo.core.budget import SpendAccountant, TreeShape
@@ -41,6 +47,7 @@ class _Episode:
     parent: int  # forest node the next step hangs under
     context: Segment  # cached context before ``pending``
     pending: list[int]  # tokens to feed before sampling the step
+    stream: tuple[int, ...]  # (seed, prompt key, tree in prompt, branch): its steps' seeds
 
 
 @dataclass(frozen=True)
@@ -61,13 +68,17 @@ def sample_forest(
     sampling: SamplingParams,
     limits: AgentLimits = AgentLimits(),
     seed: int = 0,
+    prompt_keys: Sequence[int] | None = None,
 ) -> Rollout:
     """Sample one forest for a batch of prompts (token ids). The forest's prompt id of a tree is
-    the index of its prompt in ``prompts``; map it to your dataset's group ids yourself."""
+    the index of its prompt in ``prompts``; map it to your dataset's group ids yourself.
+    ``prompt_keys``: what seeds each prompt's randomness (default: its index here); a part of a
+    larger batch passes the prompts' indices in that batch."""
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
-    rng = np.random.default_rng(seed)
-    gen = torch.Generator(device=engine.device).manual_seed(seed)
+    keys = list(range(len(prompts))) if prompt_keys is None else [int(k) for k in prompt_keys]
+    if len(keys) != len(prompts):
+        raise ValueError(f"{len(keys)} prompt keys for {len(prompts)} prompts")
     forest = Forest()
     steps: list[StepRecord] = []
     spend = SpendAccountant()
@@ -77,23 +88,30 @@ def sample_forest(
     # The prompt is computed once and shared by its M trees.
     shared, cost = engine.prefill([engine.root()] * len(prompts), [list(p[:-1]) for p in prompts])
     episodes = []
+    tree_keys: list[tuple[int, int, int]] = []  # (seed, prompt key, tree in prompt) per tree
     for pid, (prompt, ctx) in enumerate(zip(prompts, shared, strict=True)):
         spend.add(pid, processed=cost[pid])
-        for _ in range(shape.m):
+        for j in range(shape.m):
             root = forest.add_tree(pid)
             resume[root] = (ctx, prompt[-1])
-            episodes.append(_Episode(root, ctx, [prompt[-1]]))
-    run = _Runner(engine, protocol, tool, sampling, limits, forest, steps, spend, resume, gen)
+            tree_keys.append((seed, keys[pid], j))
+            episodes.append(_Episode(root, ctx, [prompt[-1]], (*tree_keys[-1], 0)))
+    # each tree's own generator: expansion picks, then kept leaves
+    rngs = [np.random.default_rng(list(k)) for k in tree_keys]
+    run = _Runner(engine, protocol, tool, sampling, limits, forest, steps, spend, resume)
     run.until_done(episodes)
 
     expansions = []
-    for _ in range(shape.l):
-        picks = forest.choose_expansions(shape.n, rng)  # (T, N)
+    for r in range(shape.l):
+        picks = forest.choose_expansions(shape.n, rngs)  # (T, N)
         expansions.append(picks.ravel())
-        run.until_done(
-            [_Episode(int(x), resume[int(x)][0], [resume[int(x)][1]]) for x in picks.ravel()]
-        )
-    kept = forest.sample_leaves(shape.k, rng)
+        branches = []
+        for t, row in enumerate(picks.tolist()):
+            for b, node in enumerate(row, start=1 + r * shape.n):  # branch 0: the initial chain
+                ctx, token = resume[node]
+                branches.append(_Episode(node, ctx, [token], (*tree_keys[t], b)))
+        run.until_done(branches)
+    kept = forest.sample_leaves(shape.k, rngs)
     for leaf in forest.leaves():
         spend.add(int(forest.prompt_id[leaf]), leaves=1)
     starts = np.concatenate(expansions) if expansions else np.zeros(0, np.int64)
@@ -111,7 +129,6 @@ class _Runner:
     steps: list[StepRecord]
     spend: SpendAccountant
     resume: dict[int, tuple[Segment, int]]
-    gen: torch.Generator
 
     def until_done(self, episodes: list[_Episode]) -> None:
         """Run episodes step by step, all live ones in one engine call per step."""
@@ -125,10 +142,11 @@ class _Runner:
                 e.context,
                 e.pending,
                 max(0, min(self.sampling.max_new_tokens, cap - e.context.length - len(e.pending))),
+                _stream_seed(*e.stream, int(self.forest.depth[e.parent]) + 1),
             )
             for e in episodes
         ]
-        results = self.engine.step(requests, self.sampling, self.gen)
+        results = self.engine.step(requests, self.sampling)
         actions: list[Action] = []
         for e, r in zip(episodes, results, strict=True):
             # The context right after e.parent is r.fork + e.pending[-1]: remember it once.
@@ -175,5 +193,12 @@ class _Runner:
                 pid, generated=len(r.tokens), processed=r.processed, tool_calls=int(i in passages)
             )
             if not done:
-                nxt.append(_Episode(node, r.end, [r.tokens[-1], *obs]))
+                nxt.append(_Episode(node, r.end, [r.tokens[-1], *obs], e.stream))
         return nxt
+
+
+def _stream_seed(*key: int) -> int:
+    """A 63-bit seed for the stream named by ``key`` (seed, prompt key, tree, branch, depth)."""
+    return int(
+        np.random.SeedSequence([k % 2**63 for k in key]).generate_state(1, np.uint64)[0] >> 1
+    )

@@ -173,3 +173,29 @@ class ModelConfig:
             raise ValueError(f"lora_rank must be >= 0, got {self.lora_rank}")
         if self.lora_rank > 0 and not self.lora_targets:
             raise ValueError("lora_rank > 0 needs at least one module name in lora_targets")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Scaling out: rollout workers on Ray (``treegrpo.distributed``; `pip install ray`)."""
+
+    rollout_workers: int = 0
+    """Rollout workers on Ray (0: sample in this process). Each holds its own engine
+    (model.engine) on its own copy of the policy; a step's prompts are split over them, a whole
+    prompt per worker, and the weights go to all of them after every update."""
+    ray_address: str | None = None
+    """The Ray cluster to join ("auto" on a node of a cluster started with `ray start`; None:
+    start a local one in this process)."""
+    cpus_per_worker: float = 1.0
+    """CPU cores Ray reserves for each worker (its torch threads, at least one)."""
+    gpus_per_worker: float = 0.0
+    """GPUs Ray reserves for each worker (1 for vLLM on a GPU each); > 0 puts the workers' models
+    on CUDA."""
+    max_restarts: int = 3
+    """How often a worker whose process dies is restarted (its prompts are sampled again)."""
+
+    def __post_init__(self) -> None:
+        if self.rollout_workers < 0 or self.max_restarts < 0:
+            raise ValueError("rollout_workers and max_restarts must be >= 0")
+        if self.cpus_per_worker < 0 or self.gpus_per_worker < 0:
+            raise ValueError("cpus_per_worker and gpus_per_worker must be >= 0")

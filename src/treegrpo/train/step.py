@@ -21,11 +21,10 @@ import torch
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.advantage import tree_advantage
 from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
-from treegrpo.engine.base import Engine
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.scoring import score_leaves
-from treegrpo.tools.base import SearchTool
+from treegrpo.rollout.source import RolloutSource
 from treegrpo.train.batch import MicroBatch, make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.logprobs import reference_logprobs, token_logprobs
@@ -46,9 +45,8 @@ def rl_step(
     reference: Any | None,
     optimizer: torch.optim.Optimizer,
     scheduler: Any | None,
-    engine: Engine,
+    rollouts: RolloutSource,
     protocol: SearchProtocol,
-    tool: SearchTool,
     batch: Batch,
     algo: AlgorithmConfig,
     optim: OptimConfig,
@@ -58,13 +56,14 @@ def rl_step(
     autocast_dtype: torch.dtype | None = None,
 ) -> dict[str, float]:
     """One RL step; ``reference`` is None when there is no KL term or when the policy is a LoRA
-    model (its base is the reference). ``autocast_dtype`` is the forward precision on CUDA."""
+    model (its base is the reference); ``rollouts`` samples the forests (this process's engine,
+    ``rollout.source.LocalRollout``, or rollout workers) and takes the updated weights;
+    ``protocol`` decodes answers for the reward. ``autocast_dtype`` is the forward precision on
+    CUDA."""
     t0 = time.perf_counter()
     # 1. rollout: the policy samples a forest (chains when algo.l == 0)
     policy.eval()
-    rollout = sample_forest(
-        engine, protocol, tool, batch.prompts, algo.shape(), sampling, limits, seed
-    )
+    rollout = rollouts.sample(batch.prompts, algo.shape(), sampling, limits, seed)
     t_rollout = time.perf_counter() - t0
     leaves = [int(x) for x in rollout.kept]
 
@@ -94,7 +93,7 @@ def rl_step(
             [seqs[i] for i in idx],
             [float(adv[i]) for i in idx],
             optim.micro_batch_tokens,
-            engine.pad_id,
+            rollouts.pad_id,
         )
         minis.append(mbs)
 
@@ -191,7 +190,7 @@ def rl_step(
             skipped += 1  # a non-finite gradient: drop this update, keep the weights
         optimizer.zero_grad(set_to_none=True)
     policy.eval()
-    engine.update_weights(policy)  # the next rollout samples from the updated policy
+    rollouts.update_weights(policy)  # the next rollout samples from the updated policy
 
     # 7. metrics, with what the trees held: how many mixed rewards (a tree whose leaves all
     # score alike has no intra-tree signal), how many distinct trajectories, and how deep the

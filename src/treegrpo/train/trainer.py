@@ -32,13 +32,14 @@ import torch
 from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
-from treegrpo.engine.base import Engine
+from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.cpu import speedups
 from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import resolve_device
 from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.source import LocalRollout, RolloutSource
 from treegrpo.tools.base import SearchTool
 from treegrpo.train.checkpoint import (
     latest_checkpoint,
@@ -83,16 +84,20 @@ def train(
     limits: AgentLimits,
     run: RunConfig,
     max_obs_tokens: int = 500,
-    evaluate: Callable[[Any, Any, int, Engine], dict[str, float]] | None = None,
+    evaluate: Callable[[Any, Any, int, Engine | EngineKind], dict[str, float]] | None = None,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     model_cfg: ModelConfig = ModelConfig(),
+    rollout_source: Callable[[], RolloutSource] | None = None,
 ) -> Path:
     """Train from ``model_path`` (or resume) and return the run directory.
 
     load_model(path) → (model, tokenizer) on the CPU; evaluate(model, tokenizer, step, engine)
     → metrics to log (the trainer's engine, on the current weights); on_step(step, metrics) is
     called after every step (progress display); model_cfg: LoRA or full fine-tuning, gradient
-    checkpointing, device, forward precision, engine and the CPU speed-ups.
+    checkpointing, device, forward precision, engine and the CPU speed-ups; rollout_source:
+    makes where the forests come from (rollout workers, ``treegrpo.distributed``; default: this
+    process's ``model_cfg.engine`` on the policy), which gets the policy's weights at the start
+    and after every update.
     """
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -153,9 +158,15 @@ def train(
         (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
 
     protocol = SearchProtocol(tokenizer, max_obs_tokens)
-    engine = build_engine(
-        model_cfg.engine, policy, tokenizer, StepStopper(tokenizer), model_cfg.cpu_speedups
-    )
+    engine: Engine | EngineKind = model_cfg.engine  # what periodic evaluations generate with
+    if rollout_source is None:
+        engine = build_engine(
+            model_cfg.engine, policy, tokenizer, StepStopper(tokenizer), model_cfg.cpu_speedups
+        )
+        rollouts: RolloutSource = LocalRollout(engine, protocol, tool)
+    else:
+        rollouts = rollout_source()
+        rollouts.update_weights(policy)  # the workers start from the policy as it is now
     prompts = {}  # rendered once per question
     writer = _tensorboard(out / "tb")
     with open(out / "metrics.jsonl", "a") as log:
@@ -175,9 +186,8 @@ def train(
                 reference,
                 optimizer,
                 scheduler,
-                engine,
+                rollouts,
                 protocol,
-                tool,
                 batch,
                 algo,
                 optim,

@@ -1,0 +1,1 @@
+"""Scaling out: rollout workers on Ray (``rollout``)."""

@@ -1,0 +1,71 @@
+"""Where an RL step's forests come from: this process (``LocalRollout``: one engine, one search
+tool) or several workers (``treegrpo.distributed.rollout.RayRollout``). The RL step sees only
+this interface: sample the step's forests, then take the updated weights."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.core.budget import TreeShape
+from treegrpo.engine.base import Engine
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.rollout.records import Rollout
+from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.tools.base import SearchTool
+
+
+class RolloutSource(Protocol):
+    """What the RL step needs to sample forests."""
+
+    @property
+    def pad_id(self) -> int:
+        """The tokenizer's padding id (the trainer pads its batches with it)."""
+        ...
+
+    def sample(
+        self,
+        prompts: Sequence[list[int]],
+        shape: TreeShape,
+        sampling: SamplingParams,
+        limits: AgentLimits,
+        seed: int,
+    ) -> Rollout:
+        """One forest for the batch (``rollout.sampler.sample_forest``'s contract)."""
+        ...
+
+    def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Sample with these weights from now on (the policy after an update)."""
+        ...
+
+
+@dataclass
+class LocalRollout:
+    """Forests sampled in this process by ``engine``, searching with ``tool``."""
+
+    engine: Engine
+    protocol: SearchProtocol
+    tool: SearchTool
+
+    @property
+    def pad_id(self) -> int:
+        return self.engine.pad_id
+
+    def sample(
+        self,
+        prompts: Sequence[list[int]],
+        shape: TreeShape,
+        sampling: SamplingParams,
+        limits: AgentLimits,
+        seed: int,
+    ) -> Rollout:
+        return sample_forest(
+            self.engine, self.protocol, self.tool, prompts, shape, sampling, limits, seed
+        )
+
+    def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        self.engine.update_weights(weights)

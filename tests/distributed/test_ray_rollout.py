@@ -1,0 +1,134 @@
+"""Rollout workers on a local Ray cluster of CPU workers (``distributed.rollout``): the forests
+of one process for the same seeds, weight pushes, and a worker killed in the middle of a step."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+import ray.cloudpickle
+
+import agent_fixtures
+from agent_fixtures import PEOPLE, WordTool, trained_agent, trees_by_prompt
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.stops import StepStopper
+from treegrpo.core.budget import TreeShape
+from treegrpo.distributed.rollout import RayRollout, WorkerSpec
+from treegrpo.engine.hf import HFEngine
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.models.load import load_model
+from treegrpo.rollout.records import Rollout
+from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.tools.base import Passage
+
+pytestmark = pytest.mark.slow
+
+SAMPLING = SamplingParams(max_new_tokens=40)
+LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
+SHAPE = TreeShape(2, 2, 1)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    """A local Ray cluster: two worker slots of one CPU each, and the driver."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.cloudpickle.register_pickle_by_value(agent_fixtures)  # the test tools, by value
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    agent = trained_agent()
+    path = tmp_path_factory.mktemp("agent")
+    agent.model.save_pretrained(path)
+    agent.tokenizer.save_pretrained(path)  # type: ignore[attr-defined]
+    return path
+
+
+def one_process(model_dir: Path, prompts: list[list[int]], seed: int, state=None) -> Rollout:  # type: ignore[no-untyped-def]
+    """The forest this process samples from the same model (weights ``state`` loaded)."""
+    model, tok = load_model(model_dir)
+    if state is not None:
+        model.load_state_dict(state)
+    engine = HFEngine(model.eval(), tok, StepStopper(tok))
+    protocol = SearchProtocol(tok, max_obs_tokens=120)
+    return sample_forest(engine, protocol, WordTool(), prompts, SHAPE, SAMPLING, LIMITS, seed)
+
+
+def test_two_workers_sample_the_forests_of_one_process(cluster, model_dir) -> None:  # type: ignore[no-untyped-def]
+    agent = trained_agent()
+    prompts = [agent.prompt(p) for p in PEOPLE[:5]]
+    workers = RayRollout(WorkerSpec(str(model_dir), max_obs_tokens=120), WordTool(), workers=2)
+    try:
+        got = workers.sample(prompts, SHAPE, SAMPLING, LIMITS, seed=3)
+        want = one_process(model_dir, prompts, seed=3)
+        assert trees_by_prompt(got) == trees_by_prompt(want)
+        assert got.prompts == want.prompts
+        # the same tokens and searches per prompt (positions computed depend on the batching)
+        assert {
+            k: (s.generated, s.tool_calls, s.leaves) for k, s in got.spend.by_prompt.items()
+        } == {k: (s.generated, s.tool_calls, s.leaves) for k, s in want.spend.by_prompt.items()}
+        # weights pushed to both workers: the forests of one process with those weights
+        moved = {k: v * 1.05 if "mlp" in k else v for k, v in agent.model.state_dict().items()}
+        workers.update_weights(moved)
+        assert workers.version == 1 and workers.sync_seconds > 0
+        pushed = workers.sample(prompts, SHAPE, SAMPLING, LIMITS, seed=3)
+        assert trees_by_prompt(pushed) == trees_by_prompt(one_process(model_dir, prompts, 3, moved))
+        assert trees_by_prompt(pushed) != trees_by_prompt(got)
+    finally:
+        workers.close()
+
+
+class SlowTool:
+    """``WordTool`` that first marks a file (the step has started searching) and waits a
+    little, so the test can kill a worker while its step runs."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
+        self.marker.touch()
+        time.sleep(0.3)
+        return WordTool().search(queries, topk)
+
+
+def test_a_worker_killed_mid_step_is_restarted_and_its_prompts_redone(  # type: ignore[no-untyped-def]
+    cluster, model_dir, tmp_path
+) -> None:
+    agent = trained_agent()
+    prompts = [agent.prompt(p) for p in PEOPLE[:4]]
+    marker = tmp_path / "searching"
+    workers = RayRollout(
+        WorkerSpec(str(model_dir), max_obs_tokens=120), SlowTool(marker), workers=2
+    )
+    try:
+        moved = {k: v * 0.97 if "attn" in k else v for k, v in agent.model.state_dict().items()}
+        workers.update_weights(moved)  # a restarted worker must get these back
+        pid = ray.get(workers.workers[0].__ray_call__.remote(lambda self: os.getpid()))
+        out: dict[str, Rollout] = {}
+        step = threading.Thread(
+            target=lambda: out.update(ro=workers.sample(prompts, SHAPE, SAMPLING, LIMITS, 5))
+        )
+        step.start()
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists()
+        os.kill(pid, signal.SIGKILL)  # in the middle of the step
+        step.join(timeout=300)
+        assert not step.is_alive() and workers.restarts == 1
+        want = one_process(model_dir, prompts, seed=5, state=moved)
+        assert trees_by_prompt(out["ro"]) == trees_by_prompt(want)
+        new_pid = ray.get(workers.workers[0].__ray_call__.remote(lambda self: os.getpid()))
+        assert new_pid != pid
+    finally:
+        workers.close()
