@@ -16,7 +16,7 @@ import ray
 import ray.cloudpickle
 
 import agent_fixtures
-from agent_fixtures import PEOPLE, WordTool, trained_agent, trees_by_prompt
+from agent_fixtures import CORPUS, PEOPLE, WordTool, trained_agent, trees_by_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
@@ -27,6 +27,7 @@ from treegrpo.models.load import load_model
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.tools.base import Passage
+from treegrpo.tools.bm25 import BM25Retriever
 
 pytestmark = pytest.mark.slow
 
@@ -54,23 +55,28 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def one_process(model_dir: Path, prompts: list[list[int]], seed: int, state=None) -> Rollout:  # type: ignore[no-untyped-def]
-    """The forest this process samples from the same model (weights ``state`` loaded)."""
+def one_process(  # type: ignore[no-untyped-def]
+    model_dir: Path, prompts: list[list[int]], seed: int, state=None, tool=None
+) -> Rollout:
+    """The forest this process samples from the same model (weights ``state`` loaded; the
+    search tool ``WordTool`` unless given)."""
     model, tok = load_model(model_dir)
     if state is not None:
         model.load_state_dict(state)
     engine = HFEngine(model.eval(), tok, StepStopper(tok))
     protocol = SearchProtocol(tok, max_obs_tokens=120)
-    return sample_forest(engine, protocol, WordTool(), prompts, SHAPE, SAMPLING, LIMITS, seed)
+    tool = WordTool() if tool is None else tool
+    return sample_forest(engine, protocol, tool, prompts, SHAPE, SAMPLING, LIMITS, seed)
 
 
 def test_two_workers_sample_the_forests_of_one_process(cluster, model_dir) -> None:  # type: ignore[no-untyped-def]
     agent = trained_agent()
     prompts = [agent.prompt(p) for p in PEOPLE[:5]]
-    workers = RayRollout(WorkerSpec(str(model_dir), max_obs_tokens=120), WordTool(), workers=2)
+    bm25 = BM25Retriever(CORPUS, use_cache=False)  # held once, by a retriever actor
+    workers = RayRollout(WorkerSpec(str(model_dir), max_obs_tokens=120), bm25, workers=2)
     try:
         got = workers.sample(prompts, SHAPE, SAMPLING, LIMITS, seed=3)
-        want = one_process(model_dir, prompts, seed=3)
+        want = one_process(model_dir, prompts, seed=3, tool=bm25)
         assert trees_by_prompt(got) == trees_by_prompt(want)
         assert got.prompts == want.prompts
         # the same tokens and searches per prompt (positions computed depend on the batching)
@@ -82,7 +88,8 @@ def test_two_workers_sample_the_forests_of_one_process(cluster, model_dir) -> No
         workers.update_weights(moved)
         assert workers.version == 1 and workers.sync_seconds > 0
         pushed = workers.sample(prompts, SHAPE, SAMPLING, LIMITS, seed=3)
-        assert trees_by_prompt(pushed) == trees_by_prompt(one_process(model_dir, prompts, 3, moved))
+        again = one_process(model_dir, prompts, 3, moved, bm25)
+        assert trees_by_prompt(pushed) == trees_by_prompt(again)
         assert trees_by_prompt(pushed) != trees_by_prompt(got)
     finally:
         workers.close()

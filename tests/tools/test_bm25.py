@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +134,13 @@ def test_top_documents_equals_brute_force_with_ties(density: float) -> None:
         want_docs, want_vals = _brute_force(dense, terms, k)
         assert docs.tolist() == want_docs
         np.testing.assert_allclose(vals, want_vals)
+
+
+def test_a_pickled_retriever_answers_the_same(bm25: BM25Retriever) -> None:
+    """A retriever goes to other processes (a Ray retriever actor) by pickle; the stemmer, a C
+    object, is made again there."""
+    copy = pickle.loads(pickle.dumps(bm25))
+    queries = ["Who designed the wrought-iron tower in Paris?", "researching radioactive decay"]
+    assert copy.search(queries, 3) == bm25.search(queries, 3)
+    assert copy.tokenizer.settings == bm25.tokenizer.settings
+    assert copy.tokenizer("Researching") == bm25.tokenizer("Researching")

@@ -49,6 +49,16 @@ class Tokenizer:
             "stemmer": "snowball-english" if self._stemmer is not None else None,
         }
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (a retriever goes to other processes, e.g. a Ray actor): PyStemmer's
+        stemmer is a C object, so it travels as its setting and is made again on arrival."""
+        return {k: v for k, v in vars(self).items() if k != "_stemmer"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        stem = state["settings"]["stemmer"] is not None
+        self._stemmer = _load_stemmer("english" if stem else "none")
+
     def __call__(self, text: str) -> list[str]:
         words = [w for w in _WORD.findall(text.lower()) if w not in self._stopwords]
         if self._stemmer is not None and words:
