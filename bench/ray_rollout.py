@@ -67,7 +67,8 @@ def main() -> None:
     tool = BM25Retriever(world.passages)
     spec = WorkerSpec(str(model_dir), max_obs_tokens=cfg.max_obs_tokens)
 
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    # 3 logical CPUs for both pools (1 + 2 workers); only one pool computes at a time
+    ray.init(num_cpus=3, include_dashboard=False, configure_logging=False, log_to_driver=False)
     pools = {n: RayRollout(spec, tool, workers=n) for n in (1, 2)}
     times: dict[int, list[float]] = {1: [], 2: []}
     forests = {}

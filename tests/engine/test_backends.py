@@ -248,22 +248,7 @@ def test_rl_step_leaves_the_engine_on_the_updated_policy(kind: str, agent: Agent
     """After ``rl_step`` the engine generates what the updated policy generates."""
     policy = copy.deepcopy(agent.model)
     eng = make_engine(kind, policy, agent.tokenizer)
-    people = PEOPLE[:2]
-    batch = Batch([agent.prompt(p) for p in people], [[FACTS[p]] for p in people], people)
-    rl_step(
-        policy,
-        None,
-        torch.optim.AdamW(policy.parameters(), lr=1e-2),
-        None,
-        LocalRollout(eng, agent.protocol, WordTool()),
-        agent.protocol,
-        batch,
-        AlgorithmConfig(m=2, kl_coef=0.0),
-        OptimConfig(lr=1e-2, mini_batch_prompts=2, micro_batch_tokens=1500),
-        SamplingParams(temperature=0.8, max_new_tokens=40),
-        LIMITS,
-        seed=0,
-    )
+    _one_step(policy, eng, agent, lr=1e-2)
     prompts, obs = _prompts(agent), _observation(agent)
     hf = HFEngine(policy, agent.tokenizer, StepStopper(agent.tokenizer))
     want, got = _two_turns(hf, prompts, obs), _two_turns(eng, prompts, obs)
@@ -287,7 +272,7 @@ def test_lora_policy_is_served_merged_and_pushed_after_each_update(kind: str, ag
     base = [r.tokens for r in _two_turns(base_model, prompts, obs)]
     for updated in (False, True):
         if updated:
-            _lora_step(policy, eng, agent)
+            _one_step(policy, eng, agent, lr=5e-2)
         hf = HFEngine(policy, agent.tokenizer, StepStopper(agent.tokenizer))
         want, got = _two_turns(hf, prompts, obs), _two_turns(eng, prompts, obs)
         assert [g.tokens for g in got] == [w.tokens for w in want]
@@ -296,21 +281,21 @@ def test_lora_policy_is_served_merged_and_pushed_after_each_update(kind: str, ag
     assert [w.tokens for w in want] != base  # the adapters changed what is generated
 
 
-def _lora_step(policy: torch.nn.Module, eng: Engine, agent: Agent) -> None:
-    """One RL step that moves the adapters (and pushes the weights into ``eng``)."""
+def _one_step(policy: torch.nn.Module, eng: Engine, agent: Agent, lr: float) -> None:
+    """One RL step that moves trainable parameters (and pushes the weights into ``eng``)."""
     before = {n: p.detach().clone() for n, p in policy.named_parameters() if p.requires_grad}
     people = PEOPLE[:2]
     batch = Batch([agent.prompt(p) for p in people], [[FACTS[p]] for p in people], people)
     rl_step(
         policy,
         None,
-        torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=5e-2),
+        torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr),
         None,
         LocalRollout(eng, agent.protocol, WordTool()),
         agent.protocol,
         batch,
         AlgorithmConfig(m=2, kl_coef=0.0),
-        OptimConfig(lr=5e-2, mini_batch_prompts=2, micro_batch_tokens=1500),
+        OptimConfig(lr=lr, mini_batch_prompts=2, micro_batch_tokens=1500),
         SamplingParams(temperature=0.8, max_new_tokens=40),
         LIMITS,
         seed=0,
@@ -318,7 +303,7 @@ def _lora_step(policy: torch.nn.Module, eng: Engine, agent: Agent) -> None:
     moved = [
         n for n, p in policy.named_parameters() if n in before and not torch.equal(p, before[n])
     ]
-    assert moved and all("lora_" in n for n in moved)
+    assert moved  # trainable parameters only (with LoRA: adapters), and some of them moved
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -148,7 +148,8 @@ class RayRollout:
     spec: what each worker runs; tool: the search tool (a ``/retrieve`` client goes to each
     worker as it is; any other tool is held once by a ``RetrieverActor``); workers: how many;
     cpus_per_worker / gpus_per_worker: what Ray reserves for each; max_restarts: how often a
-    dead worker is restarted before the run fails. Ray must be running (``ray.init()``, or
+    dead worker is restarted before the run fails; start_timeout: seconds to wait for all
+    workers to be placed and started. Ray must be running (``ray.init()``, or
     ``ray start`` and ``ray.init(address="auto")`` on a cluster); call ``close`` when done."""
 
     def __init__(
@@ -159,6 +160,7 @@ class RayRollout:
         cpus_per_worker: float = 1.0,
         gpus_per_worker: float = 0.0,
         max_restarts: int = 3,
+        start_timeout: float = 600.0,
     ) -> None:
         import ray
 
@@ -177,6 +179,15 @@ class RayRollout:
         self.workers: list[Any] = [actor.remote(spec, remote_tool) for _ in range(workers)]
         self.version = 0
         self._state: Any = None  # the object-store reference of the latest weights
+        try:  # every worker placed and started, or a clear error instead of a silent wait
+            ray.get([w.ready.remote() for w in self.workers], timeout=start_timeout)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise RuntimeError(
+                f"{workers} rollout workers ({cpus_per_worker} CPUs, {gpus_per_worker} GPUs "
+                f"each) did not start within {start_timeout:.0f} s; Ray has "
+                f"{ray.available_resources()} free of {ray.cluster_resources()}"  # type: ignore[no-untyped-call]
+            ) from None
         self._pad_id: int = ray.get(self.workers[0].pad_id.remote())
         self.restarts = 0
         self.sync_seconds = 0.0  # the latest weight push, slowest worker
