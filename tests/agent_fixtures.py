@@ -16,10 +16,14 @@ from treegrpo.core.rewards import PROTOCOL_TAGS
 from treegrpo.models.tiny import tiny_qwen2, train_bpe_tokenizer
 from treegrpo.rollout.records import Rollout
 from treegrpo.tools.base import Passage
+from treegrpo.warmstart.tiny import WarmStartConfig
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")
 
 TAGS = list(PROTOCOL_TAGS)
+# A warm start small enough for tests (a few seconds): the embedded job end to end
+TINY_WARM = WarmStartConfig(demo_worlds=1, hidden=32, layers=2, n_demos=40, steps=3, warmup=1)
+
 PEOPLE = ["Alan", "Berta", "Cosmo", "Dalia", "Edvin", "Frida", "Gusto", "Hanne"]
 CITIES = ["Rome", "Oslo", "Lima", "Kyiv", "Doha", "Bern", "Riga", "Suva"]
 FACTS = {p: c for p, c in zip(PEOPLE, CITIES, strict=True)}

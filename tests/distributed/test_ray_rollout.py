@@ -3,12 +3,14 @@ of one process for the same seeds, weight pushes, and a worker killed in the mid
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,18 +18,21 @@ import ray
 import ray.cloudpickle
 
 import agent_fixtures
-from agent_fixtures import CORPUS, PEOPLE, WordTool, trained_agent, trees_by_prompt
+from agent_fixtures import CORPUS, PEOPLE, TINY_WARM, WordTool, trained_agent, trees_by_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.distributed.rollout import RayRollout, WorkerSpec
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.jobs.embedded import run_embedded
+from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
 from treegrpo.models.load import load_model
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.tools.base import Passage
 from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.train.config import ClusterConfig
 
 pytestmark = pytest.mark.slow
 
@@ -139,3 +144,25 @@ def test_a_worker_killed_mid_step_is_restarted_and_its_prompts_redone(  # type: 
         assert new_pid != pid
     finally:
         workers.close()
+
+
+def test_the_embedded_job_on_two_workers_trains_as_in_one_process(  # type: ignore[no-untyped-def]
+    cluster, tmp_path, monkeypatch
+) -> None:
+    """`treegrpo train --cluster.rollout-workers 2`'s job: the same forests, rewards and spend
+    per step as the job in one process with the same seed."""
+    monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
+    world = replace(DEFAULT_EMBEDDED, eval_questions=4, max_new_tokens=16)
+    algo = replace(DEFAULT_ALGO, skip_uniform_prompts=False)
+    metrics = []
+    for name, cluster_cfg in (("local", ClusterConfig()), ("ray", ClusterConfig(2))):
+        run = replace(DEFAULT_RUN, out_dir=str(tmp_path / name), steps=2, prompts_per_step=4)
+        run_embedded(
+            algo, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False, cluster=cluster_cfg
+        )
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        metrics.append([json.loads(line) for line in lines])
+    keys = ("reward/mean", "agent/leaves", "spend/generated_per_prompt", "tree/distinct_leaves")
+    for local, ray_step in zip(*metrics, strict=True):
+        assert [ray_step[k] for k in keys] == [local[k] for k in keys]
+        assert ray_step["loss/pg_loss"] == pytest.approx(local["loss/pg_loss"], abs=1e-5)

@@ -11,12 +11,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from agent_fixtures import TINY_WARM
 from treegrpo.jobs.embedded import rl_and_eval_worlds, run_embedded
 from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
 from treegrpo.train.checkpoint import latest_checkpoint
-from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, warm_start
-
-TINY_WARM = WarmStartConfig(demo_worlds=1, hidden=32, layers=2, n_demos=40, steps=3, warmup=1)
+from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, warm_start
 
 
 @pytest.mark.slow

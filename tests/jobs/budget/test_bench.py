@@ -17,15 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
+from agent_fixtures import TINY_WARM
 from treegrpo import cli
 from treegrpo.jobs.budget.plan import BENCH_OPTIM, bench_settings, plan_runs, run_config
 from treegrpo.jobs.budget.report import NUMERIC
 from treegrpo.jobs.budget.run import run_benchmark
 from treegrpo.jobs.embedded import run_embedded
 from treegrpo.jobs.presets import DEFAULT_EMBEDDED
-from treegrpo.warmstart.tiny import WarmStartConfig
-
-TINY_WARM = WarmStartConfig(demo_worlds=1, hidden=32, layers=2, n_demos=40, steps=3, warmup=1)
 
 
 @pytest.mark.slow
