@@ -84,8 +84,7 @@ class CpuSpeedups:
         trainable: bool,
         fold_lora: bool,
     ) -> None:
-        if (packed or trainable) and not onednn.supported(model):
-            raise ValueError("packed or trainable linear layers need oneDNN and a CPU fp32 model")
+        _check_supported(model, packed, trainable)
         self.packed: bool | Literal["decode"] = packed
         self.trainable = trainable
         self._packs = onednn.PackedLinears(model)
@@ -126,8 +125,7 @@ class CpuSpeedups:
                 True if fold_lora is None else fold_lora,
             )
             return have
-        if (packed or trainable) and not onednn.supported(model):
-            raise ValueError("packed or trainable linear layers need oneDNN and a CPU fp32 model")
+        _check_supported(model, packed, trainable)
         if packed is not None:
             have.packed = packed
         if trainable is not None:
@@ -184,6 +182,12 @@ class CpuSpeedups:
             return lora.forward(m, x, packed=self.packs_now)
 
         return forward
+
+
+def _check_supported(model: nn.Module, packed: object, trainable: object) -> None:
+    """Refuse oneDNN routes where oneDNN cannot run them."""
+    if (packed or trainable) and not onednn.supported(model):
+        raise ValueError("packed or trainable linear layers need oneDNN and a CPU fp32 model")
 
 
 class _Route:
