@@ -9,11 +9,10 @@ advantage mode that ``AlgorithmConfig`` hands in.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -27,8 +26,27 @@ from treegrpo.rollout.scoring import score_leaves
 from treegrpo.rollout.source import RolloutSource
 from treegrpo.train.batch import MicroBatch, make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
-from treegrpo.train.logprobs import reference_logprobs, token_logprobs
-from treegrpo.train.losses import aggregate, kl_penalty, ppo_clip_loss
+from treegrpo.train.update import Part, UpdateStats, ppo_update, weighted
+
+
+class Learner(Protocol):
+    """An update that runs elsewhere (``distributed.fsdp.FSDPLearner``)."""
+
+    def update(
+        self,
+        minis: Sequence[Sequence[Part]],
+        schedule: Sequence[int],
+        algo: AlgorithmConfig,
+        optim: OptimConfig,
+        temperature: float,
+    ) -> UpdateStats:
+        """``train.update.ppo_update`` on the learner's own policy and optimizer."""
+        ...
+
+    def load_into(self, policy: Any, scheduler: Any | None) -> None:
+        """Copy the updated weights into ``policy`` and the learning-rate schedule's position
+        into ``scheduler``."""
+        ...
 
 
 @dataclass
@@ -54,12 +72,15 @@ def rl_step(
     limits: AgentLimits,
     seed: int,
     autocast_dtype: torch.dtype | None = None,
+    learner: Learner | None = None,
 ) -> dict[str, float]:
     """One RL step; ``reference`` is None when there is no KL term or when the policy is a LoRA
     model (its base is the reference); ``rollouts`` samples the forests (this process's engine,
     ``rollout.source.LocalRollout``, or rollout workers) and takes the updated weights;
     ``protocol`` decodes answers for the reward. ``autocast_dtype`` is the forward precision on
-    CUDA."""
+    CUDA. ``learner``: where the update runs when not in this process (the ranks of a sharded
+    update, ``distributed.fsdp.FSDPLearner``); ``policy`` and ``scheduler`` then mirror its
+    weights and learning rate after the update, and ``optimizer`` is not used."""
     t0 = time.perf_counter()
     # 1. rollout: the policy samples a forest (chains when algo.l == 0)
     policy.eval()
@@ -97,99 +118,28 @@ def rl_step(
         )
         minis.append(mbs)
 
-    # 5. old and reference log-probs, all before the first update. The mini-batch of the first
-    # update needs no separate pass: before any optimizer step the policy is the old policy, so
-    # its old log-probs are the update forward's own, detached (ratio 1, as TRL does). Exact
-    # when the model has no active dropout (ours and the usual LLM configs); the others are
-    # computed here, before their weights move.
+    # 5–6. old (and reference) log-probs, then the PPO update: one optimizer step per
+    # mini-batch, gradients accumulated over its micro-batches (train.update); here, or on the
+    # ranks of a sharded update, which then hand the new weights back to ``policy``
     schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
-    first = {id(mb) for mb in minis[schedule[0]]} if schedule else set()
-    device = next(policy.parameters()).device
+    parts = [weighted(mbs, algo.aggregation) for mbs in minis]
     temperature = sampling.logprob_temperature  # log-probs of the sampled distribution
-    old: dict[int, torch.Tensor] = {}
-    ref: dict[int, torch.Tensor] = {}
-    with torch.no_grad():
-        for mb in (m for mbs in minis for m in mbs):
-            d = mb.to(device)
-            if id(mb) not in first:
-                old[id(mb)] = token_logprobs(
-                    policy,
-                    d.input_ids,
-                    d.attention_mask,
-                    False,
-                    autocast_dtype,
-                    d.action_mask,
-                    temperature,
-                )[0]
-            if algo.kl_coef > 0:
-                ref[id(mb)] = reference_logprobs(
-                    policy,
-                    reference,
-                    d.input_ids,
-                    d.attention_mask,
-                    autocast_dtype,
-                    d.action_mask,
-                    temperature,
-                )
-
-    # 6. PPO update: one optimizer step per mini-batch, gradients accumulated over micro-batches
-    policy.train()
-    params = [p for p in policy.parameters() if p.requires_grad]
-    sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0}
-    grad_norms: list[float] = []
-    skipped = 0
-    n_micro = 0
-    for mbs in (minis[i] for i in schedule):
-        weights = _accumulation_weights(mbs, algo.aggregation)
-        for mb, w in zip(mbs, weights, strict=True):
-            d = mb.to(device)
-            logp, ent = token_logprobs(
-                policy,
-                d.input_ids,
-                d.attention_mask,
-                with_entropy=algo.entropy_coef > 0,
-                autocast_dtype=autocast_dtype,
-                keep=d.action_mask,  # the head runs on action tokens only (train.head)
-                temperature=temperature,
-            )
-            logp_old = old.setdefault(id(mb), logp.detach())  # first update: its own
-            pg, stats = ppo_clip_loss(
-                logp,
-                logp_old,
-                d.advantages,
-                d.action_mask,
-                algo.clip_eps,
-                algo.dual_clip,
-                algo.aggregation,
-            )
-            loss = pg
-            if id(mb) in ref:
-                kl = aggregate(
-                    kl_penalty(logp, ref[id(mb)], algo.kl_estimator),
-                    d.action_mask,
-                    algo.aggregation,
-                )
-                loss = loss + algo.kl_coef * kl
-                sums["kl"] += kl.item()
-            if ent is not None:
-                entropy = aggregate(ent, d.action_mask, algo.aggregation)
-                loss = loss - algo.entropy_coef * entropy
-                sums["entropy"] += entropy.item()
-            (loss * w).backward()
-            sums["pg_loss"] += pg.item()
-            sums["clip_frac"] += stats["clip_frac"].item()
-            sums["approx_kl"] += stats["approx_kl"].item()
-            n_micro += 1
-        norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip).item()
-        grad_norms.append(norm)
-        if math.isfinite(norm):
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-        else:
-            skipped += 1  # a non-finite gradient: drop this update, keep the weights
-        optimizer.zero_grad(set_to_none=True)
-    policy.eval()
+    if learner is None:
+        stats = ppo_update(
+            policy,
+            reference,
+            optimizer,
+            scheduler,
+            parts,
+            schedule,
+            algo,
+            optim,
+            temperature,
+            autocast_dtype,
+        )
+    else:
+        stats = learner.update(parts, schedule, algo, optim, temperature)
+        learner.load_into(policy, scheduler)
     rollouts.update_weights(policy)  # the next rollout samples from the updated policy
 
     # 7. metrics, with what the trees held: how many mixed rewards (a tree whose leaves all
@@ -200,7 +150,8 @@ def rl_step(
     trajectories = [tuple(rollout.action_ids(leaf)) for leaf in leaves]
     starts = rollout.forest.depth[rollout.expansions] if rollout.expansions.size else None
     elapsed = time.perf_counter() - t0
-    metrics = {f"loss/{k}": v / max(n_micro, 1) for k, v in sums.items()}
+    grad_norms = stats.grad_norms
+    metrics = {f"loss/{k}": v / max(stats.n_micro, 1) for k, v in stats.sums.items()}
     metrics.update(
         {
             "reward/mean": float(scores.reward.mean()),
@@ -220,7 +171,7 @@ def rl_step(
             "spend/tool_calls_per_prompt": spend.tool_calls / len(batch.prompts),
             "spend/token_efficiency": spend.processed / max(rollout.distinct_tokens(), 1),
             "train/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
-            "train/skipped_updates": float(skipped),
+            "train/skipped_updates": float(stats.skipped),
             "train/updates": float(len(schedule)),
             "train/prompts_updated": float(len(trained)),
             "train/pad_fraction": pad_fraction([m for mbs in minis for m in mbs]),
@@ -230,13 +181,3 @@ def rl_step(
         }
     )
     return metrics
-
-
-def _accumulation_weights(mbs: Sequence[MicroBatch], aggregation: str) -> list[float]:
-    """Weights that turn per-micro-batch means into the mean over the whole mini-batch."""
-    if aggregation == "token-mean":
-        sizes = [mb.n_action_tokens for mb in mbs]
-    else:
-        sizes = [len(mb.index) for mb in mbs]
-    total = sum(sizes)
-    return [s / total if total else 0.0 for s in sizes]

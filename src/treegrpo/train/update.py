@@ -1,0 +1,177 @@
+"""The PPO update of one RL step (ALGORITHM.md §4): old and reference log-probs, then one
+optimizer step per mini-batch with gradients accumulated over its micro-batches.
+
+The same function runs in one process (``train.step.rl_step``) and on every rank of a sharded
+update (``treegrpo.distributed.fsdp``): each micro-batch carries its weight in the mini-batch's
+loss, so a rank holding some of a mini-batch's micro-batches computes its part of the one
+loss, and FSDP sums the parts' gradients. Ranks must run the same number of forwards and
+backwards (each is a collective under FSDP), so a rank with fewer micro-batches runs stand-ins:
+copies with weight 0 that count in no metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from treegrpo.train.batch import MicroBatch
+from treegrpo.train.config import AlgorithmConfig, OptimConfig
+from treegrpo.train.logprobs import reference_logprobs, token_logprobs
+from treegrpo.train.losses import aggregate, kl_penalty, ppo_clip_loss
+
+
+@dataclass
+class Part:
+    """A micro-batch and its share of its mini-batch's loss."""
+
+    batch: MicroBatch
+    weight: float  # token-mean: its action tokens / the mini-batch's; seq-mean: its rows / …
+    counted: bool = True  # False: a stand-in that keeps the ranks in step (weight 0)
+
+
+@dataclass
+class UpdateStats:
+    """Sums over the counted micro-batches, and one entry per optimizer step."""
+
+    sums: dict[str, float] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"), 0.0
+        )
+    )
+    n_micro: int = 0
+    grad_norms: list[float] = field(default_factory=list)
+    skipped: int = 0  # optimizer steps dropped for a non-finite gradient
+
+
+def weighted(mbs: Sequence[MicroBatch], aggregation: str) -> list[Part]:
+    """The weights that turn per-micro-batch means into the mean over the whole mini-batch."""
+    if aggregation == "token-mean":
+        sizes = [mb.n_action_tokens for mb in mbs]
+    else:
+        sizes = [len(mb.index) for mb in mbs]
+    total = sum(sizes)
+    return [Part(mb, s / total if total else 0.0) for mb, s in zip(mbs, sizes, strict=True)]
+
+
+def ppo_update(
+    policy: Any,
+    reference: Any | None,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any | None,
+    minis: Sequence[Sequence[Part]],
+    schedule: Sequence[int],
+    algo: AlgorithmConfig,
+    optim: OptimConfig,
+    temperature: float,
+    autocast_dtype: torch.dtype | None = None,
+) -> UpdateStats:
+    """Update ``policy`` on ``minis`` in the order ``schedule`` (indices into ``minis``, each
+    mini-batch once per PPO epoch): one optimizer step per mini-batch, gradient clipped, skipped
+    when not finite.
+
+    Old log-probs are computed for every micro-batch before the first update, except those of
+    the first scheduled mini-batch: before any optimizer step the policy is the old policy, so
+    their old log-probs are the update forward's own, detached (ratio 1, as TRL does; exact
+    without active dropout). ``temperature``: the sampled distribution's, softmax(logits / T)."""
+    first = {id(p) for p in minis[schedule[0]]} if schedule else set()
+    device = next(policy.parameters()).device
+    old: dict[int, torch.Tensor] = {}
+    ref: dict[int, torch.Tensor] = {}
+    with torch.no_grad():
+        for part in (p for parts in minis for p in parts):
+            d = part.batch.to(device)
+            if id(part) not in first:
+                old[id(part)] = token_logprobs(
+                    policy,
+                    d.input_ids,
+                    d.attention_mask,
+                    False,
+                    autocast_dtype,
+                    d.action_mask,
+                    temperature,
+                )[0]
+            if algo.kl_coef > 0:
+                ref[id(part)] = reference_logprobs(
+                    policy,
+                    reference,
+                    d.input_ids,
+                    d.attention_mask,
+                    autocast_dtype,
+                    d.action_mask,
+                    temperature,
+                )
+
+    policy.train()
+    params = [p for p in policy.parameters() if p.requires_grad]
+    stats = UpdateStats()
+    sums = stats.sums
+    for parts in (minis[i] for i in schedule):
+        for k, part in enumerate(parts):
+            _gradient_sync(policy, k == len(parts) - 1)  # sharded: reduce once per mini-batch
+            d = part.batch.to(device)
+            logp, ent = token_logprobs(
+                policy,
+                d.input_ids,
+                d.attention_mask,
+                with_entropy=algo.entropy_coef > 0,
+                autocast_dtype=autocast_dtype,
+                keep=d.action_mask,  # the head runs on action tokens only (train.head)
+                temperature=temperature,
+            )
+            logp_old = old.setdefault(id(part), logp.detach())  # first update: its own
+            pg, clip = ppo_clip_loss(
+                logp,
+                logp_old,
+                d.advantages,
+                d.action_mask,
+                algo.clip_eps,
+                algo.dual_clip,
+                algo.aggregation,
+            )
+            loss = pg
+            terms = {"pg_loss": pg, **clip}
+            if id(part) in ref:
+                kl = aggregate(
+                    kl_penalty(logp, ref[id(part)], algo.kl_estimator),
+                    d.action_mask,
+                    algo.aggregation,
+                )
+                loss = loss + algo.kl_coef * kl
+                terms["kl"] = kl
+            if ent is not None:
+                entropy = aggregate(ent, d.action_mask, algo.aggregation)
+                loss = loss - algo.entropy_coef * entropy
+                terms["entropy"] = entropy
+            (loss * part.weight).backward()
+            if part.counted:
+                for name, value in terms.items():
+                    sums[name] += value.item()
+                stats.n_micro += 1
+        norm = _total(torch.nn.utils.clip_grad_norm_(params, optim.grad_clip))
+        stats.grad_norms.append(norm)
+        if math.isfinite(norm):
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+        else:
+            stats.skipped += 1  # a non-finite gradient: drop this update, keep the weights
+        optimizer.zero_grad(set_to_none=True)
+    policy.eval()
+    return stats
+
+
+def _gradient_sync(model: Any, on: bool) -> None:
+    """Under FSDP, reduce the accumulated gradients on a mini-batch's last backward only."""
+    setter = getattr(model, "set_requires_gradient_sync", None)
+    if setter is not None:
+        setter(on)
+
+
+def _total(norm: torch.Tensor) -> float:
+    """The gradient norm as a float (a sharded model's is a replicated DTensor)."""
+    full = getattr(norm, "full_tensor", None)
+    return float((full() if full is not None else norm).item())
