@@ -11,11 +11,14 @@ for a SmolLM2 micro-batch of 4,096 tokens (``bench/head.py``, BENCHMARKS.md).
 That is only right where the logits are the output embedding of the last hidden state. Models
 that say otherwise in their config (below) take the full forward, and every model is checked
 once against its full forward on a short probe, so one that transforms its logits in a way we
-do not know of takes the full forward too, with a warning.
+do not know of takes the full forward too, with a warning. So does a model sharded with FSDP
+(``treegrpo.distributed.fsdp``): its parameters are gathered by the hooks of its own forward,
+which calling the decoder and the head one by one would skip.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 import weakref
 from typing import Any
@@ -75,7 +78,7 @@ def logits_at(
 ) -> torch.Tensor:
     """The logits of the positions where ``keep`` is True, in row-major order: ids (B, T),
     keep (B, T) bool → (n, V). Position t's logits predict token t + 1."""
-    if not (plain_head(model) and head_matches_forward(model)):
+    if _sharded(model) or not (plain_head(model) and head_matches_forward(model)):
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         logits: torch.Tensor = out.logits[keep]  # (n, V)
         return logits
@@ -85,3 +88,9 @@ def logits_at(
     ).last_hidden_state  # (B, T, H)
     head: torch.Tensor = model.get_output_embeddings()(hidden[keep])  # (n, V)
     return head
+
+
+def _sharded(model: Any) -> bool:
+    """Whether ``model`` is an FSDP2 module (``fully_shard``)."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    return fsdp is not None and isinstance(model, fsdp.FSDPModule)

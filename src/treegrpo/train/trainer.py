@@ -73,6 +73,22 @@ def data_order(n: int, seed: int, position: int, count: int) -> list[int]:
     return out
 
 
+def make_optimizer(policy: Any, optim: OptimConfig) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW over the trainable parameters (in ``policy.parameters()`` order) and its learning
+    rate schedule: linear warm-up over ``optim.warmup_steps`` optimizer steps, then constant."""
+    optimizer = torch.optim.AdamW(
+        [p for p in policy.parameters() if p.requires_grad],
+        lr=optim.lr,
+        betas=optim.betas,
+        weight_decay=optim.weight_decay,
+    )
+    warmup = max(optim.warmup_steps, 0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
+    )
+    return optimizer, scheduler
+
+
 def train(
     model_path: str | Path,
     load_model: Callable[[Path], tuple[Any, Any]],
@@ -126,16 +142,7 @@ def train(
     for m in (policy, reference) if fast else ():
         if m is not None:
             CpuSpeedups.attach(m)
-    optimizer = torch.optim.AdamW(
-        [p for p in policy.parameters() if p.requires_grad],
-        lr=optim.lr,
-        betas=optim.betas,
-        weight_decay=optim.weight_decay,
-    )
-    warmup = max(optim.warmup_steps, 0)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0
-    )
+    optimizer, scheduler = make_optimizer(policy, optim)
     if ckpt is not None:
         state = load_trainer_state(ckpt)
         optimizer.load_state_dict(state.optimizer)

@@ -105,6 +105,7 @@ def ppo_update(
                     temperature,
                 )
 
+    _reshard(policy)
     policy.train()
     params = [p for p in policy.parameters() if p.requires_grad]
     stats = UpdateStats()
@@ -169,6 +170,17 @@ def _gradient_sync(model: Any, on: bool) -> None:
     setter = getattr(model, "set_requires_gradient_sync", None)
     if setter is not None:
         setter(on)
+
+
+def _reshard(model: Any) -> None:
+    """Under FSDP, free the parameters that gradient-free forwards left gathered. Needed for
+    exact gradients: after forwards under no_grad the root unit stays gathered, and then the
+    gradients of its tied parameters (input and output embeddings) come out wrong (torch 2.13,
+    gloo; ``tests/distributed/test_fsdp.py`` catches it)."""
+    for m in model.modules():
+        reshard = getattr(m, "reshard", None)
+        if reshard is not None and hasattr(m, "set_requires_gradient_sync"):
+            reshard()
 
 
 def _total(norm: torch.Tensor) -> float:

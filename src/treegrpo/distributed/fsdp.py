@@ -1,0 +1,338 @@
+"""The update on several ranks: PyTorch FSDP2 (``torch.distributed.fsdp.fully_shard``) in Ray
+actors, driven by the trainer's process.
+
+- ``TrainRank`` (a Ray actor, one per rank: a GPU each with NCCL, or CPU cores with gloo) holds
+  its shard of the policy (each decoder layer one FSDP unit, the rest in the root unit), of the
+  reference model when the KL term needs one, and of the AdamW state. ``update`` runs
+  ``train.update.ppo_update`` on the micro-batches it is given.
+- ``FSDPLearner`` is the driver, the ``train.step.Learner`` of ``rl_step``. The driver keeps the
+  micro-batches of a step as one process would cut them, with their weights in the mini-batch's
+  loss (``train.update.weighted``: token-mean is the mini-batch's action tokens). It deals each
+  mini-batch's micro-batches out to the ranks (largest first, to the least loaded), so a rank's
+  loss is its part of the one mini-batch loss; FSDP's reduce-scatter sums the parts (divide
+  factor 1), which is the single-process gradient up to float rounding. Ranks run the same
+  number of forwards and backwards, since each is a collective: a rank short of micro-batches
+  runs stand-ins of weight 0. Gradients are reduced once per mini-batch (gradient sync off
+  before its last backward).
+- After the update the full weights are gathered (``get_model_state_dict``, full state on the
+  CPU) into the driver's copy of the policy, which the rollout workers, evaluations and
+  checkpoints read as in one process; the learning-rate schedule's position too. The AdamW
+  state is gathered only when a checkpoint is written, in the index-keyed layout of
+  ``torch.optim.Optimizer.state_dict``, so checkpoints are the single-process ones: a sharded
+  run resumes in one process and the other way round.
+
+Why Ray actors and not ``torchrun``: the rollout workers are Ray actors already, so one
+``treegrpo train`` places both kinds on one machine or on a ``ray start`` cluster with no second
+launcher; the ranks are a process group of their own (gloo or NCCL) inside it. Rollout workers
+and ranks are separate actors (split placement): simple and right for the GPU counts where the
+update and the rollout each fill their GPUs; colocating both on one GPU (verl's hybrid engine)
+is not built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from treegrpo.models.load import load_model
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
+from treegrpo.train.policy import prepare_policy
+from treegrpo.train.precision import autocast_dtype
+from treegrpo.train.trainer import make_optimizer
+from treegrpo.train.update import Part, UpdateStats, ppo_update
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """What every training rank holds."""
+
+    model_dir: str
+    """The starting model (its architecture; the weights come from the driver)."""
+    model: ModelConfig
+    """LoRA or full fine-tuning, gradient checkpointing, precision (device: see ``cuda``)."""
+    optim: OptimConfig
+    """AdamW and its schedule, as ``train.trainer.make_optimizer`` builds them."""
+    reference: bool = False
+    """Hold a frozen copy of the starting model for the KL term (full fine-tuning with kl > 0)."""
+    seed: int = 0
+    """The run seed (LoRA's initial adapters; they are replaced by the driver's anyway)."""
+    cuda: bool = False
+    """Ranks on the GPU Ray gives each of them (NCCL), else on CPU cores (gloo)."""
+    threads: int = 1
+    """torch threads of a CPU rank."""
+
+
+def shard(model: Any, mesh: Any) -> Any:
+    """FSDP2 over ``mesh``: each decoder layer (the model's ``_no_split_modules`` classes) is one
+    unit, the embeddings, final norm and head are the root's; gradients are summed over ranks,
+    not averaged (each rank's loss is already its share of the mean)."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    layers: set[str] = set()
+    for m in model.modules():
+        layers.update(getattr(m, "_no_split_modules", None) or ())
+    for m in model.modules():
+        if type(m).__name__ in layers:
+            fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    for m in model.modules():
+        if isinstance(m, FSDPModule):  # each unit reduces its own gradients: a plain sum
+            m.set_gradient_divide_factor(1.0)
+            m.set_force_sum_reduction_for_comms(True)  # gloo has no pre-multiplied sum
+    return model
+
+
+def full_optimizer_state(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The optimizer's state with every sharded tensor gathered, on the CPU, in the layout of a
+    single-process ``state_dict`` (parameter indices). Collective: every rank calls it."""
+    sd = optimizer.state_dict()
+    for i in sorted(sd["state"]):  # the same order on every rank
+        for k, v in sd["state"][i].items():
+            full = getattr(v, "full_tensor", None)
+            sd["state"][i][k] = (full() if full is not None else v).detach().cpu()
+    return sd
+
+
+def load_full_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Load a single-process optimizer state into an optimizer over sharded parameters: each
+    tensor shaped like its parameter is cut into the parameter's shard."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    sd = {"state": {}, "param_groups": state["param_groups"]}
+    for i, st in state["state"].items():
+        p = params[int(i)]
+        sd["state"][i] = {
+            k: distribute_tensor(v.to(p.device), p.device_mesh, p.placements)
+            if isinstance(p, DTensor) and torch.is_tensor(v) and v.shape == p.shape
+            else v
+            for k, v in st.items()
+        }
+    optimizer.load_state_dict(sd)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+class TrainRank:
+    """One rank of the sharded update, in a Ray actor process."""
+
+    def __init__(self, spec: RankSpec, rank: int, world_size: int) -> None:
+        torch.set_num_threads(spec.threads)
+        self.spec, self.rank, self.world_size = spec, rank, world_size
+        self.device = torch.device("cuda", 0) if spec.cuda else torch.device("cpu")
+        self.policy: Any = None
+        self.reference: Any = None
+
+    def address(self) -> tuple[str, int]:
+        """Where rank 0 listens for the process group."""
+        import ray
+
+        return ray.util.get_node_ip_address(), free_port()
+
+    def setup(
+        self,
+        master: tuple[str, int],
+        state: Mapping[str, torch.Tensor],
+        optimizer_state: dict[str, Any],
+        scheduler_state: dict[str, Any] | None,
+    ) -> None:
+        """Join the process group, build the sharded policy (and reference) and load the
+        driver's weights, optimizer state and schedule position into them."""
+        import torch.distributed as dist
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+        from torch.distributed.device_mesh import init_device_mesh
+
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
+        backend = "nccl" if self.spec.cuda else "gloo"
+        if self.spec.cuda:
+            torch.cuda.set_device(self.device)
+        dist.init_process_group(backend, rank=self.rank, world_size=self.world_size)
+        mesh = init_device_mesh(self.device.type, (self.world_size,))
+        cfg = replace(self.spec.model, device=str(self.device), cpu_speedups=False)
+        model, _ = load_model(Path(self.spec.model_dir))
+        policy = prepare_policy(model, cfg, seed=self.spec.seed).to(self.device)
+        self.policy = shard(policy, mesh)
+        set_model_state_dict(
+            self.policy, dict(state), options=StateDictOptions(full_state_dict=True)
+        )
+        if self.spec.reference:
+            reference, _ = load_model(Path(self.spec.model_dir))
+            reference.eval().requires_grad_(False).to(self.device)
+            self.reference = shard(reference, mesh)
+        self.optimizer, self.scheduler = make_optimizer(self.policy, self.spec.optim)
+        if optimizer_state["state"]:
+            load_full_optimizer_state(self.optimizer, optimizer_state)
+        if scheduler_state is not None:
+            self.scheduler.load_state_dict(scheduler_state)
+        self.amp = autocast_dtype(cfg.dtype, self.device)
+        self.policy.eval()
+
+    def update(
+        self,
+        minis: Sequence[Sequence[Part]],
+        schedule: Sequence[int],
+        algo: AlgorithmConfig,
+        optim: OptimConfig,
+        temperature: float,
+    ) -> UpdateStats:
+        return ppo_update(
+            self.policy,
+            self.reference,
+            self.optimizer,
+            self.scheduler,
+            minis,
+            schedule,
+            algo,
+            optim,
+            temperature,
+            self.amp,
+        )
+
+    def model_state(self) -> dict[str, torch.Tensor]:
+        """The full weights on the CPU (rank 0; the others return an empty dict)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_model_state_dict(self.policy, options=opts)
+
+    def optimizer_state(self) -> dict[str, Any]:
+        return full_optimizer_state(self.optimizer)
+
+    def scheduler_state(self) -> dict[str, Any]:
+        return dict(self.scheduler.state_dict())
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def deal(minis: Sequence[Sequence[Part]], ranks: int) -> list[list[list[Part]]]:
+    """Each mini-batch's micro-batches dealt out to ``ranks`` ranks, largest first (padded
+    positions) to the least loaded, then every rank's share padded to the same count with
+    stand-ins (a copy of the mini-batch's smallest micro-batch, weight 0, not counted).
+    Returns shares[rank][mini] → parts."""
+    shares: list[list[list[Part]]] = [[] for _ in range(ranks)]
+    for parts in minis:
+        load = [0] * ranks
+        split: list[list[Part]] = [[] for _ in range(ranks)]
+        for part in sorted(parts, key=lambda p: -p.batch.input_ids.numel()):
+            r = min(range(ranks), key=lambda i: (load[i], i))
+            split[r].append(part)
+            load[r] += part.batch.input_ids.numel()
+        width = max(len(s) for s in split)
+        if parts:
+            smallest = min(parts, key=lambda p: p.batch.input_ids.numel())
+            for s in split:
+                s.extend(Part(smallest.batch, 0.0, counted=False) for _ in range(width - len(s)))
+        for r in range(ranks):
+            shares[r].append(split[r])
+    return shares
+
+
+class FSDPLearner:
+    """The update on ``ranks`` ``TrainRank`` actors (see the module docstring); starts from
+    ``policy``'s weights and ``optimizer``'s and ``scheduler``'s states (a resumed run's). Ray
+    must be running; call ``close`` when done."""
+
+    def __init__(
+        self,
+        spec: RankSpec,
+        ranks: int,
+        policy: Any,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any | None,
+        cpus_per_rank: float = 1.0,
+        gpus_per_rank: float = 0.0,
+        start_timeout: float = 600.0,
+    ) -> None:
+        import ray
+
+        if ranks < 1:
+            raise ValueError(f"ranks must be >= 1, got {ranks}")
+        actor: Any = ray.remote(num_cpus=cpus_per_rank, num_gpus=gpus_per_rank)(TrainRank)
+        self.ranks: list[Any] = [actor.remote(spec, r, ranks) for r in range(ranks)]
+        try:
+            master = ray.get(self.ranks[0].address.remote(), timeout=start_timeout)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise RuntimeError(
+                f"{ranks} training ranks ({cpus_per_rank} CPUs, {gpus_per_rank} GPUs each) did "
+                f"not start within {start_timeout:.0f} s; Ray has "
+                f"{ray.available_resources()} free of {ray.cluster_resources()}"  # type: ignore[no-untyped-call]
+            ) from None
+        state = ray.put({k: v.detach().cpu() for k, v in policy.state_dict().items()})
+        opt = optimizer.state_dict()
+        sched = scheduler.state_dict() if scheduler is not None else None
+        ray.get([r.setup.remote(master, state, opt, sched) for r in self.ranks])
+        self.gather_seconds = 0.0  # the latest weight gather into the driver
+
+    def update(
+        self,
+        minis: Sequence[Sequence[Part]],
+        schedule: Sequence[int],
+        algo: AlgorithmConfig,
+        optim: OptimConfig,
+        temperature: float,
+    ) -> UpdateStats:
+        """``ppo_update`` on the ranks; the metrics summed over their counted micro-batches."""
+        import ray
+
+        shares = deal(minis, len(self.ranks))
+        out: list[UpdateStats] = ray.get(
+            [
+                r.update.remote(share, schedule, algo, optim, temperature)
+                for r, share in zip(self.ranks, shares, strict=True)
+            ]
+        )
+        stats = out[0]  # grad norms and skips are the same on every rank
+        for other in out[1:]:
+            for k, v in other.sums.items():
+                stats.sums[k] += v
+            stats.n_micro += other.n_micro
+        return stats
+
+    def load_into(self, policy: Any, scheduler: Any | None) -> None:
+        """The gathered weights into ``policy``, the schedule's position into ``scheduler``."""
+        import ray
+
+        t0 = time.perf_counter()
+        states = ray.get([r.model_state.remote() for r in self.ranks])
+        with torch.no_grad():
+            policy.load_state_dict(states[0])
+        if scheduler is not None:
+            scheduler.load_state_dict(ray.get(self.ranks[0].scheduler_state.remote()))
+        self.gather_seconds = time.perf_counter() - t0
+        log.info("weights gathered from %d ranks in %.2f s", len(self.ranks), self.gather_seconds)
+
+    def load_optimizer_into(self, optimizer: torch.optim.Optimizer) -> None:
+        """The gathered AdamW state into the driver's ``optimizer`` (before a checkpoint)."""
+        import ray
+
+        states = ray.get([r.optimizer_state.remote() for r in self.ranks])
+        optimizer.load_state_dict(states[0])
+
+    def close(self) -> None:
+        import ray
+
+        with contextlib.suppress(Exception):  # a dead rank: killing it is all that is left
+            ray.get([r.close.remote() for r in self.ranks], timeout=30)
+        for r in self.ranks:
+            ray.kill(r, no_restart=True)
+        self.ranks = []

@@ -1,0 +1,127 @@
+"""The update on two FSDP2 ranks over gloo (``distributed.fsdp``): one RL step moves the
+parameters and the AdamW state as one process does, within fp32 rounding."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import agent_fixtures
+from agent_fixtures import FACTS, PEOPLE, WordTool, trained_agent
+from treegrpo.agent.stops import StepStopper
+from treegrpo.distributed.fsdp import FSDPLearner, RankSpec, deal
+from treegrpo.engine.hf import HFEngine
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.rollout.records import LeafSequence
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.source import LocalRollout
+from treegrpo.train.batch import make_micro_batches
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
+from treegrpo.train.policy import prepare_policy
+from treegrpo.train.step import Batch, rl_step
+from treegrpo.train.trainer import make_optimizer
+from treegrpo.train.update import weighted
+
+LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
+SAMPLING = SamplingParams(max_new_tokens=40)
+
+
+def test_deal_gives_every_rank_as_many_micro_batches_and_keeps_the_weights() -> None:
+    seqs = [[1] * n for n in (5, 9, 3, 12, 7)]
+    leaves = [LeafSequence(s, [0] + [1] * (len(s) - 1), [0.0] * len(s), 1) for s in seqs]
+    mbs = make_micro_batches(leaves, [1.0] * 5, max_tokens=12)
+    parts = weighted(mbs, "token-mean")
+    assert len(parts) >= 3
+    shares = deal([parts, parts[:1]], ranks=2)
+    for mini in range(2):
+        counts = [len(shares[r][mini]) for r in range(2)]
+        assert counts[0] == counts[1]
+        dealt = [p for r in range(2) for p in shares[r][mini] if p.counted]
+        assert sorted(id(p) for p in dealt) == sorted(id(p) for p in [parts, parts[:1]][mini])
+        stand_ins = [p for r in range(2) for p in shares[r][mini] if not p.counted]
+        assert all(p.weight == 0.0 for p in stand_ins)
+    assert len([p for r in range(2) for p in shares[r][1] if not p.counted]) == 1
+    assert sum(p.weight for r in range(2) for p in shares[r][0]) == pytest.approx(1.0)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.cloudpickle.register_pickle_by_value(agent_fixtures)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    ray.shutdown()
+
+
+def _batch(agent):  # type: ignore[no-untyped-def]
+    people = PEOPLE[:4]
+    return Batch(
+        [agent.prompt(p) for p in people],
+        [[FACTS[p]] for p in people],
+        [f"toy-{p}" for p in people],
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lora", [0, 4])
+def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int) -> None:  # type: ignore[no-untyped-def]
+    """Full fine-tuning with a KL term (the reference sharded too) and an entropy bonus, or
+    LoRA (its base is the reference); two mini-batches of several micro-batches each."""
+    agent = trained_agent()
+    agent.model.save_pretrained(tmp_path)
+    cfg = ModelConfig(lora_rank=lora, cpu_speedups=False)
+    optim = OptimConfig(lr=1e-3, mini_batch_prompts=2, micro_batch_tokens=600, warmup_steps=3)
+    algo = AlgorithmConfig(m=2, kl_coef=0.05, entropy_coef=0.01)
+    runs = {}
+    for where in ("here", "ranks"):
+        policy = prepare_policy(copy.deepcopy(agent.model), cfg, seed=0)
+        reference = copy.deepcopy(agent.model).requires_grad_(False) if not lora else None
+        opt, sched = make_optimizer(policy, optim)
+        engine = HFEngine(policy, agent.tokenizer, StepStopper(agent.tokenizer), cpu_speedups=False)
+        learner = None
+        if where == "ranks":
+            spec = RankSpec(str(tmp_path), cfg, optim, reference=not lora, seed=0)
+            learner = FSDPLearner(spec, 2, policy, opt, sched)
+        rollouts = LocalRollout(engine, agent.protocol, WordTool())
+        metrics = rl_step(
+            policy,
+            reference,
+            opt,
+            sched,
+            rollouts,
+            agent.protocol,
+            _batch(agent),
+            algo,
+            optim,
+            SAMPLING,
+            LIMITS,
+            seed=0,
+            learner=learner,
+        )
+        if learner is not None:
+            learner.load_optimizer_into(opt)
+            learner.close()
+        runs[where] = (policy, opt, sched, metrics)
+    (p1, o1, s1, m1), (p2, o2, s2, m2) = runs["here"], runs["ranks"]
+    assert m1["train/updates"] == m2["train/updates"] == 2
+    assert m1["reward/mean"] == m2["reward/mean"]
+    for key in ("loss/pg_loss", "loss/kl", "loss/entropy", "train/grad_norm"):
+        assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-7), key
+    moved = 0
+    start = dict(prepare_policy(copy.deepcopy(agent.model), cfg, seed=0).named_parameters())
+    for (name, a), (_, b) in zip(p1.named_parameters(), p2.named_parameters(), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6, msg=name)
+        moved += int(not torch.equal(a, start[name]))
+    assert moved == sum(p.requires_grad for p in p1.parameters())  # every trained one moved
+    s1_state, s2_state = o1.state_dict(), o2.state_dict()
+    assert s1_state["state"].keys() == s2_state["state"].keys()
+    for i, st in s1_state["state"].items():
+        for k in ("exp_avg", "exp_avg_sq", "step"):
+            torch.testing.assert_close(s2_state["state"][i][k], st[k], rtol=1e-4, atol=1e-8)
+    assert s1.state_dict()["last_epoch"] == s2.state_dict()["last_epoch"] == 2
