@@ -4,8 +4,10 @@ parameters and the AdamW state as one process does, within fp32 rounding."""
 from __future__ import annotations
 
 import copy
+import json
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,58 @@ def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int) -> 
         for k in ("exp_avg", "exp_avg_sq", "step"):
             torch.testing.assert_close(s2_state["state"][i][k], st[k], rtol=1e-4, atol=1e-8)
     assert s1.state_dict()["last_epoch"] == s2.state_dict()["last_epoch"] == 2
+
+
+@pytest.mark.slow
+def test_the_embedded_job_on_two_ranks_checkpoints_for_transformers_and_resumes_in_one_process(  # type: ignore[no-untyped-def]
+    cluster, tmp_path, monkeypatch
+) -> None:
+    """`treegrpo train --cluster.train-ranks 2` for two steps, then `--run.resume` in one
+    process for a third: the same rewards per step and the same final weights (fp32 rounding)
+    as three steps in one process; the sharded run's checkpoint loads in plain transformers."""
+    from transformers import AutoModelForCausalLM
+
+    from agent_fixtures import TINY_WARM
+    from treegrpo.jobs.embedded import run_embedded
+    from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
+    from treegrpo.train.checkpoint import latest_checkpoint
+    from treegrpo.train.config import ClusterConfig
+
+    monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
+    world = replace(DEFAULT_EMBEDDED, eval_questions=4, max_new_tokens=16)
+    algo = replace(DEFAULT_ALGO, skip_uniform_prompts=False)
+    base = replace(DEFAULT_RUN, steps=3, prompts_per_step=4, save_every=1)
+
+    def job(name: str, steps: int, cluster_cfg: ClusterConfig, resume: bool = False) -> None:
+        run = replace(base, out_dir=str(tmp_path / name), steps=steps, resume=resume)
+        run_embedded(
+            algo, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False, cluster=cluster_cfg
+        )
+
+    job("local", 3, ClusterConfig())
+    job("ranks", 2, ClusterConfig(train_ranks=2))
+    sharded = latest_checkpoint(tmp_path / "ranks")
+    assert sharded is not None and sharded.name == "step-000002"
+    plain = AutoModelForCausalLM.from_pretrained(sharded / "model")  # no treegrpo needed
+    local2 = AutoModelForCausalLM.from_pretrained(tmp_path / "local/checkpoints/step-000002/model")
+    for (name, a), (_, b) in zip(local2.named_parameters(), plain.named_parameters(), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
+    job("ranks", 3, ClusterConfig(), resume=True)  # the third step in one process
+
+    def steps(name: str) -> list[dict[str, float]]:
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    local, resumed = steps("local"), steps("ranks")
+    assert [m["step"] for m in resumed] == [1, 2, 3]
+    for a, b in zip(local, resumed, strict=True):
+        assert b["reward/mean"] == a["reward/mean"] and b["agent/leaves"] == a["agent/leaves"]
+        assert b["loss/pg_loss"] == pytest.approx(a["loss/pg_loss"], rel=1e-3, abs=1e-6)
+    final_local = AutoModelForCausalLM.from_pretrained(
+        tmp_path / "local/checkpoints/step-000003/model"
+    )
+    final = AutoModelForCausalLM.from_pretrained(tmp_path / "ranks/checkpoints/step-000003/model")
+    for (name, a), (_, b) in zip(
+        final_local.named_parameters(), final.named_parameters(), strict=True
+    ):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)

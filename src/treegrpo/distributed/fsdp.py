@@ -43,8 +43,9 @@ from typing import Any
 
 import torch
 
+from treegrpo.distributed.rollout import join_ray
 from treegrpo.models.load import load_model
-from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
+from treegrpo.train.config import AlgorithmConfig, ClusterConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
 from treegrpo.train.precision import autocast_dtype
 from treegrpo.train.trainer import make_optimizer
@@ -96,12 +97,18 @@ def shard(model: Any, mesh: Any) -> Any:
 def full_optimizer_state(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """The optimizer's state with every sharded tensor gathered, on the CPU, in the layout of a
     single-process ``state_dict`` (parameter indices). Collective: every rank calls it."""
-    sd = optimizer.state_dict()
+    sd = optimizer.state_dict()  # its per-parameter dicts are the optimizer's own: copy
+    state = {}
     for i in sorted(sd["state"]):  # the same order on every rank
-        for k, v in sd["state"][i].items():
-            full = getattr(v, "full_tensor", None)
-            sd["state"][i][k] = (full() if full is not None else v).detach().cpu()
-    return sd
+        state[i] = {k: _gathered(v) for k, v in sd["state"][i].items()}
+    return {"state": state, "param_groups": sd["param_groups"]}
+
+
+def _gathered(value: Any) -> Any:
+    full = getattr(value, "full_tensor", None)
+    if full is not None:
+        return full().detach().cpu()
+    return value.detach().cpu() if torch.is_tensor(value) else value
 
 
 def load_full_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
@@ -142,7 +149,7 @@ class TrainRank:
         """Where rank 0 listens for the process group."""
         import ray
 
-        return ray.util.get_node_ip_address(), free_port()
+        return ray.util.get_node_ip_address(), free_port()  # type: ignore[no-untyped-call]
 
     def setup(
         self,
@@ -203,7 +210,7 @@ class TrainRank:
             self.amp,
         )
 
-    def model_state(self) -> dict[str, torch.Tensor]:
+    def model_state(self) -> dict[str, Any]:
         """The full weights on the CPU (rank 0; the others return an empty dict)."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
@@ -336,3 +343,37 @@ class FSDPLearner:
         for r in self.ranks:
             ray.kill(r, no_restart=True)
         self.ranks = []
+
+
+def start_learner(
+    cluster: ClusterConfig,
+    model_dir: Path,
+    model: ModelConfig,
+    optim: OptimConfig,
+    reference: bool,
+    seed: int,
+    policy: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any | None,
+) -> FSDPLearner:
+    """Join (or start) the Ray cluster of ``cluster.ray_address`` and start the update's
+    ``cluster.train_ranks`` ranks from ``policy``, ``optimizer`` and ``scheduler`` as they are."""
+    join_ray(cluster)
+    spec = RankSpec(
+        str(model_dir),
+        model,
+        optim,
+        reference=reference,
+        seed=seed,
+        cuda=cluster.gpus_per_rank > 0,
+        threads=max(1, int(cluster.cpus_per_rank)),
+    )
+    return FSDPLearner(
+        spec,
+        cluster.train_ranks,
+        policy,
+        optimizer,
+        scheduler,
+        cluster.cpus_per_rank,
+        cluster.gpus_per_rank,
+    )

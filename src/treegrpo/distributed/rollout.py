@@ -284,6 +284,14 @@ class RayRollout:
             ray.get(worker.update_weights.remote(self._state, self.version))
 
 
+def join_ray(cluster: ClusterConfig) -> None:
+    """Join the Ray cluster of ``cluster.ray_address`` (None: start a local one), once."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=cluster.ray_address, include_dashboard=False, configure_logging=False)
+
+
 def start_workers(
     cluster: ClusterConfig,
     model_dir: Path,
@@ -294,10 +302,7 @@ def start_workers(
 ) -> RayRollout:
     """Join (or start) the Ray cluster of ``cluster.ray_address`` and start its rollout
     workers on ``model_dir``."""
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(address=cluster.ray_address, include_dashboard=False, configure_logging=False)
+    join_ray(cluster)
     spec = WorkerSpec(
         str(model_dir),
         engine,

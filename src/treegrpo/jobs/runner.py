@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from treegrpo.distributed.fsdp import FSDPLearner, start_learner
 from treegrpo.distributed.rollout import RayRollout, start_workers
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
@@ -136,7 +137,7 @@ def run_job(
         report = job.held_out(model, tokenizer, engine)  # the policy, with the trainer's engine
         return {"eval/em": report["overall"]["em"], "eval/f1": report["overall"]["f1"]}
 
-    workers: list[RayRollout] = []
+    workers: list[RayRollout | FSDPLearner] = []
 
     def rollout_workers() -> RayRollout:  # cluster.rollout_workers > 0: sampling on Ray
         ray_rollout = start_workers(
@@ -149,6 +150,21 @@ def run_job(
         )
         workers.append(ray_rollout)
         return ray_rollout
+
+    def train_ranks(policy: Any, optimizer: Any, scheduler: Any) -> FSDPLearner:  # FSDP2
+        learner = start_learner(
+            cluster,
+            job.model_dir,
+            model_cfg,
+            optim,
+            reference=algo.kl_coef > 0 and model_cfg.lora_rank == 0,
+            seed=run.seed,
+            policy=policy,
+            optimizer=optimizer,
+            scheduler=scheduler,
+        )
+        workers.append(learner)
+        return learner
 
     bar = TrainProgress(run.steps) if progress else None
     t1 = time.perf_counter()
@@ -168,6 +184,7 @@ def run_job(
             on_step=bar.update if bar else None,
             model_cfg=model_cfg,
             rollout_source=rollout_workers if cluster.rollout_workers > 0 else None,
+            learner=train_ranks if cluster.train_ranks > 0 else None,
         )
     finally:
         for w in workers:

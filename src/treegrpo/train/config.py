@@ -177,7 +177,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Scaling out: rollout workers on Ray (``treegrpo.distributed``; `pip install ray`)."""
+    """Scaling out on Ray (``treegrpo.distributed``; `pip install ray`): rollout workers, and the
+    update's FSDP2 ranks."""
 
     rollout_workers: int = 0
     """Rollout workers on Ray (0: sample in this process). Each holds its own engine
@@ -193,9 +194,19 @@ class ClusterConfig:
     on CUDA."""
     max_restarts: int = 3
     """How often a worker whose process dies is restarted (its prompts are sampled again)."""
+    train_ranks: int = 0
+    """Ranks of the update on Ray, the policy sharded over them with FSDP2
+    (``treegrpo.distributed.fsdp``; 0: the update runs in this process). The weights are
+    gathered after every update for the rollout, evaluations and checkpoints."""
+    cpus_per_rank: float = 1.0
+    """CPU cores Ray reserves for each rank (its torch threads, at least one)."""
+    gpus_per_rank: float = 0.0
+    """GPUs Ray reserves for each rank (1 each for NCCL; > 0 puts the ranks on CUDA)."""
 
     def __post_init__(self) -> None:
-        if self.rollout_workers < 0 or self.max_restarts < 0:
-            raise ValueError("rollout_workers and max_restarts must be >= 0")
-        if self.cpus_per_worker < 0 or self.gpus_per_worker < 0:
-            raise ValueError("cpus_per_worker and gpus_per_worker must be >= 0")
+        if self.rollout_workers < 0 or self.max_restarts < 0 or self.train_ranks < 0:
+            raise ValueError("rollout_workers, train_ranks and max_restarts must be >= 0")
+        if min(self.cpus_per_worker, self.gpus_per_worker, self.cpus_per_rank) < 0:
+            raise ValueError("cpus_per_worker, gpus_per_worker and cpus_per_rank must be >= 0")
+        if self.gpus_per_rank < 0:
+            raise ValueError("gpus_per_rank must be >= 0")

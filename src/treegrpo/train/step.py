@@ -48,6 +48,10 @@ class Learner(Protocol):
         into ``scheduler``."""
         ...
 
+    def load_optimizer_into(self, optimizer: torch.optim.Optimizer) -> None:
+        """Copy the optimizer's state into ``optimizer`` (a checkpoint saves it)."""
+        ...
+
 
 @dataclass
 class Batch:

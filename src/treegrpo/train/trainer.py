@@ -50,7 +50,7 @@ from treegrpo.train.checkpoint import (
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.policy import load_adapter, prepare_policy
 from treegrpo.train.precision import autocast_dtype
-from treegrpo.train.step import Batch, rl_step
+from treegrpo.train.step import Batch, Learner, rl_step
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ def train(
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     model_cfg: ModelConfig = ModelConfig(),
     rollout_source: Callable[[], RolloutSource] | None = None,
+    learner: Callable[[Any, torch.optim.Optimizer, Any], Learner] | None = None,
 ) -> Path:
     """Train from ``model_path`` (or resume) and return the run directory.
 
@@ -113,7 +114,10 @@ def train(
     checkpointing, device, forward precision, engine and the CPU speed-ups; rollout_source:
     makes where the forests come from (rollout workers, ``treegrpo.distributed``; default: this
     process's ``model_cfg.engine`` on the policy), which gets the policy's weights at the start
-    and after every update.
+    and after every update; learner(policy, optimizer, scheduler): makes where the update runs
+    when not in this process (the FSDP ranks of ``treegrpo.distributed.fsdp``), starting from
+    these as they are (a resumed run's); the policy then mirrors its weights after every update
+    and the optimizer its state before every checkpoint.
     """
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -133,7 +137,7 @@ def train(
         load_adapter(policy, ckpt / "adapter")
     policy.to(device)
     reference = None
-    if algo.kl_coef > 0 and not lora:  # with LoRA the base model (adapters off) is the reference
+    if algo.kl_coef > 0 and not lora and learner is None:  # LoRA: the base (adapters off) is it
         reference, _ = load_model(Path(model_path))  # the frozen starting policy
         reference.eval().requires_grad_(False).to(device)
     # the CPU speed-ups (engine.cpu.speedups): routes kept on the models for the whole run, so
@@ -174,6 +178,7 @@ def train(
     else:
         rollouts = rollout_source()
         rollouts.update_weights(policy)  # the workers start from the policy as it is now
+    update = learner(policy, optimizer, scheduler) if learner is not None else None
     prompts = {}  # rendered once per question
     writer = _tensorboard(out / "tb")
     with open(out / "metrics.jsonl", "a") as log:
@@ -202,6 +207,7 @@ def train(
                 limits,
                 seed=run.seed * 1_000_003 + step,
                 autocast_dtype=amp,
+                learner=update,
             )
             speedups.release_memory(fast)  # else the heap fragments and memory grows every step
             metrics["train/lr"] = float(scheduler.get_last_lr()[0])
@@ -212,6 +218,8 @@ def train(
             if on_step is not None:
                 on_step(done, metrics)
             if done % run.save_every == 0 or done == run.steps:
+                if update is not None:
+                    update.load_optimizer_into(optimizer)  # the ranks' AdamW state, gathered
                 save_checkpoint(
                     out,
                     done,
