@@ -7,11 +7,14 @@
 # 1. the engine's tests on CUDA (tests/engine parametrize their model over cpu and cuda):
 #    log-probs against a fresh forward, cache on = cache off, lean decode = model forward;
 # 2. bench/rollout.py's B workloads (tree (2,2,1), cached vs re-prefill, one run each per
-#    round) on a random-weight Qwen2 of realistic width on the GPU.
+#    round) on a random-weight Qwen2 of realistic width on the GPU;
+# 3. bench/fsdp_check.py: the update on one FSDP2 rank (NCCL) against the one-process update on
+#    the same micro-batches (parameters equal within fp32 rounding, and the times). Ray is not on
+#    that machine, so the rank runs in process; the rollout worker's engine is the one of 1.
 #
 # The machine has torch, transformers, peft, tokenizers and hypothesis (KINDS.md of the device
 # tool), which is all that this needs: src/ goes on PYTHONPATH, nothing is installed.
-# Smoke test on a CPU (58 s): DEVICE=cpu B_HIDDEN=128 B_LAYERS=2 PROMPTS=2 REPEATS=1 \
+# Smoke test on a CPU: DEVICE=cpu B_HIDDEN=128 B_LAYERS=2 PROMPTS=2 REPEATS=1 F_HIDDEN=128 F_LAYERS=2 \
 #   PYTHON=.venv/bin/python bash bench/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,3 +42,7 @@ for workload in search feedback; do
         --repeats "${REPEATS:-2}" --out "$out/rollout-$workload-$device.json" 2>&1 \
         | tail -4 | tee "$out/rollout-$workload-$device.log"
 done
+
+timeout "${FSDP_LIMIT:-120}" $py bench/fsdp_check.py --device "$device" \
+    --hidden "${F_HIDDEN:-1024}" --layers "${F_LAYERS:-8}" --out "$out/fsdp-$device.json" 2>&1 \
+    | tail -3 | tee "$out/fsdp-$device.log"

@@ -43,7 +43,6 @@ from typing import Any
 
 import torch
 
-from treegrpo.distributed.rollout import join_ray
 from treegrpo.models.load import load_model
 from treegrpo.train.config import AlgorithmConfig, ClusterConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
