@@ -357,6 +357,8 @@ def start_learner(
 ) -> FSDPLearner:
     """Join (or start) the Ray cluster of ``cluster.ray_address`` and start the update's
     ``cluster.train_ranks`` ranks from ``policy``, ``optimizer`` and ``scheduler`` as they are."""
+    from treegrpo.distributed.rollout import join_ray  # not at import: bench/fsdp_check.py
+
     join_ray(cluster)
     spec = RankSpec(
         str(model_dir),
