@@ -86,14 +86,17 @@ def test_cluster_flags_reach_the_job_and_the_resolved_file(
 ) -> None:
     out = tmp_path / "r"
     args = ["--cluster.rollout-workers", "2", "--cluster.ray-address", "auto"]
+    args += ["--cluster.train-ranks", "4", "--cluster.gpus-per-rank", "1"]
     cli.main(["train", f"--run.out-dir={out}", *args])
     (got,) = calls
-    assert got["cluster"] == ClusterConfig(rollout_workers=2, ray_address="auto")
+    assert got["cluster"] == ClusterConfig(
+        rollout_workers=2, ray_address="auto", train_ranks=4, gpus_per_rank=1.0
+    )
     assert load_config(out / "config.yaml", cli.TRAIN_SECTIONS)["cluster"] == got["cluster"]
     with pytest.raises(SystemExit):
-        cli.main(["train", f"--run.out-dir={tmp_path / 'x'}", "--cluster.rollout-workers", "-1"])
+        cli.main(["train", f"--run.out-dir={tmp_path / 'x'}", "--cluster.train-ranks", "-1"])
     err = capsys.readouterr().err
-    assert "rollout_workers and max_restarts" in err and "cluster" in err
+    assert "train_ranks must be >= 0, got -1" in err and "cluster" in err
 
 
 def test_a_bad_file_stops_with_its_name_and_key(

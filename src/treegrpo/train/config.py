@@ -204,9 +204,14 @@ class ClusterConfig:
     """GPUs Ray reserves for each rank (1 each for NCCL; > 0 puts the ranks on CUDA)."""
 
     def __post_init__(self) -> None:
-        if self.rollout_workers < 0 or self.max_restarts < 0 or self.train_ranks < 0:
-            raise ValueError("rollout_workers, train_ranks and max_restarts must be >= 0")
-        if min(self.cpus_per_worker, self.gpus_per_worker, self.cpus_per_rank) < 0:
-            raise ValueError("cpus_per_worker, gpus_per_worker and cpus_per_rank must be >= 0")
-        if self.gpus_per_rank < 0:
-            raise ValueError("gpus_per_rank must be >= 0")
+        for name in (
+            "rollout_workers",
+            "max_restarts",
+            "train_ranks",
+            "cpus_per_worker",
+            "gpus_per_worker",
+            "cpus_per_rank",
+            "gpus_per_rank",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
