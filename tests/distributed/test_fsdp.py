@@ -74,7 +74,8 @@ def _batch(agent):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("lora", [0, 4])
 def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int) -> None:  # type: ignore[no-untyped-def]
     """Full fine-tuning with a KL term (the reference sharded too) and an entropy bonus, or
-    LoRA (its base is the reference); two mini-batches of several micro-batches each."""
+    LoRA (its base is the reference); two mini-batches of several micro-batches each; two
+    steps, the second on new ranks given the first's gathered weights and AdamW state."""
     agent = trained_agent()
     agent.model.save_pretrained(tmp_path)
     cfg = ModelConfig(lora_rank=lora, cpu_speedups=False)
@@ -86,35 +87,40 @@ def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int) -> 
         reference = copy.deepcopy(agent.model).requires_grad_(False) if not lora else None
         opt, sched = make_optimizer(policy, optim)
         engine = HFEngine(policy, agent.tokenizer, StepStopper(agent.tokenizer), cpu_speedups=False)
-        learner = None
-        if where == "ranks":
-            spec = RankSpec(str(tmp_path), cfg, optim, reference=not lora, seed=0)
-            learner = FSDPLearner(spec, 2, policy, opt, sched)
         rollouts = LocalRollout(engine, agent.protocol, WordTool())
-        metrics = rl_step(
-            policy,
-            reference,
-            opt,
-            sched,
-            rollouts,
-            agent.protocol,
-            _batch(agent),
-            algo,
-            optim,
-            SAMPLING,
-            LIMITS,
-            seed=0,
-            learner=learner,
-        )
-        if learner is not None:
-            learner.load_optimizer_into(opt)
-            learner.close()
+        metrics = []
+        for step in range(2):
+            learner = None
+            if where == "ranks":  # new ranks every step: they start from the driver's state
+                spec = RankSpec(str(tmp_path), cfg, optim, reference=not lora, seed=0)
+                learner = FSDPLearner(spec, 2, policy, opt, sched)
+            metrics.append(
+                rl_step(
+                    policy,
+                    reference,
+                    opt,
+                    sched,
+                    rollouts,
+                    agent.protocol,
+                    _batch(agent),
+                    algo,
+                    optim,
+                    SAMPLING,
+                    LIMITS,
+                    seed=step,
+                    learner=learner,
+                )
+            )
+            if learner is not None:
+                learner.load_optimizer_into(opt)  # as before a checkpoint
+                learner.close()
         runs[where] = (policy, opt, sched, metrics)
-    (p1, o1, s1, m1), (p2, o2, s2, m2) = runs["here"], runs["ranks"]
-    assert m1["train/updates"] == m2["train/updates"] == 2
-    assert m1["reward/mean"] == m2["reward/mean"]
-    for key in ("loss/pg_loss", "loss/kl", "loss/entropy", "train/grad_norm"):
-        assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-7), key
+    (p1, o1, s1, steps1), (p2, o2, s2, steps2) = runs["here"], runs["ranks"]
+    for m1, m2 in zip(steps1, steps2, strict=True):
+        assert m1["train/updates"] == m2["train/updates"] == 2
+        assert m1["reward/mean"] == m2["reward/mean"]
+        for key in ("loss/pg_loss", "loss/kl", "loss/entropy", "train/grad_norm"):
+            assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-7), key
     moved = 0
     start = dict(prepare_policy(copy.deepcopy(agent.model), cfg, seed=0).named_parameters())
     for (name, a), (_, b) in zip(p1.named_parameters(), p2.named_parameters(), strict=True):
@@ -125,8 +131,8 @@ def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int) -> 
     assert s1_state["state"].keys() == s2_state["state"].keys()
     for i, st in s1_state["state"].items():
         for k in ("exp_avg", "exp_avg_sq", "step"):
-            torch.testing.assert_close(s2_state["state"][i][k], st[k], rtol=1e-4, atol=1e-8)
-    assert s1.state_dict()["last_epoch"] == s2.state_dict()["last_epoch"] == 2
+            torch.testing.assert_close(s2_state["state"][i][k], st[k], rtol=1e-3, atol=1e-7)
+    assert s1.state_dict()["last_epoch"] == s2.state_dict()["last_epoch"] == 4
 
 
 @pytest.mark.slow
