@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agent_fixtures import FACTS, PEOPLE, WordTool
+from treegrpo import cli
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.train import checkpoint as ckpt_module
@@ -69,6 +70,13 @@ def test_resume_equals_no_interruption(model_dir: Path, tmp_path: Path) -> None:
     start = AutoModelForCausalLM.from_pretrained(model_dir).state_dict()
     assert any(not torch.equal(start[k], a[k]) for k in a)  # training moved the weights
     assert (straight / "config.json").exists() and (straight / "tb").is_dir()
+    # the first step's forests are kept (forests_every=10) and `treegrpo view` draws them
+    kept = json.loads((straight / "forests" / "step-000001.json").read_text())
+    assert kept["step"] == 1 and len(kept["prompts"]) == 4
+    assert sorted((straight / "forests").iterdir()) == [straight / "forests" / "step-000001.json"]
+    cli.main(["view", str(straight)])
+    page = (straight / "view" / "step-000001.html").read_text()
+    assert kept["prompts"][0]["question"] in page and "reward" in page
 
 
 @pytest.mark.slow

@@ -292,6 +292,23 @@ def prepare_corpus(
     """
 
 
+@_runs_in_commands
+def view(
+    run_dir: tyro.conf.Positional[Path],
+    out: Path | None = None,
+    serve: bool = False,
+    port: int = 8000,
+) -> None:
+    """Write the rollout trees a run kept (forests/) as self-contained HTML pages.
+
+    Args:
+        run_dir: A `treegrpo train` run directory.
+        out: Where the pages go (default RUN_DIR/view).
+        serve: Also serve them on http://127.0.0.1:PORT until interrupted.
+        port: The port for --serve.
+    """
+
+
 def main(args: Sequence[str] | None = None) -> None:
     """Entry point of the ``treegrpo`` script (``args``: instead of sys.argv[1:], for tests)."""
     argv = list(sys.argv[1:] if args is None else args)
@@ -304,6 +321,7 @@ def main(args: Sequence[str] | None = None) -> None:
         "budget": budget,
         "bench-budget": bench_budget,
         "serve": serve,
+        "view": view,
     }
     if argv[:1] == ["bench"] and len(argv) > 1:  # `treegrpo bench budget` = `bench-budget`
         argv = [f"bench-{argv[1]}", *argv[2:]]

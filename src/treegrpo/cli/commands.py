@@ -9,6 +9,8 @@ This module loads torch, transformers, peft and datasets (through ``jobs``, ``ev
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.server
 import logging
 import sys
 from collections import Counter
@@ -50,6 +52,7 @@ from treegrpo.train.config import (
     RunConfig,
 )
 from treegrpo.train.yaml_config import dump_config
+from treegrpo.viz.trees import write_pages
 
 
 def budget(*, depth: int) -> None:
@@ -346,3 +349,20 @@ def prepare_corpus(
             n = write_flashrag(out, wiki_questions(split))
             print(f"wrote {n} {split} questions to {out}", file=sys.stderr)
     print(path)
+
+
+def view(*, run_dir: Path, out: Path | None, serve: bool, port: int) -> None:
+    """`treegrpo view` (``treegrpo.cli.view`` documents the flags)."""
+    try:
+        pages = write_pages(run_dir, out)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"treegrpo view: {exc}") from None
+    print(f"wrote {len(pages) - 1} step pages and {pages[0]}")
+    if serve:
+        handler = functools.partial(
+            http.server.SimpleHTTPRequestHandler, directory=str(pages[0].parent)
+        )
+        with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
+            print(f"serving on http://127.0.0.1:{port}/ (Ctrl-C stops)")
+            with contextlib.suppress(KeyboardInterrupt):
+                httpd.serve_forever()

@@ -42,7 +42,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    set_model_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import DTensor, distribute_tensor
 
+from treegrpo.distributed.rollout import join_ray
 from treegrpo.models.load import load_model
 from treegrpo.train.config import AlgorithmConfig, ClusterConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
@@ -77,8 +87,6 @@ def shard(model: Any, mesh: Any) -> Any:
     """FSDP2 over ``mesh``: each decoder layer (the model's ``_no_split_modules`` classes) is one
     unit, the embeddings, final norm and head are the root's; gradients are summed over ranks,
     not averaged (each rank's loss is already its share of the mean)."""
-    from torch.distributed.fsdp import FSDPModule, fully_shard
-
     layers: set[str] = set()
     for m in model.modules():
         layers.update(getattr(m, "_no_split_modules", None) or ())
@@ -113,8 +121,6 @@ def _gathered(value: Any) -> Any:
 def load_full_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """Load a single-process optimizer state into an optimizer over sharded parameters: each
     tensor shaped like its parameter is cut into the parameter's shard."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
     params = [p for g in optimizer.param_groups for p in g["params"]]
     sd = {"state": {}, "param_groups": state["param_groups"]}
     for i, st in state["state"].items():
@@ -159,10 +165,6 @@ class TrainRank:
     ) -> None:
         """Join the process group, build the sharded policy (and reference) and load the
         driver's weights, optimizer state and schedule position into them."""
-        import torch.distributed as dist
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
-        from torch.distributed.device_mesh import init_device_mesh
-
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
         backend = "nccl" if self.spec.cuda else "gloo"
         if self.spec.cuda:
@@ -211,8 +213,6 @@ class TrainRank:
 
     def model_state(self) -> dict[str, Any]:
         """The full weights on the CPU (rank 0; the others return an empty dict)."""
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
         opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
         return get_model_state_dict(self.policy, options=opts)
 
@@ -223,7 +223,6 @@ class TrainRank:
         return dict(self.scheduler.state_dict())
 
     def close(self) -> None:
-        import torch.distributed as dist
 
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -357,8 +356,6 @@ def start_learner(
 ) -> FSDPLearner:
     """Join (or start) the Ray cluster of ``cluster.ray_address`` and start the update's
     ``cluster.train_ranks`` ranks from ``policy``, ``optimizer`` and ``scheduler`` as they are."""
-    from treegrpo.distributed.rollout import join_ray  # not at import: bench/fsdp_check.py
-
     join_ray(cluster)
     spec = RankSpec(
         str(model_dir),

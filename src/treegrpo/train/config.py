@@ -121,6 +121,11 @@ class RunConfig:
     """Complete checkpoints kept on disk."""
     eval_every: int = 0
     """Evaluate every this many steps (0: only when the caller asks)."""
+    forests_every: int = 10
+    """Keep a sample of the step's forests every this many steps (and the first step) in
+    ``forests/step-NNNNNN.json`` for ``treegrpo view`` (0: never)."""
+    forests_prompts: int = 4
+    """Prompts per kept step (their trees, decoded, with rewards and advantages)."""
     resume: bool = False
     """Continue from the newest complete checkpoint in out_dir."""
     overwrite: bool = False

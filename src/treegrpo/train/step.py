@@ -10,7 +10,7 @@ advantage mode that ``AlgorithmConfig`` hands in.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,8 +21,9 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.advantage import tree_advantage
 from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.rollout.scoring import score_leaves
+from treegrpo.rollout.scoring import LeafScores, score_leaves
 from treegrpo.rollout.source import RolloutSource
 from treegrpo.train.batch import MicroBatch, make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
@@ -54,6 +55,18 @@ class Learner(Protocol):
 
 
 @dataclass
+class StepOutcome:
+    """What a step's rollout gave, for observers (``rollout.snapshot``): the kept leaves with
+    their scores, prompt groups and total advantages, all (B,)."""
+
+    rollout: Rollout
+    leaves: list[int]
+    scores: LeafScores
+    groups: np.ndarray
+    adv: np.ndarray
+
+
+@dataclass
 class Batch:
     """The prompts of one RL step."""
 
@@ -77,6 +90,7 @@ def rl_step(
     seed: int,
     autocast_dtype: torch.dtype | None = None,
     learner: Learner | None = None,
+    observe: Callable[[StepOutcome], None] | None = None,
 ) -> dict[str, float]:
     """One RL step; ``reference`` is None when there is no KL term or when the policy is a LoRA
     model (its base is the reference); ``rollouts`` samples the forests (this process's engine,
@@ -84,7 +98,8 @@ def rl_step(
     ``protocol`` decodes answers for the reward. ``autocast_dtype`` is the forward precision on
     CUDA. ``learner``: where the update runs when not in this process (the ranks of a sharded
     update, ``distributed.fsdp.FSDPLearner``); ``policy`` and ``scheduler`` then mirror its
-    weights and learning rate after the update, and ``optimizer`` is not used."""
+    weights and learning rate after the update, and ``optimizer`` is not used. ``observe`` is
+    called with the step's rollout, scores and advantages before the update."""
     t0 = time.perf_counter()
     # 1. rollout: the policy samples a forest (chains when algo.l == 0)
     policy.eval()
@@ -101,6 +116,8 @@ def rl_step(
     prompt_of, tree_of = rollout.forest.leaf_groups(np.array(leaves, dtype=np.int64))
     groups = dense_ids([batch.uids[p] for p in prompt_of.tolist()])
     adv = tree_advantage(scores.reward, groups, tree_of, algo.mode(), scale=algo.scale_std)
+    if observe is not None:
+        observe(StepOutcome(rollout, leaves, scores, groups, adv))
 
     # 4. token batch, cut into mini-batches of whole prompts, each into micro-batches. With
     # skip_uniform_prompts only the prompts with a nonzero advantage on some leaf take part

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import resolve_device
 from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.rollout.source import LocalRollout, RolloutSource
 from treegrpo.tools.base import SearchTool
 from treegrpo.train.checkpoint import (
@@ -50,7 +52,7 @@ from treegrpo.train.checkpoint import (
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.policy import load_adapter, prepare_policy
 from treegrpo.train.precision import autocast_dtype
-from treegrpo.train.step import Batch, Learner, rl_step
+from treegrpo.train.step import Batch, Learner, StepOutcome, rl_step
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +195,8 @@ def train(
                 [list(items[i].golds) for i in idx],
                 [items[i].uid for i in idx],
             )
+            keep = run.forests_every > 0 and (step == 0 or (step + 1) % run.forests_every == 0)
+            observe = _forest_keeper(out, step + 1, protocol, batch, idx, items, algo, run)
             metrics = rl_step(
                 policy,
                 reference,
@@ -208,6 +212,7 @@ def train(
                 seed=run.seed * 1_000_003 + step,
                 autocast_dtype=amp,
                 learner=update,
+                observe=observe if keep else None,
             )
             speedups.release_memory(fast)  # else the heap fragments and memory grows every step
             metrics["train/lr"] = float(scheduler.get_last_lr()[0])
@@ -233,6 +238,46 @@ def train(
     if writer is not None:
         writer.close()
     return out
+
+
+def _forest_keeper(
+    out: Path,
+    step: int,
+    protocol: SearchProtocol,
+    batch: Batch,
+    idx: Sequence[int],
+    items: Sequence[TrainItem],
+    algo: AlgorithmConfig,
+    run: RunConfig,
+) -> Callable[[StepOutcome], None]:
+    """Writes ``forests/step-NNNNNN.json``: the first ``run.forests_prompts`` prompts' trees
+    (``rollout.snapshot``), atomically."""
+
+    def keep(outcome: StepOutcome) -> None:
+        shown = list(range(min(run.forests_prompts, len(batch.prompts))))
+        data = {
+            "step": step,
+            "algo": asdict(algo),
+            "prompts": forest_snapshot(
+                outcome.rollout,
+                outcome.leaves,
+                outcome.scores,
+                outcome.groups,
+                outcome.adv,
+                shown,
+                protocol.decode,
+                batch.golds,
+                [items[i].question for i in idx],
+                scale=algo.scale_std,
+            ),
+        }
+        path = out / "forests" / f"step-{step:06d}.json"
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+
+    return keep
 
 
 def _check_resumable(ckpt: Path, lora: bool) -> None:
@@ -276,7 +321,8 @@ def refuse_previous_run(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def _previous_files(out: Path) -> list[Path]:
-    return [p for p in (out / "checkpoints", out / "metrics.jsonl", out / "tb") if p.exists()]
+    names = ("checkpoints", "metrics.jsonl", "tb", "forests")
+    return [out / n for n in names if (out / n).exists()]
 
 
 def _start_afresh(out: Path, resume: bool, overwrite: bool) -> None:
