@@ -188,3 +188,12 @@ def test_the_embedded_job_on_two_ranks_checkpoints_for_transformers_and_resumes_
         final_local.named_parameters(), final.named_parameters(), strict=True
     ):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.slow
+def test_ranks_ray_cannot_place_fail_with_what_ray_has(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    agent = trained_agent()
+    spec = RankSpec(str(tmp_path), ModelConfig(), OptimConfig())
+    opt, sched = make_optimizer(agent.model, OptimConfig())
+    with pytest.raises(RuntimeError, match=r"2 training ranks .*1\.0 GPUs.* did not start .*free"):
+        FSDPLearner(spec, 2, agent.model, opt, sched, gpus_per_rank=1.0, start_timeout=2)

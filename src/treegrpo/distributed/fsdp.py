@@ -52,7 +52,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from treegrpo.distributed.rollout import join_ray
+from treegrpo.distributed.rollout import join_ray, not_started
 from treegrpo.models.load import load_model
 from treegrpo.train.config import AlgorithmConfig, ClusterConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
@@ -276,12 +276,9 @@ class FSDPLearner:
         try:
             master = ray.get(self.ranks[0].address.remote(), timeout=start_timeout)
         except ray.exceptions.GetTimeoutError:
-            self.close()
-            raise RuntimeError(
-                f"{ranks} training ranks ({cpus_per_rank} CPUs, {gpus_per_rank} GPUs each) did "
-                f"not start within {start_timeout:.0f} s; Ray has "
-                f"{ray.available_resources()} free of {ray.cluster_resources()}"  # type: ignore[no-untyped-call]
-            ) from None
+            self.close(graceful=False)  # never started: nothing to leave
+            what = f"{ranks} training ranks ({cpus_per_rank} CPUs, {gpus_per_rank} GPUs each)"
+            raise not_started(what, start_timeout) from None
         state = ray.put({k: v.detach().cpu() for k, v in policy.state_dict().items()})
         opt = optimizer.state_dict()
         sched = scheduler.state_dict() if scheduler is not None else None
@@ -333,11 +330,13 @@ class FSDPLearner:
         states = ray.get([r.optimizer_state.remote() for r in self.ranks])
         optimizer.load_state_dict(states[0])
 
-    def close(self) -> None:
+    def close(self, graceful: bool = True) -> None:
+        """Leave the process group (``graceful``) and stop the ranks."""
         import ray
 
-        with contextlib.suppress(Exception):  # a dead rank: killing it is all that is left
-            ray.get([r.close.remote() for r in self.ranks], timeout=30)
+        if graceful:
+            with contextlib.suppress(Exception):  # a dead rank: killing it is all that is left
+                ray.get([r.close.remote() for r in self.ranks], timeout=30)
         for r in self.ranks:
             ray.kill(r, no_restart=True)
         self.ranks = []

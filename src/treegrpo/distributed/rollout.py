@@ -183,11 +183,8 @@ class RayRollout:
             ray.get([w.ready.remote() for w in self.workers], timeout=start_timeout)
         except ray.exceptions.GetTimeoutError:
             self.close()
-            raise RuntimeError(
-                f"{workers} rollout workers ({cpus_per_worker} CPUs, {gpus_per_worker} GPUs "
-                f"each) did not start within {start_timeout:.0f} s; Ray has "
-                f"{ray.available_resources()} free of {ray.cluster_resources()}"  # type: ignore[no-untyped-call]
-            ) from None
+            what = f"{workers} rollout workers ({cpus_per_worker} CPUs, {gpus_per_worker} GPUs)"
+            raise not_started(what, start_timeout) from None
         self._pad_id: int = ray.get(self.workers[0].pad_id.remote())
         self.restarts = 0
         self.sync_seconds = 0.0  # the latest weight push, slowest worker
@@ -282,6 +279,16 @@ class RayRollout:
         ray.get(worker.ready.options(max_task_retries=-1).remote())
         if self._state is not None:
             ray.get(worker.update_weights.remote(self._state, self.version))
+
+
+def not_started(what: str, timeout: float) -> RuntimeError:
+    """The error for actors Ray did not place and start in time, with what Ray has free."""
+    import ray
+
+    return RuntimeError(
+        f"{what} did not start within {timeout:.0f} s; Ray has "
+        f"{ray.available_resources()} free of {ray.cluster_resources()}"  # type: ignore[no-untyped-call]
+    )
 
 
 def join_ray(cluster: ClusterConfig) -> None:
