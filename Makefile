@@ -19,7 +19,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install gguf
 	touch $(STAMP)
 
-setup: $(STAMP)
+# Headless Chromium and its WebDriver from Debian's packages, for the browser test of the tree
+# pages (tests/viz/test_browser.py); sudo when not root.
+BROWSER_STAMP := $(VENV)/.browser-stamp
+APT := $$([ "$$(id -u)" = 0 ] || echo sudo) apt-get
+$(BROWSER_STAMP): $(STAMP)
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		$(APT) install -y --no-install-recommends chromium chromium-driver || \
+		($(APT) update && $(APT) install -y --no-install-recommends chromium chromium-driver)
+	touch $(BROWSER_STAMP)
+
+setup: $(STAMP) $(BROWSER_STAMP)
 
 # The main job: the embedded default (warm start, cached after the first run; Tree-GRPO on the
 # synthetic world; held-out evaluation before and after) in runs/default, started afresh.

@@ -82,7 +82,8 @@ def _colour(mean: float | None) -> str:
 
 def _node_html(node: dict[str, Any], children: dict[int, list[dict[str, Any]]], path: str) -> str:
     kids = children.get(node["id"], [])
-    text = (node.get("text", "") + " " + node.get("observation", "")).lower()
+    parts = (node.get(k, "") for k in ("text", "action_text", "observation"))
+    text = " ".join(parts).lower()  # what the search box matches, along the path to a leaf
     path = f"{path} {text}"
     classes = ["node"] + (["kept"] if node["kept"] else [])
     attrs = ""
