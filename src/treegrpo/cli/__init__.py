@@ -294,17 +294,19 @@ def prepare_corpus(
 
 @_runs_in_commands
 def view(
-    run_dir: tyro.conf.Positional[Path],
+    runs: tyro.conf.Positional[tuple[Path, ...]],
     out: Path | None = None,
     serve: bool = False,
     port: int = 8000,
 ) -> None:
-    """Write the rollout trees a run kept (forests/) as self-contained HTML pages.
+    """Draw runs as self-contained HTML pages: the rollout trees each run kept (forests/) and
+    its report (learning curves, before/after tables, configuration); with two runs, both side
+    by side on shared axes.
 
     Args:
-        run_dir: A `treegrpo train` run directory.
-        out: Where the pages go (default RUN_DIR/view).
-        serve: Also serve them on http://127.0.0.1:PORT until interrupted.
+        runs: One `treegrpo train` run directory, or two to compare.
+        out: The report page (default RUN/report.html; two runs: RUN_A/compare-RUN_B.html).
+        serve: Also serve the pages on http://127.0.0.1:PORT until interrupted.
         port: The port for --serve.
     """
 

@@ -52,6 +52,7 @@ from treegrpo.train.config import (
     RunConfig,
 )
 from treegrpo.train.yaml_config import dump_config
+from treegrpo.viz.report import write_run_report
 from treegrpo.viz.trees import write_pages
 
 
@@ -351,18 +352,26 @@ def prepare_corpus(
     print(path)
 
 
-def view(*, run_dir: Path, out: Path | None, serve: bool, port: int) -> None:
+def view(*, runs: tuple[Path, ...], out: Path | None, serve: bool, port: int) -> None:
     """`treegrpo view` (``treegrpo.cli.view`` documents the flags)."""
+    if not 1 <= len(runs) <= 2:
+        raise SystemExit(f"treegrpo view: give one run directory or two, got {len(runs)}")
+    for run in runs:
+        if (run / "forests").is_dir():
+            pages = write_pages(run)
+            print(f"wrote {len(pages) - 1} tree pages and {pages[0]}")
+    first = runs[0]
+    default = first / "report.html" if len(runs) == 1 else first / f"compare-{runs[1].name}.html"
     try:
-        pages = write_pages(run_dir, out)
-    except FileNotFoundError as exc:
+        page = write_run_report(runs, out or default)
+    except (FileNotFoundError, ValueError) as exc:
         raise SystemExit(f"treegrpo view: {exc}") from None
-    print(f"wrote {len(pages) - 1} step pages and {pages[0]}")
+    print(f"wrote {page}")
     if serve:
         handler = functools.partial(
-            http.server.SimpleHTTPRequestHandler, directory=str(pages[0].parent)
+            http.server.SimpleHTTPRequestHandler, directory=str(page.parent)
         )
         with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
-            print(f"serving on http://127.0.0.1:{port}/ (Ctrl-C stops)")
+            print(f"serving on http://127.0.0.1:{port}/{page.name} (Ctrl-C stops)")
             with contextlib.suppress(KeyboardInterrupt):
                 httpd.serve_forever()

@@ -39,6 +39,8 @@ from treegrpo.train.config import (
 )
 from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
 from treegrpo.viz.curves import plot_learning_curve
+from treegrpo.viz.report import write_run_report
+from treegrpo.viz.trees import write_pages
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +225,10 @@ def run_job(
     phases = ", ".join(f"{PHASES[k]} {v:.0f} s" for k, v in seconds.items() if k in PHASES)
     lines.append(f"Wall time: {seconds['total']:.0f} s ({phases}).")
     (out / "report.md").write_text("\n".join(lines) + "\n")
+    if (out / "forests").is_dir():
+        write_pages(out)  # the kept rollout trees, linked from report.html
+    if metrics.is_file() and metrics.read_text().strip():
+        write_run_report([out], out / "report.html")
     return summary
 
 

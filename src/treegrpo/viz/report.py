@@ -1,0 +1,143 @@
+"""A run's report as one self-contained HTML page (``report.html`` beside ``report.md``), and two
+runs side by side (``treegrpo view RUN_A RUN_B``): the learning curves as plots (inline PNG),
+the before/after tables, the configuration and links to the tree pages (``viz.trees``).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os.path
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+CURVES = (
+    ("reward/mean", "training reward"),
+    ("eval/em", "held-out EM"),
+    ("loss/kl", "KL to the reference"),
+    ("loss/entropy", "entropy"),
+    ("loss/clip_frac", "clip fraction"),
+    ("agent/tool_calls_per_leaf", "tool calls per episode"),
+    ("time/gen_tokens_per_s", "generated tokens/s"),
+    ("adv/uniform_prompts", "share of uniform-reward prompts"),
+)
+"""metrics.jsonl keys plotted, with their titles."""
+
+_CSS = (
+    "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;"
+    "text-align:right}th{background:#f2f2f2}pre{background:#f7f7f7;padding:.5em;overflow:auto}"
+    ".runs{display:flex;gap:2em;flex-wrap:wrap}img{max-width:100%}"
+)
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no metrics (is {run_dir} a `treegrpo train` run?)")
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def curves_png(runs: dict[str, list[dict[str, Any]]]) -> bytes:
+    """One panel per ``CURVES`` entry, one line per run (shared axes), as PNG bytes."""
+    fig = Figure(figsize=(11, 9))
+    axes = fig.subplots(4, 2).ravel()
+    for ax, (key, title) in zip(axes, CURVES, strict=True):
+        for name, rows in runs.items():
+            pts = [(r["step"], r[key]) for r in rows if key in r]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), "o-" if key == "eval/em" else "-", label=name)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    for ax in axes[-2:]:
+        ax.set_xlabel("RL step")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    return buf.getvalue()
+
+
+def markdown_tables(text: str) -> str:
+    """The pipe tables and plain lines of a report.md as HTML (images are left out)."""
+    out: list[str] = []
+    rows: list[list[str]] = []
+
+    def flush() -> None:
+        if rows:
+            head, *body = rows
+            out.append(
+                "<table><tr>"
+                + "".join(f"<th>{html.escape(c)}</th>" for c in head)
+                + "</tr>"
+                + "".join(
+                    "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                    for r in body
+                )
+                + "</table>"
+            )
+            rows.clear()
+
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-:") for c in cells):  # not the separator row
+                rows.append(cells)
+            continue
+        flush()
+        if line.strip() and not line.startswith(("#", "![")):
+            out.append(f"<p>{html.escape(line)}</p>")
+    flush()
+    return "".join(out)
+
+
+def _run_section(run_dir: Path, view: Path) -> str:
+    report = run_dir / "report.md"
+    tables = markdown_tables(report.read_text()) if report.is_file() else "<p>(no report.md)</p>"
+    pages = sorted((run_dir / "view").glob("step-*.html")) if (run_dir / "view").is_dir() else []
+    links = "".join(
+        f'<li><a href="{html.escape(_relative(p, view))}">{p.stem}</a></li>' for p in pages
+    )
+    config = run_dir / "config.yaml"
+    cfg = config.read_text() if config.is_file() else (run_dir / "config.json").read_text()
+    return (
+        f"<section><h2>{html.escape(run_dir.name)}</h2>{tables}"
+        + (f"<h3>rollout trees</h3><ul>{links}</ul>" if links else "")
+        + f"<details><summary>configuration</summary><pre>{html.escape(cfg)}</pre></details>"
+        "</section>"
+    )
+
+
+def _relative(path: Path, start: Path) -> str:
+    """``path`` relative to the directory ``start`` (a link that works from the page)."""
+    return os.path.relpath(path.resolve(), start.resolve()).replace("\\", "/")
+
+
+def render_report(run_dirs: Sequence[Path], out: Path) -> str:
+    """One run's report, or several side by side, for a page written to ``out``."""
+    runs = {Path(d).name: read_metrics(Path(d)) for d in run_dirs}
+    if len(runs) != len(run_dirs):
+        raise ValueError("runs to compare need different directory names")
+    png = base64.b64encode(curves_png(runs)).decode()
+    title = " vs ".join(runs)
+    sections = "".join(_run_section(Path(d), Path(out).parent) for d in run_dirs)
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>"
+        f'<img alt="learning curves" src="data:image/png;base64,{png}">'
+        f'<div class="runs">{sections}</div></body></html>'
+    )
+
+
+def write_run_report(run_dirs: Sequence[Path], out: Path) -> Path:
+    """Write ``render_report`` to ``out``."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_report(run_dirs, out))
+    return out

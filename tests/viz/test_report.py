@@ -1,0 +1,86 @@
+"""The run report page (``viz.report``): curves as a non-blank inline plot, the before/after
+table, the configuration, links to the tree pages that resolve; two runs side by side."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from treegrpo import cli
+from treegrpo.viz.report import CURVES, markdown_tables, render_report
+
+TABLE = """# run
+
+| held-out group | n | EM before | EM after |
+|---|---:|---:|---:|
+| 1-hop | 100 | 100.0 | 99.0 |
+| overall | 400 | 25.0 | 78.5 |
+
+![learning curve](learning_curve.png)
+
+Wall time: 160 s.
+"""
+
+
+def _run(path: Path, reward: float) -> Path:
+    path.mkdir(parents=True)
+    rows = []
+    for step in range(1, 6):
+        row = {"step": step, **{k: reward * step for k, _ in CURVES if k != "eval/em"}}
+        if step % 5 == 0:
+            row["eval/em"] = 0.5
+        rows.append(row)
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (path / "report.md").write_text(TABLE.replace("78.5", f"{70 + reward:.1f}"))
+    (path / "config.yaml").write_text("algo:\n  algo: tree\n  m: 2\n")
+    (path / "view").mkdir()
+    (path / "view" / "step-000001.html").write_text("<html></html>")
+    return path
+
+
+def _image(page: str) -> np.ndarray:
+    (data,) = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    raw = base64.b64decode(data)
+    assert len(raw) > 20_000
+    return imread(io.BytesIO(raw), format="png")
+
+
+def test_markdown_tables_become_html_tables() -> None:
+    out = markdown_tables(TABLE)
+    assert out.count("<table>") == 1 and "<th>EM after</th>" in out
+    assert "<td>overall</td><td>400</td><td>25.0</td><td>78.5</td>" in out
+    assert "---" not in out and "learning_curve.png" not in out and "Wall time" in out
+
+
+def test_one_run_report(tmp_path: Path) -> None:
+    run = _run(tmp_path / "tree", reward=0.1)
+    page_path = run / "report.html"
+    page = render_report([run], page_path)
+    pixels = _image(page)
+    assert pixels.shape[0] > 500 and float(pixels[..., :3].std()) > 0.05  # not blank
+    assert "<td>78.5</td>" not in page and "<td>70.1</td>" in page
+    assert "algo: tree" in page
+    links = re.findall(r'href="([^"]+)"', page)
+    assert links == ["view/step-000001.html"]
+    assert all((page_path.parent / link).is_file() for link in links)
+    assert "http://" not in page and "https://" not in page
+
+
+def test_two_runs_side_by_side_through_the_cli(tmp_path: Path) -> None:
+    a, b = _run(tmp_path / "tree", 0.1), _run(tmp_path / "chain", 0.2)
+    cli.main(["view", str(a), str(b)])
+    page = (a / "compare-chain.html").read_text()
+    assert "<h1>tree vs chain</h1>" in page and "<td>70.1</td>" in page and "<td>70.2</td>" in page
+    links = re.findall(r'href="([^"]+)"', page)
+    assert sorted(links) == ["../chain/view/step-000001.html", "view/step-000001.html"]
+    assert all((a / link).is_file() for link in links)
+    _image(page)
+    with pytest.raises(SystemExit, match="no metrics"):
+        cli.main(["view", str(tmp_path / "missing")])
