@@ -32,6 +32,7 @@ def test_the_default_job_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert (out / name).is_file(), name
     report = (out / "report.html").read_text()  # with the kept trees of step 1 linked
     assert 'href="view/step-000001.html"' in report and (out / "view/step-000001.html").is_file()
+    assert 'href="view/eval-after.html"' in report and (out / "view/eval-after.html").is_file()
     assert summary["before"]["overall"]["n"] == summary["after"]["overall"]["n"] == 6
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]

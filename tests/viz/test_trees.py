@@ -69,7 +69,16 @@ def snapshot() -> dict:  # type: ignore[type-arg]
     adv = tree_advantage(scores.reward, groups, tree_of, "intra+inter")
     questions = [f"Where was {p} born" for p in people]
     data = forest_snapshot(
-        rollout, leaves, scores, groups, adv, [0, 1, 2], agent.protocol.decode, golds, questions
+        rollout,
+        leaves,
+        scores,
+        groups,
+        adv,
+        [0, 1, 2],
+        agent.protocol.decode,
+        golds,
+        questions,
+        hops=[1, 2, 1],
     )
     return {
         "step": 7,
@@ -123,6 +132,10 @@ def test_the_page_shows_leaves_branches_and_no_external_url(snapshot) -> None:  
     assert branches and len(re.findall(r"branch ×\d", page)) == len(branches)
     for p in snapshot["prompts"]:
         assert p["question"] in page and p["golds"][0] in page
+        assert f'data-prompt="{p["index"]}" data-hops="{p["hops"]}"' in page
+    assert [p["hops"] for p in snapshot["prompts"]] == [1, 2, 1]
+    qhops = page[page.index('id="qhops"') :].split("</select>")[0]
+    assert re.findall(r'<option value="(\w+)"', qhops) == ["all", "1", "2"]
     parser = Balance()
     parser.feed(page)
     parser.close()

@@ -52,6 +52,7 @@ from treegrpo.train.config import (
     RunConfig,
 )
 from treegrpo.train.yaml_config import dump_config
+from treegrpo.viz.evalview import write_eval_pages
 from treegrpo.viz.report import write_run_report
 from treegrpo.viz.trees import write_pages
 
@@ -356,10 +357,16 @@ def view(*, runs: tuple[Path, ...], out: Path | None, serve: bool, port: int) ->
     """`treegrpo view` (``treegrpo.cli.view`` documents the flags)."""
     if not 1 <= len(runs) <= 2:
         raise SystemExit(f"treegrpo view: give one run directory or two, got {len(runs)}")
+    evals = []
     for run in runs:
         if (run / "forests").is_dir():
             pages = write_pages(run)
             print(f"wrote {len(pages) - 1} tree pages and {pages[0]}")
+        evals += write_eval_pages(run)
+    for page in evals:
+        print(f"wrote {page}")
+    if len(runs) == 1 and evals and not (runs[0] / "metrics.jsonl").exists():
+        return  # a `treegrpo eval` directory: its chains are all there is to draw
     first = runs[0]
     default = first / "report.html" if len(runs) == 1 else first / f"compare-{runs[1].name}.html"
     try:

@@ -266,7 +266,7 @@ def run_data(
     job = Job(
         model_dir=inputs.model_dir,
         tool=inputs.tool,
-        items=[TrainItem(q.question, q.golds, q.uid) for q in inputs.train],
+        items=[TrainItem(q.question, q.golds, q.uid, q.hops) for q in inputs.train],
         sampling=SamplingParams(
             temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
         ),

@@ -100,7 +100,7 @@ def run_embedded(
     job = Job(
         model_dir=model_dir,
         tool=BM25Retriever(train_world.passages),
-        items=[TrainItem(q.question, tuple(q.golds), q.uid) for q in train_world.questions],
+        items=[TrainItem(q.question, tuple(q.golds), q.uid, q.hops) for q in train_world.questions],
         sampling=SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
         limits=AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context),
         max_obs_tokens=cfg.max_obs_tokens,

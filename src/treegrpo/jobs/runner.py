@@ -39,6 +39,7 @@ from treegrpo.train.config import (
 )
 from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
 from treegrpo.viz.curves import plot_learning_curve
+from treegrpo.viz.evalview import write_eval_pages
 from treegrpo.viz.report import write_run_report
 from treegrpo.viz.trees import write_pages
 
@@ -227,6 +228,7 @@ def run_job(
     (out / "report.md").write_text("\n".join(lines) + "\n")
     if (out / "forests").is_dir():
         write_pages(out)  # the kept rollout trees, linked from report.html
+    write_eval_pages(out)  # the held-out chains before and after
     if metrics.is_file() and metrics.read_text().strip():
         write_run_report([out], out / "report.html")
     return summary

@@ -28,6 +28,7 @@ def forest_snapshot(
     decode: Callable[[Sequence[int]], str],
     golds: Sequence[Sequence[str]],
     questions: Sequence[str],
+    hops: Sequence[int] | None = None,
     scale: bool = True,
 ) -> list[dict[str, Any]]:
     """The trees of batch prompts ``prompts`` as nested dicts (JSON-ready).
@@ -35,7 +36,7 @@ def forest_snapshot(
     leaves (B,): the kept leaf node ids, with their ``scores``, prompt groups ``groups`` (B,)
     and total advantages ``adv`` (B,) as the RL step computed them; the intra-tree and
     inter-tree parts are recomputed from the rewards (``core.advantage.tree_advantage``) with
-    the same std ``scale``. golds and questions are per batch prompt."""
+    the same std ``scale``. golds, questions and hops (0: unknown) are per batch prompt."""
     forest = rollout.forest
     leaf_ids = np.asarray(leaves, dtype=np.int64)
     total = np.asarray(adv, dtype=np.float64)
@@ -87,6 +88,7 @@ def forest_snapshot(
                 "index": int(p),
                 "question": questions[p],
                 "golds": list(golds[p]),
+                "hops": int(hops[p]) if hops is not None else 0,
                 "trees": tree_list,
             }
         )

@@ -62,6 +62,7 @@ class TrainItem:
     question: str
     golds: tuple[str, ...]
     uid: str
+    hops: int = 0  # retrieval hops a perfect agent needs (0: unknown); shown by treegrpo view
 
 
 def data_order(n: int, seed: int, position: int, count: int) -> list[int]:
@@ -268,6 +269,7 @@ def _forest_keeper(
                 protocol.decode,
                 batch.golds,
                 [items[i].question for i in idx],
+                hops=[items[i].hops for i in idx],
                 scale=algo.scale_std,
             ),
         }

@@ -99,7 +99,8 @@ def markdown_tables(text: str) -> str:
 def _run_section(run_dir: Path, view: Path) -> str:
     report = run_dir / "report.md"
     tables = markdown_tables(report.read_text()) if report.is_file() else "<p>(no report.md)</p>"
-    pages = sorted((run_dir / "view").glob("step-*.html")) if (run_dir / "view").is_dir() else []
+    view_dir = run_dir / "view"
+    pages = sorted(view_dir.glob("eval*.html")) + sorted(view_dir.glob("step-*.html"))
     links = "".join(
         f'<li><a href="{html.escape(_relative(p, view))}">{p.stem}</a></li>' for p in pages
     )
@@ -107,7 +108,7 @@ def _run_section(run_dir: Path, view: Path) -> str:
     cfg = config.read_text() if config.is_file() else (run_dir / "config.json").read_text()
     return (
         f"<section><h2>{html.escape(run_dir.name)}</h2>{tables}"
-        + (f"<h3>rollout trees</h3><ul>{links}</ul>" if links else "")
+        + (f"<h3>evaluations and rollout trees</h3><ul>{links}</ul>" if links else "")
         + f"<details><summary>configuration</summary><pre>{html.escape(cfg)}</pre></details>"
         "</section>"
     )

@@ -7,8 +7,8 @@ lists, one node per agent step with its thought (collapsed), its action (the sea
 answer) and its observation (collapsed). Kept leaves show their reward and intra-tree,
 inter-tree and total advantage; every node shows the sum and mean of its descendant leaves'
 advantages, coloured by the mean (green above 0, red below); a node with several children is
-marked as a branch point. Filters: by reward, by prompt, by searches on a leaf's path, and a
-search box over all text.
+marked as a branch point. Filters: by reward, by prompt, by the question's hop count, by
+searches on a leaf's path, and a search box over all text.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ function applyFilters(){
   const rew=document.getElementById('reward').value;
   const pr=document.getElementById('prompt').value;
   const hops=document.getElementById('hops').value;
+  const qh=document.getElementById('qhops').value;
   document.querySelectorAll('section.prompt').forEach(sec=>{
-    const showPrompt=(pr==='all'||sec.dataset.prompt===pr);
+    const showPrompt=(pr==='all'||sec.dataset.prompt===pr)&&(qh==='all'||sec.dataset.hops===qh);
     let any=false;
     sec.querySelectorAll('li.kept').forEach(li=>{
       const r=parseFloat(li.dataset.reward);
@@ -57,7 +58,7 @@ function applyFilters(){
   });
 }
 document.addEventListener('DOMContentLoaded',()=>{
-  ['q','reward','prompt','hops'].forEach(id=>{
+  ['q','reward','prompt','hops','qhops'].forEach(id=>{
     const el=document.getElementById(id);el.addEventListener('input',applyFilters);
     el.addEventListener('change',applyFilters);});
 });
@@ -158,6 +159,8 @@ def render_step(data: dict[str, Any], title: str = "treegrpo") -> str:
         for p in prompts
     )
     hop_options = "".join(f'<option value="{h}">{h}</option>' for h in searches)
+    question_hops = sorted({int(p.get("hops", 0)) for p in prompts} - {0})
+    qhop_options = "".join(f'<option value="{h}">{h}</option>' for h in question_hops)
     algo = data.get("algo", {})
     shape = ", ".join(f"{k}={algo[k]}" for k in ("algo", "m", "n", "l", "k") if k in algo)
     sections = []
@@ -165,7 +168,8 @@ def render_step(data: dict[str, Any], title: str = "treegrpo") -> str:
         golds = ", ".join(_e(g) for g in p["golds"])
         trees = "".join(_tree_html(t) for t in p["trees"])
         sections.append(
-            f'<section class="prompt" data-prompt="{p["index"]}"><h2>prompt {p["index"]}: '
+            f'<section class="prompt" data-prompt="{p["index"]}" data-hops="{p.get("hops", 0)}">'
+            f"<h2>prompt {p['index']}: "
             f'{_e(p["question"])}</h2><div>gold: <span class="gold">{golds}</span></div>'
             f"{trees}</section>"
         )
@@ -178,6 +182,8 @@ def render_step(data: dict[str, Any], title: str = "treegrpo") -> str:
         '<label>reward <select id="reward"><option value="all">all</option>'
         '<option value="pos">&gt; 0</option><option value="zero">0</option></select></label>'
         f'<label>prompt <select id="prompt"><option value="all">all</option>{prompt_options}'
+        "</select></label>"
+        f'<label>question hops <select id="qhops"><option value="all">all</option>{qhop_options}'
         "</select></label>"
         f'<label>searches <select id="hops"><option value="all">all</option>{hop_options}'
         "</select></label></div>" + "".join(sections) + "</body></html>"
