@@ -7,6 +7,11 @@ import base64
 import io
 import json
 import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -84,3 +89,27 @@ def test_two_runs_side_by_side_through_the_cli(tmp_path: Path) -> None:
     _image(page)
     with pytest.raises(SystemExit, match="no metrics"):
         cli.main(["view", str(tmp_path / "missing")])
+
+
+@pytest.mark.slow
+def test_view_serves_the_pages_on_loopback(tmp_path: Path) -> None:
+    run = _run(tmp_path / "tree", 0.1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "treegrpo.cli", "view", str(run), "--serve", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                url = f"http://127.0.0.1:{port}/report.html"
+                page = urllib.request.urlopen(url, timeout=5).read().decode()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout
+                time.sleep(0.3)
+        assert "<h1>tree</h1>" in page and "data:image/png;base64," in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
