@@ -45,6 +45,8 @@ def _run(path: Path, reward: float) -> Path:
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (path / "report.md").write_text(TABLE.replace("78.5", f"{70 + reward:.1f}"))
     (path / "config.yaml").write_text("algo:\n  algo: tree\n  m: 2\n")
+    (path / "eval-before.json").write_text(json.dumps({"overall": {"em": 0.25}}))
+    (path / "eval-after.json").write_text(json.dumps({"overall": {"em": 0.7}}))
     (path / "view").mkdir()
     (path / "view" / "step-000001.html").write_text("<html></html>")
     return path

@@ -43,13 +43,28 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
+def _held_out(run_dir: Path) -> list[dict[str, Any]]:
+    """Held-out EM before RL (step 0) and after it (the last step) from ``eval-before.json`` and
+    ``eval-after.json``, where the run has them, as points of the held-out EM curve."""
+    rows = read_metrics(run_dir)
+    last = max((r["step"] for r in rows), default=0)
+    points = []
+    for name, step in (("eval-before.json", 0), ("eval-after.json", last)):
+        path = run_dir / name
+        if path.is_file():
+            em = json.loads(path.read_text()).get("overall", {}).get("em")
+            if em is not None:
+                points.append({"step": step, "eval/em": float(em)})
+    return points
+
+
 def curves_png(runs: dict[str, list[dict[str, Any]]]) -> bytes:
     """One panel per ``CURVES`` entry, one line per run (shared axes), as PNG bytes."""
     fig = Figure(figsize=(11, 9))
     axes = fig.subplots(4, 2).ravel()
     for ax, (key, title) in zip(axes, CURVES, strict=True):
         for name, rows in runs.items():
-            pts = [(r["step"], r[key]) for r in rows if key in r]
+            pts = sorted((r["step"], r[key]) for r in rows if key in r)
             if pts:
                 ax.plot(*zip(*pts, strict=True), "o-" if key == "eval/em" else "-", label=name)
         ax.set_title(title, fontsize=10)
@@ -121,7 +136,7 @@ def _relative(path: Path, start: Path) -> str:
 
 def render_report(run_dirs: Sequence[Path], out: Path) -> str:
     """One run's report, or several side by side, for a page written to ``out``."""
-    runs = {Path(d).name: read_metrics(Path(d)) for d in run_dirs}
+    runs = {Path(d).name: read_metrics(Path(d)) + _held_out(Path(d)) for d in run_dirs}
     if len(runs) != len(run_dirs):
         raise ValueError("runs to compare need different directory names")
     png = base64.b64encode(curves_png(runs)).decode()
