@@ -5,7 +5,7 @@ A thin entry point: the logic is ``treegrpo.jobs.budget.run`` and the flags are 
 ``treegrpo bench-budget`` (``--help`` lists them).
 
     .venv/bin/python bench/budget.py --quick     # a few minutes: the pipeline runs
-    .venv/bin/python bench/budget.py --budgets 2 4 8   # 40 runs, about 50 min on 2 CPU cores
+    .venv/bin/python bench/budget.py             # 50 runs, about 80 min on 2 CPU cores
     .venv/bin/python bench/budget.py --quick --config configs/real-smollm2-wiki.yaml
 
 writes ``bench/results/budget.json`` (quick: ``budget-quick.json``; with --config

@@ -92,7 +92,8 @@ def bench_budget(
     warm start, or with `--config FILE` on the data, model and settings of a `treegrpo train`
     config (data mode, e.g. configs/real-smollm2-wiki.yaml). Writes a JSON, a markdown table and
     plots under bench/results/; finished runs are reused, so re-running the same command
-    resumes. Full embedded mode, budgets 2 4 8: 40 runs of 20 steps, about 50 min on 2 CPU cores.
+    resumes. Full embedded mode: 50 runs of 20 steps (all budgets and the ablation), about 80 min
+    on 2 CPU cores.
 
     Args:
         quick: One seed, budgets 2 and 4, 3 steps, 30 held-out questions (data mode: at most
@@ -103,7 +104,7 @@ def bench_budget(
         steps: RL steps per run (default: 20, data mode the config's run.steps; quick 3).
         prompts_per_step: Prompts per RL step (default: 16, data mode the config's).
         seeds: Run seeds (default: 0 1 2 3 4; quick 0).
-        eval_questions: Held-out questions (default: 300, data mode the config's
+        eval_questions: Held-out questions (default: 400, data mode the config's
             data.eval_questions; quick 30).
         budgets: Budget rungs among 2 4 8 16 (default: all; quick 2 4).
         no_ablation: Skip the advantage ablation (intra only, inter only at ≈ 4); quick mode
