@@ -197,7 +197,6 @@ def train(
                 [items[i].uid for i in idx],
             )
             keep = run.forests_every > 0 and (step == 0 or (step + 1) % run.forests_every == 0)
-            observe = _forest_keeper(out, step + 1, protocol, batch, idx, items, algo, run)
             metrics = rl_step(
                 policy,
                 reference,
@@ -213,7 +212,11 @@ def train(
                 seed=run.seed * 1_000_003 + step,
                 autocast_dtype=amp,
                 learner=update,
-                observe=observe if keep else None,
+                observe=(
+                    _forest_keeper(out, step + 1, protocol, batch, idx, items, algo, run)
+                    if keep
+                    else None
+                ),
             )
             speedups.release_memory(fast)  # else the heap fragments and memory grows every step
             metrics["train/lr"] = float(scheduler.get_last_lr()[0])

@@ -43,9 +43,10 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def _held_out(run_dir: Path) -> list[dict[str, Any]]:
-    """Held-out EM before RL (step 0) and after it (the last step) from ``eval-before.json`` and
-    ``eval-after.json``, where the run has them, as points of the held-out EM curve."""
+def _with_held_out(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's metrics plus held-out EM before RL (step 0) and after it (the last step) from
+    ``eval-before.json`` and ``eval-after.json``, where the run has them, as points of the
+    held-out EM curve."""
     rows = read_metrics(run_dir)
     last = max((r["step"] for r in rows), default=0)
     points = []
@@ -55,7 +56,7 @@ def _held_out(run_dir: Path) -> list[dict[str, Any]]:
             em = json.loads(path.read_text()).get("overall", {}).get("em")
             if em is not None:
                 points.append({"step": step, "eval/em": float(em)})
-    return points
+    return rows + points
 
 
 def curves_png(runs: dict[str, list[dict[str, Any]]]) -> bytes:
@@ -136,7 +137,7 @@ def _relative(path: Path, start: Path) -> str:
 
 def render_report(run_dirs: Sequence[Path], out: Path) -> str:
     """One run's report, or several side by side, for a page written to ``out``."""
-    runs = {Path(d).name: read_metrics(Path(d)) + _held_out(Path(d)) for d in run_dirs}
+    runs = {Path(d).name: _with_held_out(Path(d)) for d in run_dirs}
     if len(runs) != len(run_dirs):
         raise ValueError("runs to compare need different directory names")
     png = base64.b64encode(curves_png(runs)).decode()
