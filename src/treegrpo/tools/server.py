@@ -5,26 +5,39 @@ and SkyRL clients work against it unchanged (ALGORITHM.md §6). Behaviour at the
 
 - ``queries: []`` answers ``{"result": []}`` (Search-R1 clients may send an empty batch).
 - ``topk`` absent or null means ``default_topk``; ``topk < 1`` is a 422; a ``topk`` above
-  ``max_topk`` or the corpus size is clamped to it (never an error: fewer hits come back).
-- Wrong types (``queries`` a string, ``topk`` a string or a float, ...) are 422 with pydantic's
-  message and the field's location; a body that is not JSON is also a 422 ("Invalid JSON: …").
-  The body is read as JSON whatever the Content-Type header says.
+  ``max_topk`` or the corpus size is clamped to it (never an error: fewer hits come back), however
+  large (``10**30`` too); an integer too long for the JSON parser (thousands of digits) is a 422.
+- Wrong types (``queries`` a string, ``topk`` a string or a float, ``null`` among the queries,
+  a top level that is not an object) are 422 with pydantic's message and the field's location; a
+  body that is not JSON is also a 422 ("Invalid JSON: …"), and so is one nested deeper than the
+  parser's limit or one that is not UTF-8 ("body is not valid UTF-8 JSON: …"). A 422's errors
+  carry ``type``, ``loc`` and ``msg`` but never echo the input back (it may be megabytes, bytes
+  that are not text, or a NaN that JSON cannot carry).
+- The body is read as JSON whatever the Content-Type header says. As with Python's ``json``,
+  ``NaN``/``Infinity`` literals parse (they are never a valid ``topk``), a duplicated key keeps
+  its last value, and unknown fields are ignored (clients send extras such as a request id).
+- Limits (``create_app`` arguments, ``treegrpo serve`` flags of the same names):
+  ``max_body_bytes`` (413, checked on Content-Length before reading and while reading a chunked
+  body), ``max_queries`` per request (413: the request is too large, not malformed), and
+  ``max_query_chars`` per query (422 naming the query's index and length). Each message names
+  the size, the limit and the flag that raises it; the server logs each refusal as a warning.
 - Concurrent requests are micro-batched (``treegrpo.tools.batcher``) into one search call.
 - Responses are serialized with orjson, the one hot spot FastAPI's own encoder would add.
 """
 
 from __future__ import annotations
 
+import codecs
 import logging
 from collections.abc import AsyncIterator, Sized
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from treegrpo.tools.base import SearchTool
 from treegrpo.tools.batcher import MicroBatcher
@@ -32,9 +45,23 @@ from treegrpo.tools.protocol import encode_hits
 
 log = logging.getLogger(__name__)
 
+MAX_QUERIES = 8192
+"""Default most queries per request. Search-R1 sends all of a turn's searches in one request:
+train_batch_size 512 × n_agent 5 = 2,560 on its default script, 5,120 with a batch of 1,024."""
+MAX_QUERY_CHARS = 8192
+"""Default longest query, in characters: a whole 500-token agent step is ~2,000 characters of
+English, so only a runaway client reaches this; it bounds the cost of one search."""
+MAX_BODY_BYTES = 8 * 2**20
+"""Default largest body, 8 MiB: 2,560 queries of a whole step each (~3 KB as JSON) fit; a
+typical Search-R1 batch is ~200 KB. Parsing the worst body of this size (millions of tiny
+array items) peaks near 300 MB, so this also bounds what one request can allocate."""
+
 
 class RetrieveRequest(BaseModel):
-    """Body of ``POST /retrieve`` (Search-R1's ``QueryRequest``), validated strictly."""
+    """Body of ``POST /retrieve`` (Search-R1's ``QueryRequest``), validated strictly.
+
+    Unknown fields are ignored (pydantic's default), as Search-R1's own server does.
+    """
 
     model_config = ConfigDict(strict=True)
 
@@ -46,18 +73,102 @@ class RetrieveRequest(BaseModel):
     """Wrap each hit as ``{"document": …, "score": s}`` instead of the bare document."""
 
 
-def parse_request(body: bytes) -> RetrieveRequest:
+def limited_request(max_queries: int, max_query_chars: int) -> type[RetrieveRequest]:
+    """``RetrieveRequest`` with at most ``max_queries`` queries of ``max_query_chars`` each.
+
+    pydantic checks the list's length before validating its items, so a body of millions of
+    items is refused after parsing, without one error object per item.
+    """
+    query = Annotated[str, Field(max_length=max_query_chars)]
+    return create_model(
+        "RetrieveRequest",
+        __base__=RetrieveRequest,
+        __doc__=RetrieveRequest.__doc__,
+        queries=(list[query], Field(max_length=max_queries)),
+    )
+
+
+def _utf8_error(body: bytes) -> str | None:
+    """Why ``body`` is not UTF-8, or None when it is."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = body[exc.start : exc.end]
+        return f"body is not valid UTF-8 JSON: {exc.reason} at byte {exc.start} ({bad!r})"
+    return None
+
+
+def request_error(exc: ValidationError, body: bytes) -> HTTPException | RequestValidationError:
+    """The HTTP error for a body that failed validation: 413 for too many queries, else a 422.
+
+    The 422 keeps FastAPI's shape (``{"detail": [{"type", "loc", "msg"}, …]}``, locations under
+    ``body``) without the ``input``/``ctx`` echo, which FastAPI cannot always encode (bytes that
+    are not UTF-8 and NaN made it answer 500).
+    """
+    errors = exc.errors(include_url=False)
+    if any(e["type"] == "json_invalid" for e in errors) and (why := _utf8_error(body)):
+        return RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": why}])
+    detail = []
+    for e in errors:
+        ctx = e.get("ctx", {})
+        if e["type"] == "too_long" and e["loc"] == ("queries",):
+            n = ctx.get("actual_length") or "more than"
+            msg = (
+                f"request has {n} queries, over the limit of {ctx['max_length']} per request; "
+                "send smaller batches or raise the limit (treegrpo serve --max-queries)"
+            )
+            log.warning("refused a request: %s", msg)
+            return HTTPException(413, msg)
+        msg = e["msg"]
+        if e["type"] == "string_too_long" and e["loc"][0] == "queries":
+            msg = (
+                f"query {e['loc'][1]} is {len(e['input'])} characters long, over the limit of "
+                f"{ctx['max_length']} (treegrpo serve --max-query-chars)"
+            )
+            log.warning("refused a request: %s", msg)
+        detail.append({"type": e["type"], "loc": ("body", *e["loc"]), "msg": msg})
+    return RequestValidationError(detail)
+
+
+def parse_request(body: bytes, model: type[RetrieveRequest] = RetrieveRequest) -> RetrieveRequest:
     """Validate a request body as JSON whatever its Content-Type (curl's ``-d`` sends a form type).
 
     pydantic parses the bytes directly (faster than FastAPI's ``json.loads`` then validate);
-    errors are raised as FastAPI's ``RequestValidationError`` so the 422 looks as usual, with
-    locations under ``body``.
+    errors are raised as in ``request_error``. A leading UTF-8 byte order mark is skipped, as
+    Python's ``json.loads`` does for bytes.
     """
     try:
-        return RetrieveRequest.model_validate_json(body)
+        return model.model_validate_json(body.removeprefix(codecs.BOM_UTF8))
     except ValidationError as exc:
-        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
-        raise RequestValidationError(errors, body=body) from None
+        raise request_error(exc, body) from None
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, or a 413 as soon as it is known to be over ``limit`` bytes.
+
+    A Content-Length over the limit is refused before anything is read; a chunked body is read
+    only up to the first chunk past the limit. The 413 asks to close the connection, so the
+    rest of an oversized body is not read either.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(f"{int(declared)} bytes (its Content-Length)", limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(f"at least {size} bytes (reading stopped there)", limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(size: str, limit: int) -> HTTPException:
+    msg = (
+        f"request body of {size} is over the limit of {limit} bytes; send smaller batches "
+        "or raise the limit (treegrpo serve --max-body-bytes)"
+    )
+    log.warning("refused a request: %s", msg)
+    return HTTPException(413, msg, headers={"Connection": "close"})
 
 
 def create_app(
@@ -67,6 +178,9 @@ def create_app(
     max_batch: int = 64,
     batch_wait_ms: float = 1.0,
     default_topk: int = 3,
+    max_queries: int = MAX_QUERIES,
+    max_query_chars: int = MAX_QUERY_CHARS,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The FastAPI app serving ``retriever``.
 
@@ -77,10 +191,22 @@ def create_app(
         max_batch: Most queries per ``retriever.search`` call (bigger requests are split).
         batch_wait_ms: How long an idle server waits for more requests to batch together.
         default_topk: topk when a request leaves it out (Search-R1's default is 3).
+        max_queries: Most queries in one request; more is a 413 (``MAX_QUERIES`` says why
+            8192 keeps Search-R1's batches working).
+        max_query_chars: Longest query in characters; longer is a 422 naming the query.
+        max_body_bytes: Largest request body; larger is a 413, refused without reading it.
     """
+    for name, value in [
+        ("max_queries", max_queries),
+        ("max_query_chars", max_query_chars),
+        ("max_body_bytes", max_body_bytes),
+    ]:
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
     size = len(retriever) if isinstance(retriever, Sized) else None
     limit = max(1, min(max_topk, size) if size is not None else max_topk)
     batcher = MicroBatcher(retriever.search, max_batch=max_batch, max_wait_s=batch_wait_ms / 1e3)
+    model = limited_request(max_queries, max_query_chars)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -97,12 +223,12 @@ def create_app(
     )
     app.state.batcher = batcher
 
-    body_schema = {"content": {"application/json": {"schema": RetrieveRequest.model_json_schema()}}}
+    body_schema = {"content": {"application/json": {"schema": model.model_json_schema()}}}
 
     @app.post("/retrieve", openapi_extra={"requestBody": {**body_schema, "required": True}})
     async def retrieve(raw: Request) -> Response:
         """Top-k passages for each query, in the Search-R1 response format."""
-        request = parse_request(await raw.body())
+        request = parse_request(await read_body(raw, max_body_bytes), model)
         k = min(request.topk if request.topk is not None else default_topk, limit)
         try:
             results = await batcher.search(request.queries, k)
@@ -115,12 +241,15 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        """Liveness, corpus size and batching counters."""
+        """Liveness, corpus size, limits and batching counters."""
         return {
             "status": "ok",
             "retriever": type(retriever).__name__,
             "passages": size,
             "max_topk": limit,
+            "max_queries": max_queries,
+            "max_query_chars": max_query_chars,
+            "max_body_bytes": max_body_bytes,
             "batches": batcher.batches,
             "queries": batcher.queries,
         }
