@@ -30,14 +30,21 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
 
     def fake_run(
-        algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any, cluster: Any
+        algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any, cluster: Any, health: Any
     ) -> dict[str, Any]:
         seen.append({"algo": algo, "optim": optim, "run": run, "world": world, "model": model_cfg})
         seen[-1] |= {"cluster": cluster} if cluster != ClusterConfig() else {}
         return {"before": {}, "after": {}, "seconds": {"total": 0.0}}
 
     def fake_data(
-        algo: Any, optim: Any, run: Any, data: Any, inputs: Any, model_cfg: Any, cluster: Any
+        algo: Any,
+        optim: Any,
+        run: Any,
+        data: Any,
+        inputs: Any,
+        model_cfg: Any,
+        cluster: Any,
+        health: Any,
     ) -> dict[str, Any]:
         seen.append({"algo": algo, "optim": optim, "run": run, "data": data, "model": model_cfg})
         seen[-1] |= {"cluster": cluster} if cluster != ClusterConfig() else {}
@@ -236,7 +243,7 @@ def test_progress_lines_go_to_the_log_file_and_to_stdout_when_it_is_not_a_termin
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def run(
-        algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any, cluster: Any
+        algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any, cluster: Any, health: Any
     ) -> dict[str, Any]:
         logging.getLogger("treegrpo.train.trainer").info("step 1/2 reward 0.500")
         return {"before": {}, "after": {}, "seconds": {"total": 0.0}}

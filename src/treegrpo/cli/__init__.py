@@ -32,6 +32,7 @@ from treegrpo.jobs.presets import (
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
+    HealthConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
@@ -175,6 +176,7 @@ def train(
     model: ModelConfig = ModelConfig(),
     data: DataConfig = DEFAULT_DATA,
     cluster: ClusterConfig = ClusterConfig(),
+    health: HealthConfig = HealthConfig(),
 ) -> None:
     """Train a search agent. With no arguments: Tree-GRPO at budget ≈ 4 on the embedded
     synthetic world (warm start cached after the first run), evaluated before and after on a
@@ -184,10 +186,11 @@ def train(
     e.g. `--data.train-files train.parquet --data.eval-files test.parquet --data.model DIR
     --data.retriever-url http://127.0.0.1:8000/retrieve`. Every flag names its section:
     `--optim.lr`, `--run.steps`, `--run.out-dir`, `--model.lora-rank`, `--world.people`;
-    `--cluster.rollout-workers 2` samples on two Ray workers.
+    `--cluster.rollout-workers 2` samples on two Ray workers; `--health.action stop` ends a
+    run whose KL, entropy or reward leaves its band (default: a warning).
 
     Args:
-        config: YAML file with sections algo, optim, run, world, model, data, cluster
+        config: YAML file with sections algo, optim, run, world, model, data, cluster, health
             (configs/*.yaml);
             flags given beside it win over the file. The resolved settings are written to
             <out_dir>/config.yaml.

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import http.server
 import logging
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -47,14 +48,20 @@ from treegrpo.tools.server import serve as run_server
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
+    HealthConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
 )
+from treegrpo.train.health import SearchOutage, TrainingUnhealthy
 from treegrpo.train.yaml_config import dump_config
 from treegrpo.viz.evalview import write_eval_pages
 from treegrpo.viz.report import write_run_report
 from treegrpo.viz.trees import write_pages
+
+LOG_ENV = "TREEGRPO_LOG"
+"""The level of train.log and the progress lines (default INFO; DEBUG adds the phases of every
+step: sampling, update, checkpoint)."""
 
 
 def budget(*, depth: int) -> None:
@@ -174,6 +181,7 @@ def train(
     model: ModelConfig,
     data: DataConfig,
     cluster: ClusterConfig,
+    health: HealthConfig,
 ) -> None:
     """`treegrpo train` (``treegrpo.cli.train`` documents the flags)."""
     data_section = config is not None and "data" in (yaml.safe_load(config.read_text()) or {})
@@ -191,6 +199,7 @@ def train(
     sections: dict[str, Any] = {"algo": algo, "optim": optim, "run": run, "model": model}
     sections |= {"data": data} if job == "data" else {"world": world}
     sections |= {"cluster": cluster} if cluster != ClusterConfig() else {}
+    sections |= {"health": health} if health != HealthConfig() else {}
     origin = f"{config} and flags" if config is not None else "the preset and flags"
     if job == "data":
         problems = data_job.check_data(data)
@@ -217,14 +226,18 @@ def train(
         resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
     console = Console()
     with _progress_lines(out / "train.log", console):
-        if job == "data":
-            summary = data_job.run_data(
-                algo, optim, run, data, inputs, model_cfg=model, cluster=cluster
-            )
-        else:
-            summary = embedded_job.run_embedded(
-                algo, optim, run, world, model_cfg=model, cluster=cluster
-            )
+        try:
+            if job == "data":
+                summary = data_job.run_data(
+                    algo, optim, run, data, inputs, model_cfg=model, cluster=cluster, health=health
+                )
+            else:
+                summary = embedded_job.run_embedded(
+                    algo, optim, run, world, model_cfg=model, cluster=cluster, health=health
+                )
+        except (TrainingUnhealthy, SearchOutage) as exc:  # the checkpoints so far are kept
+            logging.getLogger("treegrpo").error("stopped: %s", exc)
+            raise SystemExit(f"treegrpo train: stopped: {exc}; --run.resume continues") from None
     if job == "data" and summary["before"] is not None and summary["after"] is not None:
         console.print(compare_table(summary["before"], summary["after"]))
     elif job == "embedded":
@@ -238,14 +251,15 @@ def _progress_lines(path: Path, console: Console) -> Iterator[None]:
     ``path``; also on stdout when it is not a terminal (a pipe, a file, a batch job's log), where
     the progress bars do not draw. A terminal keeps its progress bars."""
     fmt = logging.Formatter("%(asctime)s %(name)s: %(message)s")
+    level = os.environ.get(LOG_ENV, "INFO").upper()  # DEBUG adds each step's phases
     handlers: list[logging.Handler] = [logging.FileHandler(path)]
     if not console.is_terminal:
         handlers.append(logging.StreamHandler(sys.stdout))
     root = logging.getLogger("treegrpo")
-    root.setLevel(logging.INFO)
+    root.setLevel(level)
     for h in handlers:
         h.setFormatter(fmt)
-        h.setLevel(logging.INFO)
+        h.setLevel(level)
         root.addHandler(h)
     try:
         yield

@@ -29,6 +29,7 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.base import SearchTool
+from treegrpo.tools.cache import write_atomic
 
 SINGLE_HOP = ("nq", "triviaqa", "popqa")
 """Search-R1's single-hop data sources, in the paper's column order."""
@@ -246,5 +247,5 @@ def paper_table(report: dict[str, Any]) -> str:
 
 def write_report(report: dict[str, Any], out_dir: Path, name: str = "eval") -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2))
-    (out_dir / f"{name}.md").write_text(format_table(report, name) + "\n")
+    write_atomic(out_dir / f"{name}.json", json.dumps(report, indent=2))
+    write_atomic(out_dir / f"{name}.md", format_table(report, name) + "\n")

@@ -41,6 +41,7 @@ from treegrpo.tools.http_client import RemoteRetriever
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
+    HealthConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
@@ -241,6 +242,7 @@ def run_data(
     progress: bool = True,
     before: Report | None = None,
     cluster: ClusterConfig = ClusterConfig(),
+    health: HealthConfig = HealthConfig(),
 ) -> dict[str, Any]:
     """Evaluate, train, evaluate; returns the summary also written to ``<run>/summary.json``.
     Evaluation is greedy and runs on the training device (``model_cfg.device``).
@@ -278,4 +280,4 @@ def run_data(
         summary={"questions": {"train": n_train, "held_out": n_held_out}},
         config={"data": asdict(data)},
     )
-    return run_job(job, algo, optim, run, model_cfg, before, progress, cluster)
+    return run_job(job, algo, optim, run, model_cfg, before, progress, cluster, health)

@@ -27,6 +27,7 @@ from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
+    HealthConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
@@ -83,6 +84,7 @@ def run_embedded(
     model_cfg: ModelConfig = ModelConfig(),
     before: Report | None = None,
     cluster: ClusterConfig = ClusterConfig(),
+    health: HealthConfig = HealthConfig(),
 ) -> dict[str, Any]:
     """Run the default job; returns the summary also written to ``<run>/summary.json``.
 
@@ -111,7 +113,7 @@ def run_embedded(
         config={"embedded": asdict(cfg)},
         seconds={"warm_start": time.perf_counter() - t0},
     )
-    return run_job(job, algo, optim, run, model_cfg, before, progress, cluster)
+    return run_job(job, algo, optim, run, model_cfg, before, progress, cluster, health)
 
 
 def _report(before: Report | None, after: Report | None) -> list[str]:

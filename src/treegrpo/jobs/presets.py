@@ -10,6 +10,7 @@ from typing import Any, Literal
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
+    HealthConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
@@ -108,4 +109,5 @@ TRAIN_SECTIONS: dict[str, Any] = {
     "model": ModelConfig(),
     "data": DEFAULT_DATA,
     "cluster": ClusterConfig(),
+    "health": HealthConfig(),
 }

@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,17 @@ from treegrpo.eval.evaluate import write_report
 from treegrpo.models.load import load_model, resolve_device
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
-from treegrpo.train.checkpoint import latest_checkpoint
+from treegrpo.tools.cache import write_atomic
+from treegrpo.train.checkpoint import discard_newer, latest_checkpoint
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
+    HealthConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
 )
+from treegrpo.train.health import Rollback
 from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
 from treegrpo.viz.curves import plot_learning_curve
 from treegrpo.viz.evalview import write_eval_pages
@@ -102,13 +105,16 @@ def run_job(
     before: Report | None = None,
     progress: bool = True,
     cluster: ClusterConfig = ClusterConfig(),
+    health: HealthConfig = HealthConfig(),
 ) -> dict[str, Any]:
     """Evaluate, train, evaluate, report; returns the summary also written to
     ``<run>/summary.json``.
 
     ``before``: the starting model's held-out report to write instead of evaluating it again
     (runs that share the starting model and the held-out questions can share it); a resumed run
-    reads the one its first part wrote."""
+    reads the one its first part wrote. ``health``: the training-health alarms
+    (``train.health``); after a rollback the training resumes here from the checkpoint it
+    names, with fresh rollout workers and ranks."""
     t0 = time.perf_counter()
     out = start_run(run)
 
@@ -171,24 +177,35 @@ def run_job(
 
     bar = TrainProgress(run.steps) if progress else None
     t1 = time.perf_counter()
+    part = run
     try:
-        train(
-            job.model_dir,
-            load_model,
-            job.tool,
-            job.items,
-            algo,
-            optim,
-            job.sampling,
-            job.limits,
-            run,
-            job.max_obs_tokens,
-            evaluate=periodic if job.held_out is not None else None,
-            on_step=bar.update if bar else None,
-            model_cfg=model_cfg,
-            rollout_source=rollout_workers if cluster.rollout_workers > 0 else None,
-            learner=train_ranks if cluster.train_ranks > 0 else None,
-        )
+        while True:
+            try:
+                train(
+                    job.model_dir,
+                    load_model,
+                    job.tool,
+                    job.items,
+                    algo,
+                    optim,
+                    job.sampling,
+                    job.limits,
+                    part,
+                    job.max_obs_tokens,
+                    evaluate=periodic if job.held_out is not None else None,
+                    on_step=bar.update if bar else None,
+                    model_cfg=model_cfg,
+                    rollout_source=rollout_workers if cluster.rollout_workers > 0 else None,
+                    learner=train_ranks if cluster.train_ranks > 0 else None,
+                    health=health,
+                )
+                break
+            except Rollback as back:  # health.action rollback: resume from a healthy checkpoint
+                log.warning("%s", back)
+                while workers:
+                    workers.pop().close()
+                discard_newer(out, Path(back.checkpoint), why="rolled-back")
+                part = replace(run, resume=True)
     finally:
         for w in workers:
             w.close()
@@ -197,6 +214,8 @@ def run_job(
     t_train = time.perf_counter() - t1
 
     final = latest_checkpoint(out)
+    if final is not None and job.held_out is not None:
+        log.info("evaluating the final checkpoint %s", final)
     after = evaluate_dir(final / "model", "eval-after") if final is not None else None
     if after is not None:
         log.info("held-out EM after RL: %.3f", after["overall"]["em"])
@@ -219,13 +238,13 @@ def run_job(
             "model": asdict(model_cfg),
         },
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str))
     lines = [f"# {out.name}", "", *job.report(before, after)]
     if curve is not None:
         lines += [f"![learning curve]({curve.name})", ""]
     phases = ", ".join(f"{PHASES[k]} {v:.0f} s" for k, v in seconds.items() if k in PHASES)
     lines.append(f"Wall time: {seconds['total']:.0f} s ({phases}).")
-    (out / "report.md").write_text("\n".join(lines) + "\n")
+    write_atomic(out / "report.md", "\n".join(lines) + "\n")
     if (out / "forests").is_dir():
         write_pages(out)  # the kept rollout trees, linked from report.html
     write_eval_pages(out)  # the held-out chains before and after

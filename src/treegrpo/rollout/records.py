@@ -24,6 +24,7 @@ class StepRecord:
     finish: str  # engine finish reason: stop / eos / length
     final: bool = False  # the forced last step (a search there is not executed)
     searched: bool = False  # the tool was called for this step
+    search_failed: bool = False  # ... and could not answer (tools.base.SearchFailed)
     passages: list[str] = field(default_factory=list)  # retrieved contents, for viewers
     processed: int = 0  # positions the engine computed for this step
     reused: int = 0  # context positions it read from its prefix cache instead

@@ -17,6 +17,10 @@ Every expansion resumes from its node's context, which the engine has cached (``
 the prefix's KV, ``VLLMEngine`` finds its blocks in vLLM's prefix cache), so a branch only pays
 for the tokens it adds.
 
+A search the tool cannot answer (``SearchFailed``: the retriever is down, timed out after its
+retries, or refused the request) becomes an observation that says so, and the episode goes on;
+the step records it (``StepRecord.search_failed``) for the trainer's failure count.
+
 Randomness is per prompt: every step of every branch samples from a stream of its own, seeded
 by (seed, prompt key, tree, branch, depth) (``StepRequest.seed``), and each tree draws its
 expansion nodes and kept leaves from a generator seeded by (seed, prompt key, tree). A prompt's
@@ -27,6 +31,7 @@ process.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,7 +44,9 @@ from treegrpo.engine.base import Engine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
 from treegrpo.rollout.records import Rollout, StepRecord
-from treegrpo.tools.base import SearchTool
+from treegrpo.tools.base import SearchFailed, SearchTool
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -158,7 +165,12 @@ class _Runner:
             for i, (a, r) in enumerate(zip(actions, results, strict=True))
             if a.kind == "search" and not finals[i] and r.tokens
         ]
-        found = self.tool.search([actions[i].text for i in searching], self.limits.topk)
+        failed = False
+        try:
+            found = self.tool.search([actions[i].text for i in searching], self.limits.topk)
+        except SearchFailed as exc:  # the retriever is down or refused: the episodes go on
+            log.warning("%d searches failed: %s", len(searching), exc)
+            found, failed = [[] for _ in searching], bool(searching)
         passages = dict(zip(searching, ([p.contents for p in hits] for hits in found), strict=True))
 
         nxt = []
@@ -167,11 +179,12 @@ class _Runner:
             done = not r.tokens or a.kind == "answer" or finals[i]
             obs: list[int] = []
             if not done:
-                obs = (
-                    self.protocol.observation_ids(passages[i])
-                    if i in passages
-                    else self.protocol.invalid_ids()
-                )
+                if i not in passages:
+                    obs = self.protocol.invalid_ids()
+                elif failed:
+                    obs = self.protocol.failed_search_ids()
+                else:
+                    obs = self.protocol.observation_ids(passages[i])
                 # No room to feed the observation and sample one more token: a length leaf.
                 done = r.end.length + 1 + len(obs) >= cap
                 obs = [] if done else obs
@@ -183,6 +196,7 @@ class _Runner:
                 r.finish,
                 final=finals[i],
                 searched=i in passages,
+                search_failed=failed and i in passages,
                 passages=passages.get(i, []),
                 processed=r.processed,
                 reused=r.reused,

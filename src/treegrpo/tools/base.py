@@ -29,6 +29,11 @@ class Passage:
         return parts[1] if len(parts) > 1 else ""
 
 
+class SearchFailed(RuntimeError):
+    """A search that could not be answered: the retriever is down, too slow, or refused the
+    request. A rollout turns it into an observation that says so (``rollout.sampler``)."""
+
+
 class SearchTool(Protocol):
     """Anything that answers a batch of queries with ranked passages."""
 

@@ -63,3 +63,15 @@ def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return False
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary sibling and a rename: a reader (or a run
+    resumed after a kill) sees the old file or the new one, never half of one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

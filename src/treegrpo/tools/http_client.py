@@ -15,13 +15,13 @@ from typing import Any
 
 import httpx
 
-from treegrpo.tools.base import Passage
+from treegrpo.tools.base import Passage, SearchFailed
 from treegrpo.tools.protocol import ProtocolError, decode_response
 
 log = logging.getLogger(__name__)
 
 
-class RetrieverError(RuntimeError):
+class RetrieverError(SearchFailed):
     """The retriever server could not be reached or answered with an error."""
 
 

@@ -7,20 +7,29 @@ Layout of ``<run>/checkpoints/step-000010/``:
                         merged: base weights + α/r · B·A)
     adapter/            LoRA only: peft's adapter directory, for exact resume (and for peft)
     trainer_state.pt    optimizer, scheduler, step, data position, and the RNG states of
-                        python, numpy and torch
-    meta.json           step and what produced it; written last
+                        python, numpy and torch: tensors and plain Python values only, so it
+                        loads with ``torch.load(weights_only=True)`` (a checkpoint from someone
+                        else cannot run code when loaded)
+    meta.json           step, data position and every file's size; written last
 
 A checkpoint is written into ``step-000010.tmp`` and renamed into place when complete, so a run
 killed while saving leaves the previous checkpoint untouched and no half-written one that looks
-complete. ``latest_checkpoint`` ignores ``.tmp`` directories.
+complete. ``latest_checkpoint`` ignores ``.tmp`` directories and checks the newest checkpoint
+against its ``meta.json`` (files present, sizes as written, the safetensors header readable): a
+damaged one (a truncated file, a missing ``meta.json``) is skipped with a warning and the one
+before it used. Model weights are only ever read from safetensors.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import pickle
 import random
+import re
 import shutil
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +40,9 @@ import torch
 from treegrpo.train.policy import is_lora, merged_copy, save_adapter
 
 PREFIX = "step-"
+FORMAT = 2  # 2: weights-only trainer state and file sizes in meta.json
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,9 +56,12 @@ class TrainerState:
 
 
 def rng_state() -> dict[str, Any]:
+    """The global RNG states as tensors and plain values (``weights_only`` loadable)."""
+    state: Any = np.random.get_state()  # noqa: NPY002  (user code may use the global RNG)
+    name, keys, pos, has_gauss, gauss = state
     return {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),  # noqa: NPY002  (user code may use the global RNG)
+        "numpy": (name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
     }
@@ -54,7 +69,9 @@ def rng_state() -> dict[str, Any]:
 
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])  # noqa: NPY002
+    name, keys, pos, has_gauss, gauss = state["numpy"]
+    keys = np.asarray(keys.numpy() if isinstance(keys, torch.Tensor) else keys).astype(np.uint32)
+    np.random.set_state((name, keys, pos, has_gauss, gauss))  # noqa: NPY002
     torch.set_rng_state(state["torch"])
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -70,11 +87,14 @@ def save_checkpoint(
     data_position: int,
     extra: dict[str, Any] | None = None,
     keep: int = 2,
+    healthy: bool = True,
 ) -> Path:
-    """Write checkpoint ``step`` atomically and keep only the newest ``keep`` of them."""
+    """Write checkpoint ``step`` atomically and keep only the newest ``keep`` of them, and the
+    newest ``healthy`` one (saved with no health problem pending, ``train.health``) besides."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:06d}"
+    log.debug("writing checkpoint %s", final)
     tmp = root / f"{final.name}.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -93,30 +113,141 @@ def save_checkpoint(
         extra=extra or {},
     )
     torch.save(state.__dict__, tmp / "trainer_state.pt")
-    (tmp / "meta.json").write_text(json.dumps({"step": step, "data_position": data_position}))
+    sizes = {
+        str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()
+    }
+    meta = {
+        "format": FORMAT,
+        "step": step,
+        "data_position": data_position,
+        "healthy": healthy,
+        "files": sizes,
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     _fsync_tree(tmp)
     if final.exists():  # re-saving the same step (for example after a resume)
         shutil.rmtree(final)
     os.replace(tmp, final)
-    for old in sorted(p for p in root.glob(f"{PREFIX}*") if _complete(p))[:-keep]:
-        shutil.rmtree(old)
+    done = sorted(p for p in root.glob(f"{PREFIX}*") if _complete(p))
+    good = [p for p in done if _meta(p).get("healthy", True)][-1:]
+    for old in done[:-keep]:
+        if old not in good:
+            shutil.rmtree(old)
     return final
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete checkpoint of ``run_dir``, or None."""
+    """The newest intact checkpoint of ``run_dir``, or None. Newer ones that are damaged
+    (``checkpoint_problem``) are skipped with a warning that says why."""
     root = Path(run_dir) / "checkpoints"
-    done = sorted(p for p in root.glob(f"{PREFIX}*") if _complete(p)) if root.exists() else []
-    return done[-1] if done else None
+    saved = sorted(p for p in root.glob(f"{PREFIX}*") if _saved(p)) if root.exists() else []
+    for path in reversed(saved):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return path
+        log.warning("checkpoint %s is damaged (%s); using the one before it", path, problem)
+    return None
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """What is wrong with the checkpoint directory ``path`` (None: nothing found): no or
+    unreadable ``meta.json``, a file it lists missing or of another size, a safetensors file
+    whose header does not parse. Checkpoints of format 1 list no files: only ``meta.json`` and
+    the safetensors headers are checked."""
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except FileNotFoundError:
+        return "no meta.json: its save did not finish"
+    except (OSError, ValueError) as exc:
+        return f"meta.json unreadable: {exc}"
+    if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):
+        return "meta.json has no step"
+    for name, size in dict(meta.get("files") or {}).items():
+        f = path / name
+        if not f.is_file():
+            return f"{name} is missing"
+        if f.stat().st_size != size:
+            return f"{name} has {f.stat().st_size} bytes, {size} were written"
+    for f in sorted(path.rglob("*.safetensors")):
+        if (problem := _safetensors_problem(f)) is not None:
+            return f"{f.relative_to(path)}: {problem}"
+    return None
+
+
+def healthy_checkpoint(run_dir: Path, before: int) -> Path | None:
+    """The newest intact checkpoint of ``run_dir`` from before step ``before`` that was saved
+    while the run was healthy (``meta.json`` "healthy"), or None."""
+    root = Path(run_dir) / "checkpoints"
+    for path in sorted((p for p in root.glob(f"{PREFIX}*") if _complete(p)), reverse=True):
+        meta = _meta(path)
+        good = meta.get("step", before) < before and meta.get("healthy", True)
+        if good and checkpoint_problem(path) is None:
+            return path
+    return None
+
+
+def discard_newer(run_dir: Path, checkpoint: Path, why: str = "damaged") -> list[Path]:
+    """Rename every checkpoint of ``run_dir`` newer than ``checkpoint`` to ``<name>.<why>``
+    (damaged ones, which ``latest_checkpoint`` skipped, or those a rollback leaves behind), out
+    of the way of the steps redone from ``checkpoint`` and of the clean-up of old checkpoints;
+    returns the new names."""
+    moved = []
+    for p in sorted((Path(run_dir) / "checkpoints").glob(f"{PREFIX}*")):
+        if _saved(p) and p.name > checkpoint.name:
+            target = p.with_name(f"{p.name}.{why}")
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(p, target)
+            moved.append(target)
+    return moved
 
 
 def load_trainer_state(checkpoint: Path) -> TrainerState:
-    raw = torch.load(Path(checkpoint) / "trainer_state.pt", weights_only=False)
+    """The trainer state of ``checkpoint``, loaded with ``weights_only=True``."""
+    path = Path(checkpoint) / "trainer_state.pt"
+    try:
+        raw = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise ValueError(
+            f"{path} holds more than tensors and plain values, and loading it could run code; "
+            f"it was not written by this version of treegrpo ({exc})"
+        ) from None
     return TrainerState(**raw)
 
 
+def _saved(path: Path) -> bool:
+    """A checkpoint directory (``step-000010``), not a save in progress (``.tmp``) or one set
+    aside (``.damaged``, ``.rolled-back``)."""
+    return path.is_dir() and re.fullmatch(rf"{PREFIX}\d+", path.name) is not None
+
+
+def _meta(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def _complete(path: Path) -> bool:
-    return path.is_dir() and not path.name.endswith(".tmp") and (path / "meta.json").exists()
+    return _saved(path) and (path / "meta.json").exists()
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Whether ``path`` starts with a readable safetensors header whose tensors fit the file."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > size - 8:
+                return "truncated header"
+            header = json.loads(f.read(n))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    except (OSError, ValueError, struct.error, KeyError, TypeError, IndexError) as exc:
+        return f"unreadable header ({type(exc).__name__}: {exc})"
+    if 8 + n + max(ends, default=0) > size:
+        return "truncated data"
+    return None
 
 
 def _fsync_tree(path: Path) -> None:

@@ -220,3 +220,44 @@ class ClusterConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    """What counts as an unhealthy step and what happens after ``patience`` in a row."""
+
+    action: Literal["warn", "stop", "rollback"] = "warn"
+    """warn: log and go on; stop: end the run; rollback: resume from the last healthy
+    checkpoint with a smaller learning rate."""
+    patience: int = 3
+    """Unhealthy steps in a row before the alarm."""
+    kl_max: float | None = 1.0
+    """Largest mean per-token KL to the reference (``loss/kl``; None: not checked)."""
+    entropy_min: float | None = None
+    """Smallest mean per-token entropy of the trained tokens (None: not checked; a tiny model
+    on a deterministic task legitimately goes near 0)."""
+    entropy_max: float | None = None
+    """Largest mean per-token entropy (None: not checked)."""
+    reward_collapse: float | None = 0.25
+    """A collapse: the last ``window`` steps' mean reward below this fraction of the best such
+    mean so far (None: not checked)."""
+    window: int = 5
+    """Steps in the reward's rolling mean."""
+    max_failed_searches: float = 0.25
+    """Largest share of a step's searches that may fail (retriever down or refusing) before the
+    run stops, ahead of that step's update; failed searches below it become observations that
+    say so (``rollout.sampler``)."""
+    rollback_lr_scale: float = 0.5
+    """Learning-rate factor applied at each rollback."""
+    max_rollbacks: int = 2
+    """Rollbacks before the run stops instead."""
+
+    def __post_init__(self) -> None:
+        if self.patience < 1 or self.window < 1:
+            raise ValueError(f"patience and window must be >= 1: {self}")
+        if not 0 <= self.max_failed_searches <= 1:
+            raise ValueError(f"max_failed_searches must lie in [0, 1]: {self}")
+        if not 0 < self.rollback_lr_scale <= 1 or self.max_rollbacks < 0:
+            raise ValueError(f"need 0 < rollback_lr_scale <= 1 and max_rollbacks >= 0: {self}")
+        if self.reward_collapse is not None and not 0 < self.reward_collapse < 1:
+            raise ValueError(f"reward_collapse must lie in (0, 1): {self}")

@@ -9,6 +9,7 @@ advantage mode that ``AlgorithmConfig`` hands in.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,10 @@ from treegrpo.rollout.scoring import LeafScores, score_leaves
 from treegrpo.rollout.source import RolloutSource
 from treegrpo.train.batch import MicroBatch, make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
+from treegrpo.train.health import SearchOutage
 from treegrpo.train.update import Part, UpdateStats, ppo_update, weighted
+
+log = logging.getLogger(__name__)
 
 
 class Learner(Protocol):
@@ -91,6 +95,7 @@ def rl_step(
     autocast_dtype: torch.dtype | None = None,
     learner: Learner | None = None,
     observe: Callable[[StepOutcome], None] | None = None,
+    max_failed_searches: float = 1.0,
 ) -> dict[str, float]:
     """One RL step; ``reference`` is None when there is no KL term or when the policy is a LoRA
     model (its base is the reference); ``rollouts`` samples the forests (this process's engine,
@@ -99,12 +104,23 @@ def rl_step(
     CUDA. ``learner``: where the update runs when not in this process (the ranks of a sharded
     update, ``distributed.fsdp.FSDPLearner``); ``policy`` and ``scheduler`` then mirror its
     weights and learning rate after the update, and ``optimizer`` is not used. ``observe`` is
-    called with the step's rollout, scores and advantages before the update."""
+    called with the step's rollout, scores and advantages before the update. When more than
+    ``max_failed_searches`` of the rollout's searches failed, ``SearchOutage`` is raised before
+    the update."""
     t0 = time.perf_counter()
     # 1. rollout: the policy samples a forest (chains when algo.l == 0)
+    log.debug("sampling the forests of %d prompts", len(batch.prompts))
     policy.eval()
     rollout = rollouts.sample(batch.prompts, algo.shape(), sampling, limits, seed)
     t_rollout = time.perf_counter() - t0
+    searched = sum(s.searched for s in rollout.steps)
+    failed = sum(s.search_failed for s in rollout.steps)
+    if failed > max_failed_searches * searched:
+        raise SearchOutage(
+            f"{failed} of {searched} searches failed ({failed / searched:.0%}, more than "
+            f"health.max_failed_searches {max_failed_searches:.0%}): the retriever is down, too "
+            "slow or refusing the requests (see the warnings above); the step was not trained on"
+        )
     leaves = [int(x) for x in rollout.kept]
 
     # 2. rewards on every kept leaf
@@ -145,6 +161,7 @@ def rl_step(
     schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
     parts = [weighted(mbs, algo.aggregation) for mbs in minis]
     temperature = sampling.logprob_temperature  # log-probs of the sampled distribution
+    log.debug("updating the policy: %d optimizer steps", len(schedule))
     if learner is None:
         stats = ppo_update(
             policy,
@@ -181,6 +198,7 @@ def rl_step(
             "reward/valid_format": float(scores.valid_format.mean()),
             "reward/answered": float(scores.answered.mean()),
             "agent/tool_calls_per_leaf": float(scores.tool_calls.mean()),
+            "agent/failed_searches": float(failed),
             "agent/leaves": float(len(leaves)),
             "adv/abs_mean": float(np.abs(adv).mean()),
             "adv/uniform_prompts": uniform_share(scores.reward, groups),

@@ -7,6 +7,7 @@ A run directory holds everything a run writes (DESIGN.md, "Configuration and run
     tb/                  TensorBoard events
     checkpoints/         Hugging Face model + trainer state, written atomically
     eval-step-N.{json,md}
+    health.json          rollbacks after health alarms, if any (``train.health``)
 
 Resume (``RunConfig.resume``) restores the model, optimizer, scheduler, RNG states and the data
 position from the newest complete checkpoint; each step's randomness is derived from the run
@@ -43,18 +44,31 @@ from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.rollout.source import LocalRollout, RolloutSource
 from treegrpo.tools.base import SearchTool
+from treegrpo.tools.cache import write_atomic
 from treegrpo.train.checkpoint import (
+    discard_newer,
+    healthy_checkpoint,
     latest_checkpoint,
     load_trainer_state,
     save_checkpoint,
     set_rng_state,
 )
-from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.config import (
+    AlgorithmConfig,
+    HealthConfig,
+    ModelConfig,
+    OptimConfig,
+    RunConfig,
+)
+from treegrpo.train.health import HealthMonitor, Rollback, TrainingUnhealthy
 from treegrpo.train.policy import load_adapter, prepare_policy
 from treegrpo.train.precision import autocast_dtype
 from treegrpo.train.step import Batch, Learner, StepOutcome, rl_step
 
 logger = logging.getLogger(__name__)
+
+HEALTH_FILE = "health.json"
+"""The run's rollbacks and the learning-rate scale they left (``train.health``)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +122,7 @@ def train(
     model_cfg: ModelConfig = ModelConfig(),
     rollout_source: Callable[[], RolloutSource] | None = None,
     learner: Callable[[Any, torch.optim.Optimizer, Any], Learner] | None = None,
+    health: HealthConfig = HealthConfig(),
 ) -> Path:
     """Train from ``model_path`` (or resume) and return the run directory.
 
@@ -120,7 +135,10 @@ def train(
     and after every update; learner(policy, optimizer, scheduler): makes where the update runs
     when not in this process (the FSDP ranks of ``treegrpo.distributed.fsdp``), starting from
     these as they are (a resumed run's); the policy then mirrors its weights after every update
-    and the optimizer its state before every checkpoint.
+    and the optimizer its state before every checkpoint. health: the alarms of
+    ``train.health`` and what they do; ``health.action`` = rollback raises ``Rollback`` for
+    the caller to resume from the named checkpoint (``jobs.runner`` does), with the learning
+    rate scale it wrote into ``health.json``.
     """
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -131,6 +149,8 @@ def train(
     ckpt = latest_checkpoint(out) if run.resume else None
     if ckpt is not None:
         _check_resumable(ckpt, lora)
+        for damaged in discard_newer(out, ckpt):
+            logger.warning("set aside %s; resuming from %s", damaged, ckpt)
     else:
         _start_afresh(out, run.resume, run.overwrite)
     # LoRA trains adapters on the frozen starting model; full fine-tuning resumes from model/
@@ -158,6 +178,8 @@ def train(
         set_rng_state(state.rng)
         start_step, position = state.step, state.data_position
         _truncate_metrics(out / "metrics.jsonl", start_step)  # drop steps after the checkpoint
+        # a rollback since this checkpoint was saved scaled the learning rate: apply it
+        _scale_lr(optimizer, scheduler, lr_scale(out) / state.extra.get("lr_scale", 1.0))
     else:
         config = {
             "model_path": str(model_path),
@@ -183,6 +205,7 @@ def train(
         rollouts.update_weights(policy)  # the workers start from the policy as it is now
     update = learner(policy, optimizer, scheduler) if learner is not None else None
     prompts = {}  # rendered once per question
+    monitor = HealthMonitor.replay(health, _logged(out / "metrics.jsonl"))
     writer = _tensorboard(out / "tb")
     with open(out / "metrics.jsonl", "a") as log:
         for step in range(start_step, run.steps):
@@ -217,13 +240,20 @@ def train(
                     if keep
                     else None
                 ),
+                max_failed_searches=health.max_failed_searches,
             )
             speedups.release_memory(fast)  # else the heap fragments and memory grows every step
             metrics["train/lr"] = float(scheduler.get_last_lr()[0])
             done = step + 1
             if evaluate is not None and run.eval_every and done % run.eval_every == 0:
                 metrics.update(evaluate(policy, tokenizer, done, engine))
+            problems = monitor.check(done, metrics)
+            metrics["health/alarm"] = float(monitor.alarm)
             _log(log, writer, done, metrics)
+            if problems:
+                logger.warning("step %d: %s", done, "; ".join(problems))
+            if monitor.alarm:
+                _on_alarm(out, health, monitor)
             if on_step is not None:
                 on_step(done, metrics)
             if done % run.save_every == 0 or done == run.steps:
@@ -237,7 +267,9 @@ def train(
                     optimizer,
                     scheduler,
                     position,
+                    extra={"lr_scale": lr_scale(out)},
                     keep=run.keep_checkpoints,
+                    healthy=monitor.healthy,
                 )
     if writer is not None:
         writer.close()
@@ -285,6 +317,61 @@ def _forest_keeper(
     return keep
 
 
+def _on_alarm(out: Path, health: HealthConfig, monitor: HealthMonitor) -> None:
+    """What ``health.action`` says after ``patience`` unhealthy steps in a row: warn (once per
+    streak), stop, or roll back to the last checkpoint saved before the streak began."""
+    since = monitor.streak_start
+    what = f"{monitor.streak} unhealthy steps in a row since step {since}"
+    if health.action == "warn":
+        if monitor.streak == health.patience:
+            logger.warning("health alarm: %s (health.action warn: the run goes on)", what)
+        return
+    good = healthy_checkpoint(out, since)
+    rollbacks = _health_record(out).get("rollbacks", [])
+    if health.action == "rollback" and good is not None and len(rollbacks) < health.max_rollbacks:
+        record = _health_record(out)
+        scale = lr_scale(out) * health.rollback_lr_scale
+        rollbacks = [*rollbacks, {"at_step": since + monitor.streak - 1, "to": good.name}]
+        write_atomic(
+            out / HEALTH_FILE, json.dumps({**record, "lr_scale": scale, "rollbacks": rollbacks})
+        )
+        raise Rollback(str(good), f"{what}; learning rate × {scale:g} from now on")
+    where = f"the last healthy checkpoint is {good}" if good else "no healthy checkpoint is left"
+    raise TrainingUnhealthy(
+        f"{what} (see the warnings above); {where}. health.action {health.action}"
+        + (f", {len(rollbacks)} rollbacks done" if health.action == "rollback" else "")
+    )
+
+
+def lr_scale(out: Path) -> float:
+    """The learning-rate factor that rollbacks of the run in ``out`` have applied so far."""
+    return float(_health_record(out).get("lr_scale", 1.0))
+
+
+def _health_record(out: Path) -> dict[str, Any]:
+    path = out / HEALTH_FILE
+    return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def _scale_lr(optimizer: torch.optim.Optimizer, scheduler: Any, factor: float) -> None:
+    if factor == 1.0:
+        return
+    for group in optimizer.param_groups:
+        group["lr"] *= factor
+        if "initial_lr" in group:
+            group["initial_lr"] *= factor
+    if scheduler is not None:
+        scheduler.base_lrs = [lr * factor for lr in scheduler.base_lrs]
+        scheduler._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+
+def _logged(path: Path) -> list[dict[str, Any]]:
+    """The step lines of ``metrics.jsonl`` (after a resume's truncation), in order."""
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
 def _check_resumable(ckpt: Path, lora: bool) -> None:
     """A LoRA run resumes from an adapter, a full fine-tune from model/: refuse to mix them
     (the optimizer state would not fit the parameters)."""
@@ -326,7 +413,7 @@ def refuse_previous_run(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def _previous_files(out: Path) -> list[Path]:
-    names = ("checkpoints", "metrics.jsonl", "tb", "forests")
+    names = ("checkpoints", "metrics.jsonl", "tb", "forests", HEALTH_FILE)
     return [out / n for n in names if (out / n).exists()]
 
 
@@ -344,10 +431,18 @@ def _start_afresh(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def _truncate_metrics(path: Path, last_step: int) -> None:
+    """Keep the lines of steps up to ``last_step``; a line cut short by a kill is dropped."""
     if not path.exists():
         return
-    keep = [x for x in path.read_text().splitlines() if json.loads(x)["step"] <= last_step]
-    path.write_text("".join(line + "\n" for line in keep))
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            step = json.loads(line)["step"]
+        except (ValueError, KeyError, TypeError):
+            continue  # the last line of a run killed while writing it
+        if step <= last_step:
+            keep.append(line)
+    write_atomic(path, "".join(line + "\n" for line in keep))
 
 
 def _tensorboard(path: Path) -> Any:

@@ -1,0 +1,105 @@
+"""Training health: catch a run that is going wrong early, from the metrics of its steps.
+
+Non-finite gradients are already skipped step by step (``train.update``). What this module
+watches is slower: a policy drifting away from its reference (the per-token KL above a bound),
+its entropy leaving a band (collapsing onto one answer, or dissolving into noise), and the
+training reward collapsing, the late-run score collapse that users of the authors' code have
+reported. A step is unhealthy when one of these holds; ``patience`` unhealthy steps in a row
+raise an alarm, and ``HealthConfig.action`` (train.config) says what follows:
+
+- ``warn``: a warning in the log (and ``health/alarm`` = 1 in the metrics); the run goes on;
+- ``stop``: the run stops with ``TrainingUnhealthy``, naming the last checkpoint saved while
+  the run was healthy;
+- ``rollback``: the run goes back to that checkpoint and continues from it with the learning
+  rate scaled by ``rollback_lr_scale`` (at most ``max_rollbacks`` times; then it stops).
+
+Steps without an update (every prompt's leaves scored alike) carry no KL or entropy and are
+not judged on them. The reward rule compares the mean reward of the last ``window`` steps with
+the best such mean of the run so far: below ``reward_collapse`` times the best is a collapse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from treegrpo.train.config import HealthConfig
+
+
+class TrainingUnhealthy(RuntimeError):
+    """The run stopped on a health alarm."""
+
+
+class SearchOutage(RuntimeError):
+    """Too many of a step's searches failed (``HealthConfig.max_failed_searches``); raised
+    before the step's update, so the policy never learns from an outage."""
+
+
+class Rollback(Exception):
+    """The run asks to go back to ``checkpoint`` (``HealthConfig.action`` = rollback)."""
+
+    def __init__(self, checkpoint: str, reason: str) -> None:
+        super().__init__(f"rolling back to {checkpoint}: {reason}")
+        self.checkpoint, self.reason = checkpoint, reason
+
+
+@dataclass
+class HealthMonitor:
+    """Judges each step's metrics (``check``); rebuilt on resume from the logged steps."""
+
+    cfg: HealthConfig
+    rewards: list[float] = field(default_factory=list)
+    best: float = float("-inf")  # best rolling mean reward so far
+    streak: int = 0  # unhealthy steps in a row
+    streak_start: int = 0  # first step of the current streak (0: none)
+
+    @classmethod
+    def replay(cls, cfg: HealthConfig, logged: Iterable[Mapping[str, float]]) -> HealthMonitor:
+        """The monitor as it was after the steps ``logged`` (metrics.jsonl lines, in order)."""
+        monitor = cls(cfg)
+        for m in logged:
+            monitor.check(int(m["step"]), m)
+        return monitor
+
+    def problems(self, metrics: Mapping[str, float]) -> list[str]:
+        """What is wrong with one step's metrics (updates the reward history)."""
+        cfg, out = self.cfg, []
+        if metrics.get("train/updates", 0) > 0 and metrics.get("train/prompts_updated", 1) > 0:
+            kl, ent = metrics.get("loss/kl"), metrics.get("loss/entropy")
+            if cfg.kl_max is not None and kl is not None and kl > cfg.kl_max:
+                out.append(f"KL to the reference {kl:.3g} > kl_max {cfg.kl_max:g}")
+            if cfg.entropy_min is not None and ent is not None and ent < cfg.entropy_min:
+                out.append(f"entropy {ent:.3g} < entropy_min {cfg.entropy_min:g}")
+            if cfg.entropy_max is not None and ent is not None and ent > cfg.entropy_max:
+                out.append(f"entropy {ent:.3g} > entropy_max {cfg.entropy_max:g}")
+        self.rewards.append(float(metrics["reward/mean"]))
+        if len(self.rewards) >= cfg.window:
+            mean = sum(self.rewards[-cfg.window :]) / cfg.window
+            limit = None if cfg.reward_collapse is None else cfg.reward_collapse * self.best
+            if limit is not None and self.best > 0 and mean < limit:
+                out.append(
+                    f"reward collapsed: mean of the last {cfg.window} steps {mean:.3f} < "
+                    f"{cfg.reward_collapse:g} × the best {self.best:.3f}"
+                )
+            self.best = max(self.best, mean)
+        return out
+
+    def check(self, step: int, metrics: Mapping[str, float]) -> list[str]:
+        """The step's problems; counts the unhealthy streak. ``alarm`` is then whether the
+        streak reached ``patience``."""
+        found = self.problems(metrics)
+        if found:
+            self.streak_start = self.streak_start if self.streak else step
+            self.streak += 1
+        else:
+            self.streak, self.streak_start = 0, 0
+        return found
+
+    @property
+    def alarm(self) -> bool:
+        return self.streak >= self.cfg.patience
+
+    @property
+    def healthy(self) -> bool:
+        """No unhealthy step since the last healthy one (a checkpoint now counts as good)."""
+        return self.streak == 0
