@@ -28,6 +28,7 @@ INVALID_FEEDBACK = (
     "\nThat step had no valid action. To look something up, write a query between <search> and "
     "</search>. To finish, write the final answer between <answer> and </answer>.\n"
 )
+FAILED_SEARCH = "The search failed: the retriever did not answer, so no passages came back."
 OPEN_INFO, CLOSE_INFO = "\n\n<information>", "</information>\n\n"
 
 
@@ -94,6 +95,11 @@ class SearchProtocol:
         body = self._encode(format_passages(contents).strip())
         room = self.max_obs_tokens - len(self._open) - len(self._close)
         return self._open + body[:room] + self._close
+
+    def failed_search_ids(self) -> list[int]:
+        """Token ids of the observation after a search the retriever could not answer."""
+        room = self.max_obs_tokens - len(self._open) - len(self._close)
+        return self._open + self._encode(FAILED_SEARCH)[:room] + self._close
 
     def invalid_ids(self) -> list[int]:
         """Token ids of the feedback after a step without a valid action."""
