@@ -44,7 +44,7 @@ from treegrpo.engine.base import Engine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
 from treegrpo.rollout.records import Rollout, StepRecord
-from treegrpo.tools.base import SearchFailed, SearchTool
+from treegrpo.tools.base import Passage, SearchFailed, SearchTool
 
 log = logging.getLogger(__name__)
 
@@ -165,12 +165,14 @@ class _Runner:
             for i, (a, r) in enumerate(zip(actions, results, strict=True))
             if a.kind == "search" and not finals[i] and r.tokens
         ]
+        found: list[list[Passage]] = []
         failed = False
         try:
-            found = self.tool.search([actions[i].text for i in searching], self.limits.topk)
+            if searching:
+                found = self.tool.search([actions[i].text for i in searching], self.limits.topk)
         except SearchFailed as exc:  # the retriever is down or refused: the episodes go on
             log.warning("%d searches failed: %s", len(searching), exc)
-            found, failed = [[] for _ in searching], bool(searching)
+            found, failed = [[] for _ in searching], True
         passages = dict(zip(searching, ([p.contents for p in hits] for hits in found), strict=True))
 
         nxt = []
