@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,57 @@ def test_data_order_is_a_resumable_stream() -> None:
 
 def test_people_cover_the_toy_world() -> None:
     assert len(ITEMS) == len(PEOPLE)
+
+
+class _RunsCode:
+    """A pickle that would create a directory when loaded (if loading could run code)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        import os
+
+        return (os.makedirs, (str(self.marker),))
+
+
+@pytest.mark.slow
+def test_checkpoints_load_safely_and_a_damaged_newest_one_is_skipped(
+    model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    straight = _train(model_dir, tmp_path / "straight", steps=2)
+    out = tmp_path / "run"
+    _train(model_dir, out, steps=2)
+    newest = latest_checkpoint(out)
+    assert newest is not None and newest.name == "step-000002"
+    state = torch.load(newest / "trainer_state.pt", weights_only=True)  # tensors and plain values
+    assert state["step"] == 2 and json.loads((newest / "meta.json").read_text())["healthy"]
+
+    # a truncated weights file: found, the checkpoint before it used, with a warning
+    weights = newest / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    with caplog.at_level(logging.WARNING, logger="treegrpo"):
+        assert latest_checkpoint(out).name == "step-000001"  # type: ignore[union-attr]
+    assert "step-000002 is damaged (model/model.safetensors has" in caplog.text
+    # a torn last line in metrics.jsonl, as a kill while logging leaves it
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"step": 3, "reward/me')
+    resumed = _train(model_dir, out, steps=2, resume=True)
+    assert (out / "checkpoints" / "step-000002.damaged").is_dir()  # set aside, not deleted
+    a, b = _weights(straight), _weights(resumed)
+    assert all(torch.equal(a[k], b[k]) for k in a)  # as if nothing had happened
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [
+        1,
+        2,
+    ]
+
+    # no meta.json: a save that did not finish
+    (latest_checkpoint(out) / "meta.json").unlink()  # type: ignore[operator]
+    assert latest_checkpoint(out).name == "step-000001"  # type: ignore[union-attr]
+
+    # trainer state that would run code when unpickled is refused, and nothing runs
+    marker = tmp_path / "code-ran"
+    torch.save({"step": _RunsCode(marker)}, tmp_path / "trainer_state.pt")
+    with pytest.raises(ValueError, match="could run code"):
+        ckpt_module.load_trainer_state(tmp_path)
+    assert not marker.exists()
