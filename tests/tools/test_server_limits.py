@@ -282,3 +282,15 @@ def test_random_bodies_never_get_a_5xx(
     assert r.status_code < 500, (body, r.text)
     if r.status_code == 200:
         assert len(r.json()["result"]) == len(json.loads(body)["queries"])
+
+
+def test_servers_listen_on_loopback_unless_told_otherwise() -> None:
+    """`treegrpo serve` and the server function bind 127.0.0.1 by default: a retriever is not
+    exposed to the network by accident."""
+    import inspect
+
+    from treegrpo import cli
+    from treegrpo.tools import server
+
+    assert inspect.signature(cli.serve).parameters["host"].default == "127.0.0.1"
+    assert inspect.signature(server.serve).parameters["host"].default == "127.0.0.1"

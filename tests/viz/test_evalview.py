@@ -59,3 +59,13 @@ def test_the_page_shows_each_chain_with_its_gold(tmp_path: Path) -> None:
     cli.main(["view", str(tmp_path)])  # an eval directory: its pages, no run report
     assert (tmp_path / "view" / "eval-after.html").is_file()
     assert not (tmp_path / "report.html").exists()
+
+
+def test_model_output_on_the_page_is_text_never_markup() -> None:
+    """Model output is adversarial: an answer or step that holds HTML or a script must show as
+    text (escaped), never run in the browser that opens the page."""
+    evil = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
+    row = {**REPORT["rows"][1], "answer": evil, "response": f"<answer> {evil} </answer>"}
+    page = render_eval({"overall": REPORT["overall"], "rows": [row]}, "evil")
+    assert "<script>alert(2)" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in page

@@ -154,3 +154,14 @@ def test_write_pages_makes_an_index_and_a_page_per_kept_step(snapshot, tmp_path:
     assert "step 10" in pages[1].read_text()
     with pytest.raises(FileNotFoundError, match="no kept forests"):
         write_pages(tmp_path / "empty")
+
+
+def test_model_output_in_the_trees_is_text_never_markup(snapshot) -> None:  # type: ignore[no-untyped-def]
+    evil = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
+    data = json.loads(json.dumps({k: snapshot[k] for k in ("step", "algo", "prompts")}))
+    for node in _nodes(data):
+        node["text"] = evil
+    data["prompts"][0]["question"] = evil
+    page = render_step(data)
+    assert "<script>alert(2)" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(2)" in page
