@@ -37,7 +37,9 @@ def normalize_answer(text: str) -> str:
     text = unicodedata.normalize("NFC", text).lower()
     text = "".join(ch for ch in text if ch not in _PUNCT)
     text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+    # Dropping punctuation can leave a base letter next to a combining mark ("e.\u0301"): compose
+    # again, so that the result is NFC and normalizing it once more changes nothing.
+    return unicodedata.normalize("NFC", " ".join(text.split()))
 
 
 def _golds(golds: Golds) -> list[str]:

@@ -43,14 +43,20 @@ def score_leaves(
     format_score: float = 0.2,
 ) -> LeafScores:
     """Score ``leaves``; ``golds[p]`` are the gold answers of the forest's prompt p. The answer is
-    read from the model's own tokens, the format from the whole response. ``format_score``:
-    Search-R1's bonus for a valid format (half of it for a wrong answer in invalid format)."""
+    read from the model's own tokens of the leaf's last step, the format from the whole response.
+    ``format_score``: Search-R1's bonus for a valid format (half of it for a wrong answer in
+    invalid format).
+
+    Only the last step can hold the answer: an answer ends the episode. The model's tokens of
+    all steps joined would let an ``<answer>`` cut off at one step's token limit pair with a
+    ``</answer>`` of the next step, across the feedback between them, though the protocol parsed
+    no answer in either."""
     fn = search_r1_reward if reward == "em" else search_r1_f1_reward
     cols: list[list[float]] = [[] for _ in range(6)]
     for leaf in leaves:
         seq = rollout.leaf_sequence(int(leaf))
         response = decode(seq.ids[seq.prompt_len :])
-        model_text = decode(rollout.action_ids(int(leaf)))
+        model_text = decode(rollout.step(int(leaf)).action_ids)
         g = golds[int(rollout.forest.prompt_id[leaf])]
         answer = extract_answer(model_text)
         path = rollout.forest.path(int(leaf))
