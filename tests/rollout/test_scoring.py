@@ -4,6 +4,7 @@ earns nothing whatever its format."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from agent_fixtures import PEOPLE, WordTool, trained_agent
 from treegrpo.agent.stops import StepStopper
@@ -14,6 +15,7 @@ from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
 
 
+@pytest.mark.slow
 def test_format_bonus_is_a_setting() -> None:
     agent = trained_agent()
     engine = HFEngine(agent.model, agent.tokenizer, StepStopper(agent.tokenizer))

@@ -1,6 +1,7 @@
 """Training health (``train.health``): the rules on made-up metrics, then each alarm provoked in
-real runs of the tiny agent: a KL bound that stops the run, an entropy band that warns, and a
-rollback to the last healthy checkpoint with a smaller learning rate."""
+real runs of the tiny agent: a KL bound and a reward collapse (both from too large a learning
+rate) that stop the run, an entropy band that warns, and a rollback to the last healthy
+checkpoint with a smaller learning rate."""
 
 from __future__ import annotations
 
@@ -116,6 +117,18 @@ def test_a_policy_driven_off_its_reference_stops_the_run(model_dir: Path, tmp_pa
     assert [m["step"] for m in steps] == [1, 2]  # stopped at the alarm
     assert [m["health/alarm"] for m in steps] == [0.0, 1.0]
     assert all(m["loss/kl"] > 0.05 for m in steps)
+
+
+@pytest.mark.slow
+def test_a_reward_collapse_stops_the_run_and_names_the_healthy_checkpoint(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    # too large a learning rate (0.05) wrecks the agent: its reward falls from 0.35 to 0 at once
+    health = HealthConfig(action="stop", kl_max=None, reward_collapse=0.25, window=1, patience=2)
+    with pytest.raises(TrainingUnhealthy, match=r"since step 2.*checkpoint is .*step-000001"):
+        _train(model_dir, tmp_path / "run", steps=5, health=health, lr=0.05)
+    rewards = [m["reward/mean"] for m in _steps(tmp_path / "run")]
+    assert len(rewards) == 3 and rewards[0] > 0 and rewards[1:] == [0.0, 0.0]
 
 
 @pytest.mark.slow

@@ -61,7 +61,7 @@ class Episode:
     def score(self, protocol: SearchProtocol, golds: Sequence[str]) -> dict[str, float]:
         """Reward, EM and format exactly as ``treegrpo.rollout.scoring`` computes them."""
         response = protocol.decode(self.response_ids())
-        model_text = protocol.decode(self.action_ids())
+        model_text = protocol.decode(self.turns[-1].action_ids)  # an answer ends the episode
         answer = extract_answer(model_text)
         return {
             "reward": search_r1_reward(response, golds, model_text=model_text),

@@ -115,7 +115,8 @@ def leaf_per_prompt(forest: Any) -> list[int]:
 
 
 def _answer(rollout: Any, leaf: int, protocol: SearchProtocol) -> str | None:
-    return extract_answer(protocol.decode(rollout.action_ids(leaf)))
+    """The answer of the leaf's last step, as ``rollout.scoring`` reads it for EM."""
+    return extract_answer(protocol.decode(rollout.step(leaf).action_ids))
 
 
 def _response(rollout: Any, leaf: int, protocol: SearchProtocol) -> str:
