@@ -21,3 +21,4 @@ class Question:
     hops: int  # retrieval hops a perfect agent needs (0 when unknown)
     index: int | str | None = None  # the row's id within its source (parquet extra_info.index)
     prompt: str | None = None  # the file's own user message (Search-R1 parquet), verbatim
+    kind: str = ""  # the question's type within its source (e.g. a template name), "" if one

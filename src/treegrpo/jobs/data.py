@@ -5,8 +5,9 @@
     → before/after table, learning curve, summary.json, report.md in the run directory
 
 ``treegrpo train --data.train-files …`` runs this instead of the embedded synthetic job. Names
-with a colon are built-in, offline sets: questions ``wiki:train`` and ``wiki:test`` and corpus
-``wiki:corpus`` (``treegrpo.data.wiki``), and model ``smollm2`` (``treegrpo.models.smollm2``).
+with a colon are built-in, offline sets: questions ``wiki:train`` and ``wiki:test`` (and the
+others of ``BUILTIN_QUESTIONS``) and corpus ``wiki:corpus`` (``treegrpo.data.wiki``), and model
+``smollm2`` (``treegrpo.models.smollm2``).
 
 Inputs are checked in two stages so a mistake costs seconds, not a model load: ``check_data``
 only looks at names and paths (``treegrpo train --dry-run`` stops there); ``prepare_inputs``
@@ -16,13 +17,15 @@ model and the search tool; only then does ``run_data`` load a model.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from treegrpo.data.lead_questions import lead_questions
 from treegrpo.data.load import load_questions
 from treegrpo.data.types import Question
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
@@ -49,13 +52,19 @@ from treegrpo.train.config import (
 from treegrpo.train.trainer import TrainItem
 from treegrpo.warmstart.protocol import protocol_warm_start
 
-BUILTIN_QUESTIONS: dict[str, tuple[Literal["train", "test"], bool]] = {
-    "wiki:train": ("train", False),
-    "wiki:test": ("test", False),
-    "wiki-hard:train": ("train", True),
-    "wiki-hard:test": ("test", True),
+BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
+    "wiki:train": partial(wiki_questions, "train"),
+    "wiki:test": partial(wiki_questions, "test"),
+    "wiki-hard:train": partial(wiki_questions, "train", hard=True),
+    "wiki-hard:test": partial(wiki_questions, "test", hard=True),
+    "wiki-qa:train": partial(lead_questions, "train", hops=1),
+    "wiki-qa:test": partial(lead_questions, "test", hops=1),
+    "wiki-qa2:train": partial(lead_questions, "train", hops=2),
+    "wiki-qa2:test": partial(lead_questions, "test", hops=2),
 }
-"""Built-in question sets → (split, hard) of ``treegrpo.data.wiki.wiki_questions``."""
+"""Built-in question sets → the function that makes them: ``wiki`` / ``wiki-hard`` answer with
+an article's title (``treegrpo.data.wiki.wiki_questions``); ``wiki-qa`` (single-hop) and
+``wiki-qa2`` (two-hop) with a span inside the passages (``treegrpo.data.lead_questions``)."""
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
 BUILTIN_MODELS = ("smollm2", "smollm2-protocol")
@@ -136,7 +145,7 @@ def resolve_questions(names: Sequence[str]) -> list[Question]:
     out = load_questions(files) if files else []
     for name in names:
         if name in BUILTIN_QUESTIONS:
-            out.extend(wiki_questions(*BUILTIN_QUESTIONS[name]))
+            out.extend(BUILTIN_QUESTIONS[name]())
     seen: set[str] = set()
     for q in out:
         if q.uid in seen:
