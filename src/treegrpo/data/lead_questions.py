@@ -105,7 +105,7 @@ _NOT_NATIONALITIES = frozenset(
         "Sunni Shia Hindu Lutheran Anglican Presbyterian Franciscan Dominican Augustinian "
         "Cistercian Confucian Pythagorean Marxian Hegelian Darwinian Newtonian Keynesian "
         "Jacobean Georgian Ancient Early Late South North New West East Hong Sri Saudi Neo "
-        "Catholic Islamic"
+        "Catholic Islamic Church Sufi"
     )
 )
 """Words of that shape that name no nationality (a faith, an era), or only its first half."""
@@ -118,7 +118,9 @@ _OCCUPATION_STOPS = frozenset(
 )
 _NOT_OCCUPATION = re.compile(r"(?:ed|ing|\b(?:group|band|duo|trio|ensemble|orchestra|team))$")
 """The end of an "occupation" that is none: a participle ("hip-hop group formed in …"), a group."""
-_COUNTRY_DESCRIPTION = re.compile(r"(?:\w+ )?country\b", re.I)
+_COUNTRY_DESCRIPTION = re.compile(r"(?:\w+ )?country\b(?! within)", re.I)
+"""A country's short description: "Country in East Asia", "Island country …"; not "Country
+within the United Kingdom" (Glasgow is in Scotland and in the United Kingdom)."""
 _REGION_DESCRIPTION = re.compile(
     r"(?:U\.S\. )?(State|Province|Region|Prefecture|Autonomous community)(?=\s|$)", re.I
 )
