@@ -38,8 +38,6 @@ PHASES = {
 }
 """Phase → the log line that starts it."""
 
-STEPS = 3
-
 
 @dataclass(frozen=True)
 class KillPoint:
@@ -63,13 +61,13 @@ def kill_points(n: int, seed: int) -> list[KillPoint]:
     ]
 
 
-def command(model_dir: Path, files: dict[str, Path], out: Path) -> list[str]:
+def command(model_dir: Path, files: dict[str, Path], out: Path, steps: int) -> list[str]:
     args = [sys.executable, "-m", "treegrpo.cli", "train", "--data.model", str(model_dir)]
     args += ["--data.corpus", str(files["corpus"]), "--data.train-files", str(files["train"])]
     args += ["--data.eval-files", str(files["test"]), "--data.eval-questions", "3"]
     args += ["--data.max-turns", "2", "--data.max-new-tokens", "40"]
     args += ["--data.max-obs-tokens", "120", "--data.max-context", "1024"]
-    args += ["--run.out-dir", str(out), "--run.steps", str(STEPS), "--run.prompts-per-step", "2"]
+    args += ["--run.out-dir", str(out), "--run.steps", str(steps), "--run.prompts-per-step", "2"]
     args += ["--run.save-every", "1", "--optim.mini-batch-prompts", "1", "--run.seed", "5"]
     args += ["--optim.micro-batch-tokens", "2000", "--optim.lr", "1e-3", "--model.device", "cpu"]
     return args
@@ -108,11 +106,13 @@ def launch(args: list[str], env: dict[str, str], kill: KillPoint | None) -> tupl
     return code, last
 
 
-def outcome(out: Path) -> tuple[dict[str, torch.Tensor], list[dict[str, object]], object]:
+def outcome(
+    out: Path, steps: int
+) -> tuple[dict[str, torch.Tensor], list[dict[str, object]], object]:
     """A finished run's final weights, logged metrics (wall-clock fields dropped) and the
     held-out evaluation of its final checkpoint."""
     final = latest_checkpoint(out)
-    assert final is not None and final.name == f"step-{STEPS:06d}"
+    assert final is not None and final.name == f"step-{steps:06d}"
     weights = load_file(final / "model" / "model.safetensors")
     metrics = [
         {k: v for k, v in json.loads(line).items() if k != "time" and not k.startswith("time/")}
@@ -125,24 +125,27 @@ def kill_and_resume(
     model_dir: Path, files: dict[str, Path], tmp_path: Path, n: int, seed: int
 ) -> None:
     env = {**os.environ, "TREEGRPO_LOG": "DEBUG", "PYTHONUNBUFFERED": "1"}
+    # a launch killed in its first step's rollout, update or checkpoint write advances the run
+    # by one checkpoint at most: with a step per kill point the run outlives every kill
+    steps = n
     straight = tmp_path / "straight"
-    assert launch(command(model_dir, files, straight), env, None)[0] == 0
+    assert launch(command(model_dir, files, straight, steps), env, None)[0] == 0
     out = tmp_path / "killed"
     landed: list[tuple[KillPoint, str]] = []
     for i, point in enumerate(kill_points(n, seed)):
-        args = command(model_dir, files, out) + (["--run.resume"] if i else [])
+        args = command(model_dir, files, out, steps) + (["--run.resume"] if i else [])
         code, last = launch(args, env, point)
         landed.append((point, last if code else "finished"))
-    assert launch([*command(model_dir, files, out), "--run.resume"], env, None)[0] == 0
+    assert launch([*command(model_dir, files, out, steps), "--run.resume"], env, None)[0] == 0
     killed = [p for p, last in landed if last != "finished"]
     assert len(killed) >= n - 1, landed  # a kill late in a short phase may find the run done
     assert {p.phase for p in killed} == set(PHASES), landed
 
-    (w_a, m_a, e_a), (w_b, m_b, e_b) = outcome(straight), outcome(out)
+    (w_a, m_a, e_a), (w_b, m_b, e_b) = outcome(straight, steps), outcome(out, steps)
     assert w_a.keys() == w_b.keys()
     for k in w_a:
         assert torch.equal(w_a[k], w_b[k]), k
-    assert [m["step"] for m in m_b] == list(range(1, STEPS + 1))
+    assert [m["step"] for m in m_b] == list(range(1, steps + 1))
     assert m_a == m_b
     assert e_a == e_b
     assert not list((out / "checkpoints").glob("*.tmp"))  # no half-written save left over
