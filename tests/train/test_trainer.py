@@ -16,6 +16,7 @@ from treegrpo import cli
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.train import checkpoint as ckpt_module
+from treegrpo.train import trainer as trainer_module
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
 from treegrpo.train.trainer import TrainItem, data_order, train
@@ -188,3 +189,11 @@ def test_checkpoints_load_safely_and_a_damaged_newest_one_is_skipped(
     with pytest.raises(ValueError, match="could run code"):
         ckpt_module.load_trainer_state(tmp_path)
     assert not marker.exists()
+
+
+def test_a_checkpoint_without_safetensors_weights_is_not_resumed(tmp_path: Path) -> None:
+    ckpt = tmp_path / "checkpoints" / "step-000001"
+    (ckpt / "model").mkdir(parents=True)
+    (ckpt / "model" / "pytorch_model.bin").write_bytes(b"pickle")
+    with pytest.raises(ValueError, match="holds no safetensors weights"):
+        trainer_module._check_resumable(ckpt, lora=False)

@@ -374,7 +374,12 @@ def _logged(path: Path) -> list[dict[str, Any]]:
 
 def _check_resumable(ckpt: Path, lora: bool) -> None:
     """A LoRA run resumes from an adapter, a full fine-tune from model/: refuse to mix them
-    (the optimizer state would not fit the parameters)."""
+    (the optimizer state would not fit the parameters). The weights must be safetensors."""
+    if not any((ckpt / "model").glob("*.safetensors")):
+        raise ValueError(
+            f"{ckpt / 'model'} holds no safetensors weights; checkpoints are only read from "
+            "safetensors (a pickled weights file could run code when loaded)"
+        )
     has_adapter = (ckpt / "adapter").is_dir()
     if lora != has_adapter:
         wrote, asks = ("LoRA", "full fine-tuning") if has_adapter else ("full fine-tuning", "LoRA")
