@@ -77,35 +77,26 @@ def make_corpus(path: Path, n: int, seed: int = 0, words: int = 100, vocab: int 
     tmp.rename(path)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 def start_server(
-    corpus: Path, cache: Path, port: int, batch_wait_ms: float
-) -> subprocess.Popen[str]:
-    """`treegrpo serve` in a subprocess; returns once /health answers."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "treegrpo.cli",
-        "serve",
-        "--corpus",
-        str(corpus),
-        "--port",
-        str(port),
-        "--cache-dir",
-        str(cache),
-        "--batch-wait-ms",
-        str(batch_wait_ms),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    corpus: Path, cache: Path, port: int, log: Path, *extra: str
+) -> subprocess.Popen[bytes]:
+    """`treegrpo serve` in a subprocess with flags ``extra``, its output to ``log`` (a file: a
+    pipe nobody reads could stall a server that logs a lot); returns once /health answers."""
+    cmd = [sys.executable, "-m", "treegrpo.cli", "serve", "--corpus", str(corpus)]
+    cmd += ["--port", str(port), "--cache-dir", str(cache), *extra]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}): {proc.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+            tail = log.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"server exited ({proc.returncode}): {tail}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                 return proc
@@ -317,9 +308,10 @@ def main(
         make_corpus(corpus, passages)
         print(f"corpus: {corpus} written in {time.perf_counter() - t0:.1f} s", flush=True)
     queries = json.loads(Path(f"{corpus}.queries.json").read_text())
-    port = _free_port()
+    port = free_port()
     t0 = time.perf_counter()
-    proc = start_server(corpus, cache, port, batch_wait_ms)
+    log = corpus.with_suffix(".server.log")
+    proc = start_server(corpus, cache, port, log, "--batch-wait-ms", str(batch_wait_ms))
     print(f"server up in {time.perf_counter() - t0:.1f} s (index build or cache load)", flush=True)
     settings = [(kind, n) for kind in ("raw", "httpx") for n in (1, batched)]
     runs: list[Run] = []

@@ -28,8 +28,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,38 +38,11 @@ from typing import Any
 import httpx
 import numpy as np
 
-from retrieval import make_corpus
+from retrieval import free_port, make_corpus, start_server
 from treegrpo.tools.cache import default_cache_root
 
 ROOT = Path(__file__).resolve().parent
 CONCURRENCY = (1, 8, 32, 64)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(corpus: Path, cache: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """`treegrpo serve` in a subprocess (its output to ``log``); returns once /health answers."""
-    cmd = [sys.executable, "-m", "treegrpo.cli", "serve", "--corpus", str(corpus)]
-    cmd += ["--port", str(port), "--cache-dir", str(cache)]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited ({proc.returncode}): {tail(log)}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise TimeoutError("server did not come up in 600 s")
 
 
 def tail(path: Path, n: int = 2000) -> str:
