@@ -12,6 +12,15 @@ as asked.
     .venv/bin/python bench/wiki_start.py [--questions 100]
 
 writes ``bench/results/wiki_start.json`` and prints a markdown table for BENCHMARKS.md.
+
+With ``--model`` it evaluates that model (a built-in name or a directory) instead, on each of
+``--sets`` (``NAME`` or ``NAME=COUNT``: that many evenly spaced questions) with the agent limits
+of the first config, and adds the share of the commonest answer and how often the first search
+holds the question's key terms (``warmstart.reader_demos.key_terms``):
+
+    .venv/bin/python bench/wiki_start.py --model smollm2-reader \
+        --sets wiki-qa:test=100 wiki-qa2:test wiki:test=100 \
+        --out bench/results/wiki_reader_start.json
 """
 
 from __future__ import annotations
@@ -19,14 +28,29 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from treegrpo.jobs.data import evaluate_model_dir, prepare_inputs
+from treegrpo.agent.protocol import parse_action
+from treegrpo.core.rewards import normalize_answer
+from treegrpo.jobs.data import (
+    DataInputs,
+    evaluate_model_dir,
+    evenly_spaced,
+    held_out_eval,
+    make_tool,
+    prepare_inputs,
+    resolve_model,
+    resolve_questions,
+)
 from treegrpo.jobs.presets import TRAIN_SECTIONS
+from treegrpo.models.load import load_model
 from treegrpo.train.yaml_config import load_config
+from treegrpo.warmstart.reader_demos import key_terms
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("configs/real-smollm2-wiki.yaml", "configs/real-smollm2-wiki-hard.yaml")
@@ -56,12 +80,92 @@ def measure(config: str, questions: int | None) -> dict[str, Any]:
     }
 
 
+_SEARCH = re.compile(r"<search>(.*?)</search>", re.S)
+
+
+def first_search(response: str) -> str | None:
+    """The query of a response's first search step, or None."""
+    m = _SEARCH.search(response)
+    return parse_action(m[0]).text if m else None
+
+
+def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The commonest answer and its share of the questions, and how often the first search
+    holds every key term of the question (and the mean share of key terms it holds)."""
+    answers = Counter(normalize_answer(r["answer"]) for r in rows if r["answer"] is not None)
+    top, count = answers.most_common(1)[0] if answers else ("", 0)
+    held = []
+    for r in rows:
+        terms = set(key_terms(r["question"]))
+        query = first_search(r["response"])
+        words = set(normalize_answer(query).split()) if query is not None else set()
+        held.append(len(terms & words) / len(terms) if terms else float(query is not None))
+    return {
+        "top_answer": top,
+        "top_answer_share": count / len(rows),
+        "first_search_all_key_terms": sum(h == 1.0 for h in held) / len(rows),
+        "first_search_key_term_share": sum(held) / len(rows),
+    }
+
+
+def measure_model(model: str, sets: list[str], config: str) -> list[dict[str, Any]]:
+    """``model`` evaluated greedily on each of ``sets`` with ``config``'s agent limits."""
+    data = replace(load_config(ROOT / config, TRAIN_SECTIONS)["data"], model=model)
+    model_dir = resolve_model(model)
+    tool = make_tool(data)
+    lm, tokenizer = load_model(model_dir)
+    out = []
+    for spec in sets:
+        name, _, count = spec.partition("=")
+        questions = evenly_spaced(resolve_questions([name]), int(count) if count else None)
+        t0 = time.perf_counter()
+        inputs = DataInputs(model_dir, [], questions, tool)
+        report = held_out_eval(lm, tokenizer, inputs, data)
+        overall = report["overall"]
+        row = {"model": model, "set": name, "questions": len(questions)}
+        row |= {k: overall[k] for k in ("em", "f1", "valid_format", "tool_calls")}
+        row |= answer_stats(report["rows"]) | {"seconds": time.perf_counter() - t0}
+        row["per_kind"] = _per_kind(name, report["rows"], questions)
+        row["examples"] = [
+            {k: r[k] for k in ("question", "golds", "answer", "em")} for r in report["rows"][:8]
+        ]
+        print(json.dumps({k: v for k, v in row.items() if k not in ("examples", "per_kind")}))
+        out.append(row)
+    return out
+
+
+def _per_kind(name: str, rows: list[dict[str, Any]], questions: list[Any]) -> dict[str, Any]:
+    """EM per question kind (template) of a set, with the count."""
+    by: dict[str, list[float]] = {}
+    for q, r in zip(questions, rows, strict=True):
+        by.setdefault(q.kind or name, []).append(r["em"])
+    return {k: {"n": len(v), "em": sum(v) / len(v)} for k, v in sorted(by.items())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS))
     ap.add_argument("--questions", type=int, default=None, help="default: the config's")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/wiki_start.json")
+    ap.add_argument("--model", default=None, help="evaluate this model on --sets instead")
+    ap.add_argument("--sets", nargs="+", default=["wiki-qa:test=100", "wiki-qa2:test"])
     args = ap.parse_args()
+    if args.model is not None:
+        rows = measure_model(args.model, args.sets, args.configs[0])
+        args.out.write_text(json.dumps({"machine": platform.platform(), "rows": rows}, indent=2))
+        print(
+            "| model | set | questions | EM | F1 | valid format | tool calls | top answer share "
+            "| first search has the key terms | seconds |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(
+                f"| {r['model']} | {r['set']} | {r['questions']} | {100 * r['em']:.1f} | "
+                f"{100 * r['f1']:.1f} | {100 * r['valid_format']:.0f}% | {r['tool_calls']:.2f} | "
+                f"{100 * r['top_answer_share']:.1f}% ({r['top_answer']}) | "
+                f"{100 * r['first_search_all_key_terms']:.0f}% | {r['seconds']:.0f} |"
+            )
+        return
     rows = [measure(c, args.questions) for c in args.configs]
     args.out.write_text(json.dumps({"machine": platform.platform(), "rows": rows}, indent=2))
     print(

@@ -180,6 +180,23 @@ def test_two_hop_questions_go_through_an_article_title(built: tuple[lq.Built, ..
     assert not any("capital of the country whose capital" in b.question.question for b in two)
 
 
+def test_two_hop_questions_carry_their_bridge_and_second_hop(built: tuple[lq.Built, ...]) -> None:
+    plans = {b.question.question: (b.bridge, b.then) for b in built if b.question.hops == 2}
+    assert plans["What nationality was the author of Emma?"] == (
+        "Jane Austen",
+        "What nationality was Jane Austen?",
+    )
+    assert plans["What is the capital of the country where Atar is located?"] == (
+        "Mauritania",
+        "What is the capital of Mauritania?",
+    )
+    for b in built:  # the bridge is written in the first article's lead; single-hop: none
+        assert (b.bridge != "" and b.bridge in ARTICLES[b.articles[0]].extract) == (
+            b.question.hops == 2
+        )
+        assert (b.then == "") == (b.question.hops == 1)
+
+
 def test_every_gold_is_a_span_of_its_passage_and_not_in_the_question(
     built: tuple[lq.Built, ...],
 ) -> None:

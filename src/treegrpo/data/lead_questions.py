@@ -296,6 +296,16 @@ class Built:
     question: Question
     articles: tuple[int, ...]
     touches: tuple[int, ...]
+    bridge: str = ""  # a two-hop question's bridge: the title the first hop answers ("" if none)
+    then: str = ""  # the second hop asked of the bridge by name ("What nationality was …?")
+
+
+class HopPlan(NamedTuple):
+    """How a perfect reader answers a two-hop question: find ``bridge`` (an article's title,
+    written in the first article's passage), then ask ``then`` of it."""
+
+    bridge: str
+    then: str
 
 
 class Row(NamedTuple):
@@ -306,6 +316,8 @@ class Row(NamedTuple):
     golds: tuple[str, ...]
     articles: tuple[int, ...]
     touches: tuple[int, ...]
+    bridge: str = ""
+    then: str = ""
 
 
 def passage(article: Article) -> str:
@@ -771,7 +783,8 @@ def build_questions(
                 continue
             read = (first.index, second.index)
             touches = tuple(dict.fromkeys((*read, index_of[bridge])))
-            double.append((Row(kind, question, second.golds, read, touches), bridge))
+            then = _ask(second, second.about)
+            double.append((Row(kind, question, second.golds, read, touches, bridge, then), bridge))
     out: list[Built] = []
     for source, rows in ((SOURCE, single), (SOURCE_2HOP, _per_bridge(double))):
         counter: Counter[str] = Counter()
@@ -783,7 +796,7 @@ def build_questions(
             counter[prefix] += 1
             hops, index = len(row.articles), row.articles[0]
             q = Question(uid, row.question, row.golds, source, hops, index, kind=row.kind)
-            out.append(Built(q, row.articles, row.touches))
+            out.append(Built(q, row.articles, row.touches, row.bridge, row.then))
     return tuple(out)
 
 
@@ -858,6 +871,16 @@ def lead_questions(split: Split, hops: int | None = None) -> list[Question]:
 @lru_cache(maxsize=2)
 def _split(split: Split) -> tuple[Question, ...]:
     return tuple(split_questions(all_built(), load_articles(), split))
+
+
+def hop_plan(uid: str) -> HopPlan | None:
+    """The bridge and second hop of the two-hop question ``uid`` (None for a single-hop one)."""
+    return _plans().get(uid)
+
+
+@lru_cache(maxsize=1)
+def _plans() -> dict[str, HopPlan]:
+    return {b.question.uid: HopPlan(b.bridge, b.then) for b in all_built() if b.bridge}
 
 
 @lru_cache(maxsize=1)

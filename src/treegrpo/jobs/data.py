@@ -51,6 +51,7 @@ from treegrpo.train.config import (
 )
 from treegrpo.train.trainer import TrainItem
 from treegrpo.warmstart.protocol import protocol_warm_start
+from treegrpo.warmstart.reader import reader_warm_start
 
 BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
     "wiki:train": partial(wiki_questions, "train"),
@@ -67,10 +68,12 @@ an article's title (``treegrpo.data.wiki.wiki_questions``); ``wiki-qa`` (single-
 ``wiki-qa2`` (two-hop) with a span inside the passages (``treegrpo.data.lead_questions``)."""
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
-BUILTIN_MODELS = ("smollm2", "smollm2-protocol")
+BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader")
 """Built-in models: ``smollm2`` is ``treegrpo.models.smollm2.prepare_smollm2()``;
 ``smollm2-protocol`` is it after the protocol warm start on the wiki train questions
-(``treegrpo.warmstart.protocol``; built once, a few minutes on a CPU)."""
+(``treegrpo.warmstart.protocol``; built once, a few minutes on a CPU); ``smollm2-reader`` after
+the reader warm start on the reading questions (``treegrpo.warmstart.reader``; built once, about
+20 minutes on a CPU)."""
 
 
 @dataclass
@@ -161,6 +164,8 @@ def resolve_model(name: str) -> Path:
         base = prepare_smollm2()
         if name == "smollm2-protocol":
             return protocol_warm_start(base)
+        if name == "smollm2-reader":
+            return reader_warm_start(base)
         return base
     return Path(name)
 

@@ -16,6 +16,7 @@ the tokenizer and ``protocol.json`` (the settings, the demonstration count and t
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
+from treegrpo.embedded.demos import Demo
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
 from treegrpo.train.sft import SFTExample, train_sft
@@ -94,6 +96,19 @@ def build(
     demos = build_title_demos(questions, tool, tokenizer, protocol, cfg.n_demos, seed=cfg.seed)
     if not demos:
         raise ValueError("protocol warm start: no question gave a demonstration")
+    return tune_and_save(base, tokenizer, demos, cfg, out_dir, progress)
+
+
+def tune_and_save(
+    base: Path,
+    tokenizer: Any,
+    demos: Sequence[Demo],
+    cfg: ProtocolWarmStartConfig,
+    out_dir: Path,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """LoRA SFT of ``base`` on ``demos`` with ``cfg``'s SFT settings, merged and saved with the
+    tokenizer and ``STATS_FILE`` into ``out_dir``; returns the statistics written."""
     torch.manual_seed(cfg.seed)
     model: Any = AutoModelForCausalLM.from_pretrained(base)
     targets = [t for t in LORA_TARGETS if any(n.endswith(t) for n, _ in model.named_modules())]

@@ -1,0 +1,246 @@
+"""Scripted demonstrations of the search protocol on reading questions (``data.lead_questions``):
+the material of the reader warm start, which teaches searching and reading rather than one shape
+of answer (the title demonstrations of ``title_demos`` teach answering with a title, a habit a
+model then carries to every question).
+
+A single-hop demonstration searches the question, says which retrieved passage holds the answer
+(quoting the words that lead up to it) and answers the span as the passage writes it:
+
+    <think> I need a passage that answers this. </think><search> {question} </search>
+    <information>Doc 1(Title: "…") …</information>
+    <think> Doc k (Title) says: "… its capital is Nouakchott". </think><answer> Nouakchott </answer>
+
+When no retrieved passage holds the answer, it searches again with a rewrite (the subject's name
+where the question writes it, else the question's key terms) and answers from the second
+observation. A two-hop demonstration searches the question, reads the bridge entity from the
+first article, searches the second hop asked of the bridge by name (``lead_questions.hop_plan``)
+and answers from that observation. Episodes run through ``embedded.oracle.run_episode`` with the
+real search tool and observation tokens; an episode whose answer was not in what it read gives
+no demonstration, so the script never answers what it did not retrieve.
+
+``build_reader_demos`` mixes single-hop reading (cloze questions capped at a share), re-searches,
+two-hop questions and a share of the old title questions (``title_demos``), so a title is still
+answered where a title is the answer.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from treegrpo.agent.prompt import render_prompt
+from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.core.rewards import normalize_answer
+from treegrpo.data.lead_questions import HopPlan
+from treegrpo.data.title_questions import FUNCTION_WORDS, base_title
+from treegrpo.data.types import Question
+from treegrpo.embedded.demos import Demo, demo_from_episode
+from treegrpo.embedded.oracle import answer_step, run_episode, search_step
+from treegrpo.tools.base import SearchTool
+from treegrpo.warmstart.title_demos import build_title_demos
+
+_DOCS = re.compile(
+    r'Doc (\d+)\(Title: "(.*?)"\) (.*?)(?=\nDoc \d+\(Title: "|</information>|$)', re.S
+)
+_QUESTION_WORDS = """what which who whom whose when where why how is was were are did does do the a
+an of in on to by as at it be been fill blank about"""
+QUESTION_WORDS = frozenset(_QUESTION_WORDS.split())
+"""Words of a question that are no key terms, beside ``title_questions.FUNCTION_WORDS``."""
+CONTEXT_WORDS = 6  # words of the passage quoted before the answer in the answering thought
+FIRST_THINK = "I need a passage that answers this."
+CATEGORIES = ("read", "cloze", "retry", "two-hop", "title")
+
+
+@dataclass(frozen=True)
+class ReaderMix:
+    """Shares of the demonstrations (of ``n``); single-hop reading fills the rest."""
+
+    two_hop: float = 0.2
+    """Two-hop questions (search, read the bridge, search the bridge, answer)."""
+    title: float = 0.15
+    """Title questions of ``wiki:train`` (answer: the retrieved article's title)."""
+    cloze: float = 0.25
+    """Cloze questions, of the single-hop demonstrations (a cap: they are 63% of the set)."""
+    retry: float = 0.05
+    """Single-hop questions whose first search misses and a rewrite finds the answer, of the
+    single-hop demonstrations (at most; such questions are about 1% of the set)."""
+
+
+def key_terms(question: str) -> list[str]:
+    """The question's content words (SQuAD-normalized, without function and question words)."""
+    words = normalize_answer(question).split()
+    return [w for w in words if w not in FUNCTION_WORDS and w not in QUESTION_WORDS]
+
+
+def passages_of(observation: str) -> list[tuple[int, str, str]]:
+    """(k, title, text) of every ``Doc k`` of an observation, in order."""
+    return [(int(m[1]), m[2], m[3]) for m in _DOCS.finditer(observation)]
+
+
+def find_span(observation: str, span: str, prefer: str = "") -> tuple[int, str, str] | None:
+    """(k, title, quote) of the first Doc whose text (title included) holds ``span`` verbatim,
+    the Doc titled ``prefer`` first; ``quote`` is up to ``CONTEXT_WORDS`` words before the span
+    in its sentence, and the span. None when no Doc holds it."""
+    docs = passages_of(observation)
+    docs.sort(key=lambda d: d[1] != prefer)
+    for k, title, text in docs:
+        at = text.find(span)
+        if at < 0:
+            at = f'"{title}" '.find(span)
+            if at < 0:
+                continue
+            return k, title, span
+        before = re.split(r"(?<=[.;:!?])\s", text[:at])[-1].split()[-CONTEXT_WORDS:]
+        return k, title, " ".join([*before, span])
+    return None
+
+
+def rewrite(question: str, subject: str) -> str:
+    """The second query: the subject's name where the question writes it (``subject``: its
+    article's title), else the key terms."""
+    name = base_title(subject)
+    if name and name.lower() in question.lower():
+        return name
+    return " ".join(key_terms(question))
+
+
+class ReaderOracle:
+    """Searches ``queries[0]`` (then ``queries[1]`` while the sought span is not in the latest
+    observation) for each hop, reads the hop's span and answers the last one (or "unknown"
+    when a span was never retrieved, which ``build_reader_demos`` drops)."""
+
+    def __init__(self, hops: Sequence[tuple[str, str, str]], golds: Sequence[str]) -> None:
+        """``hops``: (query, rewrite, the article to prefer) per hop; the span sought at every
+        hop but the last is the next hop's subject, given in ``bridges``."""
+        self.hops, self.golds = hops, golds
+        self.bridges: list[str] = []
+        self.hop, self.tries = 0, 0
+        self.searches: list[str] = []
+
+    def __call__(self, observations: Sequence[str]) -> str:
+        if not observations:
+            return self._search(FIRST_THINK, self.hops[0][0])
+        last = self.hop == len(self.hops) - 1
+        span = self.golds[0] if last else self.bridges[self.hop]
+        hit = find_span(observations[-1], span, self.hops[self.hop][2])
+        if hit is None:
+            if self.tries == 1:
+                query = self.hops[self.hop][1]
+                return self._search("No passage holds the answer; I search again.", query)
+            return answer_step("No passage holds the answer.", "unknown")
+        k, title, quote = hit
+        read = f'Doc {k} ({title}) says: "{quote}".'
+        if last:
+            return answer_step(read, span)
+        self.hop, self.tries = self.hop + 1, 0
+        return self._search(f"{read} Now: {self.hops[self.hop][0]}", self.hops[self.hop][0])
+
+    def _search(self, think: str, query: str) -> str:
+        self.tries += 1
+        self.searches.append(query)
+        return search_step(think, query)
+
+
+def single_oracle(q: Question, subject: str) -> ReaderOracle:
+    return ReaderOracle([(q.question, rewrite(q.question, subject), subject)], q.golds)
+
+
+def two_hop_oracle(q: Question, plan: HopPlan, first: str) -> ReaderOracle:
+    """``first``: the title of the article the first hop reads."""
+    oracle = ReaderOracle(
+        [(q.question, rewrite(q.question, first), first), (plan.then, plan.bridge, plan.bridge)],
+        q.golds,
+    )
+    oracle.bridges = [plan.bridge]
+    return oracle
+
+
+def _episode_demo(
+    q: Question,
+    oracle: ReaderOracle,
+    tool: SearchTool,
+    tokenizer: object,
+    protocol: SearchProtocol,
+    max_turns: int,
+    topk: int,
+) -> tuple[Demo, int] | None:
+    """The demonstration of one oracle episode and its search count, or None when it did not
+    answer gold[0] verbatim."""
+    episode = run_episode(oracle, protocol, tool, max_turns, topk)
+    if episode.score(protocol, q.golds)["em"] != 1.0:
+        return None
+    demo = demo_from_episode(
+        render_prompt(tokenizer, q.question), episode, q.hops, protocol, q.golds
+    )
+    return demo, len(oracle.searches)
+
+
+def _first_search_holds(q: Question, tool: SearchTool, topk: int) -> bool:
+    """Whether searching the question retrieves a passage holding ``golds[0]``."""
+    return any(q.golds[0] in p.contents for p in tool.search([q.question], topk)[0])
+
+
+def build_reader_demos(
+    single: Sequence[Question],
+    two_hop: Sequence[Question],
+    titles: Sequence[Question],
+    tool: SearchTool,
+    tokenizer: object,
+    protocol: SearchProtocol,
+    n: int,
+    mix: ReaderMix = ReaderMix(),
+    subject: Callable[[Question], str] = lambda q: "",
+    plan: Callable[[Question], HopPlan | None] = lambda q: None,
+    seed: int = 0,
+    max_turns: int = 3,
+    topk: int = 3,
+) -> dict[str, list[Demo]]:
+    """About ``n`` demonstrations by category (``CATEGORIES``): ``mix.title`` of them from
+    ``titles``, ``mix.two_hop`` from ``two_hop`` (as many as were retrieved), the rest from
+    ``single`` (cloze at ``mix.cloze`` of those, re-searches at most ``mix.retry``; reads fill
+    what is short). ``subject``: the title of a question's article (its rewrite when the first
+    search misses); ``plan``: a two-hop question's bridge and second hop. Each question is used
+    at most once, in a seeded order."""
+    rng = random.Random(f"treegrpo-reader-demos:{seed}")
+    n_title, n_two = round(n * mix.title), round(n * mix.two_hop)
+    out: dict[str, list[Demo]] = {c: [] for c in CATEGORIES}
+    for q in rng.sample(list(two_hop), len(two_hop)):
+        p = plan(q)
+        if len(out["two-hop"]) == n_two or p is None:
+            continue
+        made = _episode_demo(
+            q, two_hop_oracle(q, p, subject(q)), tool, tokenizer, protocol, max_turns, topk
+        )
+        if made is not None:
+            out["two-hop"].append(made[0])
+    n_single = n - n_title - len(out["two-hop"])
+    want = {"cloze": round(n_single * mix.cloze), "retry": round(n_single * mix.retry)}
+    want["read"] = n_single - want["cloze"] - want["retry"]
+    spare: list[Demo] = []  # reads beyond their share: they fill what cloze or retry lack
+    for q in rng.sample(list(single), len(single)):
+        if all(len(out[c]) >= want[c] for c in want):
+            break
+        cloze = q.kind.startswith("cloze")
+        if cloze and len(out["cloze"]) >= want["cloze"]:
+            continue
+        full = len(out["read"]) >= want["read"] and len(spare) >= want["cloze"] + want["retry"]
+        if full and _first_search_holds(q, tool, topk):
+            continue  # only re-searches are still wanted: skip the episode of a plain read
+        oracle = single_oracle(q, subject(q))
+        made = _episode_demo(q, oracle, tool, tokenizer, protocol, max_turns, topk)
+        if made is None:
+            continue
+        demo, searches = made
+        category = "retry" if searches > 1 else "cloze" if cloze else "read"
+        if len(out[category]) < want[category]:
+            out[category].append(demo)
+        elif category == "read":
+            spare.append(demo)
+    short = n_single - sum(len(out[c]) for c in want)
+    out["read"] += spare[: max(0, short)]
+    out["title"] = build_title_demos(
+        titles, tool, tokenizer, protocol, n_title, seed, max_turns, topk
+    )
+    return out
