@@ -108,13 +108,16 @@ def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def measure_model(model: str, sets: list[str], config: str) -> list[dict[str, Any]]:
-    """``model`` evaluated greedily on each of ``sets`` with ``config``'s agent limits."""
+def measure_model(
+    model: str, sets: list[str], config: str, out: Path | None = None
+) -> list[dict[str, Any]]:
+    """``model`` evaluated greedily on each of ``sets`` with ``config``'s agent limits; the
+    rows so far are written to ``out`` after each set."""
     data = replace(load_config(ROOT / config, TRAIN_SECTIONS)["data"], model=model)
     model_dir = resolve_model(model)
     tool = make_tool(data)
     lm, tokenizer = load_model(model_dir)
-    out = []
+    rows: list[dict[str, Any]] = []
     for spec in sets:
         name, _, count = spec.partition("=")
         questions = evenly_spaced(resolve_questions([name]), int(count) if count else None)
@@ -130,8 +133,10 @@ def measure_model(model: str, sets: list[str], config: str) -> list[dict[str, An
             {k: r[k] for k in ("question", "golds", "answer", "em")} for r in report["rows"][:8]
         ]
         print(json.dumps({k: v for k, v in row.items() if k not in ("examples", "per_kind")}))
-        out.append(row)
-    return out
+        rows.append(row)
+        if out is not None:
+            out.write_text(json.dumps({"machine": platform.platform(), "rows": rows}, indent=2))
+    return rows
 
 
 def _per_kind(name: str, rows: list[dict[str, Any]], questions: list[Any]) -> dict[str, Any]:
@@ -151,8 +156,7 @@ def main() -> None:
     ap.add_argument("--sets", nargs="+", default=["wiki-qa:test=100", "wiki-qa2:test"])
     args = ap.parse_args()
     if args.model is not None:
-        rows = measure_model(args.model, args.sets, args.configs[0])
-        args.out.write_text(json.dumps({"machine": platform.platform(), "rows": rows}, indent=2))
+        rows = measure_model(args.model, args.sets, args.configs[0], args.out)
         print(
             "| model | set | questions | EM | F1 | valid format | tool calls | top answer share "
             "| first search has the key terms | seconds |"

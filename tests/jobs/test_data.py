@@ -94,13 +94,14 @@ def test_bad_inputs_stop_before_anything_loads(
 def test_check_data_on_names_only() -> None:
     preset = DataConfig(model="smollm2", train_files=("wiki:train",), corpus="wiki:corpus")
     assert datarun.check_data(replace(preset, model="smollm2-protocol")) == []
+    assert datarun.check_data(replace(preset, model="smollm2-reader")) == []
     assert datarun.check_data(preset) == []  # built-in names are not looked up on disk
     url = DataConfig(model="smollm2", train_files=("wiki:train",), retriever_url="http://x")
     assert datarun.check_data(url) == []
     problems = datarun.check_data(DataConfig(train_files=("wiki:train",), corpus="wiki:corpus"))
     assert problems == [
         "data.model: give a Hugging Face model directory, or a built-in one: smollm2, "
-        "smollm2-protocol"
+        "smollm2-protocol, smollm2-reader"
     ]
     dense_url = DataConfig(
         model="smollm2", train_files=("wiki:test",), retriever_url="http://x", retriever="dense"
