@@ -72,8 +72,8 @@ BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader")
 """Built-in models: ``smollm2`` is ``treegrpo.models.smollm2.prepare_smollm2()``;
 ``smollm2-protocol`` is it after the protocol warm start on the wiki train questions
 (``treegrpo.warmstart.protocol``; built once, a few minutes on a CPU); ``smollm2-reader`` after
-the reader warm start on the reading questions (``treegrpo.warmstart.reader``; built once, about
-20 minutes on a CPU)."""
+the reader warm start on the reading questions (``treegrpo.warmstart.reader``; built once, up to
+an hour on a CPU)."""
 
 
 @dataclass

@@ -40,8 +40,8 @@ class ReaderWarmStartConfig:
     sft: ProtocolWarmStartConfig = field(
         default_factory=lambda: ProtocolWarmStartConfig(n_demos=320, steps=80, warmup=6)
     )
-    """Demonstration count and SFT settings (as the protocol warm start's). Sized for 2 CPU
-    cores: about 20 minutes."""
+    """Demonstration count and SFT settings (as the protocol warm start's): 50 minutes on 2 CPU
+    cores shared with another job."""
     mix: ReaderMix = field(default_factory=ReaderMix)
     """Shares of the demonstration categories."""
 
