@@ -143,6 +143,7 @@ def train(
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     start_step, position = 0, 0
+    logged: list[dict[str, Any]] = []  # the steps already in metrics.jsonl (a resumed run's)
     device = resolve_device(model_cfg.device)
     amp = autocast_dtype(model_cfg.dtype, device)
     lora = model_cfg.lora_rank > 0
@@ -177,7 +178,7 @@ def train(
             scheduler.load_state_dict(state.scheduler)
         set_rng_state(state.rng)
         start_step, position = state.step, state.data_position
-        _truncate_metrics(out / "metrics.jsonl", start_step)  # drop steps after the checkpoint
+        logged = _truncate_metrics(out / "metrics.jsonl", start_step)  # steps up to the checkpoint
         # a rollback since this checkpoint was saved scaled the learning rate: apply it
         _scale_lr(optimizer, scheduler, lr_scale(out) / state.extra.get("lr_scale", 1.0))
     else:
@@ -205,7 +206,7 @@ def train(
         rollouts.update_weights(policy)  # the workers start from the policy as it is now
     update = learner(policy, optimizer, scheduler) if learner is not None else None
     prompts = {}  # rendered once per question
-    monitor = HealthMonitor.replay(health, _logged(out / "metrics.jsonl"))
+    monitor = HealthMonitor.replay(health, logged)
     writer = _tensorboard(out / "tb")
     with open(out / "metrics.jsonl", "a") as log:
         for step in range(start_step, run.steps):
@@ -327,10 +328,10 @@ def _on_alarm(out: Path, health: HealthConfig, monitor: HealthMonitor) -> None:
             logger.warning("health alarm: %s (health.action warn: the run goes on)", what)
         return
     good = healthy_checkpoint(out, since)
-    rollbacks = _health_record(out).get("rollbacks", [])
+    record = _health_record(out)
+    rollbacks = record.get("rollbacks", [])
     if health.action == "rollback" and good is not None and len(rollbacks) < health.max_rollbacks:
-        record = _health_record(out)
-        scale = lr_scale(out) * health.rollback_lr_scale
+        scale = float(record.get("lr_scale", 1.0)) * health.rollback_lr_scale
         rollbacks = [*rollbacks, {"at_step": since + monitor.streak - 1, "to": good.name}]
         write_atomic(
             out / HEALTH_FILE, json.dumps({**record, "lr_scale": scale, "rollbacks": rollbacks})
@@ -363,13 +364,6 @@ def _scale_lr(optimizer: torch.optim.Optimizer, scheduler: Any, factor: float) -
     if scheduler is not None:
         scheduler.base_lrs = [lr * factor for lr in scheduler.base_lrs]
         scheduler._last_lr = [g["lr"] for g in optimizer.param_groups]
-
-
-def _logged(path: Path) -> list[dict[str, Any]]:
-    """The step lines of ``metrics.jsonl`` (after a resume's truncation), in order."""
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
 def _check_resumable(ckpt: Path, lora: bool) -> None:
@@ -435,19 +429,22 @@ def _start_afresh(out: Path, resume: bool, overwrite: bool) -> None:
             p.unlink()
 
 
-def _truncate_metrics(path: Path, last_step: int) -> None:
-    """Keep the lines of steps up to ``last_step``; a line cut short by a kill is dropped."""
+def _truncate_metrics(path: Path, last_step: int) -> list[dict[str, Any]]:
+    """Keep the lines of steps up to ``last_step`` and return them, parsed; a line cut short by
+    a kill is dropped."""
     if not path.exists():
-        return
+        return []
     keep = []
     for line in path.read_text().splitlines():
         try:
-            step = json.loads(line)["step"]
+            row = json.loads(line)
+            step = row["step"]
         except (ValueError, KeyError, TypeError):
             continue  # the last line of a run killed while writing it
         if step <= last_step:
-            keep.append(line)
-    write_atomic(path, "".join(line + "\n" for line in keep))
+            keep.append(row)
+    write_atomic(path, "".join(json.dumps(row) + "\n" for row in keep))
+    return keep
 
 
 def _tensorboard(path: Path) -> Any:

@@ -106,9 +106,11 @@ def tune_and_save(
     cfg: ProtocolWarmStartConfig,
     out_dir: Path,
     progress: bool = True,
+    about: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """LoRA SFT of ``base`` on ``demos`` with ``cfg``'s SFT settings, merged and saved with the
-    tokenizer and ``STATS_FILE`` into ``out_dir``; returns the statistics written."""
+    tokenizer and ``STATS_FILE`` (``about`` first, then the SFT statistics) into ``out_dir``;
+    returns the statistics written."""
     torch.manual_seed(cfg.seed)
     model: Any = AutoModelForCausalLM.from_pretrained(base)
     targets = [t for t in LORA_TARGETS if any(n.endswith(t) for n, _ in model.named_modules())]
@@ -132,6 +134,7 @@ def tune_and_save(
     merged.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     stats = {
+        **(about or {}),
         "config": asdict(cfg),
         "base": str(base),
         "demos": len(demos),

@@ -15,7 +15,6 @@ losses).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from treegrpo.data.lead_questions import hop_plan, lead_questions
 from treegrpo.data.wiki import load_articles, wiki_corpus, wiki_questions
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
-from treegrpo.warmstart.protocol import STATS_FILE, ProtocolWarmStartConfig, tune_and_save
+from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, tune_and_save
 from treegrpo.warmstart.reader_demos import ReaderMix, build_reader_demos
 
 FORMAT_VERSION = 1  # bump when a code change alters what a configuration builds
@@ -83,7 +82,5 @@ def build(
     every = [d for ds in demos.values() for d in ds]
     if not every:
         raise ValueError("reader warm start: no question gave a demonstration")
-    stats = tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress)
-    stats = {"reader": asdict(cfg), "categories": {c: len(ds) for c, ds in demos.items()}} | stats
-    (out_dir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
-    return stats
+    about = {"reader": asdict(cfg), "categories": {c: len(ds) for c, ds in demos.items()}}
+    return tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress, about)
