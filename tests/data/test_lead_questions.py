@@ -13,6 +13,7 @@ import pytest
 
 from treegrpo.core.rewards import exact_match, normalize_answer
 from treegrpo.data import lead_questions as lq
+from treegrpo.data.title_questions import FUNCTION_WORDS, base_title, leaks
 from treegrpo.data.types import Question
 from treegrpo.data.wiki import PACKAGE, Article, split_of
 
@@ -117,15 +118,15 @@ def test_a_cloze_blanks_one_name_or_number_of_a_sentence(built: tuple[lq.Built, 
     assert {q.index for q in cloze} == {a.index for a in ARTICLES}  # one per article here
     for q in cloze:
         article = ARTICLES[q.index]
-        prefix = f"Fill in the blank about {lq.base_title(article.title)}: "
+        prefix = f"Fill in the blank about {base_title(article.title)}: "
         assert q.question.startswith(prefix) and q.question.count("___") == 1
         sentence = q.question[len(prefix) :].replace("___", q.golds[0])
         assert sentence in article.extract  # the blank is exactly the gold span
-        assert normalize_answer(q.golds[0]) not in normalize_answer(lq.base_title(article.title))
+        assert normalize_answer(q.golds[0]) not in normalize_answer(base_title(article.title))
         if q.kind == "cloze-number":
             assert q.golds[0][0].isdigit()
         else:
-            assert q.golds[0][0].isupper() and q.golds[0].lower() not in lq.FUNCTION_WORDS
+            assert q.golds[0][0].isupper() and q.golds[0].lower() not in FUNCTION_WORDS
     lake = Article(
         9, "Lake Foo", "Lake Foo is a deep lake with a shore of about 1,500 kilometres.", "", ""
     )
@@ -175,7 +176,7 @@ def test_two_hop_questions_go_through_an_article_title(built: tuple[lq.Built, ..
         # touched (a search for it finds it) even where the answer is read elsewhere.
         assert set(b.articles) <= set(b.touches) and len(b.touches) in (2, 3)
         for i in b.touches[1:]:
-            assert not lq.leaks(b.question.question, ARTICLES[i].title)
+            assert not leaks(b.question.question, ARTICLES[i].title)
     # "the capital of the country whose capital is Nouakchott" would be no second hop
     assert not any("capital of the country whose capital" in b.question.question for b in two)
 

@@ -1,0 +1,204 @@
+"""From the facts of every article to questions: the checks every question passes, two-hop
+joins through a bridge article, and the caps (one wording, one answer, one bridge).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from treegrpo.core.rewards import normalize_answer
+from treegrpo.data.lead_questions.cloze import cloze_fact
+from treegrpo.data.lead_questions.facts import Context, Fact
+from treegrpo.data.lead_questions.patterns import _words
+from treegrpo.data.lead_questions.people import name_facts, person_facts
+from treegrpo.data.lead_questions.places import place_facts
+from treegrpo.data.lead_questions.science import science_facts
+from treegrpo.data.lead_questions.text import _hash, is_span, passage
+from treegrpo.data.lead_questions.works import work_facts
+from treegrpo.data.title_questions import leaks
+from treegrpo.data.types import Question
+from treegrpo.data.wiki import Article
+
+SOURCE = "wiki-qa"
+SOURCE_2HOP = "wiki-qa2"
+MAX_SAME_ANSWER = 40
+MAX_ANSWER_SHARE = 0.03
+"""At most ``MAX_SAME_ANSWER`` questions of one set (single-hop or two-hop), and at most this
+share of it, have the same first gold answer."""
+MAX_PER_BRIDGE = 5
+"""At most this many two-hop questions of one kind go through one bridge article (every city in
+China would otherwise ask for Beijing)."""
+
+_COMPOSABLE = frozenset(
+    _words(
+        "nationality occupation full-name birth-name courtesy-name alias birthplace birth-year "
+        "death-year capital official-name founded-year family order country"
+    )
+)
+"""Kinds a two-hop question may ask of its bridge article: their question names the subject so
+that a description ("the author of X") can take its place."""
+_NOT_COMPOSED = frozenset(
+    _words(
+        "capital+capital capital-of+capital country+capital-of capital+country country+country "
+        "creator+occupation"
+    )
+)
+"""Pairs whose second hop is no hop: "the capital of the country whose capital is X"."""
+_ENTITY_ANSWERS = frozenset(
+    _words("capital capital-of country region creator originator birthplace")
+)
+"""Kinds whose answer is another entity: it must not share a word stem with the question."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """A question, the articles whose passages it reads (the first hop's first), and every
+    article it touches: those and the bridge's own article, which its search would find."""
+
+    question: Question
+    articles: tuple[int, ...]
+    touches: tuple[int, ...]
+    bridge: str = ""  # a two-hop question's bridge: the title the first hop answers ("" if none)
+    then: str = ""  # the second hop asked of the bridge by name ("What nationality was …?")
+
+
+class HopPlan(NamedTuple):
+    """How a perfect reader answers a two-hop question: find ``bridge`` (an article's title,
+    written in the first article's passage), then ask ``then`` of it."""
+
+    bridge: str
+    then: str
+
+
+class Row(NamedTuple):
+    """A question being built (``Built`` once it has a uid)."""
+
+    kind: str
+    question: str
+    golds: tuple[str, ...]
+    articles: tuple[int, ...]
+    touches: tuple[int, ...]
+    bridge: str = ""
+    then: str = ""
+
+
+def article_facts(article: Article, ctx: Context) -> list[Fact]:
+    """Every templated fact of one article, its cloze last (see the package docstring)."""
+    facts = name_facts(article) + person_facts(article) + place_facts(article, ctx)
+    facts += work_facts(article, ctx) + science_facts(article)
+    cloze = cloze_fact(article)
+    return facts + ([cloze] if cloze else [])
+
+
+def is_valid(kind: str, question: str, golds: Sequence[str], text: str) -> bool:
+    """The checks every question passes: the golds are spans of ``text`` (the first one
+    verbatim), none is in the question, and an entity answer shares no word stem with it."""
+    asked = f" {normalize_answer(question)} "
+    return (
+        bool(golds)
+        and golds[0] in text
+        and all(is_span(g, text) for g in golds)
+        and not any(f" {normalize_answer(g)} " in asked for g in golds)
+        and not (kind in _ENTITY_ANSWERS and leaks(question, golds[0]))
+    )
+
+
+def build_questions(
+    articles: Sequence[Article],
+    max_same_answer: int = MAX_SAME_ANSWER,
+    max_answer_share: float = MAX_ANSWER_SHARE,
+) -> tuple[Built, ...]:
+    """All single- and two-hop questions over ``articles`` (both splits), single-hop first,
+    each set in article order. Of one set, at most ``max_same_answer`` questions and at most
+    ``max_answer_share`` of them (at least one) share a first gold answer."""
+    ctx = Context.of(articles)
+    text = {a.index: passage(a) for a in articles}
+    index_of = {a.title: a.index for a in articles}
+    facts = [f for a in articles for f in article_facts(a, ctx)]
+    facts = [f for f in facts if is_valid(f.kind, _ask(f, f.about), f.golds, text[f.index])]
+    single = [Row(f.kind, _ask(f, f.about), f.golds, (f.index,), (f.index,)) for f in facts]
+    about: dict[str, list[Fact]] = defaultdict(list)
+    for f in facts:
+        if f.entity and f.kind in _COMPOSABLE:
+            about[f.entity].append(f)
+    double: list[tuple[Row, str]] = []
+    for first in facts:
+        bridge = first.golds[0]
+        if not first.bridge or bridge not in ctx.titles:
+            continue
+        for second in about[bridge]:
+            kind = f"{first.kind}+{second.kind}"
+            question = _ask(second, first.bridge.replace("{s}", first.about))
+            if (
+                second.index == first.index
+                or kind in _NOT_COMPOSED
+                or leaks(question, bridge)
+                or not is_valid(second.kind, question, second.golds, text[second.index])
+                or any(is_span(g, text[first.index]) for g in second.golds)
+            ):  # the last: "a novel by English author Jane Austen" needs no second hop
+                continue
+            read = (first.index, second.index)
+            touches = tuple(dict.fromkeys((*read, index_of[bridge])))
+            then = _ask(second, second.about)
+            double.append((Row(kind, question, second.golds, read, touches, bridge, then), bridge))
+    out: list[Built] = []
+    for source, rows in ((SOURCE, single), (SOURCE_2HOP, _per_bridge(double))):
+        counter: Counter[str] = Counter()
+        rows = _unambiguous(rows)
+        limit = min(max_same_answer, max(1, int(max_answer_share * len(rows))))
+        for row in _cap_answers(rows, limit):
+            prefix = f"{source}-" + "-".join(map(str, row.articles))
+            uid = f"{prefix}-{counter[prefix]}"
+            counter[prefix] += 1
+            hops, index = len(row.articles), row.articles[0]
+            q = Question(uid, row.question, row.golds, source, hops, index, kind=row.kind)
+            out.append(Built(q, row.articles, row.touches, row.bridge, row.then))
+    return tuple(out)
+
+
+def _ask(fact: Fact, subject: str) -> str:
+    return fact.ask.replace("{s}", subject)
+
+
+def _per_bridge(rows: Sequence[tuple[Row, str]]) -> list[Row]:
+    """At most ``MAX_PER_BRIDGE`` rows per (bridge, kind), a hash of the question choosing
+    which, in article order."""
+    count: Counter[tuple[str, str]] = Counter()
+    keep = []
+    for row, bridge in sorted(rows, key=lambda rb: _hash(rb[0].question)):
+        count[(bridge, row.kind)] += 1
+        if count[(bridge, row.kind)] <= MAX_PER_BRIDGE:
+            keep.append(row)
+    return sorted(keep, key=lambda r: (r.articles, r.question))
+
+
+def _unambiguous(rows: Sequence[Row]) -> list[Row]:
+    """``rows`` without the questions asked twice with different answers; of one asked twice
+    with the same answers, the first."""
+    answers: dict[str, set[frozenset[str]]] = defaultdict(set)
+    for row in rows:
+        answers[normalize_answer(row.question)].add(frozenset(map(normalize_answer, row.golds)))
+    seen: set[str] = set()
+    out = []
+    for row in rows:
+        key = normalize_answer(row.question)
+        if len(answers[key]) == 1 and key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
+def _cap_answers(rows: Sequence[Row], limit: int) -> list[Row]:
+    """``rows`` with at most ``limit`` per first gold answer, a hash of the question choosing
+    which, in their order."""
+    count: Counter[str] = Counter()
+    keep = set()
+    for i in sorted(range(len(rows)), key=lambda i: _hash(rows[i].question)):
+        answer = normalize_answer(rows[i].golds[0])
+        count[answer] += 1
+        if count[answer] <= limit:
+            keep.add(i)
+    return [row for i, row in enumerate(rows) if i in keep]
