@@ -114,3 +114,26 @@ def test_before_after_rows_line_up() -> None:
     assert lines[2] == "| source nq | 4 | 25.0 | 75.0 | 2.00 | 2.00 |"
     assert lines[-1] == "| overall | 6 | 16.7 | 66.7 | 1.67 | 1.67 |"
     assert "| single-hop avg (nq) | 4 | 25.0 | 75.0 |" in lines[4]
+
+
+def _kind_rows(ems: list[float]) -> list[dict[str, Any]]:
+    rows = _rows({"wiki-qa": (0, len(ems))})
+    kinds = ["capital", "cloze-name"] * (len(ems) // 2)
+    for row, kind, em in zip(rows, kinds, ems, strict=True):
+        row.update(kind=kind, hops=1, em=em, f1=em)
+    return rows
+
+
+def test_question_kinds_get_their_own_rows_after_the_hop_counts() -> None:
+    before, after = summarize(_kind_rows([1, 0, 0, 0])), summarize(_kind_rows([1, 1, 0, 1]))
+    assert before["by_kind"] == {
+        "capital": {"em": 0.5, "f1": 0.5, "valid_format": 1.0, "tool_calls": 1.0, "n": 2},
+        "cloze-name": {"em": 0.0, "f1": 0.0, "valid_format": 1.0, "tool_calls": 1.0, "n": 2},
+    }
+    assert after["by_kind"]["cloze-name"]["em"] == 1.0
+    names = [name for name, _ in report_groups(after)]
+    assert names == ["source wiki-qa", "1-hop", "kind capital", "kind cloze-name", "overall"]
+    table = compare_table(before, after)
+    assert "| kind cloze-name | 2 | 0.0 | 100.0 | 1.00 | 1.00 |" in table
+    assert "| kind capital | 2 | 50.0 | 50.0 |" in table
+    assert summarize(_rows(HAND))["by_kind"] == {}  # no kinds: no rows

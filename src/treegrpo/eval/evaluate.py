@@ -1,5 +1,5 @@
-"""Greedy evaluation of a search agent: EM and F1 per data source and per hop count, tool calls,
-valid-format share (ALGORITHM.md §5: evaluation is greedy, pure EM).
+"""Greedy evaluation of a search agent: EM and F1 per data source, per hop count and per question
+kind, tool calls, valid-format share (ALGORITHM.md §5: evaluation is greedy, pure EM).
 
 Reports list Search-R1's data sources in the paper's column order (ALGORITHM.md §7) with its two
 averages: "single-hop avg" over nq, triviaqa, popqa and "multi-hop avg" over hotpotqa,
@@ -23,6 +23,7 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.core.rewards import extract_answer
+from treegrpo.data.types import Question
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.sampling import SamplingParams
@@ -55,6 +56,12 @@ class EvalItem:
     golds: list[str]
     source: str = "default"
     hops: int | None = None
+    kind: str = ""  # the question's type within its source (``Question.kind``), "" if none
+
+    @classmethod
+    def of(cls, q: Question) -> EvalItem:
+        """The item of a loaded question (hop count 0, unknown, becomes None)."""
+        return cls(q.question, list(q.golds), q.source, q.hops or None, q.kind)
 
 
 def evaluate(
@@ -90,6 +97,7 @@ def evaluate(
                 {
                     "source": it.source,
                     "hops": it.hops,
+                    "kind": it.kind,
                     "em": float(scores.em[i]),
                     "f1": float(scores.f1[i]),
                     "valid_format": float(scores.valid_format[i]),
@@ -126,23 +134,28 @@ def _response(rollout: Any, leaf: int, protocol: SearchProtocol) -> str:
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Means overall, per source and per hop count."""
+    """Means overall, per source, per hop count and per question kind (rows without a kind
+    are left out of ``by_kind``)."""
 
     def means(rs: Sequence[dict[str, Any]]) -> dict[str, float]:
         return {k: float(np.mean([r[k] for r in rs])) for k in METRICS} | {"n": len(rs)}
 
     by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_hops: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_source[r["source"]].append(r)
         if r["hops"] is not None:
             by_hops[str(r["hops"])].append(r)
+        if r.get("kind"):
+            by_kind[r["kind"]].append(r)
     per_source = {k: means(by_source[k]) for k in ordered_sources(by_source)}
     return {
         "overall": means(rows) if rows else {},
         "by_source": per_source,
         "averages": source_averages(per_source),
         "by_hops": {k: means(v) for k, v in sorted(by_hops.items())},
+        "by_kind": {k: means(v) for k, v in sorted(by_kind.items())},
         "rows": list(rows),
     }
 
@@ -175,7 +188,7 @@ def source_averages(by_source: dict[str, dict[str, float]]) -> dict[str, dict[st
 
 def report_groups(report: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
     """The rows of a report's table, in order: the paper's data sources (its column order),
-    the single-hop and multi-hop averages, other sources, hop counts, overall."""
+    the single-hop and multi-hop averages, other sources, hop counts, question kinds, overall."""
     by_source = report["by_source"]
     names = ordered_sources(by_source)
     paper = [s for s in names if s.lower() in PAPER_NAMES]
@@ -184,6 +197,7 @@ def report_groups(report: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
     groups += list(source_averages({s: by_source[s] for s in paper}).items())
     groups += [(f"source {s}", by_source[s]) for s in others]
     groups += [(f"{k}-hop", v) for k, v in report["by_hops"].items()]
+    groups += [(f"kind {k}", v) for k, v in report.get("by_kind", {}).items()]
     groups.append(("overall", report["overall"]))
     return groups
 

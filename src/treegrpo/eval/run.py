@@ -45,7 +45,7 @@ def eval_set(
         else:
             assert retriever_url is not None
             tool = RemoteRetriever(retriever_url)
-    items = [EvalItem(q.question, list(q.golds), q.source, q.hops or None) for q in questions]
+    items = [EvalItem.of(q) for q in questions]
     return items, tool
 
 

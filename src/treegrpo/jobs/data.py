@@ -197,6 +197,14 @@ def evenly_spaced(items: Sequence[Question], n: int | None) -> list[Question]:
     return [items[i] for i in sorted(set(pick.tolist()))]
 
 
+def held_out_questions(files: Sequence[str], n: int | None, per_file: bool) -> list[Question]:
+    """The held-out questions: ``n`` evenly spaced over all ``files`` together (each keeps its
+    share), or ``n`` of each file with ``per_file``."""
+    if per_file:
+        return [q for f in files for q in evenly_spaced(resolve_questions([f]), n)]
+    return evenly_spaced(resolve_questions(files), n) if files else []
+
+
 def prepare_inputs(data: DataConfig) -> DataInputs:
     """Check ``data``, read the questions, then prepare the model directory and the search tool
     (an index is built or loaded from the cache). Raises ValueError (bad names, bad rows) or
@@ -205,8 +213,7 @@ def prepare_inputs(data: DataConfig) -> DataInputs:
     if problems:
         raise ValueError("; ".join(problems))
     train_qs = resolve_questions(data.train_files)
-    held_out = resolve_questions(data.eval_files) if data.eval_files else []
-    held_out = evenly_spaced(held_out, data.eval_questions)
+    held_out = held_out_questions(data.eval_files, data.eval_questions, data.eval_per_file)
     assert data.model is not None
     return DataInputs(resolve_model(data.model), train_qs, held_out, make_tool(data))
 
@@ -220,7 +227,7 @@ def held_out_eval(
 ) -> dict[str, Any]:
     """Greedy evaluation of a loaded model on ``inputs.held_out`` with ``data``'s agent limits:
     what ``run_data`` reports before and after training (and every ``run.eval_every`` steps)."""
-    items = [EvalItem(q.question, list(q.golds), q.source, q.hops or None) for q in inputs.held_out]
+    items = [EvalItem.of(q) for q in inputs.held_out]
     return evaluate(
         model,
         tokenizer,

@@ -40,10 +40,7 @@ def held_out_items(world: Any, n: int) -> list[EvalItem]:
     """``n`` questions of ``world`` (an ``embedded.synthetic.World``) evenly spaced over its list,
     which is ordered by hop count, so every hop count keeps its share."""
     pick = np.linspace(0, len(world.questions) - 1, n).round().astype(int)
-    return [
-        EvalItem(q.question, list(q.golds), q.source, q.hops)
-        for q in (world.questions[i] for i in sorted(set(pick.tolist())))
-    ]
+    return [EvalItem.of(world.questions[i]) for i in sorted(set(pick.tolist()))]
 
 
 def held_out_evaluator(cfg: EmbeddedConfig, eval_world: World) -> Evaluator:

@@ -75,6 +75,9 @@ class DataConfig:
     """Held-out questions evaluated greedily before and after training (none: no evaluation)."""
     eval_questions: int | None = 1000
     """Evaluate this many of them, evenly spaced so every file keeps its share (None: all)."""
+    eval_per_file: bool = False
+    """``eval_questions`` counts per eval file (each file's own evenly spaced ones), so a small
+    file (a two-hop set beside a large single-hop one) is not left with a handful."""
     corpus: str | None = None
     """Search-R1 jsonl corpus searched in-process, or "wiki:corpus" (else give retriever_url)."""
     retriever_url: str | None = None

@@ -130,6 +130,7 @@ def train_sft(
     lengths = [len(e.ids) for e in examples]
     queue: list[list[int]] = []
     losses: list[float] = []
+    every = max(1, min(100, steps // 10))  # log lines: about ten per run, at most every 100
     model.train()
     with _progress(progress, steps) as advance:
         for _ in range(steps):
@@ -147,8 +148,8 @@ def train_sft(
             sched.step()
             losses.append(loss.item())
             advance(losses[-1])
-            if len(losses) % 100 == 0 or len(losses) == steps:
-                recent = losses[-100:]
+            if len(losses) % every == 0 or len(losses) == steps:
+                recent = losses[-every:]
                 log.info("SFT %d/%d: loss %.3f", len(losses), steps, sum(recent) / len(recent))
             if len(losses) % 50 == 0:
                 speedups.release_memory(fast)
