@@ -15,8 +15,11 @@ writes ``bench/results/wiki_start.json`` and prints a markdown table for BENCHMA
 
 With ``--model`` it evaluates that model (a built-in name or a directory) instead, on each of
 ``--sets`` (``NAME`` or ``NAME=COUNT``: that many evenly spaced questions) with the agent limits
-of the first config, and adds the share of the commonest answer and how often the first search
-holds the question's key terms (``warmstart.reader_demos.key_terms``):
+of the first config, and adds the share of the commonest answer, how often the first search
+holds the question's key terms (``warmstart.reader_demos.key_terms``), where the answers come
+from (the title of a retrieved Doc, a span of a retrieved passage's text, or neither: the
+model's own words) and EM per question kind. ``NAME`` may be any question file (FlashRAG jsonl,
+Search-R1 parquet) over the wiki corpus:
 
     .venv/bin/python bench/wiki_start.py --model smollm2-reader \
         --sets wiki-qa:test=100 wiki-qa2:test wiki:test=100 \
@@ -37,6 +40,7 @@ from typing import Any
 
 from treegrpo.agent.protocol import parse_action
 from treegrpo.core.rewards import normalize_answer
+from treegrpo.eval.evaluate import ANSWER_SOURCES
 from treegrpo.jobs.data import (
     DataInputs,
     evaluate_model_dir,
@@ -90,8 +94,9 @@ def first_search(response: str) -> str | None:
 
 
 def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The commonest answer and its share of the questions, and how often the first search
-    holds every key term of the question (and the mean share of key terms it holds)."""
+    """The commonest answer and its share of the questions, how often the first search holds
+    every key term of the question (and the mean share of key terms it holds), and the share of
+    answers from each ``eval.evaluate.answer_source`` (recorded in each row)."""
     answers = Counter(normalize_answer(r["answer"]) for r in rows if r["answer"] is not None)
     top, count = answers.most_common(1)[0] if answers else ("", 0)
     held = []
@@ -100,11 +105,13 @@ def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
         query = first_search(r["response"])
         words = set(normalize_answer(query).split()) if query is not None else set()
         held.append(len(terms & words) / len(terms) if terms else float(query is not None))
+    sources = Counter(r["answer_from"] for r in rows)
     return {
         "top_answer": top,
         "top_answer_share": count / len(rows),
         "first_search_all_key_terms": sum(h == 1.0 for h in held) / len(rows),
         "first_search_key_term_share": sum(held) / len(rows),
+        "answer_sources": {k: sources[k] / len(rows) for k in ANSWER_SOURCES},
     }
 
 
@@ -128,7 +135,7 @@ def measure_model(
         row = {"model": model, "set": name, "questions": len(questions)}
         row |= {k: overall[k] for k in ("em", "f1", "valid_format", "tool_calls")}
         row |= answer_stats(report["rows"]) | {"seconds": time.perf_counter() - t0}
-        row["per_kind"] = _per_kind(name, report["rows"], questions)
+        row["per_kind"] = {k: {"n": v["n"], "em": v["em"]} for k, v in report["by_kind"].items()}
         row["examples"] = [
             {k: r[k] for k in ("question", "golds", "answer", "em")} for r in report["rows"][:8]
         ]
@@ -137,14 +144,6 @@ def measure_model(
         if out is not None:
             out.write_text(json.dumps({"machine": platform.platform(), "rows": rows}, indent=2))
     return rows
-
-
-def _per_kind(name: str, rows: list[dict[str, Any]], questions: list[Any]) -> dict[str, Any]:
-    """EM per question kind (template) of a set, with the count."""
-    by: dict[str, list[float]] = {}
-    for q, r in zip(questions, rows, strict=True):
-        by.setdefault(q.kind or name, []).append(r["em"])
-    return {k: {"n": len(v), "em": sum(v) / len(v)} for k, v in sorted(by.items())}
 
 
 def main() -> None:
@@ -159,15 +158,18 @@ def main() -> None:
         rows = measure_model(args.model, args.sets, args.configs[0], args.out)
         print(
             "| model | set | questions | EM | F1 | valid format | tool calls | top answer share "
-            "| first search has the key terms | seconds |"
+            "| first search has the key terms | answers: title / span / other | seconds |"
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
         for r in rows:
+            src = r["answer_sources"]
             print(
                 f"| {r['model']} | {r['set']} | {r['questions']} | {100 * r['em']:.1f} | "
                 f"{100 * r['f1']:.1f} | {100 * r['valid_format']:.0f}% | {r['tool_calls']:.2f} | "
                 f"{100 * r['top_answer_share']:.1f}% ({r['top_answer']}) | "
-                f"{100 * r['first_search_all_key_terms']:.0f}% | {r['seconds']:.0f} |"
+                f"{100 * r['first_search_all_key_terms']:.0f}% | "
+                f"{100 * src['title']:.0f}% / {100 * src['span']:.0f}% / {100 * src['other']:.0f}% "
+                f"| {r['seconds']:.0f} |"
             )
         return
     rows = [measure(c, args.questions) for c in args.configs]

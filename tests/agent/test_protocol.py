@@ -8,6 +8,7 @@ from treegrpo.agent.protocol import (
     SearchProtocol,
     format_passages,
     parse_action,
+    parse_passages,
 )
 from treegrpo.core.rewards import PROTOCOL_TAGS
 
@@ -42,6 +43,19 @@ def test_format_passages_follows_search_r1() -> None:
         'Doc 1(Title: "Paris") Paris is the capital.\n'
         'Doc 2(Title: "Lyon") Lyon is big.\nSecond line'
     )
+
+
+def test_parse_passages_reads_back_what_format_passages_wrote() -> None:
+    contents = ['"Paris (city)"\nParis is the capital.', '"Lyon"\nLyon is big.\nSecond line']
+    observation = f"\n\n{OPEN_INFO}{format_passages(contents)}{CLOSE_INFO}\n\n"
+    expected = [
+        (1, "Paris (city)", "Paris is the capital."),
+        (2, "Lyon", "Lyon is big.\nSecond line"),
+    ]
+    assert parse_passages(observation) == expected
+    response = f"<search> a </search>{observation}<search> b </search>{observation}"
+    assert parse_passages(response) == expected * 2  # every observation of a whole response
+    assert parse_passages("<answer> x </answer>") == []
 
 
 def test_observation_layout_and_truncation(split_tokenizer) -> None:  # type: ignore[no-untyped-def]

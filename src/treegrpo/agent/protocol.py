@@ -62,6 +62,18 @@ def format_passages(contents: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+_PASSAGE = re.compile(
+    r'Doc (\d+)\(Title: "(.*?)"\) (.*?)(?=\nDoc \d+\(Title: "|</information>|$)', re.S
+)
+
+
+def parse_passages(text: str) -> list[tuple[int, str, str]]:
+    """(k, title, passage text) of every ``Doc k`` that ``format_passages`` wrote in ``text``
+    (an observation, or a whole response), in order. Titles are quoted, as Search-R1 corpora
+    write them (``"Title"\ntext``); a title may hold parentheses: it ends at ``") ``."""
+    return [(int(m[1]), m[2], m[3]) for m in _PASSAGE.finditer(text)]
+
+
 class SearchProtocol:
     """Token-level helpers for one tokenizer: observation and feedback ids, step parsing.
 

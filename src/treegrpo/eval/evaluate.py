@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from treegrpo.agent.prompt import render_prompt
-from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.protocol import SearchProtocol, parse_passages
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
-from treegrpo.core.rewards import extract_answer
+from treegrpo.core.rewards import extract_answer, normalize_answer
+from treegrpo.data.lead_questions import is_span
 from treegrpo.data.types import Question
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
@@ -93,6 +94,8 @@ def evaluate(
         leaves = leaf_per_prompt(rollout.forest)
         scores = score_leaves(rollout, leaves, [it.golds for it in chunk], protocol.decode)
         for i, it in enumerate(chunk):
+            answer = _answer(rollout, leaves[i], protocol)
+            response = _response(rollout, leaves[i], protocol)
             rows.append(
                 {
                     "source": it.source,
@@ -102,10 +105,11 @@ def evaluate(
                     "f1": float(scores.f1[i]),
                     "valid_format": float(scores.valid_format[i]),
                     "tool_calls": float(scores.tool_calls[i]),
-                    "answer": _answer(rollout, leaves[i], protocol),
+                    "answer": answer,
+                    "answer_from": answer_source(answer, response),
                     "question": it.question,
                     "golds": list(it.golds),
-                    "response": _response(rollout, leaves[i], protocol),
+                    "response": response,
                 }
             )
     if was_training:
@@ -133,9 +137,25 @@ def _response(rollout: Any, leaf: int, protocol: SearchProtocol) -> str:
     return protocol.decode(seq.ids[seq.prompt_len :])
 
 
+ANSWER_SOURCES = ("title", "span", "other", "none")
+
+
+def answer_source(answer: str | None, response: str) -> str:
+    """Where an answer comes from: "title" (the title of a Doc the episode retrieved: what a
+    model trained on title questions answers by habit), "span" (a run of whole tokens of a
+    retrieved passage's text), "other" (neither: the model's own words) or "none" (no answer).
+    ``response``: the episode after the prompt, observations included."""
+    if answer is None or not normalize_answer(answer):
+        return "none"
+    docs = parse_passages(response)
+    if any(normalize_answer(answer) == normalize_answer(title) for _, title, _ in docs):
+        return "title"
+    return "span" if any(is_span(answer, text) for _, _, text in docs) else "other"
+
+
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means overall, per source, per hop count and per question kind (rows without a kind
-    are left out of ``by_kind``)."""
+    are left out of ``by_kind``), and the share of answers from each ``answer_source``."""
 
     def means(rs: Sequence[dict[str, Any]]) -> dict[str, float]:
         return {k: float(np.mean([r[k] for r in rs])) for k in METRICS} | {"n": len(rs)}
@@ -156,6 +176,11 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "averages": source_averages(per_source),
         "by_hops": {k: means(v) for k, v in sorted(by_hops.items())},
         "by_kind": {k: means(v) for k, v in sorted(by_kind.items())},
+        "answer_from": {
+            k: sum(r.get("answer_from") == k for r in rows) / len(rows) for k in ANSWER_SOURCES
+        }
+        if rows
+        else {},
         "rows": list(rows),
     }
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from treegrpo.agent.prompt import render_prompt
-from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.protocol import SearchProtocol, parse_passages
 from treegrpo.core.rewards import normalize_answer
 from treegrpo.data.lead_questions import HopPlan
 from treegrpo.data.title_questions import FUNCTION_WORDS, base_title
@@ -41,9 +41,6 @@ from treegrpo.embedded.oracle import answer_step, run_episode, search_step
 from treegrpo.tools.base import SearchTool
 from treegrpo.warmstart.title_demos import build_title_demos
 
-_DOCS = re.compile(
-    r'Doc (\d+)\(Title: "(.*?)"\) (.*?)(?=\nDoc \d+\(Title: "|</information>|$)', re.S
-)
 _QUESTION_WORDS = """what which who whom whose when where why how is was were are did does do the a
 an of in on to by as at it be been fill blank about"""
 QUESTION_WORDS = frozenset(_QUESTION_WORDS.split())
@@ -74,16 +71,11 @@ def key_terms(question: str) -> list[str]:
     return [w for w in words if w not in FUNCTION_WORDS and w not in QUESTION_WORDS]
 
 
-def passages_of(observation: str) -> list[tuple[int, str, str]]:
-    """(k, title, text) of every ``Doc k`` of an observation, in order."""
-    return [(int(m[1]), m[2], m[3]) for m in _DOCS.finditer(observation)]
-
-
 def find_span(observation: str, span: str, prefer: str = "") -> tuple[int, str, str] | None:
     """(k, title, quote) of the first Doc whose text (title included) holds ``span`` verbatim,
     the Doc titled ``prefer`` first; ``quote`` is up to ``CONTEXT_WORDS`` words before the span
     in its sentence, and the span. None when no Doc holds it."""
-    docs = passages_of(observation)
+    docs = parse_passages(observation)
     docs.sort(key=lambda d: d[1] != prefer)
     for k, title, text in docs:
         at = text.find(span)

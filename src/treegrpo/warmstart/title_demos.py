@@ -19,27 +19,24 @@ from knowledge it did not retrieve.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 
 from treegrpo.agent.prompt import render_prompt
-from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.protocol import SearchProtocol, parse_passages
 from treegrpo.core.rewards import normalize_answer
 from treegrpo.data.types import Question
 from treegrpo.embedded.demos import Demo, demo_from_episode
 from treegrpo.embedded.oracle import answer_step, run_episode, search_step
 from treegrpo.tools.base import SearchTool
 
-_DOC = re.compile(r'Doc (\d+)\(Title: "(.*?)"\) ')  # a title may hold parentheses; it ends at '") '
-
 
 def found_title(observation: str, golds: Sequence[str]) -> tuple[int, str] | None:
     """(k, title) of the first ``Doc k`` in an observation whose title is a gold answer (SQuAD-
     normalized), or None."""
     wanted = {normalize_answer(g) for g in golds}
-    for match in _DOC.finditer(observation):
-        if normalize_answer(match.group(2)) in wanted:
-            return int(match.group(1)), match.group(2)
+    for k, title, _ in parse_passages(observation):
+        if normalize_answer(title) in wanted:
+            return k, title
     return None
 
 
