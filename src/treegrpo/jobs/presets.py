@@ -62,15 +62,18 @@ DEFAULT_EMBEDDED = EmbeddedConfig()
 class DataConfig:
     """The data-driven job (`treegrpo train --data.train-files …`): the starting model, the
     question files, the search tool and the agent's limits (defaults: the paper's QA runs).
-    Built-in, offline sets: questions "wiki:train" and "wiki:test", corpus "wiki:corpus", model
-    "smollm2" (treegrpo.jobs.data resolves them)."""
+    Built-in, offline sets (``treegrpo.jobs.data`` resolves them): questions "wiki:", "wiki-hard:"
+    (answers are titles), "wiki-qa:" and "wiki-qa2:" (answers are spans of the passages; one
+    and two hops), each ":train" or ":test"; corpus "wiki:corpus"; models "smollm2",
+    "smollm2-protocol" and "smollm2-reader"."""
 
     model: str | None = None
-    """Hugging Face model directory to start from, or "smollm2" (SmolLM2-135M-Instruct, built
-    offline by `treegrpo prepare-model smollm2`)."""
+    """Hugging Face model directory to start from, or a built-in one: "smollm2"
+    (SmolLM2-135M-Instruct, built offline by `treegrpo prepare-model smollm2`),
+    "smollm2-protocol" or "smollm2-reader" (it after a warm start, built once and cached)."""
     train_files: tuple[str, ...] = ()
-    """Training questions: Search-R1 parquet or FlashRAG jsonl files, or "wiki:train" (given:
-    the data-driven job runs instead of the embedded one)."""
+    """Training questions: Search-R1 parquet or FlashRAG jsonl files, or built-in sets such as
+    "wiki-qa:train" (given: the data-driven job runs instead of the embedded one)."""
     eval_files: tuple[str, ...] = ()
     """Held-out questions evaluated greedily before and after training (none: no evaluation)."""
     eval_questions: int | None = 1000
