@@ -40,7 +40,6 @@ from typing import Any
 
 from treegrpo.agent.protocol import parse_action
 from treegrpo.core.rewards import normalize_answer
-from treegrpo.eval.evaluate import ANSWER_SOURCES
 from treegrpo.jobs.data import (
     DataInputs,
     evaluate_model_dir,
@@ -94,9 +93,8 @@ def first_search(response: str) -> str | None:
 
 
 def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The commonest answer and its share of the questions, how often the first search holds
-    every key term of the question (and the mean share of key terms it holds), and the share of
-    answers from each ``eval.evaluate.answer_source`` (recorded in each row)."""
+    """The commonest answer and its share of the questions, and how often the first search
+    holds every key term of the question (and the mean share of key terms it holds)."""
     answers = Counter(normalize_answer(r["answer"]) for r in rows if r["answer"] is not None)
     top, count = answers.most_common(1)[0] if answers else ("", 0)
     held = []
@@ -105,13 +103,11 @@ def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
         query = first_search(r["response"])
         words = set(normalize_answer(query).split()) if query is not None else set()
         held.append(len(terms & words) / len(terms) if terms else float(query is not None))
-    sources = Counter(r["answer_from"] for r in rows)
     return {
         "top_answer": top,
         "top_answer_share": count / len(rows),
         "first_search_all_key_terms": sum(h == 1.0 for h in held) / len(rows),
         "first_search_key_term_share": sum(held) / len(rows),
-        "answer_sources": {k: sources[k] / len(rows) for k in ANSWER_SOURCES},
     }
 
 
@@ -135,6 +131,7 @@ def measure_model(
         row = {"model": model, "set": name, "questions": len(questions)}
         row |= {k: overall[k] for k in ("em", "f1", "valid_format", "tool_calls")}
         row |= answer_stats(report["rows"]) | {"seconds": time.perf_counter() - t0}
+        row["answer_sources"] = report["answer_from"]  # ``eval.evaluate.answer_source`` shares
         row["per_kind"] = {k: {"n": v["n"], "em": v["em"]} for k, v in report["by_kind"].items()}
         row["examples"] = [
             {k: r[k] for k in ("question", "golds", "answer", "em")} for r in report["rows"][:8]

@@ -42,6 +42,12 @@ def normalize_answer(text: str) -> str:
     return unicodedata.normalize("NFC", " ".join(text.split()))
 
 
+def is_span(gold: str, text: str) -> bool:
+    """Whether ``gold`` is a run of whole tokens of ``text`` after SQuAD normalization."""
+    g = normalize_answer(gold)
+    return bool(g) and f" {g} " in f" {normalize_answer(text)} "
+
+
 def _golds(golds: Golds) -> list[str]:
     if isinstance(golds, str):
         return [golds]

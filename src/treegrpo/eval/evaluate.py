@@ -10,7 +10,7 @@ per-source numbers, not of the pooled questions.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +22,7 @@ from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol, parse_passages
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
-from treegrpo.core.rewards import extract_answer, normalize_answer
-from treegrpo.data.lead_questions import is_span
+from treegrpo.core.rewards import extract_answer, is_span, normalize_answer
 from treegrpo.data.types import Question
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
@@ -170,17 +169,14 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if r.get("kind"):
             by_kind[r["kind"]].append(r)
     per_source = {k: means(by_source[k]) for k in ordered_sources(by_source)}
+    sources = Counter(r.get("answer_from") for r in rows)
     return {
         "overall": means(rows) if rows else {},
         "by_source": per_source,
         "averages": source_averages(per_source),
         "by_hops": {k: means(v) for k, v in sorted(by_hops.items())},
         "by_kind": {k: means(v) for k, v in sorted(by_kind.items())},
-        "answer_from": {
-            k: sum(r.get("answer_from") == k for r in rows) / len(rows) for k in ANSWER_SOURCES
-        }
-        if rows
-        else {},
+        "answer_from": {k: sources[k] / len(rows) for k in ANSWER_SOURCES} if rows else {},
         "rows": list(rows),
     }
 

@@ -49,7 +49,7 @@ article, which searching for the bridge finds), so no train question needs a tes
 The package, one concept a file (each imports only those above it):
 
 - ``patterns``: the regular expressions and word lists the templates read leads with;
-- ``text``: reading a lead (``passage``, ``is_span``, ``sentences``, ``after_title``,
+- ``text``: reading a lead (``passage``, ``sentences``, ``after_title``,
   ``subject_name``, ``number_golds``, ``year_golds``, ``is_person``);
 - ``facts``: the ``Fact`` a template makes and the ``Context`` of the whole corpus;
 - the templates: ``people`` (``name_facts``, ``person_facts``), ``places`` (``place_facts``),
@@ -64,6 +64,7 @@ Everything public is re-exported here: ``from treegrpo.data.lead_questions impor
 
 from __future__ import annotations
 
+from treegrpo.core.rewards import is_span
 from treegrpo.data.lead_questions.build import (
     MAX_ANSWER_SHARE,
     MAX_PER_BRIDGE,
@@ -92,7 +93,6 @@ from treegrpo.data.lead_questions.splits import (
 from treegrpo.data.lead_questions.text import (
     after_title,
     is_person,
-    is_span,
     number_golds,
     passage,
     sentences,

@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from treegrpo.core.rewards import normalize_answer
+from treegrpo.core.rewards import is_span, normalize_answer
 from treegrpo.data.lead_questions.cloze import cloze_fact
 from treegrpo.data.lead_questions.facts import Context, Fact
 from treegrpo.data.lead_questions.patterns import _words
 from treegrpo.data.lead_questions.people import name_facts, person_facts
 from treegrpo.data.lead_questions.places import place_facts
 from treegrpo.data.lead_questions.science import science_facts
-from treegrpo.data.lead_questions.text import _hash, is_span, passage
+from treegrpo.data.lead_questions.text import _hash, passage
 from treegrpo.data.lead_questions.works import work_facts
 from treegrpo.data.title_questions import leaks
 from treegrpo.data.types import Question

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 
-from treegrpo.core.rewards import normalize_answer
+from treegrpo.core.rewards import is_span, normalize_answer
 from treegrpo.data.lead_questions.facts import Fact
 from treegrpo.data.lead_questions.patterns import _NAME_RE, _NUMBER
-from treegrpo.data.lead_questions.text import _hash, is_span, number_golds, sentences
+from treegrpo.data.lead_questions.text import _hash, number_golds, sentences
 from treegrpo.data.title_questions import FUNCTION_WORDS, base_title, leaks
 from treegrpo.data.wiki import Article
 

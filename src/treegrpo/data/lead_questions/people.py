@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from treegrpo.core.rewards import normalize_answer
+from treegrpo.core.rewards import is_span, normalize_answer
 from treegrpo.data.lead_questions.facts import Fact, _own
 from treegrpo.data.lead_questions.patterns import (
     _APPOSITION,
@@ -27,7 +27,7 @@ from treegrpo.data.lead_questions.patterns import (
     _OFFICIAL,
     _SUBJECT,
 )
-from treegrpo.data.lead_questions.text import _clean, _nationality, is_person, is_span, year_golds
+from treegrpo.data.lead_questions.text import _clean, _nationality, is_person, year_golds
 from treegrpo.data.title_questions import base_title, first_sentence
 from treegrpo.data.wiki import Article
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import re
 
-from treegrpo.core.rewards import normalize_answer
 from treegrpo.data.lead_questions.patterns import (
     _LEAD_IN,
     _NATIONALITY,
@@ -21,12 +20,6 @@ from treegrpo.tools.corpus import make_contents
 def passage(article: Article) -> str:
     """The article's corpus passage, what a retriever returns: every gold is a span of it."""
     return make_contents(article.title, article.extract)
-
-
-def is_span(gold: str, text: str) -> bool:
-    """Whether ``gold`` is a run of whole tokens of ``text`` after SQuAD normalization."""
-    g = normalize_answer(gold)
-    return bool(g) and f" {g} " in f" {normalize_answer(text)} "
 
 
 def sentences(text: str) -> list[str]:
