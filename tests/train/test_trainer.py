@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agent_fixtures import FACTS, PEOPLE, WordTool
@@ -105,6 +106,9 @@ def test_killed_save_leaves_the_previous_checkpoint_usable(
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]  # the crashed attempt's step-2 line was replaced, not duplicated
     assert not (out / "checkpoints" / "step-000002.tmp").exists()
+    events = EventAccumulator(str(out / "tb"))  # TensorBoard shows each step once too
+    events.Reload()
+    assert [e.step for e in events.Scalars("train/lr")] == [1, 2]
 
 
 @pytest.mark.slow

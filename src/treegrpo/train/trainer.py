@@ -207,7 +207,7 @@ def train(
     update = learner(policy, optimizer, scheduler) if learner is not None else None
     prompts = {}  # rendered once per question
     monitor = HealthMonitor.replay(health, logged)
-    writer = _tensorboard(out / "tb")
+    writer = _tensorboard(out / "tb", start_step)
     with open(out / "metrics.jsonl", "a") as log:
         for step in range(start_step, run.steps):
             idx = data_order(len(items), run.seed, position, run.prompts_per_step)
@@ -447,9 +447,11 @@ def _truncate_metrics(path: Path, last_step: int) -> list[dict[str, Any]]:
     return keep
 
 
-def _tensorboard(path: Path) -> Any:
+def _tensorboard(path: Path, start_step: int) -> Any:
+    """The TensorBoard writer; a resumed run hides the events of steps after ``start_step`` (the
+    checkpoint's) that a killed attempt wrote, as ``_truncate_metrics`` drops their lines."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:  # tensorboard not installed: metrics.jsonl still has everything
         return None
-    return SummaryWriter(str(path))
+    return SummaryWriter(str(path), purge_step=start_step + 1 if start_step else None)
