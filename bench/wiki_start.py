@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import platform
 import re
 import time
@@ -151,6 +152,7 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="evaluate this model on --sets instead")
     ap.add_argument("--sets", nargs="+", default=["wiki-qa:test=100", "wiki-qa2:test"])
     args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.model is not None:
         rows = measure_model(args.model, args.sets, args.configs[0], args.out)
         print(

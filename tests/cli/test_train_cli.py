@@ -255,3 +255,22 @@ def test_progress_lines_go_to_the_log_file_and_to_stdout_when_it_is_not_a_termin
     assert "treegrpo.train.trainer: step 1/2 reward 0.500" in (tmp_path / "r/train.log").read_text()
     assert "step 1/2 reward 0.500" in capsys.readouterr().out  # captured stdout: not a terminal
     assert logging.getLogger("treegrpo").handlers == handlers  # detached after the command
+
+
+def test_the_gpu_reading_preset_is_the_cpu_one_with_a_real_batch() -> None:
+    cpu = load_config(REPO / "configs" / "real-smollm2-wiki-qa.yaml", cli.TRAIN_SECTIONS)
+    gpu = load_config(REPO / "configs" / "real-smollm2-wiki-qa-gpu.yaml", cli.TRAIN_SECTIONS)
+    assert cpu["data"].model == gpu["data"].model == "smollm2-reader"
+    assert cpu["data"].train_files == gpu["data"].train_files
+    assert cpu["data"].eval_files == gpu["data"].eval_files
+    assert gpu["data"].eval_questions is None  # every held-out question
+    assert (gpu["data"].max_new_tokens, gpu["data"].max_context) == (500, 4096)
+    assert cpu["algo"] == gpu["algo"]
+    assert gpu["run"].prompts_per_step == 64 and gpu["model"].device == "cuda"
+    assert cpu["optim"].lr == gpu["optim"].lr
+
+
+@pytest.mark.parametrize("preset", sorted((REPO / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_preset_loads(preset: Path) -> None:
+    cfg = load_config(preset, cli.TRAIN_SECTIONS)
+    assert cfg["run"].steps > 0 and cfg["algo"].algo in ("tree", "chain")
