@@ -158,7 +158,7 @@ def test_the_mix_keeps_its_shares(tag_tokenizer) -> None:  # type: ignore[no-unt
     count = {c: len(ds) for c, ds in demos.items()}
     # 4 titles; 1 two-hop (all there is); of the 15 single-hop: 4 cloze, the one re-search
     # (its share of 2 is more than there is), the reads fill the rest
-    assert count == {"title": 4, "two-hop": 1, "cloze": 4, "retry": 1, "read": 10}
+    assert count == {"title": 4, "two-hop": 1, "cloze": 4, "retry": 1, "read": 10, "direct": 0}
     for ds in demos.values():  # every answer is gold
         for d in ds:
             answer = _text(tag_tokenizer, d, 1).rsplit("<answer>", 1)[1].split("</answer>")[0]
@@ -171,3 +171,23 @@ def test_the_protocol_warm_start_key_is_unchanged() -> None:
     assert cache_key(**meta, custom=False) == "9a6cdc49ba677799978ecfe1"
     reader = ReaderWarmStartConfig()
     assert asdict(reader.sft) != asdict(ProtocolWarmStartConfig())
+
+
+def test_a_direct_demonstration_answers_what_the_model_said_without_searching(
+    tag_tokenizer,  # type: ignore[no-untyped-def]
+) -> None:
+    protocol = SearchProtocol(tag_tokenizer, 200)
+    tool = Tool(RESULTS | {CAPITAL.question: ["Nouakchott"]})
+    known = [
+        (PERU, "Lima is the capital of Peru."),  # known: the gold is in its sentence
+        (CAPITAL, "The capital of Mauritania is Atar."),  # wrong: not a direct demonstration
+    ]
+    mix = rd.ReaderMix(two_hop=0.0, title=0.0, cloze=0.0, retry=0.0, direct=0.5)
+    demos = rd.build_reader_demos(
+        [PERU, CAPITAL], [], [], tool, tag_tokenizer, protocol, 2, mix, known=known
+    )
+    assert [len(demos["direct"]), len(demos["read"])] == [1, 1]
+    steps = _text(tag_tokenizer, demos["direct"][0], 1)
+    assert "<search>" not in steps and "I know this: Lima is the capital of Peru." in steps
+    assert steps.rstrip().endswith("<answer> Lima </answer>")
+    assert tool.queries == [CAPITAL.question]  # Peru, answered directly, is not read again

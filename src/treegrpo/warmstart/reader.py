@@ -4,8 +4,9 @@ reading demonstrations of ``reader_demos`` instead of the title ones, merged and
 The title warm start (``smollm2-protocol``) learns to answer the first document's title, and
 answers natural questions with a title. This one demonstrates searching, saying which passage
 holds the answer and answering the span as written, searching again when a search missed, two
-hops through a bridge entity, and a share of title questions. Train split only: the single-hop
-and two-hop ``lead_questions`` of train articles and the ``wiki:train`` title questions.
+hops through a bridge entity, answering without a search what the base model already knows
+(``closed_book``), and a share of title questions. Train split only: the single-hop and two-hop
+``lead_questions`` of train articles and the ``wiki:train`` title questions.
 
 ``reader_warm_start(base)`` builds once per (base model, settings) into
 ``<cache>/reader/<key>/`` and returns the directory (a plain transformers checkpoint, the
@@ -15,17 +16,20 @@ losses).
 
 from __future__ import annotations
 
+import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.data.lead_questions import hop_plan, lead_questions
+from treegrpo.data.types import Question
 from treegrpo.data.wiki import load_articles, wiki_corpus, wiki_questions
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
+from treegrpo.warmstart.closed_book import closed_book
 from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, tune_and_save
 from treegrpo.warmstart.reader_demos import ReaderMix, build_reader_demos
 
@@ -37,12 +41,15 @@ class ReaderWarmStartConfig:
     """Every setting of the reader warm start (all of them go into its cache key)."""
 
     sft: ProtocolWarmStartConfig = field(
-        default_factory=lambda: ProtocolWarmStartConfig(n_demos=320, steps=80, warmup=6)
+        default_factory=lambda: ProtocolWarmStartConfig(n_demos=640, steps=200, warmup=10)
     )
-    """Demonstration count and SFT settings (as the protocol warm start's): 50 minutes on 2 CPU
-    cores shared with another job."""
+    """Demonstration count and SFT settings (as the protocol warm start's): about one pass over
+    the demonstrations."""
     mix: ReaderMix = field(default_factory=ReaderMix)
     """Shares of the demonstration categories."""
+    probe: int = 384
+    """Single-hop train questions (cloze ones left out) asked closed-book for the direct
+    demonstrations (``closed_book``; about one in six is known)."""
 
 
 def reader_warm_start(
@@ -66,8 +73,9 @@ def build(
     tokenizer = AutoTokenizer.from_pretrained(base)
     protocol = SearchProtocol(tokenizer, cfg.sft.max_obs_tokens)
     titles = {a.index: a.title for a in load_articles()}
+    single = lead_questions("train", hops=1)
     demos = build_reader_demos(
-        lead_questions("train", hops=1),
+        single,
         lead_questions("train", hops=2),
         wiki_questions("train"),
         BM25Retriever(wiki_corpus()),
@@ -78,9 +86,24 @@ def build(
         subject=lambda q: titles.get(q.index, "") if isinstance(q.index, int) else "",
         plan=lambda q: hop_plan(q.uid),
         seed=cfg.sft.seed,
+        known=probe(base, tokenizer, single, cfg.probe, cfg.sft.seed),
     )
     every = [d for ds in demos.values() for d in ds]
     if not every:
         raise ValueError("reader warm start: no question gave a demonstration")
     about = {"reader": asdict(cfg), "categories": {c: len(ds) for c, ds in demos.items()}}
     return tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress, about)
+
+
+def probe(
+    base: Path, tokenizer: object, single: list[Question], n: int, seed: int
+) -> list[tuple[Question, str]]:
+    """``n`` non-cloze single-hop questions in a seeded order, each with ``base``'s closed-book
+    sentence."""
+    pool = [q for q in single if not q.kind.startswith("cloze")]
+    asked = random.Random(f"treegrpo-reader-probe:{seed}").sample(pool, min(n, len(pool)))
+    if not asked:
+        return []
+    model = AutoModelForCausalLM.from_pretrained(base).eval()
+    sentences = closed_book(model, tokenizer, [q.question for q in asked])
+    return list(zip(asked, sentences, strict=True))

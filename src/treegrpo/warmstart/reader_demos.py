@@ -18,9 +18,13 @@ and answers from that observation. Episodes run through ``embedded.oracle.run_ep
 real search tool and observation tokens; an episode whose answer was not in what it read gives
 no demonstration, so the script never answers what it did not retrieve.
 
+A direct demonstration answers without searching, from a sentence the base model itself wrote
+when asked closed-book (``warmstart.closed_book``), for questions where that sentence holds the
+answer.
+
 ``build_reader_demos`` mixes single-hop reading (cloze questions capped at a share), re-searches,
-two-hop questions and a share of the old title questions (``title_demos``), so a title is still
-answered where a title is the answer.
+two-hop questions, direct answers and a share of the old title questions (``title_demos``), so a
+title is still answered where a title is the answer.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from treegrpo.data.types import Question
 from treegrpo.embedded.demos import Demo, demo_from_episode
 from treegrpo.embedded.oracle import answer_step, run_episode, search_step
 from treegrpo.tools.base import SearchTool
+from treegrpo.warmstart.closed_book import KNOW_THINK, known_answer
 from treegrpo.warmstart.title_demos import build_title_demos
 
 _QUESTION_WORDS = """what which who whom whose when where why how is was were are did does do the a
@@ -47,7 +52,7 @@ QUESTION_WORDS = frozenset(_QUESTION_WORDS.split())
 """Words of a question that are no key terms, beside ``title_questions.FUNCTION_WORDS``."""
 CONTEXT_WORDS = 6  # words of the passage quoted before the answer in the answering thought
 FIRST_THINK = "I need a passage that answers this."
-CATEGORIES = ("read", "cloze", "retry", "two-hop", "title")
+CATEGORIES = ("read", "cloze", "retry", "two-hop", "direct", "title")
 
 
 @dataclass(frozen=True)
@@ -56,13 +61,16 @@ class ReaderMix:
 
     two_hop: float = 0.2
     """Two-hop questions (search, read the bridge, search the bridge, answer)."""
-    title: float = 0.15
+    title: float = 0.2
     """Title questions of ``wiki:train`` (answer: the retrieved article's title)."""
-    cloze: float = 0.25
+    cloze: float = 0.5
     """Cloze questions, of the single-hop demonstrations (a cap: they are 63% of the set)."""
     retry: float = 0.05
     """Single-hop questions whose first search misses and a rewrite finds the answer, of the
     single-hop demonstrations (at most; such questions are about 1% of the set)."""
+    direct: float = 0.05
+    """Single-hop questions answered without searching, from the base model's own closed-book
+    sentence (at most: as many as it knows of those probed)."""
 
 
 def key_terms(question: str) -> list[str]:
@@ -169,6 +177,23 @@ def _episode_demo(
     return demo, len(oracle.searches)
 
 
+def _direct_demo(
+    q: Question, sentence: str, tool: SearchTool, tokenizer: object, protocol: SearchProtocol
+) -> Demo | None:
+    """Answer ``q`` at once with the gold that the model's closed-book ``sentence`` holds (the
+    thought: ``KNOW_THINK`` and the sentence), or None when it holds none."""
+    gold = known_answer(sentence, q.golds)
+    if gold is None:
+        return None
+    step = answer_step(f"{KNOW_THINK} {sentence}", gold)
+    episode = run_episode(lambda obs: step, protocol, tool)
+    if episode.score(protocol, q.golds)["em"] != 1.0:
+        return None
+    return demo_from_episode(
+        render_prompt(tokenizer, q.question), episode, q.hops, protocol, q.golds
+    )
+
+
 def _first_search_holds(q: Question, tool: SearchTool, topk: int) -> bool:
     """Whether searching the question retrieves a passage holding ``golds[0]``."""
     return any(q.golds[0] in p.contents for p in tool.search([q.question], topk)[0])
@@ -188,9 +213,12 @@ def build_reader_demos(
     seed: int = 0,
     max_turns: int = 3,
     topk: int = 3,
+    known: Sequence[tuple[Question, str]] = (),
 ) -> dict[str, list[Demo]]:
     """About ``n`` demonstrations by category (``CATEGORIES``): ``mix.title`` of them from
-    ``titles``, ``mix.two_hop`` from ``two_hop`` (as many as were retrieved), the rest from
+    ``titles``, ``mix.two_hop`` from ``two_hop`` (as many as were retrieved), at most
+    ``mix.direct`` from ``known`` (single-hop questions with the base model's closed-book
+    sentence, ``closed_book.closed_book``; those whose sentence holds a gold), the rest from
     ``single`` (cloze at ``mix.cloze`` of those, re-searches at most ``mix.retry``; reads fill
     what is short). ``subject``: the title of a question's article (its rewrite when the first
     search misses); ``plan``: a two-hop question's bridge and second hop. Each question is used
@@ -198,6 +226,14 @@ def build_reader_demos(
     rng = random.Random(f"treegrpo-reader-demos:{seed}")
     n_title, n_two = round(n * mix.title), round(n * mix.two_hop)
     out: dict[str, list[Demo]] = {c: [] for c in CATEGORIES}
+    used: set[str] = set()
+    for q, sentence in known:
+        if len(out["direct"]) == round(n * mix.direct):
+            break
+        demo = _direct_demo(q, sentence, tool, tokenizer, protocol)
+        if demo is not None:
+            out["direct"].append(demo)
+            used.add(q.uid)
     for q in rng.sample(list(two_hop), len(two_hop)):
         p = plan(q)
         if len(out["two-hop"]) == n_two or p is None:
@@ -207,13 +243,15 @@ def build_reader_demos(
         )
         if made is not None:
             out["two-hop"].append(made[0])
-    n_single = n - n_title - len(out["two-hop"])
+    n_single = n - n_title - len(out["two-hop"]) - len(out["direct"])
     want = {"cloze": round(n_single * mix.cloze), "retry": round(n_single * mix.retry)}
     want["read"] = n_single - want["cloze"] - want["retry"]
     spare: list[Demo] = []  # reads beyond their share: they fill what cloze or retry lack
     for q in rng.sample(list(single), len(single)):
         if all(len(out[c]) >= want[c] for c in want):
             break
+        if q.uid in used:
+            continue
         cloze = q.kind.startswith("cloze")
         if cloze and len(out["cloze"]) >= want["cloze"]:
             continue

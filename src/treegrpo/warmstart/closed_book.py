@@ -1,0 +1,75 @@
+"""What a model knows without searching: the material of the reader warm start's "direct"
+demonstrations, which answer from the model's own knowledge instead of searching for everything.
+
+The probe opens the agent's first step with the thought ``<think> I know this:`` and lets the
+model finish the sentence greedily (the prompt of ``agent.prompt``, nothing retrieved):
+
+    <think> I know this: Buenos Aires is the capital of Argentina. </think>
+
+A question counts as known when a gold answer appears, as whole words, in that sentence
+(``known_answer``); its demonstration keeps the model's own sentence as the thought and answers
+the gold, so the warm start shows answering from what the model already says and nothing it does
+not (SmolLM2-135M-Instruct knew 16 of 96 templated lead questions this way, mostly capitals and
+nationalities, and no cloze question).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from treegrpo.agent.prompt import render_prompt
+from treegrpo.core.rewards import normalize_answer
+
+KNOW_THINK = "I know this:"
+"""How a direct demonstration's thought opens; the probe's prompt ends with it."""
+_SENTENCE_END = re.compile(r"</think>|<answer>|<search>|\n|(?<=[.!?])\s")
+
+
+def first_sentence(text: str) -> str:
+    """``text`` up to its first sentence end, line break or tag, stripped."""
+    return _SENTENCE_END.split(text, maxsplit=1)[0].strip()
+
+
+def known_answer(sentence: str, golds: Sequence[str]) -> str | None:
+    """The first gold whose SQuAD-normalized words appear as whole words in ``sentence``'s, or
+    None. The gold is returned as written (what the demonstration answers)."""
+    words = f" {normalize_answer(sentence)} "
+    for gold in golds:
+        norm = normalize_answer(gold)
+        if norm and f" {norm} " in words:
+            return gold
+    return None
+
+
+@torch.no_grad()
+def closed_book(
+    model: Any,
+    tokenizer: Any,
+    questions: Sequence[str],
+    batch: int = 32,
+    max_new_tokens: int = 32,
+) -> list[str]:
+    """The model's greedy first sentence after ``<think> KNOW_THINK`` for each question, batched
+    with left padding (the same text as one question at a time)."""
+    opening = tokenizer(f"<think> {KNOW_THINK}", add_special_tokens=False)["input_ids"]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    device = next(model.parameters()).device
+    out: list[str] = []
+    for start in range(0, len(questions), batch):
+        prompts = [render_prompt(tokenizer, q) + opening for q in questions[start : start + batch]]
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+        gen = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=pad,
+        )  # [B, width + new]
+        out += [first_sentence(tokenizer.decode(g[width:], skip_special_tokens=True)) for g in gen]
+    return out
