@@ -93,10 +93,19 @@ def first_search(response: str) -> str | None:
     return parse_action(m[0]).text if m else None
 
 
+def echoes_question(answer: str | None, question: str) -> bool:
+    """Whether ``answer`` is, after SQuAD normalization, a run of the question's own words."""
+    words = normalize_answer(answer) if answer is not None else ""
+    return bool(words) and f" {words} " in f" {normalize_answer(question)} "
+
+
 def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The commonest answer and its share of the questions, and how often the first search
-    holds every key term of the question (and the mean share of key terms it holds)."""
+    """The commonest answer and its share of the questions; how often the answer only repeats
+    words of the question (its subject: "Australia" for "What is the capital of Australia?",
+    the habit of answering the retrieved article); how often the first search holds every key
+    term of the question (and the mean share of key terms it holds)."""
     answers = Counter(normalize_answer(r["answer"]) for r in rows if r["answer"] is not None)
+    echoes = sum(echoes_question(r["answer"], r["question"]) for r in rows)
     top, count = answers.most_common(1)[0] if answers else ("", 0)
     held = []
     for r in rows:
@@ -107,6 +116,7 @@ def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "top_answer": top,
         "top_answer_share": count / len(rows),
+        "echo_share": echoes / len(rows),
         "first_search_all_key_terms": sum(h == 1.0 for h in held) / len(rows),
         "first_search_key_term_share": sum(held) / len(rows),
     }
@@ -157,15 +167,17 @@ def main() -> None:
         rows = measure_model(args.model, args.sets, args.configs[0], args.out)
         print(
             "| model | set | questions | EM | F1 | valid format | tool calls | top answer share "
-            "| first search has the key terms | answers: title / span / other | seconds |"
+            "| answer repeats the question | first search has the key terms "
+            "| answers: title / span / other | seconds |"
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
         for r in rows:
             src = r["answer_sources"]
             print(
                 f"| {r['model']} | {r['set']} | {r['questions']} | {100 * r['em']:.1f} | "
                 f"{100 * r['f1']:.1f} | {100 * r['valid_format']:.0f}% | {r['tool_calls']:.2f} | "
                 f"{100 * r['top_answer_share']:.1f}% ({r['top_answer']}) | "
+                f"{100 * r['echo_share']:.0f}% | "
                 f"{100 * r['first_search_all_key_terms']:.0f}% | "
                 f"{100 * src['title']:.0f}% / {100 * src['span']:.0f}% / {100 * src['other']:.0f}% "
                 f"| {r['seconds']:.0f} |"

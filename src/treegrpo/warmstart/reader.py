@@ -29,7 +29,7 @@ from treegrpo.data.types import Question
 from treegrpo.data.wiki import load_articles, wiki_corpus, wiki_questions
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
-from treegrpo.warmstart.closed_book import closed_book
+from treegrpo.warmstart.closed_book import closed_book, known_answer
 from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, tune_and_save
 from treegrpo.warmstart.reader_demos import ReaderMix, build_reader_demos
 
@@ -74,6 +74,7 @@ def build(
     protocol = SearchProtocol(tokenizer, cfg.sft.max_obs_tokens)
     titles = {a.index: a.title for a in load_articles()}
     single = lead_questions("train", hops=1)
+    known = probe(base, tokenizer, single, cfg.probe, cfg.sft.seed)
     demos = build_reader_demos(
         single,
         lead_questions("train", hops=2),
@@ -86,12 +87,19 @@ def build(
         subject=lambda q: titles.get(q.index, "") if isinstance(q.index, int) else "",
         plan=lambda q: hop_plan(q.uid),
         seed=cfg.sft.seed,
-        known=probe(base, tokenizer, single, cfg.probe, cfg.sft.seed),
+        known=known,
     )
     every = [d for ds in demos.values() for d in ds]
     if not every:
         raise ValueError("reader warm start: no question gave a demonstration")
-    about = {"reader": asdict(cfg), "categories": {c: len(ds) for c, ds in demos.items()}}
+    about = {
+        "reader": asdict(cfg),
+        "categories": {c: len(ds) for c, ds in demos.items()},
+        "closed_book": {  # how many probed questions the base model knew
+            "asked": len(known),
+            "known": sum(known_answer(s, q.golds) is not None for q, s in known),
+        },
+    }
     return tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress, about)
 
 
