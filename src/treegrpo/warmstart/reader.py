@@ -49,7 +49,7 @@ class ReaderWarmStartConfig:
     """Shares of the demonstration categories."""
     probe: int = 384
     """Single-hop train questions (cloze ones left out) asked closed-book for the direct
-    demonstrations (``closed_book``; about one in six is known)."""
+    demonstrations (``closed_book``)."""
 
 
 def reader_warm_start(
