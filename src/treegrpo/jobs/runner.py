@@ -220,7 +220,10 @@ def run_job(
     if after is not None:
         log.info("held-out EM after RL: %.3f", after["overall"]["em"])
     metrics = out / "metrics.jsonl"
-    curve = plot_learning_curve(out) if metrics.is_file() and metrics.read_text().strip() else None
+    curve = None
+    if metrics.is_file() and metrics.read_text().strip():
+        em = [r["overall"]["em"] if r is not None else None for r in (before, after)]
+        curve = plot_learning_curve(out, before=em[0], after=em[1])
     seconds = {**job.seconds, "eval_before": t_before, "train": t_train}
     seconds["total"] = sum(job.seconds.values()) + time.perf_counter() - t0
     summary: dict[str, Any] = {
