@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from treegrpo.agent.protocol import parse_action
-from treegrpo.core.rewards import normalize_answer
+from treegrpo.core.rewards import is_span, normalize_answer
 from treegrpo.jobs.data import (
     DataInputs,
     evaluate_model_dir,
@@ -93,19 +93,13 @@ def first_search(response: str) -> str | None:
     return parse_action(m[0]).text if m else None
 
 
-def echoes_question(answer: str | None, question: str) -> bool:
-    """Whether ``answer`` is, after SQuAD normalization, a run of the question's own words."""
-    words = normalize_answer(answer) if answer is not None else ""
-    return bool(words) and f" {words} " in f" {normalize_answer(question)} "
-
-
 def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The commonest answer and its share of the questions; how often the answer only repeats
     words of the question (its subject: "Australia" for "What is the capital of Australia?",
     the habit of answering the retrieved article); how often the first search holds every key
     term of the question (and the mean share of key terms it holds)."""
     answers = Counter(normalize_answer(r["answer"]) for r in rows if r["answer"] is not None)
-    echoes = sum(echoes_question(r["answer"], r["question"]) for r in rows)
+    echoes = sum(r["answer"] is not None and is_span(r["answer"], r["question"]) for r in rows)
     top, count = answers.most_common(1)[0] if answers else ("", 0)
     held = []
     for r in rows:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from treegrpo.agent.prompt import render_prompt
-from treegrpo.core.rewards import normalize_answer
+from treegrpo.core.rewards import is_span
 
 KNOW_THINK = "I know this:"
 """How a direct demonstration's thought opens; the probe's prompt ends with it."""
@@ -35,14 +35,9 @@ def first_sentence(text: str) -> str:
 
 
 def known_answer(sentence: str, golds: Sequence[str]) -> str | None:
-    """The first gold whose SQuAD-normalized words appear as whole words in ``sentence``'s, or
-    None. The gold is returned as written (what the demonstration answers)."""
-    words = f" {normalize_answer(sentence)} "
-    for gold in golds:
-        norm = normalize_answer(gold)
-        if norm and f" {norm} " in words:
-            return gold
-    return None
+    """The first gold that is a span of ``sentence`` (``core.rewards.is_span``: whole words after
+    SQuAD normalization), as written (what the demonstration answers), or None."""
+    return next((gold for gold in golds if is_span(gold, sentence)), None)
 
 
 @torch.no_grad()
