@@ -25,6 +25,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -116,6 +117,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "embedded.json"))
     ap.add_argument("extra", nargs="*", help="more `treegrpo train` flags, after --")
     args = ap.parse_args()
+    # stopped (kill, pkill): raise here, so subprocess.run kills the running seed's process too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     work = Path(tempfile.mkdtemp(prefix="treegrpo-bench-embedded-"))
     cache = (
         work / "cache"

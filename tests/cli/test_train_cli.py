@@ -262,6 +262,7 @@ def test_the_gpu_reading_preset_is_the_cpu_one_with_a_real_batch() -> None:
     gpu = load_config(REPO / "configs" / "real-smollm2-wiki-qa-gpu.yaml", cli.TRAIN_SECTIONS)
     assert cpu["data"].model == gpu["data"].model == "smollm2-reader"
     assert cpu["data"].train_files == gpu["data"].train_files
+    assert cpu["data"].train_weights == gpu["data"].train_weights == (1, 1)  # half two-hop
     assert cpu["data"].eval_files == gpu["data"].eval_files
     assert gpu["data"].eval_questions is None  # every held-out question
     assert (gpu["data"].max_new_tokens, gpu["data"].max_context) == (500, 4096)

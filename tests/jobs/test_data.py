@@ -107,6 +107,32 @@ def test_check_data_on_names_only() -> None:
         model="smollm2", train_files=("wiki:test",), retriever_url="http://x", retriever="dense"
     )
     assert any("data.retriever" in p for p in datarun.check_data(dense_url))
+    two = replace(preset, train_files=("wiki:train", "wiki-hard:train"))
+    assert datarun.check_data(replace(two, train_weights=(3.0, 1.0))) == []
+    assert datarun.check_data(replace(two, train_weights=(1.0,))) == [
+        "data.train_weights: 1 weights for 2 train_files: give one per file"
+    ]
+    assert datarun.check_data(replace(two, train_weights=(1.0, -1.0))) == [
+        "data.train_weights: must be finite, >= 0 and not all 0, got [1.0, -1.0]"
+    ]
+
+
+def test_training_files_keep_their_index_and_report_their_share(files: dict[str, Path]) -> None:
+    names = [str(files["train"]), str(files["test"])]  # 6 and 4 questions
+    sets = datarun.resolve_question_sets(names)
+    assert [len(s) for s in sets] == [6, 4] and [*sets[0], *sets[1]] == datarun.resolve_questions(
+        names
+    )
+    source = [0] * 6 + [1] * 4
+    assert datarun.training_mix(names, (), source) == (
+        f"Training prompts (each question once per epoch): {names[0]} 6 questions, 60%; "
+        f"{names[1]} 4 questions, 40%."
+    )
+    assert datarun.training_mix(names, (1.0, 3.0), source).endswith(
+        f"{names[0]} 6 questions, 25%; {names[1]} 4 questions, 75%."
+    )
+    with pytest.raises(ValueError, match=r"given twice, in .* and in "):
+        datarun.resolve_question_sets([names[0], names[0]])
 
 
 def test_evenly_spaced_keeps_every_files_share(files: dict[str, Path]) -> None:

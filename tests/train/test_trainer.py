@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from treegrpo.train import checkpoint as ckpt_module
 from treegrpo.train import trainer as trainer_module
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
-from treegrpo.train.trainer import TrainItem, data_order, train
+from treegrpo.train.trainer import TrainItem, train
 
 ITEMS = [TrainItem(f"Where was {p} born", (c,), f"toy-{p}") for p, c in FACTS.items()]
 ALGO = AlgorithmConfig(kl_coef=0.001)
@@ -130,11 +131,18 @@ def test_a_fresh_run_never_mixes_with_a_previous_one(model_dir: Path, tmp_path: 
     assert steps == [1]
 
 
-def test_data_order_is_a_resumable_stream() -> None:
-    whole = data_order(5, seed=1, position=0, count=12)
-    assert sorted(whole[:5]) == list(range(5)) and sorted(whole[5:10]) == list(range(5))
-    assert data_order(5, seed=1, position=7, count=5) == whole[7:12]
-    assert data_order(5, seed=2, position=0, count=5) != whole[:5]
+@pytest.mark.slow
+def test_a_mix_draws_the_prompts_from_the_weighted_files(model_dir: Path, tmp_path: Path) -> None:
+    # half the questions are source 1; with weights (0, 1) every prompt comes from source 1
+    items = [replace(it, source=i % 2) for i, it in enumerate(ITEMS)]
+    run = RunConfig(out_dir=str(tmp_path / "run"), steps=1, prompts_per_step=4, seed=3)
+    out = train(
+        model_dir, load, WordTool(), items, ALGO, OPTIM, SAMPLING, LIMITS, run, 120, mix=(0, 1)
+    )
+    kept = json.loads((out / "forests" / "step-000001.json").read_text())
+    asked = [p["question"] for p in kept["prompts"]]
+    assert len(asked) == 4 and set(asked) <= {it.question for it in items if it.source == 1}
+    assert json.loads((out / "config.json").read_text())["mix"] == [0, 1]
 
 
 def test_people_cover_the_toy_world() -> None:

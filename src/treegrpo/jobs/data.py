@@ -17,9 +17,12 @@ model and the search tool; only then does ``run_data`` load a model.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +87,8 @@ class DataInputs:
     train: list[Question]
     held_out: list[Question]  # already cut to eval_questions
     tool: SearchTool
+    # the train file (index in data.train_files) of each training question; []: all from one
+    train_source: list[int] = dataclasses.field(default_factory=list)
 
 
 def check_data(data: DataConfig) -> list[str]:
@@ -117,6 +122,19 @@ def check_data(data: DataConfig) -> list[str]:
         problems.append(
             "data.retriever: applies to a corpus; a /retrieve server searches its own way"
         )
+    if data.train_weights:
+        if len(data.train_weights) != len(data.train_files):
+            problems.append(
+                f"data.train_weights: {len(data.train_weights)} weights for "
+                f"{len(data.train_files)} train_files: give one per file"
+            )
+        elif not all(math.isfinite(w) and w >= 0 for w in data.train_weights) or not any(
+            w > 0 for w in data.train_weights
+        ):
+            problems.append(
+                f"data.train_weights: must be finite, >= 0 and not all 0, "
+                f"got {list(data.train_weights)}"
+            )
     if data.eval_questions is not None and data.eval_questions < 1:
         problems.append(f"data.eval_questions: must be >= 1 or null, got {data.eval_questions}")
     for field in ("topk", "max_new_tokens", "max_obs_tokens", "max_context"):
@@ -141,19 +159,25 @@ def _check_name(name: str, builtin: Collection[str]) -> str | None:
 
 
 def resolve_questions(names: Sequence[str]) -> list[Question]:
-    """The questions of files and built-in sets: the files first, read together by
-    ``load_questions`` (strict; uids unique across them), then the built-in sets in order.
+    """The questions of files and built-in sets, in the order of ``names``.
     A uid seen twice (one set given twice) is an error, never a merged group."""
-    files = [n for n in names if n not in BUILTIN_QUESTIONS]
-    out = load_questions(files) if files else []
-    for name in names:
-        if name in BUILTIN_QUESTIONS:
-            out.extend(BUILTIN_QUESTIONS[name]())
-    seen: set[str] = set()
-    for q in out:
-        if q.uid in seen:
-            raise ValueError(f"question {q.uid!r} is given twice (is a set listed twice?)")
-        seen.add(q.uid)
+    return [q for part in resolve_question_sets(names) for q in part]
+
+
+def resolve_question_sets(names: Sequence[str]) -> list[list[Question]]:
+    """The questions of each file or built-in set, one list per name (files are read by
+    ``load_questions``, strict). A uid seen twice across all of them is an error."""
+    out = [BUILTIN_QUESTIONS[n]() if n in BUILTIN_QUESTIONS else load_questions([n]) for n in names]
+    seen: dict[str, int] = {}  # uid → index of the first set that holds it
+    for i, part in enumerate(out):
+        for q in part:
+            first = seen.setdefault(q.uid, i)
+            if first != i:
+                raise ValueError(
+                    f"question {q.uid!r} is given twice, in {names[first]} and in {names[i]} "
+                    "(a set listed twice, or two files with one data source: give each file "
+                    "its own so their groups stay apart)"
+                )
     return out
 
 
@@ -201,7 +225,7 @@ def held_out_questions(files: Sequence[str], n: int | None, per_file: bool) -> l
     """The held-out questions: ``n`` evenly spaced over all ``files`` together (each keeps its
     share), or ``n`` of each file with ``per_file``."""
     if per_file:
-        return [q for f in files for q in evenly_spaced(resolve_questions([f]), n)]
+        return [q for part in resolve_question_sets(files) for q in evenly_spaced(part, n)]
     return evenly_spaced(resolve_questions(files), n) if files else []
 
 
@@ -212,10 +236,16 @@ def prepare_inputs(data: DataConfig) -> DataInputs:
     problems = check_data(data)
     if problems:
         raise ValueError("; ".join(problems))
-    train_qs = resolve_questions(data.train_files)
+    sets = resolve_question_sets(data.train_files)
     held_out = held_out_questions(data.eval_files, data.eval_questions, data.eval_per_file)
     assert data.model is not None
-    return DataInputs(resolve_model(data.model), train_qs, held_out, make_tool(data))
+    return DataInputs(
+        resolve_model(data.model),
+        [q for part in sets for q in part],
+        held_out,
+        make_tool(data),
+        [f for f, part in enumerate(sets) for _ in part],
+    )
 
 
 def held_out_eval(
@@ -253,6 +283,19 @@ def evaluate_model_dir(
     return held_out_eval(model.to(resolve_device(device)), tokenizer, inputs, data)
 
 
+def training_mix(files: Sequence[str], weights: Sequence[float], source: Sequence[int]) -> str:
+    """One line for the report: each training file's questions and its share of the prompts
+    (by size when ``weights`` is empty, else w_f / Σw)."""
+    counts = [sum(1 for s in source if s == f) for f in range(len(files))] if source else []
+    total = sum(weights) if weights else sum(counts)
+    parts = [
+        f"{name} {n:,} questions, {100 * (weights[f] if weights else n) / max(total, 1e-12):.0f}%"
+        for f, (name, n) in enumerate(zip(files, counts, strict=True))
+    ]
+    how = "weighted by data.train_weights" if weights else "each question once per epoch"
+    return f"Training prompts ({how}): " + "; ".join(parts) + "."
+
+
 def run_data(
     algo: AlgorithmConfig,
     optim: OptimConfig,
@@ -277,6 +320,7 @@ def run_data(
 
     def report(before: Report | None, after: Report | None) -> list[str]:
         lines = [f"{n_train} training questions, {n_held_out} held out.", ""]
+        lines += [training_mix(data.train_files, data.train_weights, inputs.train_source), ""]
         if before is None or after is None:
             return [*lines, "No held-out evaluation (data.eval_files is empty).", ""]
         lines += [compare_table(before, after), ""]
@@ -289,7 +333,10 @@ def run_data(
     job = Job(
         model_dir=inputs.model_dir,
         tool=inputs.tool,
-        items=[TrainItem(q.question, q.golds, q.uid, q.hops) for q in inputs.train],
+        items=[
+            TrainItem(q.question, q.golds, q.uid, q.hops, src)
+            for q, src in zip(inputs.train, inputs.train_source or repeat(0), strict=False)
+        ],
         sampling=SamplingParams(
             temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
         ),
@@ -300,5 +347,6 @@ def run_data(
         report=report,
         summary={"questions": {"train": n_train, "held_out": n_held_out}},
         config={"data": asdict(data)},
+        mix=tuple(data.train_weights),
     )
     return run_job(job, algo, optim, run, model_cfg, before, progress, cluster, health)

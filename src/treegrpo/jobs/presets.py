@@ -74,6 +74,11 @@ class DataConfig:
     train_files: tuple[str, ...] = ()
     """Training questions: Search-R1 parquet or FlashRAG jsonl files, or built-in sets such as
     "wiki-qa:train" (given: the data-driven job runs instead of the embedded one)."""
+    train_weights: tuple[float, ...] = ()
+    """Sampling weight of each training file, one per train_files entry: a prompt comes from
+    file f with probability w_f / Σw, so a small set (two-hop questions beside a large one-hop
+    set) can take a fixed share of every step; its questions then repeat epoch after epoch.
+    Empty: every question once per epoch (each file's share is its size)."""
     eval_files: tuple[str, ...] = ()
     """Held-out questions evaluated greedily before and after training (none: no evaluation)."""
     eval_questions: int | None = 1000

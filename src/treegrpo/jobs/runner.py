@@ -85,6 +85,9 @@ class Job:
     """The job's own sections of summary.json's "config" (its world or data settings)."""
     seconds: dict[str, float] = field(default_factory=dict)
     """Time the job spent preparing its inputs before ``run_job`` (keys of ``PHASES``)."""
+    mix: tuple[float, ...] = ()
+    """Sampling weight per training source (``TrainItem.source``); empty: each question once
+    per epoch."""
 
 
 def start_run(run: RunConfig) -> Path:
@@ -198,6 +201,7 @@ def run_job(
                     rollout_source=rollout_workers if cluster.rollout_workers > 0 else None,
                     learner=train_ranks if cluster.train_ranks > 0 else None,
                     health=health,
+                    mix=job.mix,
                 )
                 break
             except Rollback as back:  # health.action rollback: resume from a healthy checkpoint

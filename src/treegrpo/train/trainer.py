@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from treegrpo.agent.prompt import render_prompt
@@ -61,6 +60,7 @@ from treegrpo.train.config import (
     RunConfig,
 )
 from treegrpo.train.health import HealthMonitor, Rollback, TrainingUnhealthy
+from treegrpo.train.order import data_order, mixed_order
 from treegrpo.train.policy import load_adapter, prepare_policy
 from treegrpo.train.precision import autocast_dtype
 from treegrpo.train.step import Batch, Learner, StepOutcome, rl_step
@@ -77,17 +77,7 @@ class TrainItem:
     golds: tuple[str, ...]
     uid: str
     hops: int = 0  # retrieval hops a perfect agent needs (0: unknown); shown by treegrpo view
-
-
-def data_order(n: int, seed: int, position: int, count: int) -> list[int]:
-    """Indices ``position .. position + count`` of an endless stream of seeded permutations of
-    range(n): epoch e is ``permutation(seed, e)``, so any position can be recomputed on resume."""
-    out: list[int] = []
-    while len(out) < count:
-        epoch, offset = divmod(position + len(out), n)
-        perm = np.random.default_rng([seed, epoch]).permutation(n)
-        out.extend(perm[offset : offset + count - len(out)].tolist())
-    return out
+    source: int = 0  # the training file it came from: its index in ``train(mix=…)``
 
 
 def make_optimizer(policy: Any, optim: OptimConfig) -> tuple[torch.optim.Optimizer, Any]:
@@ -123,6 +113,7 @@ def train(
     rollout_source: Callable[[], RolloutSource] | None = None,
     learner: Callable[[Any, torch.optim.Optimizer, Any], Learner] | None = None,
     health: HealthConfig = HealthConfig(),
+    mix: Sequence[float] = (),
 ) -> Path:
     """Train from ``model_path`` (or resume) and return the run directory.
 
@@ -138,7 +129,9 @@ def train(
     and the optimizer its state before every checkpoint. health: the alarms of
     ``train.health`` and what they do; ``health.action`` = rollback raises ``Rollback`` for
     the caller to resume from the named checkpoint (``jobs.runner`` does), with the learning
-    rate scale it wrote into ``health.json``.
+    rate scale it wrote into ``health.json``. mix: the sampling weight of each training source
+    (``TrainItem.source``): each prompt comes from source s with probability mix[s] / Σ mix
+    (``train.order.mixed_order``); empty: every question once per epoch (``data_order``).
     """
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -191,6 +184,7 @@ def train(
             "run": asdict(run),
             "model": asdict(model_cfg),
             "max_obs_tokens": max_obs_tokens,
+            "mix": list(mix),
         }
         (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
 
@@ -206,11 +200,16 @@ def train(
         rollouts.update_weights(policy)  # the workers start from the policy as it is now
     update = learner(policy, optimizer, scheduler) if learner is not None else None
     prompts = {}  # rendered once per question
+    sources = [it.source for it in items]  # [n_items]
     monitor = HealthMonitor.replay(health, logged)
     writer = _tensorboard(out / "tb", start_step)
     with open(out / "metrics.jsonl", "a") as log:
         for step in range(start_step, run.steps):
-            idx = data_order(len(items), run.seed, position, run.prompts_per_step)
+            idx = (
+                mixed_order(sources, mix, run.seed, position, run.prompts_per_step)
+                if mix
+                else data_order(len(items), run.seed, position, run.prompts_per_step)
+            )
             position += len(idx)
             for i in idx:
                 if i not in prompts:

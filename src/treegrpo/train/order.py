@@ -1,0 +1,75 @@
+"""The order in which a run draws its training questions: a resumable stream of prompt indices.
+
+Both orders are pure functions of (seed, position): the prompts of step t are
+``order(position_t, prompts_per_step)`` with ``position_t`` the number drawn before it, so a
+resumed run that restores the position draws what the uninterrupted run would have drawn.
+
+- ``data_order``: epochs of seeded permutations over all questions, every question once per
+  epoch (a file's share of the stream is its share of the questions).
+- ``mixed_order``: a mixture over sources (the training files) with given weights, the way
+  multi-task RL runs mix datasets: each draw picks a source with probability w_s / Σw, then
+  takes the next question of that source's own stream of permutations. A small file given a
+  large weight repeats (epoch after epoch) while a large one is still in its first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+MIX_STREAM = 0x6D6978
+"""Seeds the source draws of ``mixed_order`` apart from the per-source permutations."""
+
+
+def data_order(n: int, seed: int, position: int, count: int) -> list[int]:
+    """Indices ``position .. position + count`` of an endless stream of seeded permutations of
+    range(n): epoch e is ``permutation(seed, e)``, so any position can be recomputed on resume."""
+    return _stream(n, (seed,), position, count)
+
+
+def mixed_order(
+    sources: Sequence[int], weights: Sequence[float], seed: int, position: int, count: int
+) -> list[int]:
+    """Draws ``position .. position + count`` of the weighted mixture over sources.
+
+    sources[i]: the source (training file) of question i, in 0 .. len(weights) - 1; weights[s]:
+    source s's relative share of the draws (finite, ≥ 0, some > 0; a source without questions
+    must weigh 0). Draw j picks source s_j = F⁻¹(u_j), u_j ~ U[0, 1) from the seeded stream
+    (F: the cumulative normalised weights), then the k-th draw of source s takes element k of
+    s's permutation stream (``data_order`` over s's questions, seeded by (seed, s)). Returns
+    question indices, i.e. positions in ``sources``.
+    """
+    src = np.asarray(sources, dtype=np.int64)  # [n_questions]
+    w = np.asarray(weights, dtype=np.float64)  # [n_sources]
+    if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError(f"mixture weights must be finite, >= 0 and not all 0, got {list(w)}")
+    if src.size and (src.min() < 0 or src.max() >= w.size):
+        raise ValueError(f"question sources must lie in 0..{w.size - 1}")
+    members = [np.flatnonzero(src == s) for s in range(w.size)]  # questions of each source
+    for s, m in enumerate(members):
+        if w[s] > 0 and m.size == 0:
+            raise ValueError(f"source {s} has weight {w[s]} but no questions")
+    # the source of every draw so far: a prefix of one seeded uniform stream
+    u = np.random.default_rng([seed, MIX_STREAM]).random(position + count)  # [position + count]
+    cdf = np.cumsum(w) / w.sum()
+    drawn = np.minimum(np.searchsorted(cdf, u, side="right"), w.size - 1)  # [position + count]
+    out: list[tuple[int, int]] = []  # (draw, question)
+    for s in range(w.size):
+        new = np.flatnonzero(drawn[position:] == s)  # this call's draws from source s
+        if new.size:
+            before = int(np.count_nonzero(drawn[:position] == s))
+            picks = _stream(members[s].size, (seed, s), before, new.size)
+            out.extend(zip(new.tolist(), members[s][picks].tolist(), strict=True))
+    return [q for _, q in sorted(out)]
+
+
+def _stream(n: int, key: tuple[int, ...], position: int, count: int) -> list[int]:
+    """Elements ``position .. position + count`` of the epochs of permutations of range(n)
+    seeded by ``(*key, epoch)``."""
+    out: list[int] = []
+    while len(out) < count:
+        epoch, offset = divmod(position + len(out), n)
+        perm = np.random.default_rng([*key, epoch]).permutation(n)
+        out.extend(perm[offset : offset + count - len(out)].tolist())
+    return out
