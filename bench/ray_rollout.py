@@ -1,7 +1,7 @@
 """Rollout workers on Ray: the same step's forests sampled by 1 and by 2 workers, side by side.
 
-The job is the embedded default's rollout: the warm-started tiny agent (built once and cached,
-as `make run` does), 16 prompts of the RL world, Tree-GRPO's shape (M=2, N=2, L=1), the job's
+The job is the embedded default's rollout at budget ≈ 4: the warm-started tiny agent (built once
+and cached, as `make run` does), 16 prompts of the RL world, Tree-GRPO (M=2, N=2, L=1), the job's
 sampling and agent limits, BM25 over the world's passages held by one retriever actor. Each
 worker is one Ray actor with one core (one torch thread); the driver only waits. Rounds
 alternate 1 worker and 2 workers (--repeats rounds, medians), after one untimed round that
@@ -26,10 +26,11 @@ import ray
 import torch
 
 from treegrpo.agent.prompt import render_prompt
+from treegrpo.core.budget import TreeShape
 from treegrpo.distributed.rollout import RayRollout, WorkerSpec
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.jobs.embedded import rl_and_eval_worlds
-from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED
+from treegrpo.jobs.presets import DEFAULT_EMBEDDED
 from treegrpo.models.load import load_model
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits
@@ -63,7 +64,7 @@ def main() -> None:
     prompts = [render_prompt(tok, q.question) for q in world.questions[: args.prompts]]
     sampling = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
     limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
-    shape = DEFAULT_ALGO.shape()
+    shape = TreeShape(2, 2, 1)
     tool = BM25Retriever(world.passages)
     spec = WorkerSpec(str(model_dir), max_obs_tokens=cfg.max_obs_tokens)
 

@@ -70,7 +70,7 @@ def command(model_dir: Path, files: dict[str, Path], out: Path, steps: int) -> l
     args += ["--run.out-dir", str(out), "--run.steps", str(steps), "--run.prompts-per-step", "2"]
     args += ["--run.save-every", "1", "--optim.mini-batch-prompts", "1", "--run.seed", "5"]
     args += ["--optim.micro-batch-tokens", "2000", "--optim.lr", "1e-3", "--model.device", "cpu"]
-    return args
+    return [*args, "--algo.n", "2"]  # a (2,2,1) tree: 6 leaves per prompt keep each run short
 
 
 def launch(args: list[str], env: dict[str, str], kill: KillPoint | None) -> tuple[int, str]:

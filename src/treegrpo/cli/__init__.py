@@ -178,10 +178,10 @@ def train(
     cluster: ClusterConfig = ClusterConfig(),
     health: HealthConfig = HealthConfig(),
 ) -> None:
-    """Train a search agent. With no arguments: Tree-GRPO at budget ≈ 4 on the embedded
+    """Train a search agent. With no arguments: Tree-GRPO at budget ≈ 8 on the embedded
     synthetic world (warm start cached after the first run), evaluated before and after on a
     held-out world; writes the run directory with a before/after table and a learning curve.
-    `--algo.algo chain --algo.m 4` runs chain GRPO at the same budget. With `--data.train-files`
+    `--algo.algo chain --algo.m 8` runs chain GRPO at the same budget. With `--data.train-files`
     or a config file with a `data:` section: the same on your questions, model and retriever,
     e.g. `--data.train-files train.parquet --data.eval-files test.parquet --data.model DIR
     --data.retriever-url http://127.0.0.1:8000/retrieve`. Every flag names its section:

@@ -44,12 +44,14 @@ class EmbeddedConfig:
     """Sampling temperature during training, the paper's (evaluation is greedy)."""
 
 
-# The embedded default: Tree-GRPO at budget ≈ 4, (M, N, L) = (2, 2, 1), sized for 2 CPU cores.
+# The embedded default: Tree-GRPO at budget ≈ 8, (M, N, L) = (2, 6, 1), 14 leaves per prompt, sized
+# for 2 CPU cores. At ≈ 4, (2, 2, 1), half the first step's prompts scored alike on every leaf
+# (no signal) and one seed in five could stall (BENCHMARKS.md, "Embedded default").
 # The reward is exact match alone (no format bonus: the warm start's format is valid anyway, and
 # the bonus would only shrink the gap between answering early and answering right). Prompts whose
 # leaves all score alike carry no advantage and are left out of the update.
 DEFAULT_ALGO = AlgorithmConfig(
-    algo="tree", m=2, n=2, l=1, format_score=0.0, skip_uniform_prompts=True
+    algo="tree", m=2, n=6, l=1, format_score=0.0, skip_uniform_prompts=True
 )
 DEFAULT_OPTIM = OptimConfig(
     lr=3e-4, weight_decay=0.0, mini_batch_prompts=4, micro_batch_tokens=8192
