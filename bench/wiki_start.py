@@ -130,7 +130,7 @@ def measure_model(
         name, _, count = spec.partition("=")
         questions = evenly_spaced(resolve_questions([name]), int(count) if count else None)
         t0 = time.perf_counter()
-        inputs = DataInputs(model_dir, [], questions, tool)
+        inputs = DataInputs(model_dir, [], questions, tool, [])
         report = held_out_eval(lm, tokenizer, inputs, data)
         overall = report["overall"]
         row = {"model": model, "set": name, "questions": len(questions)}

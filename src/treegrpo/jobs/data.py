@@ -17,12 +17,10 @@ model and the search tool; only then does ``run_data`` load a model.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +85,7 @@ class DataInputs:
     train: list[Question]
     held_out: list[Question]  # already cut to eval_questions
     tool: SearchTool
-    # the train file (index in data.train_files) of each training question; []: all from one
-    train_source: list[int] = dataclasses.field(default_factory=list)
+    train_source: list[int]  # the file of each training question: its index in train_files
 
 
 def check_data(data: DataConfig) -> list[str]:
@@ -286,7 +283,7 @@ def evaluate_model_dir(
 def training_mix(files: Sequence[str], weights: Sequence[float], source: Sequence[int]) -> str:
     """One line for the report: each training file's questions and its share of the prompts
     (by size when ``weights`` is empty, else w_f / Σw)."""
-    counts = [sum(1 for s in source if s == f) for f in range(len(files))] if source else []
+    counts = [sum(1 for s in source if s == f) for f in range(len(files))]
     total = sum(weights) if weights else sum(counts)
     parts = [
         f"{name} {n:,} questions, {100 * (weights[f] if weights else n) / max(total, 1e-12):.0f}%"
@@ -335,7 +332,7 @@ def run_data(
         tool=inputs.tool,
         items=[
             TrainItem(q.question, q.golds, q.uid, q.hops, src)
-            for q, src in zip(inputs.train, inputs.train_source or repeat(0), strict=False)
+            for q, src in zip(inputs.train, inputs.train_source, strict=True)
         ],
         sampling=SamplingParams(
             temperature=data.temperature, top_p=data.top_p, max_new_tokens=data.max_new_tokens
