@@ -84,9 +84,10 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 def test_shipped_presets_load_and_compare_at_one_budget() -> None:
     tree = load_config(REPO / "configs" / "embedded-tree.yaml", DEFAULTS)
     chain = load_config(REPO / "configs" / "embedded-chain.yaml", DEFAULTS)
-    assert tree["algo"].shape().m == 2 and tree["algo"].algo == "tree"  # type: ignore[attr-defined]
-    assert chain["algo"] == AlgorithmConfig(
-        algo="chain", m=4, format_score=0.0, skip_uniform_prompts=True
+    shape = tree["algo"].shape()
+    assert (shape.m, shape.n, shape.l) == (2, 6, 1) and tree["algo"].algo == "tree"
+    assert chain["algo"] == AlgorithmConfig(  # the same budget ≈ 8: 8 chains
+        algo="chain", m=8, format_score=0.0, skip_uniform_prompts=True
     )
     for section in ("optim", "world", "model"):
         assert tree[section] == chain[section], section
