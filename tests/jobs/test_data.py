@@ -28,7 +28,7 @@ def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: 
     args += ["--run.out-dir", str(out), "--run.steps", "2", "--run.prompts-per-step", "2"]
     args += ["--run.save-every", "1", "--optim.mini-batch-prompts", "2"]
     args += ["--optim.micro-batch-tokens", "2000", "--optim.lr", "1e-4"]
-    args += ["--model.device", "cpu"]
+    args += ["--model.device", "cpu", "--run.eval-every", "1"]
     cli.main(args)
 
     summary = json.loads((out / "summary.json").read_text())
@@ -44,8 +44,10 @@ def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: 
     final = latest_checkpoint(out)
     assert final is not None and final.name == "step-000002"
     assert summary["final_checkpoint"] == str(final) and (final / "model").is_dir()
-    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [1, 2]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    # evaluated during training at step 1; step 2 is the final checkpoint, evaluated once
+    assert "eval/em" in rows[0] and "eval/em" not in rows[1]
     report_md = (out / "report.md").read_text()
     assert "| held-out group | n | EM before | EM after |" in report_md
     assert "| source nq |" in report_md and (out / "learning_curve.png").is_file()

@@ -120,7 +120,8 @@ class RunConfig:
     keep_checkpoints: int = 2
     """Complete checkpoints kept on disk."""
     eval_every: int = 0
-    """Evaluate every this many steps (0: only when the caller asks)."""
+    """Evaluate every this many steps (0: only when the caller asks). ``treegrpo train`` skips
+    the last step's, as it evaluates the final checkpoint anyway."""
     forests_every: int = 10
     """Keep a sample of the step's forests every this many steps (and the first step) in
     ``forests/step-NNNNNN.json`` for ``treegrpo view`` (0: never)."""
