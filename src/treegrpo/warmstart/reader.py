@@ -41,7 +41,7 @@ class ReaderWarmStartConfig:
     """Every setting of the reader warm start (all of them go into its cache key)."""
 
     sft: ProtocolWarmStartConfig = field(
-        default_factory=lambda: ProtocolWarmStartConfig(n_demos=640, steps=200, warmup=10)
+        default_factory=lambda: ProtocolWarmStartConfig(n_demos=1280, steps=400, warmup=10)
     )
     """Demonstration count and SFT settings (as the protocol warm start's): about one pass over
     the demonstrations."""
