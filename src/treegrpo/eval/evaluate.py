@@ -10,6 +10,8 @@ per-source numbers, not of the pooled questions.
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -49,6 +51,8 @@ PAPER_NAMES = {
 AVERAGES = {"single-hop avg": SINGLE_HOP, "multi-hop avg": MULTI_HOP}
 METRICS = ("em", "f1", "valid_format", "tool_calls")
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class EvalItem:
@@ -86,6 +90,7 @@ def evaluate(
     rows: list[dict[str, Any]] = []
     was_training = getattr(model, "training", False)
     model.eval()
+    started = time.perf_counter()
     for start in range(0, len(items), batch_size):
         chunk = list(items[start : start + batch_size])
         prompts = [render_prompt(tokenizer, it.question) for it in chunk]
@@ -111,6 +116,13 @@ def evaluate(
                     "response": response,
                 }
             )
+        log.info(
+            "evaluated %d/%d questions: EM so far %.1f%%, %.0f s",
+            len(rows),
+            len(items),
+            100 * sum(r["em"] for r in rows) / len(rows),
+            time.perf_counter() - started,
+        )
     if was_training:
         model.train()
     return summarize(rows)

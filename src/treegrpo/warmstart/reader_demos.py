@@ -41,7 +41,7 @@ from treegrpo.data.lead_questions import HopPlan
 from treegrpo.data.title_questions import FUNCTION_WORDS, base_title
 from treegrpo.data.types import Question
 from treegrpo.embedded.demos import Demo, demo_from_episode
-from treegrpo.embedded.oracle import answer_step, run_episode, search_step
+from treegrpo.embedded.oracle import Episode, answer_step, run_episode, search_step
 from treegrpo.tools.base import SearchTool
 from treegrpo.warmstart.closed_book import KNOW_THINK, known_answer
 from treegrpo.warmstart.title_demos import build_title_demos
@@ -168,13 +168,8 @@ def _episode_demo(
 ) -> tuple[Demo, int] | None:
     """The demonstration of one oracle episode and its search count, or None when it did not
     answer gold[0] verbatim."""
-    episode = run_episode(oracle, protocol, tool, max_turns, topk)
-    if episode.score(protocol, q.golds)["em"] != 1.0:
-        return None
-    demo = demo_from_episode(
-        render_prompt(tokenizer, q.question), episode, q.hops, protocol, q.golds
-    )
-    return demo, len(oracle.searches)
+    demo = _exact_demo(q, run_episode(oracle, protocol, tool, max_turns, topk), tokenizer, protocol)
+    return None if demo is None else (demo, len(oracle.searches))
 
 
 def _direct_demo(
@@ -186,7 +181,13 @@ def _direct_demo(
     if gold is None:
         return None
     step = answer_step(f"{KNOW_THINK} {sentence}", gold)
-    episode = run_episode(lambda obs: step, protocol, tool)
+    return _exact_demo(q, run_episode(lambda obs: step, protocol, tool), tokenizer, protocol)
+
+
+def _exact_demo(
+    q: Question, episode: Episode, tokenizer: object, protocol: SearchProtocol
+) -> Demo | None:
+    """The demonstration of ``episode`` when it answers one of ``q``'s golds exactly, else None."""
     if episode.score(protocol, q.golds)["em"] != 1.0:
         return None
     return demo_from_episode(
