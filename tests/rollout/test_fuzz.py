@@ -10,6 +10,7 @@ checks that a step ends exactly at a step-end tag, at an end-of-sequence id or a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -354,6 +355,23 @@ def test_evaluation_ignores_injected_answers(tag_tokenizer: Any, script: list[st
     for row in report["rows"]:
         assert row["em"] == 0.0 and row["f1"] == 0.0
         assert row["answer"] is None or GOLD not in row["answer"]
+
+
+def test_evaluation_logs_its_progress_after_every_batch(
+    tag_tokenizer: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = ScriptedEngine(tag_tokenizer, [f"<think>x</think><answer>{GOLD}</answer>"])
+    items = [EvalItem("Where", [GOLD]), EvalItem("Where", ["elsewhere"]), EvalItem("W", [GOLD])]
+    with caplog.at_level(logging.INFO, logger="treegrpo.eval"):
+        report = evaluate(
+            _Model(), tag_tokenizer, InjectingTool(), items, batch_size=2, engine=engine
+        )
+    assert [r["em"] for r in report["rows"]] == [1.0, 0.0, 1.0]
+    lines = [r.getMessage().split(",")[0] for r in caplog.records]
+    assert lines == [
+        "evaluated 2/3 questions: EM so far 50.0%",
+        "evaluated 3/3 questions: EM so far 66.7%",
+    ]
 
 
 # ---------------------------------------------------------------- the real engine's step ends
