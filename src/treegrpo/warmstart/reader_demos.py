@@ -167,7 +167,7 @@ def _episode_demo(
     topk: int,
 ) -> tuple[Demo, int] | None:
     """The demonstration of one oracle episode and its search count, or None when it did not
-    answer gold[0] verbatim."""
+    answer exactly (``_exact_demo``)."""
     demo = _exact_demo(q, run_episode(oracle, protocol, tool, max_turns, topk), tokenizer, protocol)
     return None if demo is None else (demo, len(oracle.searches))
 
