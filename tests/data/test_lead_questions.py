@@ -13,6 +13,7 @@ import pytest
 
 from treegrpo.core.rewards import exact_match, normalize_answer
 from treegrpo.data import lead_questions as lq
+from treegrpo.data.lead_questions import splits
 from treegrpo.data.title_questions import FUNCTION_WORDS, base_title, leaks
 from treegrpo.data.types import Question
 from treegrpo.data.wiki import PACKAGE, Article, split_of
@@ -243,6 +244,28 @@ def test_a_question_touching_a_test_article_is_a_test_question(
     assert "In which year did the author of Pride and Prejudice die?" in {q.question for q in test}
 
 
+def test_validation_is_the_part_of_train_a_second_hash_picks(
+    built: tuple[lq.Built, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    titles = [f"Article {i}" for i in range(5000)]
+    train_titles = [t for t in titles if split_of(t) == "train"]
+    assert not any(lq.is_val_article(t) for t in titles if split_of(t) == "test")
+    share = sum(map(lq.is_val_article, train_titles)) / len(train_titles)
+    assert 0.08 < share < 0.12  # one in VAL_SHARE = 10
+    with pytest.raises(ValueError, match="split must be 'train', 'val' or 'test', got 'dev'"):
+        lq.lead_questions("dev")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(splits, "VAL_SHARE", 2)  # about half the train articles, so both occur
+    title = {a.index: a.title for a in ARTICLES}
+    train = lq.split_questions(built, ARTICLES, "train")
+    val = lq.split_questions(built, ARTICLES, "val")
+    assert 0 < len(val) < len(train) and {q.uid for q in val} <= {q.uid for q in train}
+    touches = {b.question.uid: b.touches for b in built}
+    in_val = {q.uid for q in val}
+    for q in train:
+        assert any(lq.is_val_article(title[i]) for i in touches[q.uid]) == (q.uid in in_val)
+
+
 def test_building_is_deterministic(built: tuple[lq.Built, ...]) -> None:
     assert lq.build_questions(ARTICLES, max_answer_share=1.0) == built
     assert lq.build_questions(list(ARTICLES), max_answer_share=1.0) == built
@@ -367,3 +390,9 @@ def test_the_real_corpus_gives_thousands_of_checked_questions() -> None:
         top = Counter(normalize_answer(q.golds[0]) for q in questions).most_common(1)[0][1]
         assert top <= lq.MAX_SAME_ANSWER and top / len(questions) <= 0.05
     assert resolve_questions(["wiki-qa:test", "wiki-qa2:test"]) == sets["test", 1] + sets["test", 2]
+    val = {h: resolve_questions([f"wiki-qa{'2' if h == 2 else ''}:val"]) for h in (1, 2)}
+    for h in (1, 2):
+        assert val[h] == lq.lead_questions("val", hops=h)
+        assert {q.uid for q in val[h]} <= {q.uid for q in sets["train", h]}
+    assert 0.07 < len(val[1]) / len(sets["train", 1]) < 0.13  # 940 of 9,383 when written
+    assert len(val[2]) >= 20  # 26 of 191 when written

@@ -32,7 +32,8 @@ def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: 
     cli.main(args)
 
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["questions"] == {"train": 6, "held_out": 3}  # 3 of 4, evenly spaced
+    # 3 of 4 test questions, evenly spaced; the first is asked in train too, so left out there
+    assert summary["questions"] == {"train": 5, "held_out": 3, "dropped": 1}
     for name in ("before", "after"):
         report = json.loads((out / f"eval-{name}.json").read_text())
         assert report["overall"]["n"] == 3 and summary[name]["overall"] == report["overall"]
@@ -155,6 +156,30 @@ def test_held_out_questions_per_file(files: dict[str, Path]) -> None:
     ]
     assert datarun.held_out_questions(names, None, per_file=True) == [*train, *test]
     assert datarun.held_out_questions([], 5, per_file=False) == []
+
+
+def test_held_out_questions_are_left_out_of_training(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")  # a model directory by its name; nothing loads
+    train, test = str(files["train"]), str(files["test"])  # two people in both, ids unrelated
+    data = DataConfig(
+        model=str(model), train_files=(train,), eval_files=(test,), corpus=str(files["corpus"])
+    )
+    inputs = datarun.prepare_inputs(data)
+    asked = {q.question for q in inputs.held_out}
+    assert len(inputs.held_out) == 4 and inputs.dropped == 2
+    assert len(inputs.train) == 4 and not asked & {q.question for q in inputs.train}
+    assert inputs.train_source == [0] * 4
+    two = datarun.prepare_inputs(replace(data, eval_questions=2))  # only what is evaluated:
+    assert two.dropped == 1 and len(two.train) == 5  # the 1st and 4th test questions
+    assert datarun.same_question("Where  was Ada\tborn ") == datarun.same_question(
+        "where was ada born"
+    )
+    with pytest.raises(ValueError, match=rf"data\.train_files: {test}: all 4 questions are also"):
+        datarun.prepare_inputs(replace(data, train_files=(train, test)))
 
 
 @pytest.mark.skipif(

@@ -17,6 +17,7 @@ model and the search tool; only then does ``run_data`` load a model.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
@@ -54,19 +55,25 @@ from treegrpo.train.trainer import TrainItem
 from treegrpo.warmstart.protocol import protocol_warm_start
 from treegrpo.warmstart.reader import reader_warm_start
 
+log = logging.getLogger(__name__)
+
 BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
     "wiki:train": partial(wiki_questions, "train"),
     "wiki:test": partial(wiki_questions, "test"),
     "wiki-hard:train": partial(wiki_questions, "train", hard=True),
     "wiki-hard:test": partial(wiki_questions, "test", hard=True),
     "wiki-qa:train": partial(lead_questions, "train", hops=1),
+    "wiki-qa:val": partial(lead_questions, "val", hops=1),
     "wiki-qa:test": partial(lead_questions, "test", hops=1),
     "wiki-qa2:train": partial(lead_questions, "train", hops=2),
+    "wiki-qa2:val": partial(lead_questions, "val", hops=2),
     "wiki-qa2:test": partial(lead_questions, "test", hops=2),
 }
 """Built-in question sets → the function that makes them: ``wiki`` / ``wiki-hard`` answer with
 an article's title (``treegrpo.data.wiki.wiki_questions``); ``wiki-qa`` (single-hop) and
-``wiki-qa2`` (two-hop) with a span inside the passages (``treegrpo.data.lead_questions``)."""
+``wiki-qa2`` (two-hop) with a span inside the passages (``treegrpo.data.lead_questions``); their
+``val`` sets are a part of ``train`` for choosing settings (evaluating on them drops them from
+training, ``prepare_inputs``)."""
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
 BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader")
@@ -86,6 +93,7 @@ class DataInputs:
     held_out: list[Question]  # already cut to eval_questions
     tool: SearchTool
     train_source: list[int]  # the file of each training question: its index in train_files
+    dropped: int = 0  # training questions left out because they are held out
 
 
 def check_data(data: DataConfig) -> list[str]:
@@ -228,21 +236,43 @@ def held_out_questions(files: Sequence[str], n: int | None, per_file: bool) -> l
 
 def prepare_inputs(data: DataConfig) -> DataInputs:
     """Check ``data``, read the questions, then prepare the model directory and the search tool
-    (an index is built or loaded from the cache). Raises ValueError (bad names, bad rows) or
-    OSError (missing files, missing packages of the built-in sets)."""
+    (an index is built or loaded from the cache). A training question asked word for word by a
+    held-out one (``same_question``; a validation split carved out of train, a test file that
+    repeats train rows) is left out of training and counted in ``DataInputs.dropped``. Raises
+    ValueError (bad names, bad rows) or OSError (missing files, missing packages of the
+    built-in sets)."""
     problems = check_data(data)
     if problems:
         raise ValueError("; ".join(problems))
     sets = resolve_question_sets(data.train_files)
     held_out = held_out_questions(data.eval_files, data.eval_questions, data.eval_per_file)
+    asked = {same_question(q.question) for q in held_out}
+    kept = [[q for q in part if same_question(q.question) not in asked] for part in sets]
+    dropped = sum(len(part) for part in sets) - sum(len(part) for part in kept)
+    if dropped:
+        log.warning("left %d training questions out: they are held out", dropped)
+    for name, part, left in zip(data.train_files, sets, kept, strict=True):
+        if part and not left:
+            raise ValueError(
+                f"data.train_files: {name}: all {len(part)} questions are also held out "
+                "(data.eval_files)"
+            )
     assert data.model is not None
     return DataInputs(
         resolve_model(data.model),
-        [q for part in sets for q in part],
+        [q for part in kept for q in part],
         held_out,
         make_tool(data),
-        [f for f, part in enumerate(sets) for _ in part],
+        [f for f, part in enumerate(kept) for _ in part],
+        dropped,
     )
+
+
+def same_question(text: str) -> str:
+    """A question's wording with case and runs of white space evened out: two questions are
+    the same question when these agree (uids differ across files: a Search-R1 train and test
+    parquet both number their rows from 0)."""
+    return " ".join(text.lower().split())
 
 
 def held_out_eval(
@@ -316,7 +346,8 @@ def run_data(
         return held_out_eval(model, tokenizer, inputs, data, engine)
 
     def report(before: Report | None, after: Report | None) -> list[str]:
-        lines = [f"{n_train} training questions, {n_held_out} held out.", ""]
+        dropped = f" ({inputs.dropped} more left out: held out)" if inputs.dropped else ""
+        lines = [f"{n_train} training questions{dropped}, {n_held_out} held out.", ""]
         lines += [training_mix(data.train_files, data.train_weights, inputs.train_source), ""]
         if before is None or after is None:
             return [*lines, "No held-out evaluation (data.eval_files is empty).", ""]
@@ -342,7 +373,9 @@ def run_data(
         held_out=held_out if inputs.held_out else None,
         eval_device=model_cfg.device,
         report=report,
-        summary={"questions": {"train": n_train, "held_out": n_held_out}},
+        summary={
+            "questions": {"train": n_train, "held_out": n_held_out, "dropped": inputs.dropped}
+        },
         config={"data": asdict(data)},
         mix=tuple(data.train_weights),
     )

@@ -45,6 +45,8 @@ set, so guessing "American" or "English" earns little.
 Articles are split as the wiki questions are (``wiki.split_of``): a question is train only if
 every article it touches is train (those it reads and, for two-hop ones, the bridge's own
 article, which searching for the bridge finds), so no train question needs a test passage.
+The train questions that touch one train article in ten (a second hash) are also the
+validation split, for choosing RL settings without looking at test (``splits``).
 
 The package, one concept a file (each imports only those above it):
 
@@ -56,8 +58,8 @@ The package, one concept a file (each imports only those above it):
   ``works`` (``work_facts``), ``science`` (``science_facts``), ``cloze`` (``cloze_fact``);
 - ``build``: ``build_questions``, the checks, the two-hop joins and the caps (``Built``,
   ``HopPlan``, ``SOURCE``, ``SOURCE_2HOP``, ``MAX_SAME_ANSWER``, …);
-- ``splits``: the questions of one split of the offline corpus (``lead_questions``,
-  ``hop_plan``, ``all_built``, cached).
+- ``splits``: the questions of one split of the offline corpus (``lead_questions``: train,
+  val (a part of train, for choosing settings) or test; ``hop_plan``, ``all_built``, cached).
 
 Everything public is re-exported here: ``from treegrpo.data.lead_questions import X``.
 """
@@ -84,8 +86,11 @@ from treegrpo.data.lead_questions.people import name_facts, occupations, person_
 from treegrpo.data.lead_questions.places import place_facts
 from treegrpo.data.lead_questions.science import science_facts
 from treegrpo.data.lead_questions.splits import (
+    VAL_SHARE,
+    QuestionSplit,
     all_built,
     hop_plan,
+    is_val_article,
     lead_questions,
     question_split,
     split_questions,
@@ -108,10 +113,12 @@ __all__ = [
     "MAX_SAME_ANSWER",
     "SOURCE",
     "SOURCE_2HOP",
+    "VAL_SHARE",
     "Built",
     "Context",
     "Fact",
     "HopPlan",
+    "QuestionSplit",
     "Row",
     "after_title",
     "all_built",
@@ -121,6 +128,7 @@ __all__ = [
     "hop_plan",
     "is_person",
     "is_span",
+    "is_val_article",
     "is_valid",
     "lead_questions",
     "name_facts",

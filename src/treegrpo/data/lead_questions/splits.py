@@ -1,22 +1,43 @@
-"""The train and test questions of the offline corpus (built once, cached), and the hop plan
-of a two-hop question.
+"""The train, validation and test questions of the offline corpus (built once, cached), and the
+hop plan of a two-hop question.
+
+Validation (``"val"``) is a part of train, not a third share of the corpus: the questions that
+touch one of the train articles a second hash of the title picks (one in ``VAL_SHARE``). The
+warm starts learn from the whole train split, val included, so val is for choosing RL settings
+(the learning rate, the batch, the reward) without looking at test; a job that evaluates on
+val questions drops them from its own training questions (``jobs.data.prepare_inputs``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Literal
 
 from treegrpo.data.lead_questions.build import Built, HopPlan, build_questions
 from treegrpo.data.types import Question
 from treegrpo.data.wiki import Article, Split, load_articles, split_of
 
+VAL_SHARE = 10
+"""One train article in this many (by a second hash of its title) is a validation article."""
+
+QuestionSplit = Literal["train", "val", "test"]
+
 
 def split_questions(
-    built: Sequence[Built], articles: Sequence[Article], split: Split
+    built: Sequence[Built], articles: Sequence[Article], split: QuestionSplit
 ) -> list[Question]:
-    """The questions of one split: train when every article touched is train, else test."""
+    """The questions of one split: train when every article touched is train, else test; val:
+    the train ones that touch a validation article (``is_val_article``)."""
     title = {a.index: a.title for a in articles}
+    if split == "val":
+        return [
+            b.question
+            for b in built
+            if question_split(b, title) == "train"
+            and any(is_val_article(title[i]) for i in b.touches)
+        ]
     return [b.question for b in built if question_split(b, title) == split]
 
 
@@ -25,18 +46,26 @@ def question_split(built: Built, title: Mapping[int, str]) -> Split:
     return "test" if any(split_of(title[i]) == "test" for i in built.touches) else "train"
 
 
-def lead_questions(split: Split, hops: int | None = None) -> list[Question]:
+def is_val_article(title: str) -> bool:
+    """Whether a train article is a validation one: a hash of ``"val:" + title``, independent
+    of ``split_of``'s, picks one train article in ``VAL_SHARE``."""
+    digest = hashlib.sha256(f"val:{title}".encode()).digest()
+    return split_of(title) == "train" and int.from_bytes(digest[:8], "big") % VAL_SHARE == 0
+
+
+def lead_questions(split: QuestionSplit, hops: int | None = None) -> list[Question]:
     """The reading questions of one split of the offline corpus: single-hop then two-hop,
-    each in article order; ``hops`` 1 or 2 keeps those only."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    each in article order; ``hops`` 1 or 2 keeps those only. ``"val"``: the train questions
+    that touch a validation article (``is_val_article``); they stay in ``"train"``."""
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
     if hops not in (None, 1, 2):
         raise ValueError(f"hops must be 1, 2 or None, got {hops!r}")
     return [q for q in _split(split) if hops is None or q.hops == hops]
 
 
-@lru_cache(maxsize=2)
-def _split(split: Split) -> tuple[Question, ...]:
+@lru_cache(maxsize=3)
+def _split(split: QuestionSplit) -> tuple[Question, ...]:
     return tuple(split_questions(all_built(), load_articles(), split))
 
 
