@@ -226,8 +226,9 @@ def run_job(
     if after is not None:
         log.info("held-out EM after RL: %.3f", after["overall"]["em"])
     metrics = out / "metrics.jsonl"
+    trained = metrics.is_file() and bool(metrics.read_text().strip())  # a step was logged
     curve = None
-    if metrics.is_file() and metrics.read_text().strip():
+    if trained:
         em = [r["overall"]["em"] if r is not None else None for r in (before, after)]
         curve = plot_learning_curve(out, before=em[0], after=em[1])
     seconds = {**job.seconds, "eval_before": t_before, "train": t_train}
@@ -257,7 +258,7 @@ def run_job(
     if (out / "forests").is_dir():
         write_pages(out)  # the kept rollout trees, linked from report.html
     write_eval_pages(out)  # the held-out chains before and after
-    if metrics.is_file() and metrics.read_text().strip():
+    if trained:
         write_run_report([out], out / "report.html")
     return summary
 
