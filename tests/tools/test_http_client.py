@@ -1,11 +1,13 @@
 """RemoteRetriever: Search-R1 responses with and without scores, retries, clear errors.
 
-The fake servers are stdlib ``http.server`` on loopback, scripted per test.
+The fake servers are stdlib ``http.server`` on loopback, scripted per test; a batch with a
+refused query goes to ``treegrpo``'s own server.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,10 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.tools.live import free_port
+from tests.tools.live import LiveServer, free_port
 from treegrpo.tools.base import Passage
+from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.http_client import RemoteRetriever, RetrieverError
 from treegrpo.tools.protocol import ProtocolError, decode_response, encode_hits
+from treegrpo.tools.server import create_app
 
 Reply = tuple[int, bytes]
 
@@ -147,3 +151,70 @@ def test_bad_arguments() -> None:
     assert remote.search([], 3) == []  # no request for an empty batch
     with pytest.raises(ValueError, match="topk"):
         remote.search(["q"], 0)
+
+
+# --- a batch where the server refuses some queries ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def short_queries_server(passages: list[Passage]) -> Iterator[LiveServer]:
+    """``treegrpo``'s server over BM25 that refuses queries over 64 characters (a 422)."""
+    app = create_app(BM25Retriever(passages, use_cache=False), max_query_chars=64)
+    with LiveServer(app) as server:
+        yield server
+
+
+def test_a_refused_query_fails_alone(
+    short_queries_server: LiveServer, passages: list[Passage]
+) -> None:
+    queries = ["honey bees and flowers", "Tokyo capital", "x" * 65, "first humans on the Moon"]
+    remote = RemoteRetriever(short_queries_server.url, retries=0)
+    with remote, pytest.raises(RetrieverError) as info:
+        remote.search(queries, topk=2)
+    results = info.value.results
+    assert results is not None and [hits is None for hits in results] == [0, 0, 1, 0]
+    good = [queries[i] for i in (0, 1, 3)]
+    local = BM25Retriever(passages, use_cache=False).search(good, topk=2)
+    assert [results[i] for i in (0, 1, 3)] == local
+    message = str(info.value)
+    assert "1 of 4 searches failed" in message and "search 2:" in message
+    assert "HTTP 422" in message and "65 characters long" in message
+
+
+def test_only_request_errors_split_the_batch() -> None:
+    with scripted_server(lambda body, n: (404, b'{"detail": "Not Found"}')) as received:
+        url = received.pop(0)["url"]
+        with pytest.raises(RetrieverError, match="HTTP 404") as info:
+            RemoteRetriever(url, retries=0).search(["a", "b", "c"])
+    assert info.value.results is None and len(received) == 1  # a wrong URL: asked once
+
+
+def test_a_batch_refused_throughout_fails_every_search() -> None:
+    with scripted_server(lambda body, n: (422, b'{"detail": "no"}')) as received:
+        url = received.pop(0)["url"]
+        with pytest.raises(RetrieverError, match="4 of 4 searches failed") as info:
+            RemoteRetriever(url, retries=0).search(["a", "b", "c", "d"])
+    assert info.value.results is None  # nothing answered: the whole call failed
+    assert [len(r["queries"]) for r in received] == [4, 2, 1, 1, 2, 1, 1]
+
+
+def test_halves_of_a_split_batch_are_retried() -> None:
+    def respond(body: dict[str, Any], n: int) -> Reply:
+        if "bad" in body["queries"]:
+            return 422, b'{"detail": "bad query"}'
+        return (503, b"busy") if n == 2 else (200, ok(body["queries"]))
+
+    with scripted_server(respond) as received:
+        url = received.pop(0)["url"]
+        with pytest.raises(RetrieverError) as info:
+            RemoteRetriever(url, retries=1, backoff=0.0).search(["good", "bad"], topk=2)
+    assert [r["queries"] for r in received] == [["good", "bad"], ["good"], ["good"], ["bad"]]
+    results = info.value.results
+    assert results is not None and results[1] is None
+    assert [h.id for h in results[0] or []] == ["good-0", "good-1"]
+
+
+def test_partial_results_survive_pickling() -> None:  # Ray carries the error between processes
+    error = RetrieverError("1 of 2 searches failed", [[Passage("0", "c")], None])
+    copy = pickle.loads(pickle.dumps(error))
+    assert str(copy) == str(error) and copy.results == [[Passage("0", "c")], None]

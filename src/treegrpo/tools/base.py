@@ -31,7 +31,16 @@ class Passage:
 
 class SearchFailed(RuntimeError):
     """A search that could not be answered: the retriever is down, too slow, or refused the
-    request. A rollout turns it into an observation that says so (``rollout.sampler``)."""
+    request. A rollout turns it into an observation that says so (``rollout.sampler``).
+
+    ``results`` is None when every search of the call failed. When only some did (a server
+    that refused one query of a batch), it holds each query's passages in order, None for
+    each search that failed.
+    """
+
+    def __init__(self, message: str, results: list[list[Passage] | None] | None = None) -> None:
+        super().__init__(message)
+        self.results = results  # pickled with the instance's __dict__, so Ray carries it
 
 
 class SearchTool(Protocol):

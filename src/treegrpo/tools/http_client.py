@@ -5,6 +5,11 @@ Transient failures (connection refused or reset, timeouts, HTTP 5xx) are retried
 exponential backoff, because a trainer should survive a retriever restart; anything else (4xx,
 a body that is not the Search-R1 shape) fails at once with the URL, the status and the start of
 the body, because retrying cannot fix it.
+
+One exception: a batch refused with 400, 413 or 422 may be refused for one of its queries (too
+long for the server) or for its size, so it is split in halves and each half asked again, down
+to single queries. Only the queries the server refuses on their own fail; the error then
+carries the other queries' passages (``SearchFailed.results``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,12 @@ from treegrpo.tools.base import Passage, SearchFailed
 from treegrpo.tools.protocol import ProtocolError, decode_response
 
 log = logging.getLogger(__name__)
+
+
+SPLIT_STATUSES = frozenset({400, 413, 422})
+"""Refusals that may concern only some queries of a batch (one over the server's query length,
+too many queries, a response over its size limit); other 4xx (404: a wrong URL) concern every
+query, and splitting would only multiply the requests."""
 
 
 class RetrieverError(SearchFailed):
@@ -88,19 +99,57 @@ class RemoteRetriever:
         )
 
     def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
-        """One request for the whole batch; one passage list per query, best first."""
+        """One request for the whole batch; one passage list per query, best first.
+
+        When the server refuses some queries on their own (see the module docstring), raises
+        ``RetrieverError`` whose ``results`` holds the other queries' passages.
+        """
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         if not queries:
             return []
+        answers = self._ask(queries, topk)
+        found = [a for a in answers if not isinstance(a, str)]
+        if len(found) == len(answers):
+            return found
+        if len(answers) == 1:
+            raise RetrieverError(str(answers[0]))
+        failed = [i for i, a in enumerate(answers) if isinstance(a, str)]
+        message = (
+            f"{len(failed)} of {len(answers)} searches failed; "
+            f"search {failed[0]}: {answers[failed[0]]}"
+        )
+        if len(failed) == len(answers):
+            raise RetrieverError(message)
+        raise RetrieverError(message, [None if isinstance(a, str) else a for a in answers])
+
+    def _ask(self, queries: list[str], topk: int, depth: int = 0) -> list[list[Passage] | str]:
+        """Each query's passages, or the message of the refusal of that query alone.
+
+        Raises ``RetrieverError`` for what fails the whole batch (transport, 5xx after the
+        retries, another 4xx, a malformed answer).
+        """
         response = self._post({"queries": queries, "topk": topk, "return_scores": True})
-        if response.status_code != 200:
-            raise RetrieverError(
-                f"retriever {self.url} answered HTTP {response.status_code}: "
-                f"{_excerpt(response.text)}"
+        status = response.status_code
+        if status in SPLIT_STATUSES and len(queries) > 1:
+            (log.warning if depth == 0 else log.debug)(
+                "retriever %s refused %d queries (HTTP %d: %s); asking again in halves",
+                self.url,
+                len(queries),
+                status,
+                _excerpt(response.text, 120),
             )
+            half = len(queries) // 2
+            return self._ask(queries[:half], topk, depth + 1) + self._ask(
+                queries[half:], topk, depth + 1
+            )
+        if status != 200:
+            refusal = f"retriever {self.url} answered HTTP {status}: {_excerpt(response.text)}"
+            if status in SPLIT_STATUSES:
+                return [refusal]
+            raise RetrieverError(refusal)
         try:
-            return decode_response(response.json(), len(queries))
+            return list(decode_response(response.json(), len(queries)))
         except ValueError as exc:  # bad JSON (json.JSONDecodeError) or ProtocolError
             kind = "malformed response" if isinstance(exc, ProtocolError) else "invalid JSON"
             raise RetrieverError(
