@@ -33,6 +33,7 @@ GOOD_ROW = flashrag_row(0, "who wrote hamlet", ["Shakespeare"])
         ({**GOOD_ROW, "data_source": 3}, "data_source", "non-empty string"),
         ({**GOOD_ROW, "metadata": []}, "metadata", "expected an object"),
         ({**GOOD_ROW, "metadata": {"hops": "2"}}, "metadata.hops", "integer"),
+        ({**GOOD_ROW, "metadata": {"kind": 3}}, "metadata.kind", "expected a string"),
         ('{"id": 1, "question": "q",', None, "unreadable JSON (Expecting"),
         (["not", "an", "object"], None, "expected a JSON object, got list"),
         (GOOD_ROW, "id", "duplicate uid 'bad-test_0' (same data source and id as row 0)"),

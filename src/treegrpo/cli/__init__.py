@@ -298,9 +298,11 @@ def prepare_corpus(
         name: Which corpus.
         cache_dir: Cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo); the corpus goes
             to <cache_dir>/corpora/.
-        questions_dir: Also write its questions (answer: the article's title) as FlashRAG jsonl,
-            <questions_dir>/wiki-train.jsonl and wiki-test.jsonl, for `treegrpo eval --data`
-            and `treegrpo prepare`.
+        questions_dir: Also write every built-in question set over it as FlashRAG jsonl, one
+            file per name with "-" for ":" (<questions_dir>/wiki-train.jsonl, wiki-test.jsonl,
+            wiki-hard-test.jsonl, wiki-qa-val.jsonl, wiki-qa2-test.jsonl, ...), with hop counts
+            and question kinds in "metadata", for `treegrpo eval --data` and `treegrpo
+            prepare`.
     """
 
 

@@ -28,7 +28,7 @@ from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER, expected_cost, expec
 from treegrpo.data.flashrag import write_flashrag
 from treegrpo.data.load import load_questions
 from treegrpo.data.searchr1 import searchr1_rows, write_searchr1
-from treegrpo.data.wiki import wiki_corpus, wiki_questions
+from treegrpo.data.wiki import wiki_corpus
 from treegrpo.engine.cpu.speedups import start_process
 from treegrpo.eval.evaluate import compare_table, format_table
 from treegrpo.eval.run import eval_set, evaluate_checkpoint, model_directory
@@ -365,11 +365,15 @@ def prepare_corpus(
         path = wiki_corpus(cache_dir)
     except FileNotFoundError as exc:
         raise SystemExit(f"treegrpo prepare-corpus: {exc}") from None
-    if questions_dir is not None:
-        for split in ("train", "test"):
-            out = questions_dir / f"wiki-{split}.jsonl"
-            n = write_flashrag(out, wiki_questions(split))
-            print(f"wrote {n} {split} questions to {out}", file=sys.stderr)
+    if questions_dir is not None:  # every built-in set is one of the wiki corpus
+        for set_name, make in data_job.BUILTIN_QUESTIONS.items():
+            out = questions_dir / f"{set_name.replace(':', '-')}.jsonl"  # wiki-qa:val → wiki-qa-val
+            questions = make()
+            if not questions:  # an empty file would not read back as a question file
+                print(f"{set_name}: no questions, not written", file=sys.stderr)
+                continue
+            n = write_flashrag(out, questions)
+            print(f"wrote {n} {set_name} questions to {out}", file=sys.stderr)
     print(path)
 
 

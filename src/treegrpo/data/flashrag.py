@@ -1,9 +1,10 @@
 """FlashRAG jsonl questions: one ``{"id", "question", "golden_answers": [...]}`` object a line.
 
 Optional per row: ``data_source`` (the group in reports and the uid's prefix) and ``metadata``
-(FlashRAG's free-form dict; ``metadata.hops``, when present, gives per-hop report rows). Read
-with the standard library line by line, not with ``datasets``: its JSON loader unifies a schema
-over all rows, so a bad row surfaces as an Arrow type error without a line number.
+(FlashRAG's free-form dict; ``metadata.hops``, when present, gives per-hop report rows and
+``metadata.kind``, the question's type within its source (``Question.kind``), per-kind ones).
+Read with the standard library line by line, not with ``datasets``: its JSON loader unifies a
+schema over all rows, so a bad row surfaces as an Arrow type error without a line number.
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ def read_flashrag(path: str | Path, source: str | None = None) -> list[Question]
 
 
 def write_flashrag(path: str | Path, questions: Iterable[Question]) -> int:
-    """Write questions as FlashRAG jsonl (``id`` = the question's index, ``data_source``,
-    ``metadata.hops``), atomically; return the count. ``read_flashrag`` gives them back with the
-    same uids."""
+    """Write questions as FlashRAG jsonl (``id``: ``row_id``, ``data_source``, ``metadata.hops``
+    and, when it has one, ``metadata.kind``), atomically; return the count. ``read_flashrag``
+    gives them back with the same uids, sources, hop counts and kinds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -60,11 +61,11 @@ def write_flashrag(path: str | Path, questions: Iterable[Question]) -> int:
         with open(tmp, "w", encoding="utf-8") as f:
             for q in questions:
                 row = {
-                    "id": q.index if q.index is not None else n,
+                    "id": row_id(q, n),
                     "question": q.question,
                     "golden_answers": list(q.golds),
                     "data_source": q.source,
-                    "metadata": {"hops": q.hops},
+                    "metadata": {"hops": q.hops} | ({"kind": q.kind} if q.kind else {}),
                 }
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
                 n += 1
@@ -72,6 +73,20 @@ def write_flashrag(path: str | Path, questions: Iterable[Question]) -> int:
     finally:
         tmp.unlink(missing_ok=True)
     return n
+
+
+def row_id(q: Question, n: int) -> int | str:
+    """The ``id`` to write for ``q`` (the ``n``-th row), so that reading gives its uid back
+    (``f"{source}-{id}"``): its index when the uid is made of it (a wiki question, a read
+    file's row), else the uid after the source (a reading question, ``wiki-qa-12-0``: one
+    article is asked several, so the article's index alone would repeat), else its index or
+    ``n``."""
+    prefix = f"{q.source}-"
+    if q.index is not None and q.uid == f"{prefix}{q.index}":
+        return q.index
+    if q.uid.startswith(prefix) and len(q.uid) > len(prefix):
+        return q.uid[len(prefix) :]
+    return q.index if q.index is not None else n
 
 
 def _parse(
@@ -118,7 +133,10 @@ def _parse(
     hops = meta.get("hops", 0)
     if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
         raise fail("metadata.hops", f"expected an integer >= 0, got {hops!r:.60}")
-    return Question(f"{source}-{uid}", question, tuple(golds), source, hops, index=uid)
+    kind = meta.get("kind", "")
+    if not isinstance(kind, str):
+        raise fail("metadata.kind", f"expected a string, got {kind!r:.60}")
+    return Question(f"{source}-{uid}", question, tuple(golds), source, hops, index=uid, kind=kind)
 
 
 def _kind(value: Any) -> str:

@@ -1,6 +1,7 @@
 """Presets and job settings: the embedded default job's world, and the data-driven job's model,
-datasets and retriever, and the sections of a run config file. Plain dataclasses on top of
-``train.config``: a tool can read and write run configs without loading the jobs."""
+datasets and retriever (``DataConfig``, which lists every built-in name they take), and the
+sections of a run config file. Plain dataclasses on top of ``train.config``: a tool can read and
+write run configs without loading the jobs."""
 
 from __future__ import annotations
 
@@ -64,10 +65,13 @@ DEFAULT_EMBEDDED = EmbeddedConfig()
 class DataConfig:
     """The data-driven job (`treegrpo train --data.train-files …`): the starting model, the
     question files, the search tool and the agent's limits (defaults: the paper's QA runs).
-    Built-in, offline sets (``treegrpo.jobs.data`` resolves them): questions "wiki:", "wiki-hard:"
-    (answers are titles), "wiki-qa:" and "wiki-qa2:" (answers are spans of the passages; one
-    and two hops), each ":train" or ":test"; corpus "wiki:corpus"; models "smollm2",
-    "smollm2-protocol" and "smollm2-reader"."""
+    Built-in, offline names (``treegrpo.jobs.data`` resolves them; docs/data.md): questions
+    "wiki:train" and "wiki:test" (the answer is an article's title), "wiki-hard:train" and
+    "wiki-hard:test" (the same, the short description the only clue), "wiki-qa:train",
+    "wiki-qa:val" and "wiki-qa:test" (the answer is a span of a passage), "wiki-qa2:train",
+    "wiki-qa2:val" and "wiki-qa2:test" (the same through two articles); a val set is a part of
+    train, for choosing settings. Corpus "wiki:corpus"; models "smollm2", "smollm2-protocol"
+    and "smollm2-reader"."""
 
     model: str | None = None
     """Hugging Face model directory to start from, or a built-in one: "smollm2"
@@ -82,7 +86,8 @@ class DataConfig:
     set) can take a fixed share of every step; its questions then repeat epoch after epoch.
     Empty: every question once per epoch (each file's share is its size)."""
     eval_files: tuple[str, ...] = ()
-    """Held-out questions evaluated greedily before and after training (none: no evaluation)."""
+    """Held-out questions evaluated greedily before and after training, files or built-in sets
+    such as "wiki-qa:test" (none: no evaluation)."""
     eval_questions: int | None = 1000
     """Evaluate this many of them, evenly spaced so every file keeps its share (None: all)."""
     eval_per_file: bool = False

@@ -107,12 +107,16 @@ def tune_and_save(
     out_dir: Path,
     progress: bool = True,
     about: dict[str, Any] | None = None,
+    model: Any = None,
 ) -> dict[str, Any]:
     """LoRA SFT of ``base`` on ``demos`` with ``cfg``'s SFT settings, merged and saved with the
     tokenizer and ``STATS_FILE`` (``about`` first, then the SFT statistics) into ``out_dir``;
-    returns the statistics written."""
+    returns the statistics written. ``model``: ``base`` already loaded and left as loaded (the
+    reader warm start probes it first), else it is loaded here; either way it is changed in
+    place (adapters injected, trained and merged), so it is not usable as ``base`` afterwards."""
     torch.manual_seed(cfg.seed)
-    model: Any = AutoModelForCausalLM.from_pretrained(base)
+    if model is None:
+        model = AutoModelForCausalLM.from_pretrained(base)
     targets = [t for t in LORA_TARGETS if any(n.endswith(t) for n, _ in model.named_modules())]
     lora = LoraConfig(
         r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=targets, task_type="CAUSAL_LM"

@@ -69,12 +69,14 @@ def reader_warm_start(
 def build(
     base: Path, cfg: ReaderWarmStartConfig, out_dir: Path, progress: bool = True
 ) -> dict[str, Any]:
-    """Reading demonstrations over the train split, then LoRA SFT of ``base``, merged."""
+    """Reading demonstrations over the train split, then LoRA SFT of ``base``, merged. The model
+    is loaded once: probed closed-book as loaded (greedy, no gradients), then tuned in place."""
     tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base)
     protocol = SearchProtocol(tokenizer, cfg.sft.max_obs_tokens)
     titles = {a.index: a.title for a in load_articles()}
     single = lead_questions("train", hops=1)
-    known = probe(base, tokenizer, single, cfg.probe, cfg.sft.seed)
+    known = probe(model, tokenizer, single, cfg.probe, cfg.sft.seed)
     demos = build_reader_demos(
         single,
         lead_questions("train", hops=2),
@@ -100,18 +102,18 @@ def build(
             "known": sum(known_answer(s, q.golds) is not None for q, s in known),
         },
     }
-    return tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress, about)
+    return tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress, about, model)
 
 
 def probe(
-    base: Path, tokenizer: object, single: list[Question], n: int, seed: int
+    model: Any, tokenizer: object, single: list[Question], n: int, seed: int
 ) -> list[tuple[Question, str]]:
-    """``n`` non-cloze single-hop questions in a seeded order, each with ``base``'s closed-book
-    sentence."""
+    """``n`` non-cloze single-hop questions in a seeded order, each with ``model``'s closed-book
+    sentence (greedy and without gradients: its weights stay as they are; it is put in eval
+    mode)."""
     pool = [q for q in single if not q.kind.startswith("cloze")]
     asked = random.Random(f"treegrpo-reader-probe:{seed}").sample(pool, min(n, len(pool)))
     if not asked:
         return []
-    model = AutoModelForCausalLM.from_pretrained(base).eval()
-    sentences = closed_book(model, tokenizer, [q.question for q in asked])
+    sentences = closed_book(model.eval(), tokenizer, [q.question for q in asked])
     return list(zip(asked, sentences, strict=True))
