@@ -2,9 +2,10 @@
 
 Builds (or loads from the cache) both indexes over the 10,033 article leads of
 ``treegrpo.data.wiki.wiki_corpus()`` and searches every question of one split
-(``wiki_questions("test")`` unless ``--split train``); a hit is the gold article's title among the top 1 / top 3. Reports
-index build time (the first dense build encodes every passage: minutes on 2 CPU cores; later
-runs load it from the cache), hit rates and search time for the whole question set.
+(``wiki_questions("test")`` unless ``--split train``); a hit is the gold article's title among
+the top 1 / top 3. Reports index build time (the first dense build encodes every passage:
+minutes on 2 CPU cores; later runs load it from the cache), hit rates and search time for the
+whole question set.
 
     .venv/bin/python bench/wiki_retrieval.py      # writes bench/results/wiki_retrieval.json
     .venv/bin/python bench/wiki_retrieval.py --retrievers bm25 --split train --out /tmp/r.json
