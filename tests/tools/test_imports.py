@@ -37,6 +37,7 @@ def test_cli_has_serve_subcommand() -> None:
         check=True,
     )
     flags = ("--corpus", "--retriever", "--host", "--port", "--topk-max", "--model-path")
-    for flag in (*flags, "--max-queries", "--max-query-chars", "--max-body-bytes"):
+    limits = ("--max-queries", "--max-query-chars", "--max-body-bytes", "--max-response-bytes")
+    for flag in (*flags, *limits):
         assert flag in out.stdout
     assert "127.0.0.1" in out.stdout and "8000" in out.stdout

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.tools.live import LiveServer
+from treegrpo.tools import server as server_module
 from treegrpo.tools.base import Passage
+from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.http_client import RemoteRetriever
 from treegrpo.tools.server import create_app
 
@@ -187,3 +191,71 @@ def test_body_is_json_whatever_the_content_type(bm25_server: LiveServer) -> None
     body = b'{"queries": ["Tokyo capital of Japan"], "topk": 1}'  # as `curl -d` sends it
     r = post(bm25_server, body, headers={"content-type": "application/x-www-form-urlencoded"})
     assert r.status_code == 200 and r.json()["result"][0][0]["id"] == "10"
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 20
+    while not condition():
+        assert time.monotonic() < deadline, "the request never reached the spied function"
+        time.sleep(0.005)
+
+
+def test_large_body_is_parsed_off_the_event_loop(
+    passages: list[Passage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a large body is parsed, the server still answers /health."""
+    parse, health_answered = server_module.parse_request, threading.Event()
+    on_loop: list[bool] = []
+
+    def spy(body: bytes, model: Any) -> Any:
+        on_loop.append(_on_event_loop())
+        if not on_loop[-1]:  # on the loop, waiting would only block the /health below
+            health_answered.wait(20)
+        return parse(body, model)
+
+    monkeypatch.setattr(server_module, "parse_request", spy)
+    queries = [f"Tokyo capital {'of Japan ' * 80}{i}" for i in range(100)]
+    big = {"queries": queries, "topk": 1}
+    assert len(httpx.Request("POST", "http://x", json=big).content) > server_module.OFFLOAD_BYTES
+    with LiveServer(create_app(BM25Retriever(passages, use_cache=False))) as server:
+        answer: list[httpx.Response] = []
+        request = threading.Thread(target=lambda: answer.append(post(server, big)))
+        request.start()
+        try:
+            _wait_for(lambda: bool(on_loop))
+            assert on_loop == [False]
+            health = httpx.get(f"{server.url}/health", timeout=10)
+            assert health.status_code == 200
+        finally:
+            health_answered.set()
+            request.join()
+        small = post(server, {"queries": ["Tokyo capital"], "topk": 1})
+    assert answer[0].status_code == 200 and len(answer[0].json()["result"]) == 100
+    assert small.status_code == 200 and on_loop == [False, True]  # a small body stays on it
+
+
+def test_large_response_is_encoded_off_the_event_loop(
+    passages: list[Passage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encode, on_loop = server_module.response_body, []
+
+    def spy(*args: Any) -> bytes:
+        on_loop.append(_on_event_loop())
+        return encode(*args)
+
+    monkeypatch.setattr(server_module, "response_body", spy)
+    n = server_module.OFFLOAD_HITS // 10 + 1  # queries of 10 hits each
+    words = " ".join(["the tower river mountain wall game bee music capital desert"] * 3)
+    with LiveServer(create_app(BM25Retriever(passages, use_cache=False))) as server:
+        many = post(server, {"queries": [words] * n, "topk": 10})
+        few = post(server, {"queries": [words], "topk": 10})
+    assert many.status_code == 200 and len(many.json()["result"]) == n
+    assert few.status_code == 200 and on_loop == [False, True]

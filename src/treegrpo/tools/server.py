@@ -18,20 +18,29 @@ and SkyRL clients work against it unchanged (ALGORITHM.md §6). Behaviour at the
   its last value, and unknown fields are ignored (clients send extras such as a request id).
 - Limits (``create_app`` arguments, ``treegrpo serve`` flags of the same names):
   ``max_body_bytes`` (413, checked on Content-Length before reading and while reading a chunked
-  body), ``max_queries`` per request (413: the request is too large, not malformed), and
-  ``max_query_chars`` per query (422 naming the query's index and length). Each message names
-  the size, the limit and the flag that raises it; the server logs each refusal as a warning.
-- Concurrent requests are micro-batched (``treegrpo.tools.batcher``) into one search call.
+  body), ``max_queries`` per request (413: the request is too large, not malformed),
+  ``max_query_chars`` per query (422 naming the query's index and length), and
+  ``max_response_bytes`` (413: the answer would be too large; never cut short, since a client
+  would take fewer passages for the whole answer). Each message names the size, the limit and
+  the flag that raises it; the server logs each refusal as a warning. A batch refused with 413
+  or 422 can be sent again in parts: ``RemoteRetriever`` does so by itself.
+- Concurrent requests are micro-batched (``treegrpo.tools.batcher``) into one search call, run
+  in the batcher's worker thread.
+- Nothing slow runs on the event loop: a body over ``OFFLOAD_BYTES`` is parsed, and a response
+  of over ``OFFLOAD_HITS`` hits encoded, in a worker thread of its own, so a large request does
+  not hold up the others (``/health`` included).
 - Responses are serialized with orjson, the one hot spot FastAPI's own encoder would add.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import logging
-from collections.abc import AsyncIterator, Sized
+from collections.abc import AsyncIterator, Callable, Sized
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import orjson
 from fastapi import FastAPI, HTTPException, Request
@@ -39,7 +48,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from treegrpo.tools.base import SearchTool
+from treegrpo.tools.base import Passage, SearchTool
 from treegrpo.tools.batcher import MicroBatcher
 from treegrpo.tools.protocol import encode_hits
 
@@ -55,6 +64,21 @@ MAX_BODY_BYTES = 8 * 2**20
 """Default largest body, 8 MiB: 2,560 queries of a whole step each (~3 KB as JSON) fit; a
 typical Search-R1 batch is ~200 KB. Parsing the worst body of this size (millions of tiny
 array items) peaks near 300 MB, so this also bounds what one request can allocate."""
+MAX_RESPONSE_BYTES = 64 * 2**20
+"""Default largest response, 64 MiB: 8,192 queries × topk 10 of Wikipedia's 100-word passages
+(~750 bytes a hit with its score) fit; Search-R1's 2,560 × topk 3 is ~6 MB. A corpus of whole
+documents reaches it much sooner, and without it one request could make the server build
+gigabytes."""
+OFFLOAD_BYTES = 64 * 2**10
+"""Bodies larger than this are parsed in a worker thread: the worst 8 MiB body (millions of tiny
+items) takes ~0.3 s, which on the event loop would stall every other request. A body under it
+parses in under a millisecond, where the hop to a thread and back would cost a good part of
+that for every small request."""
+OFFLOAD_HITS = 256
+"""Responses of more hits than this (~200 KB of Wikipedia passages) are encoded in a worker
+thread, for the same reason."""
+
+T = TypeVar("T")
 
 
 class RetrieveRequest(BaseModel):
@@ -171,6 +195,32 @@ def _too_large(size: str, limit: int) -> HTTPException:
     return HTTPException(413, msg, headers={"Connection": "close"})
 
 
+def response_body(results: list[list[Passage]], return_scores: bool, limit: int) -> bytes:
+    """The ``/retrieve`` response's JSON, or a 413 when it would be over ``limit`` bytes.
+
+    The passages' characters are a lower bound of the size, checked first, so an answer far
+    over the limit is refused without being encoded.
+    """
+    least = sum(len(p.contents) + len(p.id) for hits in results for p in hits)
+    if least > limit:
+        raise _response_too_large(f"at least {least} bytes", results, limit)
+    body = orjson.dumps({"result": [encode_hits(hits, return_scores) for hits in results]})
+    if len(body) > limit:
+        raise _response_too_large(f"{len(body)} bytes", results, limit)
+    return body
+
+
+def _response_too_large(size: str, results: list[list[Passage]], limit: int) -> HTTPException:
+    k = max(map(len, results), default=0)
+    msg = (
+        f"the response would be {size} ({len(results)} queries, topk {k}), over the limit of "
+        f"{limit} bytes; send fewer queries or a smaller topk, or raise the limit "
+        "(treegrpo serve --max-response-bytes)"
+    )
+    log.warning("refused a request: %s", msg)
+    return HTTPException(413, msg)
+
+
 def create_app(
     retriever: SearchTool,
     *,
@@ -181,6 +231,7 @@ def create_app(
     max_queries: int = MAX_QUERIES,
     max_query_chars: int = MAX_QUERY_CHARS,
     max_body_bytes: int = MAX_BODY_BYTES,
+    max_response_bytes: int = MAX_RESPONSE_BYTES,
 ) -> FastAPI:
     """The FastAPI app serving ``retriever``.
 
@@ -195,11 +246,14 @@ def create_app(
             8192 keeps Search-R1's batches working).
         max_query_chars: Longest query in characters; longer is a 422 naming the query.
         max_body_bytes: Largest request body; larger is a 413, refused without reading it.
+        max_response_bytes: Largest response body; a request whose answer would be larger is
+            a 413 naming its queries and topk.
     """
     for name, value in [
         ("max_queries", max_queries),
         ("max_query_chars", max_query_chars),
         ("max_body_bytes", max_body_bytes),
+        ("max_response_bytes", max_response_bytes),
     ]:
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
@@ -207,14 +261,22 @@ def create_app(
     limit = max(1, min(max_topk, size) if size is not None else max_topk)
     batcher = MicroBatcher(retriever.search, max_batch=max_batch, max_wait_s=batch_wait_ms / 1e3)
     model = limited_request(max_queries, max_query_chars)
+    # One thread: large bodies are parsed one at a time, as on the loop, which bounds the memory
+    # that parsing takes (see MAX_BODY_BYTES). Made at start-up, like the batcher's.
+    json_threads: list[ThreadPoolExecutor] = []
+
+    async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(json_threads[0], fn, *args)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await batcher.start()
+        json_threads.append(ThreadPoolExecutor(1, thread_name_prefix="retriever-json"))
         try:
             yield
         finally:
             await batcher.stop()
+            json_threads.pop().shutdown(wait=False)
 
     app = FastAPI(
         title="treegrpo retriever",
@@ -228,7 +290,11 @@ def create_app(
     @app.post("/retrieve", openapi_extra={"requestBody": {**body_schema, "required": True}})
     async def retrieve(raw: Request) -> Response:
         """Top-k passages for each query, in the Search-R1 response format."""
-        request = parse_request(await read_body(raw, max_body_bytes), model)
+        body = await read_body(raw, max_body_bytes)
+        if len(body) > OFFLOAD_BYTES:
+            request = await off_loop(parse_request, body, model)
+        else:
+            request = parse_request(body, model)
         k = min(request.topk if request.topk is not None else default_topk, limit)
         try:
             results = await batcher.search(request.queries, k)
@@ -236,8 +302,12 @@ def create_app(
             log.exception("search failed")
             detail = f"retriever failed: {type(exc).__name__}: {exc}"
             return JSONResponse({"detail": detail}, status_code=500)
-        body = {"result": [encode_hits(hits, request.return_scores) for hits in results]}
-        return Response(orjson.dumps(body), media_type="application/json")
+        args = (results, request.return_scores, max_response_bytes)
+        if sum(map(len, results)) > OFFLOAD_HITS:
+            answer = await off_loop(response_body, *args)
+        else:
+            answer = response_body(*args)
+        return Response(answer, media_type="application/json")
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -250,6 +320,7 @@ def create_app(
             "max_queries": max_queries,
             "max_query_chars": max_query_chars,
             "max_body_bytes": max_body_bytes,
+            "max_response_bytes": max_response_bytes,
             "batches": batcher.batches,
             "queries": batcher.queries,
         }
