@@ -103,6 +103,9 @@ def main() -> None:
         "grad_norms": {"one_process": here.grad_norms, "fsdp_rank": ranked.grad_norms},
         "max_abs_param_diff": max(diffs.values()),
         "max_abs_update": moved,
+        # where the two differ most, and how far that parameter moved in the update
+        "worst_param": (worst := max(diffs, key=lambda k: diffs[k])),
+        "worst_param_update": float((gathered[worst] - start[worst]).abs().max()),
         "seconds": {
             "setup": t_setup,
             "update_one_process": t_here,

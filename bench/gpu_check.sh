@@ -22,7 +22,7 @@ out=${OUT:-bench/results/gpu}
 py=${PYTHON:-python3}
 device=${DEVICE:-cuda}
 mkdir -p "$out"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
+export PYTHONPATH=src${EXTRA_PYTHONPATH:+:$EXTRA_PYTHONPATH} PYTHONUNBUFFERED=1
 
 {
     date -u

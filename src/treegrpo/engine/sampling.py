@@ -125,6 +125,6 @@ def _inverse_cdf(
     cdf = probs.cumsum(dim=-1)  # (B, V)
     if uniforms is None:
         uniforms = torch.rand(probs.shape[0], generator=generator, device=probs.device)
-    u = uniforms.to(cdf.dtype).reshape(-1, 1) * cdf[:, -1:]  # (B, 1)
+    u = uniforms.to(cdf.device, cdf.dtype).reshape(-1, 1) * cdf[:, -1:]  # (B, 1)
     tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1)  # (B,)
     return tokens.clamp_(max=probs.shape[-1] - 1)
