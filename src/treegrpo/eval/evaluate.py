@@ -29,6 +29,7 @@ from treegrpo.data.types import Question
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.rollout.records import StepRecord
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.base import SearchTool
@@ -111,6 +112,7 @@ def evaluate(
                     "tool_calls": float(scores.tool_calls[i]),
                     "answer": answer,
                     "answer_from": answer_source(answer, response),
+                    "outcome": outcome(rollout.step(leaves[i]), answer, float(scores.em[i])),
                     "question": it.question,
                     "golds": list(it.golds),
                     "response": response,
@@ -148,6 +150,24 @@ def _response(rollout: Any, leaf: int, protocol: SearchProtocol) -> str:
     return protocol.decode(seq.ids[seq.prompt_len :])
 
 
+OUTCOMES = ("right", "wrong answer", "turn limit", "length limit", "no answer")
+"""How an evaluated episode ended: right (EM 1); a wrong answer; no answer because the turn limit
+came first (the forced final step searched again or said nothing: the episode spent every search
+it may make and still wanted another); no answer because a step hit the token limit (its own or
+the context's); no answer otherwise (an end of text or an invalid step at the last turn)."""
+
+
+def outcome(last: StepRecord, answer: str | None, em: float) -> str:
+    """The ``OUTCOMES`` entry of an episode from its last step, its answer and its EM."""
+    if em >= 1.0:
+        return "right"
+    if answer is not None:
+        return "wrong answer"
+    if last.final:
+        return "turn limit"
+    return "length limit" if last.finish == "length" else "no answer"
+
+
 ANSWER_SOURCES = ("title", "span", "other", "none")
 
 
@@ -166,10 +186,16 @@ def answer_source(answer: str | None, response: str) -> str:
 
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means overall, per source, per hop count and per question kind (rows without a kind
-    are left out of ``by_kind``), and the share of answers from each ``answer_source``."""
+    are left out of ``by_kind``), each with its misses counted by ``OUTCOMES``, and the share of
+    answers from each ``answer_source``."""
 
-    def means(rs: Sequence[dict[str, Any]]) -> dict[str, float]:
-        return {k: float(np.mean([r[k] for r in rs])) for k in METRICS} | {"n": len(rs)}
+    def means(rs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        ends = Counter(r.get("outcome") for r in rs)
+        misses = {k: ends[k] for k in OUTCOMES[1:] if ends[k]}  # counts, commonest first
+        return {k: float(np.mean([r[k] for r in rs])) for k in METRICS} | {
+            "n": len(rs),
+            "misses": dict(sorted(misses.items(), key=lambda kv: -kv[1])),
+        }
 
     by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_hops: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -260,17 +286,27 @@ def compare_table(before: dict[str, Any], after: dict[str, Any]) -> str:
     """Two reports of the same questions side by side (before and after training), with the
     rows of :func:`report_groups`: EM and tool calls per source, average, hop count, overall."""
     after_groups = dict(report_groups(after))
+    return before_after_rows([(name, b, after_groups[name]) for name, b in report_groups(before)])
+
+
+def before_after_rows(groups: Sequence[tuple[str, dict[str, Any], dict[str, Any]]]) -> str:
+    """A markdown table of (name, before, after) groups: n, EM and tool calls before and after,
+    and how the misses after ended (``OUTCOMES``; blank for averages, which do not count them)."""
     lines = [
-        "| held-out group | n | EM before | EM after | tool calls before | after |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| held-out group | n | EM before | EM after | tool calls before | after | misses after |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
-    for name, b in report_groups(before):
-        a = after_groups[name]
+    for name, b, a in groups:
         lines.append(
             f"| {name} | {b['n']} | {100 * b['em']:.1f} | {100 * a['em']:.1f} | "
-            f"{b['tool_calls']:.2f} | {a['tool_calls']:.2f} |"
+            f"{b['tool_calls']:.2f} | {a['tool_calls']:.2f} | {misses_cell(a)} |"
         )
     return "\n".join(lines)
+
+
+def misses_cell(group: dict[str, Any]) -> str:
+    """A group's misses by how they ended, commonest first: "turn limit 9, wrong answer 2"."""
+    return ", ".join(f"{k} {v}" for k, v in group.get("misses", {}).items())
 
 
 def paper_table(report: dict[str, Any]) -> str:

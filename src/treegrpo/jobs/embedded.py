@@ -19,7 +19,7 @@ import numpy as np
 from treegrpo.embedded.synthetic import World, train_eval_worlds
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.eval.evaluate import EvalItem, evaluate
+from treegrpo.eval.evaluate import EvalItem, before_after_rows, evaluate
 from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.jobs.runner import Evaluator, Job, Report, run_job, start_run
 from treegrpo.rollout.sampler import AgentLimits
@@ -119,17 +119,12 @@ def _report(before: Report | None, after: Report | None) -> list[str]:
 
 
 def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """Held-out EM by hop count and overall, before and after RL (markdown)."""
-    lines = [
-        "| held-out group | n | EM before | EM after | tool calls before | after |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
+    """Held-out EM by hop count and overall, before and after RL, with how the misses after
+    ended (markdown)."""
     groups = [(f"{k}-hop", k) for k in before["by_hops"]] + [("overall", None)]
-    for name, key in groups:
-        b = before["overall"] if key is None else before["by_hops"][key]
-        a = after["overall"] if key is None else after["by_hops"][key]
-        lines.append(
-            f"| {name} | {b['n']} | {100 * b['em']:.1f} | {100 * a['em']:.1f} | "
-            f"{b['tool_calls']:.2f} | {a['tool_calls']:.2f} |"
-        )
-    return "\n".join(lines)
+    return before_after_rows(
+        [
+            (name, *(r["overall"] if key is None else r["by_hops"][key] for r in (before, after)))
+            for name, key in groups
+        ]
+    )
