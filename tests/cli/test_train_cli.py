@@ -107,13 +107,14 @@ def test_cluster_flags_reach_the_job_and_the_resolved_file(
 
 
 def test_a_bad_file_stops_with_its_name_and_key(
-    tmp_path: Path, calls: list[dict[str, Any]]
+    tmp_path: Path, calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("optim: {learning_rate: 0.1}\n")
     with pytest.raises(SystemExit) as err:
         cli.main(["train", f"--config={path}"])
-    assert f"{path}: unknown key 'optim.learning_rate'" in str(err.value)
+    assert err.value.code == 2
+    assert f"{path}: unknown key 'optim.learning_rate'" in capsys.readouterr().err
     assert calls == []
 
 

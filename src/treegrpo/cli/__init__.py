@@ -2,9 +2,13 @@
 
 Subcommands are plain functions whose arguments tyro turns into flags (a dataclass argument
 becomes a group of flags with its name as prefix: ``--run.steps``); their docstrings are the
-help. Each hands its flags to the function of the same name in ``treegrpo.cli.commands``, which
-does the work with the packages below (``jobs``, ``eval``, ``tools``, ``data``, ``models``) and is
-imported only then. ``treegrpo bench budget`` is another spelling of ``treegrpo bench-budget``.
+help. Parsing gives their flags, which go to the function of the same name in
+``treegrpo.cli.commands``, which does the work with the packages below (``jobs``, ``eval``,
+``tools``, ``data``, ``models``) and is imported only then. Between the two, every section is
+checked (``train.config.Checked``): a value it cannot take stops the command with one line that
+names the flag, ``treegrpo train: --algo.m: must be >= 1 (got 0)``, and exit status 2, as a bad
+value in a ``--config`` file does, naming the file and the key. ``treegrpo bench budget`` is
+another spelling of ``treegrpo bench-budget``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import inspect
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, ParamSpec
+from typing import Annotated, Any, Literal, NoReturn, ParamSpec
 
 import tyro
 
@@ -31,13 +35,16 @@ from treegrpo.jobs.presets import (
 )
 from treegrpo.train.config import (
     AlgorithmConfig,
+    Checked,
     ClusterConfig,
+    ConfigValueError,
     HealthConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
+    checks_deferred,
 )
-from treegrpo.train.yaml_config import ConfigError, load_config
+from treegrpo.train.yaml_config import ConfigError, apply_config, read_config
 
 COMMANDS = "treegrpo.cli.commands"
 """The module that does the work of every command (``commands.train`` for ``treegrpo train``,
@@ -47,20 +54,23 @@ import by name in the package (tests/test_layers.py, ``BY_NAME``)."""
 
 
 P = ParamSpec("P")
+Call = tuple[str, dict[str, Any]]
+"""A parsed command: the name of its function in ``COMMANDS`` and every flag by keyword."""
 
 
-def _runs_in_commands(command: Callable[P, None]) -> Callable[P, None]:
+def _runs_in_commands(command: Callable[P, None]) -> Callable[P, Call]:
     """A command whose signature and docstring make its flags and help, and whose work is done
-    by the function of the same name in ``COMMANDS``, called with every flag by keyword."""
+    by the function of the same name in ``COMMANDS``: parsing returns that call (``main``
+    checks it, then makes it)."""
     signature = inspect.signature(command)
 
     @functools.wraps(command)
-    def run(*args: P.args, **kwargs: P.kwargs) -> None:
+    def parsed(*args: P.args, **kwargs: P.kwargs) -> Call:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        getattr(importlib.import_module(COMMANDS), command.__name__)(**bound.arguments)
+        return command.__name__, dict(bound.arguments)
 
-    return run
+    return parsed
 
 
 @_runs_in_commands
@@ -180,6 +190,7 @@ def train(
     data: DataConfig = DEFAULT_DATA,
     cluster: ClusterConfig = ClusterConfig(),
     health: HealthConfig = HealthConfig(),
+    config_sections: tyro.conf.Suppress[tuple[str, ...]] = (),
 ) -> None:
     """Train a search agent. With no arguments: Tree-GRPO at budget ≈ 8 on the embedded
     synthetic world (warm start cached after the first run), evaluated before and after on a
@@ -199,6 +210,7 @@ def train(
             <out_dir>/config.yaml.
         dry_run: Check the settings, print them as a config file and stop (nothing is loaded
             or written).
+        config_sections: Not a flag: the sections the config file sets (``main`` reads it).
     """
 
 
@@ -347,17 +359,41 @@ def main(args: Sequence[str] | None = None) -> None:
     path = _config_path(argv)
     if path is not None:
         # The file's values become the defaults of train's flags, so flags given win over it.
+        # It is read here only; the command learns which sections it sets (a data section
+        # picks the data job).
         try:
-            sections = load_config(path, TRAIN_SECTIONS)
+            parsed = read_config(path)
+            sections = apply_config(parsed, TRAIN_SECTIONS, path)  # checks every value
         except ConfigError as exc:
-            raise SystemExit(f"treegrpo train: {exc}") from None
-        commands["train"] = functools.partial(train, **sections)
-    tyro.extras.subcommand_cli_from_dict(
-        commands,
-        description="Tree-GRPO: reinforcement learning for tool-using LLM agents over "
-        "tree-structured rollouts.",
-        args=argv,
-    )
+            _usage_error("train", str(exc))
+        commands["train"] = functools.partial(
+            train, config_sections=tuple(parsed or {}), **sections
+        )
+    with checks_deferred():  # checked below, where a failed check can name its flag
+        name, arguments = tyro.extras.subcommand_cli_from_dict(
+            commands,
+            description="Tree-GRPO: reinforcement learning for tool-using LLM agents over "
+            "tree-structured rollouts.",
+            args=argv,
+        )
+    for section, value in arguments.items():
+        if isinstance(value, Checked):
+            try:
+                value.check()
+            except ConfigValueError as exc:
+                flag = f"--{section}.{exc.field.replace('_', '-')}"
+                _usage_error(argv[0], f"{flag}: {exc.problem} (got {exc.value!r})")
+    getattr(importlib.import_module(COMMANDS), name)(**arguments)
+
+
+def _usage_error(command: str, message: str) -> NoReturn:
+    """Stop ``treegrpo COMMAND`` as a bad flag does: one line on stderr, exit status 2. The
+    SystemExit carries the line as well (``str(exc)``), for callers of ``main``."""
+    line = f"treegrpo {command}: {message}"
+    print(line, file=sys.stderr)
+    stop = SystemExit(line)
+    stop.code = 2  # a string code would exit 1
+    raise stop
 
 
 def _config_path(argv: list[str]) -> str | None:

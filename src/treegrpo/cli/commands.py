@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -185,9 +184,10 @@ def train(
     cluster: ClusterConfig,
     health: HealthConfig,
 ) -> None:
-    """`treegrpo train` (``treegrpo.cli.train`` documents the flags)."""
-    data_section = config is not None and "data" in (yaml.safe_load(config.read_text()) or {})
-    job = "data" if data.train_files or data_section else "embedded"
+    config_sections: tuple[str, ...],
+    """`treegrpo train` (``treegrpo.cli.train`` documents the flags; ``config_sections``: the
+    sections the config file sets, which ``treegrpo.cli`` read)."""
+    job = "data" if data.train_files or "data" in config_sections else "embedded"
     if job == "embedded" and data != DEFAULT_DATA:
         raise SystemExit(
             "treegrpo train: the data settings need data.train_files (--data.train-files "

@@ -8,18 +8,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from treegrpo.embedded.names import POOL_SIZE
+from treegrpo.embedded.relations import RELATIONS
 from treegrpo.train.config import (
     AlgorithmConfig,
+    Checked,
     ClusterConfig,
     HealthConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
+    check_ranges,
 )
 
 
 @dataclass(frozen=True)
-class EmbeddedConfig:
+class EmbeddedConfig(Checked):
     """The synthetic world and the agent's limits in it."""
 
     world_seed: int = 0
@@ -44,6 +48,13 @@ class EmbeddedConfig:
     temperature: float = 1.0
     """Sampling temperature during training, the paper's (evaluation is greedy)."""
 
+    def _check(self) -> None:
+        people = f"in [{len(RELATIONS) + 2}, {POOL_SIZE}]"  # someone else for every relation
+        check_ranges(self, world_seed=">= 0", people=people, questions=">= 1")
+        check_ranges(self, eval_questions=">= 1", max_turns=">= 0", topk=">= 1")
+        check_ranges(self, max_new_tokens=">= 1", max_obs_tokens=">= 1", max_context=">= 1")
+        check_ranges(self, temperature="> 0")
+
 
 # The embedded default: Tree-GRPO at budget ≈ 8, (M, N, L) = (2, 6, 1), 14 leaves per prompt, sized
 # for 2 CPU cores. At ≈ 4, (2, 2, 1), half the first step's prompts scored alike on every leaf
@@ -62,7 +73,7 @@ DEFAULT_EMBEDDED = EmbeddedConfig()
 
 
 @dataclass(frozen=True)
-class DataConfig:
+class DataConfig(Checked):
     """The data-driven job (`treegrpo train --data.train-files …`): the starting model, the
     question files, the search tool and the agent's limits (defaults: the paper's QA runs).
     Built-in, offline names (``treegrpo.jobs.data`` resolves them; docs/data.md): questions
@@ -116,6 +127,12 @@ class DataConfig:
 
 
 DEFAULT_DATA = DataConfig()
+
+    def _check(self) -> None:
+        # Names, paths and train_weights against train_files: treegrpo.jobs.data.check_data.
+        check_ranges(self, eval_questions=">= 1", max_turns=">= 0", topk=">= 1")
+        check_ranges(self, max_new_tokens=">= 1", max_obs_tokens=">= 1", max_context=">= 1")
+        check_ranges(self, temperature="> 0", top_p="in (0, 1]")
 
 # The sections of a `treegrpo train --config` file (configs/*.yaml) and their defaults: the
 # embedded preset. `treegrpo bench budget --config` reads the same files.

@@ -3,13 +3,19 @@ model being trained (LoRA or full, checkpointing, device, precision).
 
 Frozen dataclasses whose attribute comments are the help text; defaults follow the paper and the
 authors' code (ALGORITHM.md §4). The math functions never see these objects: the trainer reads
-the fields and passes plain arguments.
+the fields and passes plain arguments. Each checks its fields when built (``Checked``): a value it
+cannot take raises ``ConfigValueError``, which names the field.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
+import types
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from treegrpo.core.advantage import Mode
 from treegrpo.core.budget import TreeShape
@@ -17,9 +23,102 @@ from treegrpo.core.budget import TreeShape
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
 KLEstimator = Literal["k1", "k2", "k3"]
 
+DEVICE = re.compile(r"auto|cpu|mps|(cuda|xpu)(:\d+)?")
+"""The devices ``model.device`` takes (``models.load.resolve_device`` hands them to torch)."""
+
+
+class ConfigValueError(ValueError):
+    """A config field holds a value it cannot take. ``field`` is its name in the dataclass
+    (``m``), so the command line can name the flag (``--algo.m``) and a config file the key."""
+
+    def __init__(self, field: str, problem: str, value: Any) -> None:
+        super().__init__(f"{field} {problem} (got {value!r})")
+        self.field = field
+        self.problem = problem
+        self.value = value
+
+
+_CHECKING: ContextVar[bool] = ContextVar("treegrpo_config_checks", default=True)
+
+
+@contextlib.contextmanager
+def checks_deferred() -> Iterator[None]:
+    """Config objects built inside skip their checks; call ``check()`` on each afterwards. The
+    command line parses its flags this way: its parser (tyro) would fold a failed check into a
+    box of its own that does not name the flag, where ``treegrpo train`` answers in one line,
+    ``--algo.m: must be >= 1 (got 0)``."""
+    token = _CHECKING.set(False)
+    try:
+        yield
+    finally:
+        _CHECKING.reset(token)
+
+
+class Checked:
+    """Base of the config dataclasses: building one (or ``dataclasses.replace``) runs ``check``,
+    so a bad value stops where it is given, not steps later inside the trainer or ``core``."""
+
+    def __post_init__(self) -> None:
+        if _CHECKING.get():
+            self.check()
+
+    def check(self) -> None:
+        """Raise ConfigValueError for the first field whose value this config cannot take: a
+        choice outside its ``Literal`` type, then the class's own rules (``_check``)."""
+        for name, choices in _choices(type(self)).items():
+            value = getattr(self, name)
+            if value not in choices:
+                shown = ", ".join("null" if c is None else str(c) for c in choices)
+                raise ConfigValueError(name, f"must be one of {shown}", value)
+        self._check()
+
+    def _check(self) -> None:
+        """Ranges and fields that depend on each other (none here)."""
+
+
+def check_ranges(cfg: Any, **rules: str) -> None:
+    """Raise ConfigValueError for the first field of ``cfg`` outside its rule: ``">= 1"``,
+    ``"> 0"``, or an interval ``"in [0, 1)"``. None passes (an optional field left off); a tuple
+    passes when every item does. NaN fails every rule."""
+    for name, rule in rules.items():
+        value = getattr(cfg, name)
+        items = value if isinstance(value, tuple) else (value,)
+        if not all(v is None or _holds(v, rule) for v in items):
+            each = "each " if isinstance(value, tuple) else ""
+            raise ConfigValueError(name, f"must {each}be {rule}", value)
+
+
+def _holds(v: float, rule: str) -> bool:
+    op, _, bound = rule.partition(" ")
+    if op == ">=":
+        return v >= float(bound)
+    if op == ">":
+        return v > float(bound)
+    low, high = (float(b) for b in bound[1:-1].split(", "))  # "in [0, 1)" -> 0, 1
+    above = low <= v if bound[0] == "[" else low < v
+    below = v <= high if bound[-1] == "]" else v < high
+    return above and below
+
+
+_CHOICES: dict[type, dict[str, tuple[Any, ...]]] = {}
+
+
+def _choices(cls: type) -> dict[str, tuple[Any, ...]]:
+    """The fields of ``cls`` typed ``Literal[...]`` (or ``Literal[...] | None``): their values."""
+    if cls not in _CHOICES:
+        out = {}
+        for name, tp in get_type_hints(cls).items():
+            members = get_args(tp) if get_origin(tp) in (Union, types.UnionType) else (tp,)
+            literals = [m for m in members if get_origin(m) is Literal]
+            if literals:
+                none = (None,) if type(None) in members else ()
+                out[name] = tuple(v for m in literals for v in get_args(m)) + none
+        _CHOICES[cls] = out
+    return _CHOICES[cls]
+
 
 @dataclass(frozen=True)
-class AlgorithmConfig:
+class AlgorithmConfig(Checked):
     """Sampling shape, credit assignment and policy loss."""
 
     algo: Literal["tree", "chain"] = "tree"
@@ -59,20 +158,40 @@ class AlgorithmConfig:
     prompts that teach something. DAPO's dynamic-sampling filter (Yu et al. 2025), without
     re-sampling; token means then run over the kept prompts' tokens."""
 
-    def __post_init__(self) -> None:
+    def _check(self) -> None:
+        check_ranges(self, m=">= 1", n=">= 0", l=">= 0", k=">= 1", format_score="in [0, 1)")
+        check_ranges(self, clip_eps="in (0, 1)", dual_clip="> 1", kl_coef=">= 0")
+        check_ranges(self, entropy_coef=">= 0")
+        if self.algo == "chain" and self.mode() != "inter":
+            raise ConfigValueError(
+                "advantage_mode",
+                "must be inter (or null) with algo chain: a chain is a tree of one leaf, a "
+                "group of one for the intra-tree term",
+                self.advantage_mode,
+            )
+        if self.algo == "chain":
+            return
         one_leaf = self.l == 0 or self.n == 0 or self.k == 1
-        if self.algo == "tree" and one_leaf and self.mode() != "inter":
-            raise ValueError(
-                f"algo: tree with l={self.l}, n={self.n}, k={self.k} keeps one leaf per tree, "
-                "so each tree is a group of one and the intra-tree term adds the raw reward "
+        if one_leaf and self.mode() != "inter":
+            field = "l" if self.l == 0 else "n" if self.n == 0 else "k"
+            raise ConfigValueError(
+                field,
+                f"leaves one leaf per tree (algo tree, n={self.n}, l={self.l}, k={self.k}), so "
+                "each tree is a group of one and the intra-tree term adds the raw reward "
                 "(rewards [1, 0, 0, 0] give [2.5, -0.5, -0.5, -0.5], not chain GRPO's "
                 "[1.5, -0.5, -0.5, -0.5]); use algo: chain for chain GRPO, or give every tree "
-                "more than one leaf"
+                "more than one leaf",
+                getattr(self, field),
             )
+        leaves = 1 + self.n * self.l
+        if self.k is not None and self.k > leaves:
+            raise ConfigValueError("k", f"must be at most the 1 + n·l = {leaves} leaves", self.k)
 
     def shape(self) -> TreeShape:
         if self.algo == "chain":
             return TreeShape(self.m)
+        if self.l == 0 or self.n == 0:  # no expansion: chains (inter-only credit, see _check)
+            return TreeShape(self.m, k=self.k)
         return TreeShape(self.m, self.n, self.l, self.k)
 
     def mode(self) -> Mode:
@@ -82,7 +201,7 @@ class AlgorithmConfig:
 
 
 @dataclass(frozen=True)
-class OptimConfig:
+class OptimConfig(Checked):
     """Optimizer and update schedule."""
 
     lr: float = 1e-6
@@ -102,9 +221,14 @@ class OptimConfig:
     ppo_epochs: int = 1
     """Passes over the rollout batch."""
 
+    def _check(self) -> None:
+        check_ranges(self, lr="> 0", warmup_steps=">= 0", weight_decay=">= 0", betas="in [0, 1)")
+        check_ranges(self, grad_clip="> 0", mini_batch_prompts=">= 1", micro_batch_tokens=">= 1")
+        check_ranges(self, ppo_epochs=">= 1")
+
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(Checked):
     """Where the run writes and how long it lasts."""
 
     out_dir: str = "runs/default"
@@ -133,9 +257,16 @@ class RunConfig:
     """Start afresh in an out_dir that holds a previous run, deleting its checkpoints, metrics
     and TensorBoard events first (without it, or resume, such a directory is refused)."""
 
+    def _check(self) -> None:
+        if not self.out_dir.strip():
+            raise ConfigValueError("out_dir", "must name a directory", self.out_dir)
+        check_ranges(self, steps=">= 0", prompts_per_step=">= 1", seed=">= 0", save_every=">= 1")
+        check_ranges(self, keep_checkpoints=">= 1", eval_every=">= 0", forests_every=">= 0")
+        check_ranges(self, forests_prompts=">= 1")
+
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Checked):
     """What is trained and where: LoRA or full fine-tuning, memory savers, device, precision."""
 
     lora_rank: int = 0
@@ -174,11 +305,18 @@ class ModelConfig:
     on CUDA (not measured there). They compute what plain PyTorch computes, up to fp32
     rounding."""
 
-    def __post_init__(self) -> None:
-        if self.lora_rank < 0:
-            raise ValueError(f"lora_rank must be >= 0, got {self.lora_rank}")
+    def _check(self) -> None:
+        check_ranges(self, lora_rank=">= 0", lora_alpha="> 0", lora_dropout="in [0, 1)")
         if self.lora_rank > 0 and not self.lora_targets:
-            raise ValueError("lora_rank > 0 needs at least one module name in lora_targets")
+            raise ConfigValueError(
+                "lora_targets",
+                "must name at least one module when lora_rank > 0",
+                self.lora_targets,
+            )
+        if not DEVICE.fullmatch(self.device):
+            raise ConfigValueError(
+                "device", "must be auto, cpu, cuda, cuda:N, mps, xpu or xpu:N", self.device
+            )
 
 
 @dataclass(frozen=True)
@@ -224,7 +362,7 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True)
-class HealthConfig:
+class HealthConfig(Checked):
     """What counts as an unhealthy step and what happens after ``patience`` in a row."""
 
     action: Literal["warn", "stop", "rollback"] = "warn"
@@ -253,12 +391,11 @@ class HealthConfig:
     max_rollbacks: int = 2
     """Rollbacks before the run stops instead."""
 
-    def __post_init__(self) -> None:
-        if self.patience < 1 or self.window < 1:
-            raise ValueError(f"patience and window must be >= 1: {self}")
-        if not 0 <= self.max_failed_searches <= 1:
-            raise ValueError(f"max_failed_searches must lie in [0, 1]: {self}")
-        if not 0 < self.rollback_lr_scale <= 1 or self.max_rollbacks < 0:
-            raise ValueError(f"need 0 < rollback_lr_scale <= 1 and max_rollbacks >= 0: {self}")
-        if self.reward_collapse is not None and not 0 < self.reward_collapse < 1:
-            raise ValueError(f"reward_collapse must lie in (0, 1): {self}")
+    def _check(self) -> None:
+        check_ranges(self, patience=">= 1", kl_max="> 0", entropy_min=">= 0", entropy_max="> 0")
+        check_ranges(self, reward_collapse="in (0, 1)", window=">= 1")
+        check_ranges(self, max_failed_searches="in [0, 1]", rollback_lr_scale="in (0, 1]")
+        check_ranges(self, max_rollbacks=">= 0")
+        low, high = self.entropy_min, self.entropy_max
+        if low is not None and high is not None and low > high:
+            raise ConfigValueError("entropy_max", f"must be >= entropy_min = {low}", high)

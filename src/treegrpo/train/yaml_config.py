@@ -43,6 +43,11 @@ class ConfigError(ValueError):
 def load_config(path: str | Path, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """Read ``path`` and return ``defaults`` (section name → dataclass instance) with the file's
     values applied; sections the file leaves out keep their defaults."""
+    return apply_config(read_config(path), defaults, str(path))
+
+
+def read_config(path: str | Path) -> Any:
+    """The YAML of ``path`` as parsed (``apply_config`` checks it), or a ConfigError."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -53,7 +58,7 @@ def load_config(path: str | Path, defaults: Mapping[str, Any]) -> dict[str, Any]
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise ConfigError(f"{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
-    return apply_config(data, defaults, str(path))
+    return data
 
 
 def apply_config(data: Any, defaults: Mapping[str, Any], source: str) -> dict[str, Any]:

@@ -5,17 +5,19 @@ AVX2 path even where the CPU has AVX-512 (the AMD EPYC machines this project was
 measured on): about 100 GFLOPS on one core at large batch, and much less at the few rows of a
 decode step, where the weights stream from memory. oneDNN (``torch.ops.mkldnn._linear_pointwise``,
 the kernel inductor's CPU backend emits) uses AVX-512 there and computes the same fp32 products
-1.4-3x faster (``bench/linear.py``, BENCHMARKS.md). Where MKL already uses the CPU's widest
-vectors (Intel CPUs; AMD CPUs without AVX-512) oneDNN does not pay, so ``preferred`` turns
-these paths on by CPU vendor and vector width:
+faster: about 240 GFLOPS per core on packed weights (BENCHMARKS.md, its table of CPUs), and on
+an EPYC AVX-512 the cached tree rollouts ran about 1.5x faster with them (BENCHMARKS.md,
+"Rollout engine"). Where MKL already uses the CPU's widest vectors (Intel CPUs; AMD CPUs
+without AVX-512) oneDNN does not pay, so ``preferred`` turns these paths on by CPU vendor and
+vector width:
 
 - ``PackedLinears(model)``, for gradient-free forwards (the engine, old log-probs): each weight
-  is reordered once into oneDNN's blocked layout (2.2-3.2x faster than MKL) and rebuilt only
-  when the weight changed (its version counter, bumped by every in-place optimizer update, or
-  a new storage), so an RL step repacks once after its updates.
+  is reordered once into oneDNN's blocked layout and rebuilt only when the weight changed (its
+  version counter, bumped by every in-place optimizer update, or a new storage), so an RL step
+  repacks once after its updates.
 - ``trainable_linear``, for forwards that backpropagate (SFT, the PPO update): an autograd
   function whose forward (x Wᵀ + b) and input gradient (g W) run on oneDNN with plain weights
-  and whose weight gradient (gᵀ x) does too (1.4-2.2x faster per product).
+  and whose weight gradient (gᵀ x) does too.
 
 ``engine.cpu.speedups`` routes a model's ``nn.Linear`` modules (also the base layers inside
 peft's LoRA wrappers) through them. Results equal ``F.linear`` up to fp32 rounding (summation
@@ -47,15 +49,15 @@ def supported(model: nn.Module) -> bool:
 
 
 def preferred(model: nn.Module) -> bool:
-    """Whether to use them (``engine.cpu.speedups``'s defaults): where
-    ``supported`` and the CPU has AVX-512 that MKL leaves unused. MKL takes its AVX-512 path on
-    Intel CPUs only: there plain ``F.linear`` is as fast or faster (the default job's RL step
-    10 s with MKL vs 13 s with oneDNN on 2 cores of a Xeon; the warm start's SFT step 0.33 vs
-    0.48 s). On an AMD CPU with AVX-512 MKL runs AVX2 while oneDNN runs AVX-512, 1.4-3x faster
-    (BENCHMARKS.md); on an AMD CPU without AVX-512 both run AVX2 and MKL is faster again (RL
-    step 8.6-9.9 s vs 10.1-10.7 s; 60 SFT updates 28-29 s vs 31-33 s on 2 cores of an AVX2
-    EPYC). Other CPUs (unmeasured) keep oneDNN. ``TREEGRPO_ONEDNN`` overrides: "1" wherever
-    supported, "0" never."""
+    """Whether to use them (``engine.cpu.speedups``'s defaults): where ``supported`` and the CPU
+    has AVX-512 that MKL leaves unused. MKL takes its AVX-512 path on Intel CPUs only: there
+    plain ``F.linear`` is as fast or faster. On an AMD CPU with AVX-512 MKL runs AVX2 while
+    oneDNN runs AVX-512 (see the module docstring); on an AMD CPU without AVX-512 both run AVX2
+    and MKL is faster again. Measured on 2 cores with ``TREEGRPO_ONEDNN=0`` against ``=1`` when
+    these defaults were set: the default job's RL step 10 s with MKL vs 13 s with oneDNN on a
+    Xeon (the warm start's SFT step 0.33 vs 0.48 s), 8.6-9.9 s vs 10.1-10.7 s on an AVX2 EPYC
+    (60 SFT updates 28-29 s vs 31-33 s). Other CPUs (unmeasured) keep oneDNN.
+    ``TREEGRPO_ONEDNN`` overrides: "1" wherever supported, "0" never."""
     choice = os.environ.get(ENV, "auto")
     if choice == "0" or not supported(model):
         return False
@@ -77,12 +79,12 @@ def engine_mode(model: nn.Module) -> bool | Literal["decode"]:
     ``preferred``; else, on a ``supported`` model at least ``DECODE_MIN_WIDTH`` wide (unless
     ``TREEGRPO_ONEDNN=0``), only in decode steps ("decode"); else nowhere (False).
 
-    Measured on 2 cores of an Intel Xeon (BENCHMARKS.md, "Linear layers on CPU"): a
-    decode step computes one token for a few dozen rows, where the packed products beat MKL
-    even on AVX-512; the cached tree rollouts of ``bench/rollout.py``'s 512-wide model ran
-    1.17x faster with packed weights at decode only (25.3 → 21.6 s) and not faster with them
-    everywhere (25.3 s: MKL is faster at prefill there), while the 128-wide model of the
-    default job decoded 11% slower packed (7.97 → 8.88 s for 48 prompts)."""
+    Measured on 2 cores of an Intel Xeon when this default was set: a decode step computes one
+    token for a few dozen rows, where the packed products beat MKL even on AVX-512; the cached
+    tree rollouts of ``bench/rollout.py``'s 512-wide model ran 1.17x faster with packed weights
+    at decode only (25.3 → 21.6 s) and not faster with them everywhere (25.3 s: MKL is faster
+    at prefill there), while the 128-wide model of the default job decoded 11% slower packed
+    (7.97 → 8.88 s for 48 prompts)."""
     if preferred(model):
         return True
     if os.environ.get(ENV, "auto") == "0" or not supported(model):
