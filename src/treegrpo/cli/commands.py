@@ -183,8 +183,8 @@ def train(
     data: DataConfig,
     cluster: ClusterConfig,
     health: HealthConfig,
-) -> None:
     config_sections: tuple[str, ...],
+) -> None:
     """`treegrpo train` (``treegrpo.cli.train`` documents the flags; ``config_sections``: the
     sections the config file sets, which ``treegrpo.cli`` read)."""
     job = "data" if data.train_files or "data" in config_sections else "embedded"

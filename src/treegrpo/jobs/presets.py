@@ -125,14 +125,14 @@ class DataConfig(Checked):
     top_p: float = 0.95
     """Nucleus sampling during training (the paper's 0.95)."""
 
-
-DEFAULT_DATA = DataConfig()
-
     def _check(self) -> None:
         # Names, paths and train_weights against train_files: treegrpo.jobs.data.check_data.
         check_ranges(self, eval_questions=">= 1", max_turns=">= 0", topk=">= 1")
         check_ranges(self, max_new_tokens=">= 1", max_obs_tokens=">= 1", max_context=">= 1")
         check_ranges(self, temperature="> 0", top_p="in (0, 1]")
+
+
+DEFAULT_DATA = DataConfig()
 
 # The sections of a `treegrpo train --config` file (configs/*.yaml) and their defaults: the
 # embedded preset. `treegrpo bench budget --config` reads the same files.
