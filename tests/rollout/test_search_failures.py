@@ -1,7 +1,8 @@
 """A retriever that fails mid-rollout: a search that cannot be answered becomes an observation
-that says so and the episode goes on; too many failed searches stop the step before its update;
-a real `treegrpo serve` killed and restarted during a rollout costs the rollout nothing (the
-client's retries ride through the restart)."""
+that says so and the episode goes on; a batch where only some searches fail fails only those;
+too many failed searches stop the step before its update; a real `treegrpo serve` killed and
+restarted during a rollout costs the rollout nothing (the client's retries ride through the
+restart)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -20,6 +22,7 @@ import pytest
 import torch
 
 from agent_fixtures import CORPUS, PEOPLE, Agent, WordTool, trained_agent, trees_by_prompt
+from tests.tools.live import LiveServer
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.hf import HFEngine
@@ -28,8 +31,10 @@ from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.source import LocalRollout
 from treegrpo.tools.base import Passage, SearchFailed, SearchTool
+from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.corpus import write_corpus
 from treegrpo.tools.http_client import RemoteRetriever
+from treegrpo.tools.server import create_app
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
 from treegrpo.train.step import Batch, rl_step
@@ -75,6 +80,61 @@ def test_a_failed_search_becomes_an_observation_and_the_episodes_go_on(agent: Ag
     assert answered and all(s.passages for s in answered)  # later searches were answered
     # every episode still ran to a leaf: as many leaves as without the failure
     assert len(ro.forest.leaves()) == len(roll(agent, WordTool()).forest.leaves())
+
+
+class RefusesQueries:
+    """``tool``, but the queries naming ``who`` fail alone, as ``RemoteRetriever`` reports a
+    server that refuses some queries of a batch: ``SearchFailed.results`` holds the others'
+    passages (None when every query of the call failed)."""
+
+    def __init__(self, tool: SearchTool, who: str) -> None:
+        self.tool, self.who, self.partial = tool, who, 0
+
+    def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
+        found = self.tool.search(queries, topk)
+        bad = [self.who in q for q in queries]
+        if not any(bad):
+            return found
+        results = [None if b else hits for b, hits in zip(bad, found, strict=True)]
+        self.partial += not all(bad)
+        raise SearchFailed(f"{sum(bad)} refused", None if all(bad) else results)
+
+
+def assert_only_refused_searches_failed(
+    agent: Agent, ro: Rollout, refused: Callable[[str], bool], tool: SearchTool
+) -> None:
+    """Each searched step failed exactly when its query was refused; a failed one reads the
+    failed-search observation, an answered one the passages ``tool`` finds for it alone."""
+    searched = [s for s in ro.steps if s.searched]
+    failed = [s for s in searched if s.search_failed]
+    assert 0 < len(failed) < len(searched)
+    for s in searched:
+        assert s.search_failed == refused(s.action.text), s.action.text
+        if s.search_failed:
+            assert s.obs_ids == agent.protocol.failed_search_ids() and not s.passages
+        else:
+            contents = [p.contents for p in tool.search([s.action.text], LIMITS.topk)[0]]
+            assert s.passages == contents and s.obs_ids == agent.protocol.observation_ids(contents)
+
+
+@pytest.mark.slow
+def test_only_the_refused_searches_of_a_batch_fail(agent: Agent) -> None:
+    tool = RefusesQueries(WordTool(), "Berta")
+    ro = roll(agent, tool)
+    assert tool.partial  # a call where the others were answered
+    assert_only_refused_searches_failed(agent, ro, lambda q: "Berta" in q, WordTool())
+    # every episode still ran to a leaf: as many leaves as without the failure
+    assert len(ro.forest.leaves()) == len(roll(agent, WordTool()).forest.leaves())
+
+
+@pytest.mark.slow
+def test_a_query_too_long_for_the_server_fails_alone(agent: Agent) -> None:
+    limit = len("Alan born")  # "Berta born" and longer are refused (HTTP 422)
+    local = BM25Retriever(CORPUS, use_cache=False)
+    app = create_app(BM25Retriever(CORPUS, use_cache=False), max_query_chars=limit)
+    with LiveServer(app) as server, RemoteRetriever(server.url, retries=0) as remote:
+        ro = roll(agent, remote)
+    assert_only_refused_searches_failed(agent, ro, lambda q: len(q) > limit, local)
 
 
 @pytest.mark.slow

@@ -19,7 +19,9 @@ for the tokens it adds.
 
 A search the tool cannot answer (``SearchFailed``: the retriever is down, timed out after its
 retries, or refused the request) becomes an observation that says so, and the episode goes on;
-the step records it (``StepRecord.search_failed``) for the trainer's failure count.
+the step records it (``StepRecord.search_failed``) for the trainer's failure count. When the
+tool answered some searches of the batch (``SearchFailed.results``), those get their passages
+and only the others fail.
 
 Randomness is per prompt: every step of every branch samples from a stream of its own, seeded
 by (seed, prompt key, tree, branch, depth) (``StepRequest.seed``), and each tree draws its
@@ -166,13 +168,16 @@ class _Runner:
             if a.kind == "search" and not finals[i] and r.tokens
         ]
         found: list[list[Passage]] = []
-        failed = False
+        failed: set[int] = set()  # episodes whose search could not be answered
         try:
             if searching:
                 found = self.tool.search([actions[i].text for i in searching], self.limits.topk)
         except SearchFailed as exc:  # the retriever is down or refused: the episodes go on
-            log.warning("%d searches failed: %s", len(searching), exc)
-            found, failed = [[] for _ in searching], True
+            # exc.results: each search's passages, None where it failed (None: all of them)
+            answers = exc.results or [None] * len(searching)
+            found = [hits or [] for hits in answers]
+            failed = {i for i, hits in zip(searching, answers, strict=True) if hits is None}
+            log.warning("%d of %d searches failed: %s", len(failed), len(searching), exc)
         passages = dict(zip(searching, ([p.contents for p in hits] for hits in found), strict=True))
 
         nxt = []
@@ -183,7 +188,7 @@ class _Runner:
             if not done:
                 if i not in passages:
                     obs = self.protocol.invalid_ids()
-                elif failed:
+                elif i in failed:
                     obs = self.protocol.failed_search_ids()
                 else:
                     obs = self.protocol.observation_ids(passages[i])
@@ -198,7 +203,7 @@ class _Runner:
                 r.finish,
                 final=finals[i],
                 searched=i in passages,
-                search_failed=failed and i in passages,
+                search_failed=i in failed,
                 passages=passages.get(i, []),
                 processed=r.processed,
                 reused=r.reused,
