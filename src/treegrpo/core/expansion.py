@@ -1,0 +1,370 @@
+"""Expansion selectors: which nodes a tree branches from in one expansion round.
+
+Tree-GRPO (arXiv 2509.21240; ALGORITHM.md §2, step 2) picks the N nodes of a round uniformly
+with replacement among the root and the non-leaf steps of each tree. That is the default here
+(``uniform``); the other rules are opt-in alternatives that spend the same N expansions where a
+branch is more likely to teach something:
+
+``uniform``   p(v) = 1/|C_t| over the candidates C_t of tree t (root and non-leaf steps).
+``no-root``   p(v) = 1/|C_t \\ {root}|; the root only when it is the tree's only candidate.
+              Expanding the root is a fresh chain that shares only the prompt, so this is the
+              ablation without "another chain" expansions.
+``entropy``   p(v) ∝ exp(s_v / τ) · ρ^(r_v + h_v), where s_v is the policy's surprise where the
+              next step after v begins (see ``surprise``), τ the temperature, ρ the repeat
+              penalty, r_v the times v was already expanded, h_v = 1 when v's parent was a
+              high-entropy branch point (AEPO's penalty on consecutive high-entropy branching,
+              Dong et al. 2025, arXiv 2510.14545). τ → 0 picks the highest-surprise node, τ → ∞
+              is ``uniform``.
+``informed``  p(v) ∝ p̂_v (1 − p̂_v) + c / √(1 + n_v), where p̂_v is a Beta-posterior estimate of
+              the success rate below v whose prior mean is the prompt's success rate (see
+              ``informed``): branch where the subtree is likely to end in mixed rewards, the
+              only trees with an intra-tree signal.
+
+Every rule has one signature, ``rule(forest, n, rngs, stats, **params) -> Picks``, and
+``choose(rule, ...)`` dispatches by name. Each tree draws from its own generator (one generator
+shared by all trees, drawing tree by tree, is accepted too), so seeded generators give the same
+picks every time. Shapes use ``core.tree``'s letters: N nodes, T trees, n picks per tree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Literal, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+from treegrpo.core.tree import Forest, IntArray, Rng
+
+FloatArray = npt.NDArray[np.float64]
+Rule = Literal["uniform", "no-root", "entropy", "informed"]
+RULES: tuple[str, ...] = get_args(Rule)
+
+
+@dataclass(frozen=True)
+class NodeStats:
+    """What the rules read about the nodes, indexed by node id; a rule that needs a field the
+    caller left None raises a ValueError naming it.
+
+    ``logprobs[v]``: log p of each token the policy sampled in node v's own step, in order
+    ([] for a root, which has no step). The engines return them with every step, so the
+    ``entropy`` rule costs no extra forward pass. ``rewards``: (N,) each leaf's reward, NaN where
+    not scored (every non-leaf, and leaves the caller did not score).
+    """
+
+    logprobs: Sequence[Sequence[float]] | None = None  # [N][tokens of the node's step]
+    rewards: FloatArray | None = None  # (N,)
+
+
+@dataclass(frozen=True)
+class Picks:
+    """The nodes a round expands and why each was picked.
+
+    ``nodes``: (T, n) node ids, one row per tree in tree-id order. ``reasons``: [T][n] a short
+    text per pick ("uniform", "entropy 2.31 (rank 1)", "p̂=0.50 from 2 leaves", "unexplored").
+    """
+
+    nodes: IntArray  # (T, n)
+    reasons: tuple[tuple[str, ...], ...]  # [T][n]
+
+
+Selector = Callable[..., Picks]
+
+
+# ------------------------------------------------------------------------------------- rules
+def uniform(forest: Forest, n: int, rngs: Rng, stats: NodeStats | None = None) -> Picks:
+    """p(v) = 1/|C_t| for v in C_t, the root and non-leaf steps of tree t (ALGORITHM.md §2).
+
+    Exactly ``Forest.choose_expansions``: the same generators give the same picks.
+    """
+    nodes = forest.choose_expansions(_check_n(n), rngs)  # (T, n)
+    return Picks(nodes, tuple(("uniform",) * n for _ in range(len(nodes))))
+
+
+def no_root(forest: Forest, n: int, rngs: Rng, stats: NodeStats | None = None) -> Picks:
+    """p(v) = 1/|C_t \\ {root_t}| over the non-leaf steps of tree t; the root only when the tree
+    has no other candidate (its chain is a single step)."""
+    gens = _gens(forest, rngs, n)
+    nodes = np.empty((forest.n_trees, n), dtype=np.int64)  # (T, n)
+    reasons: list[tuple[str, ...]] = []
+    for t in range(forest.n_trees):
+        cand = forest.expansion_candidates(t)[1:]  # the root comes first (lowest id of its tree)
+        why = "uniform (no root)"
+        if len(cand) == 0:
+            cand, why = forest.roots[t : t + 1], "root (no other candidate)"
+        nodes[t] = cand[gens[t].integers(0, len(cand), size=n)]
+        reasons.append((why,) * n)
+    return Picks(nodes, tuple(reasons))
+
+
+def entropy(
+    forest: Forest,
+    n: int,
+    rngs: Rng,
+    stats: NodeStats | None = None,
+    *,
+    k: int = 8,
+    temperature: float = 1.0,
+    repeat_penalty: float = 0.5,
+) -> Picks:
+    """Branch where the policy was uncertain as the next step began.
+
+    For each candidate v of tree t, s_v = ``surprise``(v, k): the mean of −log p over the first
+    k sampled tokens of the step that followed v (its first child; for the root, the first step
+    of the initial chain). −log p of a sampled token is a one-sample unbiased estimate of the
+    token distribution's entropy. The n picks are drawn one after another, each with
+
+        p(v) ∝ exp(s_v / τ) · ρ^(r_v + h_v)
+
+    r_v: times v was already expanded (its children beyond the first, from earlier rounds, plus
+    its picks earlier in this round); h_v = 1 when v's parent p was expanded already (so
+    counted) and was a high-entropy pick, s_p ≥ mean of s over C_t, else 0. The second factor
+    is AEPO's penalty on consecutive high-entropy branching (Dong et al. 2025, "Agentic
+    Entropy-Balanced Policy Optimization", arXiv 2510.14545), kept simple: it spreads the picks
+    instead of stacking them down one uncertain path. τ = ``temperature`` > 0, ρ =
+    ``repeat_penalty`` in (0, 1] (1: no penalty). A node whose following step has no tokens
+    scores s = 0. Reason: "entropy 2.31 (rank 1)", the rank of s_v among C_t (1 = highest).
+    """
+    if k < 1:
+        raise ValueError(f"entropy: k must be >= 1, got {k}")
+    if not temperature > 0:
+        raise ValueError(f"entropy: temperature must be > 0, got {temperature}")
+    if not 0 < repeat_penalty <= 1:
+        raise ValueError(f"entropy: repeat_penalty must be in (0, 1], got {repeat_penalty}")
+    gens = _gens(forest, rngs, n)
+    surprise = branch_surprise(forest, _need_logprobs(forest, stats, "entropy"), k)  # (N,)
+    log_rho = math.log(repeat_penalty)
+    nodes = np.empty((forest.n_trees, n), dtype=np.int64)  # (T, n)
+    reasons: list[tuple[str, ...]] = []
+    for t in range(forest.n_trees):
+        cand = forest.expansion_candidates(t)
+        s = surprise[cand]  # (C,)
+        rank = {int(v): 1 + int((s > s[i]).sum()) for i, v in enumerate(cand)}
+        high = s >= s.mean()  # (C,) high-entropy candidates
+        index = {int(v): i for i, v in enumerate(cand)}
+        parent = forest.parent[cand]  # (C,)
+        expanded = np.array([max(len(forest.children(int(v))) - 1, 0) for v in cand], np.int64)
+        row: list[str] = []
+        for j in range(n):
+            # h_v: the parent is a candidate of this tree that was expanded and is high-entropy
+            h = np.array(
+                [p >= 0 and expanded[index[int(p)]] > 0 and high[index[int(p)]] for p in parent]
+            )
+            logits = s / temperature + (expanded + h) * log_rho  # (C,)
+            w = np.exp(logits - logits.max())
+            i = int(gens[t].choice(len(cand), p=w / w.sum()))
+            nodes[t, j] = cand[i]
+            expanded[i] += 1
+            row.append(f"entropy {s[i]:.2f} (rank {rank[int(cand[i])]})")
+        reasons.append(tuple(row))
+    return Picks(nodes, tuple(reasons))
+
+
+def informed(
+    forest: Forest,
+    n: int,
+    rngs: Rng,
+    stats: NodeStats | None = None,
+    *,
+    threshold: float = 0.5,
+    bonus: float = 0.25,
+    prior_strength: float = 2.0,
+) -> Picks:
+    """Branch where the subtree is likely to end in mixed rewards.
+
+    A leaf succeeds when its reward ≥ ``threshold`` (0.5: a correct answer under Search-R1's EM
+    reward, whose wrong answers score at most the 0.2 format bonus). For prompt P, with S_P
+    successes among its N_P scored leaves, the prompt's rate is the Beta(1, 1) posterior mean
+
+        μ_P = (S_P + 1) / (N_P + 2).
+
+    For a candidate v with s_v successes among n_v scored leaves below it, a Beta prior of mean
+    μ_P and strength κ = ``prior_strength`` (κ = 2, μ = 1/2 is Beta(1, 1)) gives
+
+        p̂_v = (κ μ_P + s_v) / (κ + n_v),
+        w_v = p̂_v (1 − p̂_v) + c / √(1 + n_v),      p(v) ∝ w_v over C_t,
+
+    c = ``bonus``. The first term is largest at p̂ = 1/2 (a subtree that may go either way),
+    the second favours nodes with few or no scored leaves below (UCB-like exploration). The M
+    roots of a prompt are one state (the prompt), so a root's leaves are all the prompt's
+    scored leaves, across its trees. The prior carries the siblings across the M trees: after
+    the initial chains every non-root node has one leaf below it, and an all-right or all-wrong
+    prompt pulls its nodes' p̂ towards 0 or 1. Within one chain all non-root nodes share their
+    leaf, so they tie and the rule tells them apart only after a round has branched (L ≥ 2).
+    The n picks are independent draws. Reason: "p̂=0.50 from 2 leaves", or "unexplored" when no
+    scored leaf lies below v.
+    """
+    if bonus < 0:
+        raise ValueError(f"informed: bonus must be >= 0, got {bonus}")
+    if not prior_strength > 0:
+        raise ValueError(f"informed: prior_strength must be > 0, got {prior_strength}")
+    gens = _gens(forest, rngs, n)
+    rewards = _need_rewards(forest, stats)  # (N,)
+    scored = forest.is_leaf & ~np.isnan(rewards)  # (N,)
+    success = scored & (np.nan_to_num(rewards, nan=-np.inf) >= threshold)  # (N,)
+    by_prompt: dict[int, tuple[int, int]] = {}  # prompt id → (successes, scored leaves)
+    for p in np.unique(forest.prompt_id).tolist():
+        mine = forest.prompt_id == p
+        by_prompt[p] = (int(success[mine].sum()), int(scored[mine].sum()))
+    nodes = np.empty((forest.n_trees, n), dtype=np.int64)  # (T, n)
+    reasons: list[tuple[str, ...]] = []
+    for t in range(forest.n_trees):
+        cand = forest.expansion_candidates(t)
+        wins, seen = by_prompt[int(forest.prompt_id[cand[0]])]
+        mu = (wins + 1) / (seen + 2)
+        w = np.empty(len(cand))  # (C,)
+        why: list[str] = []
+        for i, v in enumerate(cand.tolist()):
+            if forest.parent[v] < 0:
+                s_v, n_v = wins, seen
+            else:
+                below = forest.descendant_leaves(v)
+                s_v, n_v = int(success[below].sum()), int(scored[below].sum())
+            p_hat = (prior_strength * mu + s_v) / (prior_strength + n_v)
+            w[i] = p_hat * (1 - p_hat) + bonus / math.sqrt(1 + n_v)
+            leaves = "leaf" if n_v == 1 else "leaves"
+            why.append(f"p̂={p_hat:.2f} from {n_v} {leaves}" if n_v else "unexplored")
+        if w.sum() <= 0:  # bonus 0 and every p̂ at 0 or 1 cannot happen (κ > 0); guard anyway
+            w[:] = 1.0
+        pick = gens[t].choice(len(cand), size=n, p=w / w.sum())  # (n,)
+        nodes[t] = cand[pick]
+        reasons.append(tuple(why[i] for i in pick.tolist()))
+    return Picks(nodes, tuple(reasons))
+
+
+SELECTORS: dict[str, Selector] = {
+    "uniform": uniform,
+    "no-root": no_root,
+    "entropy": entropy,
+    "informed": informed,
+}
+PARAMS: dict[str, tuple[str, ...]] = {
+    "uniform": (),
+    "no-root": (),
+    "entropy": ("k", "temperature", "repeat_penalty"),
+    "informed": ("threshold", "bonus", "prior_strength"),
+}
+
+
+def choose(
+    rule: str,
+    forest: Forest,
+    n: int,
+    rngs: Rng,
+    stats: NodeStats | None = None,
+    **params: float,
+) -> Picks:
+    """Pick ``n`` expansion nodes per tree of ``forest`` with ``rule`` (one of ``RULES``);
+    ``params``: the rule's own (see ``PARAMS``). Returns ``Picks`` with (T, n) node ids."""
+    if rule not in SELECTORS:
+        raise ValueError(f"unknown expansion rule {rule!r}; choose one of {', '.join(RULES)}")
+    unknown = sorted(set(params) - set(PARAMS[rule]))
+    if unknown:
+        takes = ", ".join(PARAMS[rule]) or "none"
+        raise ValueError(f"expansion rule {rule!r} takes no {', '.join(unknown)} (takes: {takes})")
+    return SELECTORS[rule](forest, n, rngs, stats, **params)
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """An expansion rule and its parameters, as plain values (a ``TreeShape`` carries one to the
+    sampler and its workers). Only the rule's own parameters are used (``params``)."""
+
+    rule: Rule = "uniform"
+    k: int = 8  # entropy: tokens of the following step whose surprise is averaged
+    temperature: float = 1.0  # entropy: softmax temperature τ over the surprise
+    repeat_penalty: float = 0.5  # entropy: factor ρ per repeat / high-entropy parent
+    threshold: float = 0.5  # informed: a leaf with reward >= threshold is a success
+    bonus: float = 0.25  # informed: exploration bonus c of c/√(1 + n)
+    prior_strength: float = 2.0  # informed: κ, pseudo-leaves of the prompt-rate prior
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(
+                f"unknown expansion rule {self.rule!r}; choose one of {', '.join(RULES)}"
+            )
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.repeat_penalty <= 1:
+            raise ValueError(f"repeat_penalty must be in (0, 1], got {self.repeat_penalty}")
+        if self.bonus < 0:
+            raise ValueError(f"bonus must be >= 0, got {self.bonus}")
+        if not self.prior_strength > 0:
+            raise ValueError(f"prior_strength must be > 0, got {self.prior_strength}")
+
+    def params(self) -> dict[str, float]:
+        """The rule's own parameters, as ``choose`` takes them."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: values[name] for name in PARAMS[self.rule]}
+
+    @property
+    def needs_logprobs(self) -> bool:
+        return self.rule == "entropy"
+
+    @property
+    def needs_rewards(self) -> bool:
+        return self.rule == "informed"
+
+
+# ---------------------------------------------------------------------------- statistics
+def surprise(logprobs: Sequence[float], k: int) -> float:
+    """s = −(1/k') Σ_{i<k'} log p_i over the first k' = min(k, len) sampled tokens; 0 when the
+    step has no tokens. E[−log p(x)] over x ~ p is the entropy H(p), so each term is an unbiased
+    one-sample estimate of the entropy at that position."""
+    head = list(logprobs[:k])
+    return -float(np.mean(head)) if head else 0.0
+
+
+def branch_surprise(forest: Forest, logprobs: Sequence[Sequence[float]], k: int) -> FloatArray:
+    """(N,) for each node, ``surprise`` of the step that followed it (its first child, the step
+    that continued the chain the node was sampled in); 0 for a node without children."""
+    out = np.zeros(forest.n_nodes)  # (N,)
+    for v in range(forest.n_nodes):
+        kids = forest.children(v)
+        if kids:
+            out[v] = surprise(logprobs[kids[0]], k)
+    return out
+
+
+# ------------------------------------------------------------------------------- helpers
+def _check_n(n: int) -> int:
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    return n
+
+
+def _gens(forest: Forest, rngs: Rng, n: int) -> Sequence[np.random.Generator]:
+    _check_n(n)
+    if isinstance(rngs, np.random.Generator):
+        return [rngs] * forest.n_trees
+    if len(rngs) != forest.n_trees:
+        raise ValueError(f"{len(rngs)} generators for {forest.n_trees} trees")
+    return rngs
+
+
+def _need_logprobs(forest: Forest, stats: NodeStats | None, rule: str) -> Sequence[Sequence[float]]:
+    if stats is None or stats.logprobs is None:
+        raise ValueError(f"the {rule} rule needs stats.logprobs (each node's sampled log-probs)")
+    if len(stats.logprobs) != forest.n_nodes:
+        raise ValueError(
+            f"stats.logprobs has {len(stats.logprobs)} entries for {forest.n_nodes} nodes"
+        )
+    return stats.logprobs
+
+
+def _need_rewards(forest: Forest, stats: NodeStats | None) -> FloatArray:
+    if stats is None or stats.rewards is None:
+        raise ValueError(
+            "the informed rule needs stats.rewards (each leaf's reward, NaN where unscored): "
+            "give the sampler a way to score leaves"
+        )
+    rewards = np.asarray(stats.rewards, dtype=np.float64)
+    if rewards.shape != (forest.n_nodes,):
+        raise ValueError(
+            f"stats.rewards has shape {rewards.shape}, expected ({forest.n_nodes},): one per node"
+        )
+    return rewards
