@@ -53,7 +53,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     monkeypatch.setattr(embedded, "run_embedded", fake_run)
     monkeypatch.setattr(embedded, "before_after_table", lambda before, after: "")
     monkeypatch.setattr(datarun, "run_data", fake_data)
-    monkeypatch.setattr(datarun, "prepare_inputs", lambda data: None)  # reads nothing
+    monkeypatch.setattr(datarun, "read_questions", lambda data: None)  # reads nothing
+    monkeypatch.setattr(datarun, "prepare_inputs", lambda data, questions: None)
     return seen
 
 

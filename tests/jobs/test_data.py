@@ -34,6 +34,7 @@ def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: 
     summary = json.loads((out / "summary.json").read_text())
     # 3 of 4 test questions, evenly spaced; the first is asked in train too, so left out there
     assert summary["questions"] == {"train": 5, "held_out": 3, "dropped": 1}
+    assert "left 1 training questions out: they are held out" in (out / "train.log").read_text()
     for name in ("before", "after"):
         report = json.loads((out / f"eval-{name}.json").read_text())
         assert report["overall"]["n"] == 3 and summary[name]["overall"] == report["overall"]

@@ -15,6 +15,7 @@ from agent_fixtures import TINY_WARM
 from treegrpo.jobs.embedded import rl_and_eval_worlds, run_embedded
 from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
 from treegrpo.train.checkpoint import latest_checkpoint
+from treegrpo.viz.report import with_held_out
 from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, warm_start
 
 
@@ -22,7 +23,10 @@ from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, warm_start
 def test_the_default_job_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "run"
-    run = replace(DEFAULT_RUN, out_dir=str(out), steps=2, prompts_per_step=2, save_every=1)
+    assert DEFAULT_RUN.eval_every == 5  # the default job draws held-out EM every 5 steps
+    run = replace(
+        DEFAULT_RUN, out_dir=str(out), steps=2, prompts_per_step=2, save_every=1, eval_every=1
+    )
     world = replace(DEFAULT_EMBEDDED, eval_questions=6, max_new_tokens=16)
     # two prompts of a barely trained agent often score alike on every leaf, and the default
     # leaves such prompts out of the update: train on all here, so RL visibly moves the policy
@@ -36,6 +40,12 @@ def test_the_default_job_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert summary["before"]["overall"]["n"] == summary["after"]["overall"]["n"] == 6
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
+    # held-out EM at step 1 (periodic) and at 2 (the final checkpoint's, evaluated once, after)
+    assert "eval/em" in metrics[0] and "eval/em" not in metrics[1]
+    curve = [(r["step"], r["eval/em"]) for r in with_held_out(out) if "eval/em" in r]
+    assert sorted(step for step, _ in curve) == [0, 1, 2]
+    assert dict(curve)[2] == summary["after"]["overall"]["em"]
+    assert "misses after" in (out / "report.md").read_text()
 
     # RL moved the policy but not the warm start's copying circuits (kept fixed on purpose).
     start = AutoModelForCausalLM.from_pretrained(warm_start(TINY_WARM, progress=False))

@@ -113,7 +113,9 @@ def test_killed_save_leaves_the_previous_checkpoint_usable(
 
 
 @pytest.mark.slow
-def test_a_fresh_run_never_mixes_with_a_previous_one(model_dir: Path, tmp_path: Path) -> None:
+def test_a_fresh_run_never_mixes_with_a_previous_one(
+    model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     out = tmp_path / "run"
     _train(model_dir, out, steps=2)
     with pytest.raises(ValueError, match="holds a previous run"):
@@ -124,9 +126,11 @@ def test_a_fresh_run_never_mixes_with_a_previous_one(model_dir: Path, tmp_path: 
     assert final is not None and final.name == "step-000001"  # not the old run's step 2
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1]
-    # killed before its first checkpoint: resume starts over and logs each step once
+    # killed before its first checkpoint: resume starts over, says so, and logs each step once
     (out / "checkpoints" / "step-000001").rename(out / "checkpoints" / "step-000001.tmp")
-    _train(model_dir, out, steps=1, resume=True)
+    with caplog.at_level(logging.WARNING, logger="treegrpo.train.trainer"):
+        _train(model_dir, out, steps=1, resume=True)
+    assert any("holds no checkpoint" in r.message and str(out) in r.message for r in caplog.records)
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1]
 

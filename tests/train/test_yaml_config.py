@@ -91,3 +91,4 @@ def test_shipped_presets_load_and_compare_at_one_budget() -> None:
     )
     for section in ("optim", "world", "model"):
         assert tree[section] == chain[section], section
+    assert tree["run"].eval_every == chain["run"].eval_every == 5  # as the default job

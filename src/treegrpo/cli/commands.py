@@ -44,6 +44,7 @@ from treegrpo.tools.base import SearchTool
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.dense import DenseRetriever
 from treegrpo.tools.server import serve as run_server
+from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
@@ -214,11 +215,10 @@ def train(
     # the CPU speed-ups' process-wide part (engine.cpu.speedups), before any tensor work
     start_process(resolve_device(model.device), model.cpu_speedups)
     if job == "data":
-        try:  # questions first: a broken row stops before a model loads or an index builds
-            inputs = data_job.prepare_inputs(data)
+        try:  # questions first: a broken row stops before a run directory is made
+            questions = data_job.read_questions(data)
         except (ValueError, OSError) as exc:
             raise SystemExit(f"treegrpo train: {exc}") from None
-
     try:  # before anything is written into it
         out = start_run(run)
     except ValueError as exc:
@@ -227,7 +227,18 @@ def train(
     if not (run.resume and resolved.exists()):  # a resumed run keeps its first settings file
         resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
     console = Console()
+    if run.resume and latest_checkpoint(out) is None and console.is_terminal:
+        # the trainer says so in train.log, which a terminal does not show
+        console.print(f"[yellow]--run.resume: {out} holds no checkpoint; training from step 0")
+    # train.log from here on: preparing the inputs (their warnings, a reader warm start's
+    # build) is part of the run
     with _progress_lines(out / "train.log", console):
+        if job == "data":
+            try:  # the model (a built-in one is built here) and the search index
+                inputs = data_job.prepare_inputs(data, questions)
+            except (ValueError, OSError) as exc:
+                logging.getLogger("treegrpo").error("%s", exc)
+                raise SystemExit(f"treegrpo train: {exc}") from None
         try:
             if job == "data":
                 summary = data_job.run_data(

@@ -234,13 +234,21 @@ def held_out_questions(files: Sequence[str], n: int | None, per_file: bool) -> l
     return evenly_spaced(resolve_questions(files), n) if files else []
 
 
-def prepare_inputs(data: DataConfig) -> DataInputs:
-    """Check ``data``, read the questions, then prepare the model directory and the search tool
-    (an index is built or loaded from the cache). A training question asked word for word by a
-    held-out one (``same_question``; a validation split carved out of train, a test file that
-    repeats train rows) is left out of training and counted in ``DataInputs.dropped``. Raises
-    ValueError (bad names, bad rows) or OSError (missing files, missing packages of the
-    built-in sets)."""
+@dataclass
+class Questions:
+    """The questions of a data job, read and checked (``read_questions``)."""
+
+    train: list[list[Question]]  # per training file, held-out questions left out
+    held_out: list[Question]  # already cut to eval_questions
+    dropped: int  # training questions left out because they are held out
+
+
+def read_questions(data: DataConfig) -> Questions:
+    """Check ``data`` and read its questions: cheap, so a bad name or row stops before a run
+    directory is made. A training question asked word for word by a held-out one
+    (``same_question``; a validation split carved out of train, a test file that repeats train
+    rows) is left out of training and counted in ``dropped``. Raises ValueError (bad names, bad
+    rows) or OSError (missing files, missing packages of the built-in sets)."""
     problems = check_data(data)
     if problems:
         raise ValueError("; ".join(problems))
@@ -248,23 +256,32 @@ def prepare_inputs(data: DataConfig) -> DataInputs:
     held_out = held_out_questions(data.eval_files, data.eval_questions, data.eval_per_file)
     asked = {same_question(q.question) for q in held_out}
     kept = [[q for q in part if same_question(q.question) not in asked] for part in sets]
-    dropped = sum(len(part) for part in sets) - sum(len(part) for part in kept)
-    if dropped:
-        log.warning("left %d training questions out: they are held out", dropped)
     for name, part, left in zip(data.train_files, sets, kept, strict=True):
         if part and not left:
             raise ValueError(
                 f"data.train_files: {name}: all {len(part)} questions are also held out "
                 "(data.eval_files)"
             )
+    dropped = sum(len(part) for part in sets) - sum(len(part) for part in kept)
+    return Questions(kept, held_out, dropped)
+
+
+def prepare_inputs(data: DataConfig, questions: Questions | None = None) -> DataInputs:
+    """The questions (``read_questions``, unless given), then the model directory (a built-in
+    one is built or loaded from the cache) and the search tool (an index is built or loaded
+    from the cache). Logs how many training questions were left out as held out; callers that
+    keep a run log open it first (``treegrpo train`` does)."""
+    questions = questions or read_questions(data)
+    if questions.dropped:
+        log.warning("left %d training questions out: they are held out", questions.dropped)
     assert data.model is not None
     return DataInputs(
         resolve_model(data.model),
-        [q for part in kept for q in part],
-        held_out,
+        [q for part in questions.train for q in part],
+        questions.held_out,
         make_tool(data),
-        [f for f, part in enumerate(kept) for _ in part],
-        dropped,
+        [f for f, part in enumerate(questions.train) for _ in part],
+        questions.dropped,
     )
 
 

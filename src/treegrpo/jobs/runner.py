@@ -120,118 +120,17 @@ def run_job(
     names, with fresh rollout workers and ranks."""
     t0 = time.perf_counter()
     out = start_run(run)
-
-    def evaluate_dir(path: Path, name: str) -> Report | None:
-        if job.held_out is None:
-            return None
-        model, tokenizer = load_model(path)
-        device = resolve_device(job.eval_device)
-        report = job.held_out(model.to(device), tokenizer, model_cfg.engine)
-        write_report(report, out, name)
-        return report
-
-    saved_before = out / "eval-before.json"
-    if before is not None:
-        write_report(before, out, "eval-before")
-    elif run.resume and saved_before.exists():  # the starting model was evaluated by the first run
-        before = json.loads(saved_before.read_text())
-    else:
-        log.info("evaluating the starting model %s", job.model_dir)
-        before = evaluate_dir(job.model_dir, "eval-before")
-    if before is not None:
-        log.info("held-out EM before RL: %.3f; RL: %d steps", before["overall"]["em"], run.steps)
-    t_before = time.perf_counter() - t0
-
-    def periodic(
-        model: Any, tokenizer: Any, step: int, engine: Engine | EngineKind
-    ) -> dict[str, float]:
-        assert job.held_out is not None
-        if step == run.steps:  # the same policy as the final checkpoint, evaluated below
-            return {}
-        report = job.held_out(model, tokenizer, engine)  # the policy, with the trainer's engine
-        return {"eval/em": report["overall"]["em"], "eval/f1": report["overall"]["f1"]}
-
-    workers: list[RayRollout | FSDPLearner] = []
-
-    def rollout_workers() -> RayRollout:  # cluster.rollout_workers > 0: sampling on Ray
-        ray_rollout = start_workers(
-            cluster,
-            job.model_dir,
-            job.tool,
-            job.max_obs_tokens,
-            model_cfg.engine,
-            model_cfg.cpu_speedups,
-        )
-        workers.append(ray_rollout)
-        return ray_rollout
-
-    def train_ranks(policy: Any, optimizer: Any, scheduler: Any) -> FSDPLearner:  # FSDP2
-        learner = start_learner(
-            cluster,
-            job.model_dir,
-            model_cfg,
-            optim,
-            reference=algo.kl_coef > 0 and model_cfg.lora_rank == 0,
-            seed=run.seed,
-            policy=policy,
-            optimizer=optimizer,
-            scheduler=scheduler,
-        )
-        workers.append(learner)
-        return learner
-
-    bar = TrainProgress(run.steps) if progress else None
+    before = _evaluate_start(job, out, run, model_cfg, before)
     t1 = time.perf_counter()
-    part = run
-    try:
-        while True:
-            try:
-                train(
-                    job.model_dir,
-                    load_model,
-                    job.tool,
-                    job.items,
-                    algo,
-                    optim,
-                    job.sampling,
-                    job.limits,
-                    part,
-                    job.max_obs_tokens,
-                    evaluate=periodic if job.held_out is not None else None,
-                    on_step=bar.update if bar else None,
-                    model_cfg=model_cfg,
-                    rollout_source=rollout_workers if cluster.rollout_workers > 0 else None,
-                    learner=train_ranks if cluster.train_ranks > 0 else None,
-                    health=health,
-                    mix=job.mix,
-                )
-                break
-            except Rollback as back:  # health.action rollback: resume from a healthy checkpoint
-                log.warning("%s", back)
-                while workers:
-                    workers.pop().close()
-                discard_newer(out, Path(back.checkpoint), why="rolled-back")
-                part = replace(run, resume=True)
-    finally:
-        for w in workers:
-            w.close()
-    if bar:
-        bar.close()
-    t_train = time.perf_counter() - t1
-
+    _train_with_rollbacks(job, algo, optim, run, model_cfg, cluster, health, progress)
+    t2 = time.perf_counter()
     final = latest_checkpoint(out)
     if final is not None and job.held_out is not None:
         log.info("evaluating the final checkpoint %s", final)
-    after = evaluate_dir(final / "model", "eval-after") if final is not None else None
+    after = _evaluate_dir(job, out, model_cfg, final / "model", "eval-after") if final else None
     if after is not None:
         log.info("held-out EM after RL: %.3f", after["overall"]["em"])
-    metrics = out / "metrics.jsonl"
-    trained = metrics.is_file() and bool(metrics.read_text().strip())  # a step was logged
-    curve = None
-    if trained:
-        em = [r["overall"]["em"] if r is not None else None for r in (before, after)]
-        curve = plot_learning_curve(out, before=em[0], after=em[1])
-    seconds = {**job.seconds, "eval_before": t_before, "train": t_train}
+    seconds = {**job.seconds, "eval_before": t1 - t0, "train": t2 - t1}
     seconds["total"] = sum(job.seconds.values()) + time.perf_counter() - t0
     summary: dict[str, Any] = {
         "model_dir": str(job.model_dir),
@@ -249,6 +148,165 @@ def run_job(
         },
     }
     write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str))
+    _write_reports(job, out, before, after, seconds)
+    return summary
+
+
+def _evaluate_dir(
+    job: Job, out: Path, model_cfg: ModelConfig, path: Path, name: str
+) -> Report | None:
+    """The held-out report of the model saved in ``path``, written as ``<out>/<name>.*``."""
+    if job.held_out is None:
+        return None
+    model, tokenizer = load_model(path)
+    report = job.held_out(model.to(resolve_device(job.eval_device)), tokenizer, model_cfg.engine)
+    write_report(report, out, name)
+    return report
+
+
+def _evaluate_start(
+    job: Job, out: Path, run: RunConfig, model_cfg: ModelConfig, before: Report | None
+) -> Report | None:
+    """The starting model's held-out report: the one given, the one a resumed run's first part
+    wrote, or a fresh evaluation."""
+    saved = out / "eval-before.json"
+    if before is not None:
+        write_report(before, out, "eval-before")
+    elif run.resume and saved.exists():  # the starting model was evaluated by the first run
+        before = json.loads(saved.read_text())
+    else:
+        log.info("evaluating the starting model %s", job.model_dir)
+        before = _evaluate_dir(job, out, model_cfg, job.model_dir, "eval-before")
+    if before is not None:
+        log.info("held-out EM before RL: %.3f; RL: %d steps", before["overall"]["em"], run.steps)
+    return before
+
+
+def _periodic(job: Job, run: RunConfig) -> Callable[..., dict[str, float]] | None:
+    """The trainer's periodic evaluation (every ``run.eval_every`` steps): the policy with the
+    trainer's engine on the held-out questions; not at the last step, whose policy is the final
+    checkpoint's, evaluated after training as "after"."""
+    held_out = job.held_out
+    if held_out is None:
+        return None
+
+    def evaluate(
+        model: Any, tokenizer: Any, step: int, engine: Engine | EngineKind
+    ) -> dict[str, float]:
+        if step == run.steps:
+            return {}
+        report = held_out(model, tokenizer, engine)
+        return {"eval/em": report["overall"]["em"], "eval/f1": report["overall"]["f1"]}
+
+    return evaluate
+
+
+class _Cluster:
+    """The Ray actors of a run (``cluster``): rollout workers and FSDP2 ranks, started when the
+    trainer asks for them and closed together (after a rollback, or at the end)."""
+
+    def __init__(
+        self,
+        job: Job,
+        cluster: ClusterConfig,
+        model_cfg: ModelConfig,
+        optim: OptimConfig,
+        algo: AlgorithmConfig,
+        seed: int,
+    ) -> None:
+        self.job, self.cluster, self.model_cfg = job, cluster, model_cfg
+        self.optim, self.algo, self.seed = optim, algo, seed
+        self.actors: list[RayRollout | FSDPLearner] = []
+
+    def rollout_workers(self) -> RayRollout:
+        job, cfg = self.job, self.model_cfg
+        workers = start_workers(
+            self.cluster, job.model_dir, job.tool, job.max_obs_tokens, cfg.engine, cfg.cpu_speedups
+        )
+        self.actors.append(workers)
+        return workers
+
+    def train_ranks(self, policy: Any, optimizer: Any, scheduler: Any) -> FSDPLearner:
+        learner = start_learner(
+            self.cluster,
+            self.job.model_dir,
+            self.model_cfg,
+            self.optim,
+            reference=self.algo.kl_coef > 0 and self.model_cfg.lora_rank == 0,
+            seed=self.seed,
+            policy=policy,
+            optimizer=optimizer,
+            scheduler=scheduler,
+        )
+        self.actors.append(learner)
+        return learner
+
+    def close(self) -> None:
+        while self.actors:
+            self.actors.pop().close()
+
+
+def _train_with_rollbacks(
+    job: Job,
+    algo: AlgorithmConfig,
+    optim: OptimConfig,
+    run: RunConfig,
+    model_cfg: ModelConfig,
+    cluster: ClusterConfig,
+    health: HealthConfig,
+    progress: bool,
+) -> None:
+    """RL (``train.trainer.train``) with the job's inputs, a progress bar and the cluster's
+    actors; after a health rollback, resumed from the healthy checkpoint it names with fresh
+    actors."""
+    actors = _Cluster(job, cluster, model_cfg, optim, algo, run.seed)
+    bar = TrainProgress(run.steps) if progress else None
+    part = run
+    try:
+        while True:
+            try:
+                train(
+                    job.model_dir,
+                    load_model,
+                    job.tool,
+                    job.items,
+                    algo,
+                    optim,
+                    job.sampling,
+                    job.limits,
+                    part,
+                    job.max_obs_tokens,
+                    evaluate=_periodic(job, run),
+                    on_step=bar.update if bar else None,
+                    model_cfg=model_cfg,
+                    rollout_source=actors.rollout_workers if cluster.rollout_workers > 0 else None,
+                    learner=actors.train_ranks if cluster.train_ranks > 0 else None,
+                    health=health,
+                    mix=job.mix,
+                )
+                return
+            except Rollback as back:  # health.action rollback: resume from a healthy checkpoint
+                log.warning("%s", back)
+                actors.close()
+                discard_newer(Path(run.out_dir), Path(back.checkpoint), why="rolled-back")
+                part = replace(run, resume=True)
+    finally:
+        actors.close()
+        if bar:
+            bar.close()
+
+
+def _write_reports(
+    job: Job, out: Path, before: Report | None, after: Report | None, seconds: dict[str, float]
+) -> None:
+    """report.md (the job's lines, the learning curve, the wall time), the tree pages, the
+    evaluations' pages and report.html; a run that logged no step gets no curve."""
+    metrics = out / "metrics.jsonl"
+    trained = metrics.is_file() and bool(metrics.read_text().strip())  # a step was logged
+    curve = None
+    if trained:
+        em = [r["overall"]["em"] if r is not None else None for r in (before, after)]
+        curve = plot_learning_curve(out, before=em[0], after=em[1])
     lines = [f"# {out.name}", "", *job.report(before, after)]
     if curve is not None:
         lines += [f"![learning curve]({curve.name})", ""]
@@ -260,7 +318,6 @@ def run_job(
     write_eval_pages(out)  # the held-out chains before and after
     if trained:
         write_run_report([out], out / "report.html")
-    return summary
 
 
 def _no_rows(report: Report | None) -> Report | None:

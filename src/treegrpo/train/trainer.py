@@ -24,7 +24,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -135,90 +135,38 @@ def train(
     """
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    start_step, position = 0, 0
-    logged: list[dict[str, Any]] = []  # the steps already in metrics.jsonl (a resumed run's)
     device = resolve_device(model_cfg.device)
     amp = autocast_dtype(model_cfg.dtype, device)
-    lora = model_cfg.lora_rank > 0
-    ckpt = latest_checkpoint(out) if run.resume else None
-    if ckpt is not None:
-        _check_resumable(ckpt, lora)
-        for damaged in discard_newer(out, ckpt):
-            logger.warning("set aside %s; resuming from %s", damaged, ckpt)
-    else:
-        _start_afresh(out, run.resume, run.overwrite)
-    # LoRA trains adapters on the frozen starting model; full fine-tuning resumes from model/
-    policy, tokenizer = load_model(ckpt / "model" if ckpt and not lora else Path(model_path))
-    policy = prepare_policy(policy, model_cfg, seed=run.seed)
-    if ckpt is not None and lora:
-        load_adapter(policy, ckpt / "adapter")
-    policy.to(device)
-    reference = None
-    if algo.kl_coef > 0 and not lora and learner is None:  # LoRA: the base (adapters off) is it
-        reference, _ = load_model(Path(model_path))  # the frozen starting policy
-        reference.eval().requires_grad_(False).to(device)
-    # the CPU speed-ups (engine.cpu.speedups): routes kept on the models for the whole run, so
-    # the RL step calls them as plain PyTorch
-    fast = speedups.enabled(device, model_cfg.cpu_speedups)
-    for m in (policy, reference) if fast else ():
-        if m is not None:
-            CpuSpeedups.attach(m)
+    fast = speedups.enabled(device, model_cfg.cpu_speedups)  # engine.cpu.speedups
+    ckpt = _checkpoint_to_resume(out, run, lora=model_cfg.lora_rank > 0)
+    policy, reference, tokenizer = _load_models(
+        model_path,
+        load_model,
+        ckpt,
+        model_cfg,
+        device,
+        run.seed,
+        kl=algo.kl_coef > 0,
+        own_reference=learner is None,
+    )
     optimizer, scheduler = make_optimizer(policy, optim)
     if ckpt is not None:
-        state = load_trainer_state(ckpt)
-        optimizer.load_state_dict(state.optimizer)
-        if state.scheduler is not None:
-            scheduler.load_state_dict(state.scheduler)
-        set_rng_state(state.rng)
-        start_step, position = state.step, state.data_position
-        logged = _truncate_metrics(out / "metrics.jsonl", start_step)  # steps up to the checkpoint
-        # a rollback since this checkpoint was saved scaled the learning rate: apply it
-        _scale_lr(optimizer, scheduler, lr_scale(out) / state.extra.get("lr_scale", 1.0))
+        start_step, position, logged = _restore(ckpt, out, optimizer, scheduler)
     else:
-        config = {
-            "model_path": str(model_path),
-            "algo": asdict(algo),
-            "optim": asdict(optim),
-            "sampling": asdict(sampling),
-            "limits": asdict(limits),
-            "run": asdict(run),
-            "model": asdict(model_cfg),
-            "max_obs_tokens": max_obs_tokens,
-            "mix": list(mix),
-        }
-        (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
-
+        start_step, position, logged = 0, 0, []
+        config = {"model_path": str(model_path), "algo": algo, "optim": optim}
+        config |= {"sampling": sampling, "limits": limits, "run": run, "model": model_cfg}
+        _write_config(out, config | {"max_obs_tokens": max_obs_tokens, "mix": list(mix)})
     protocol = SearchProtocol(tokenizer, max_obs_tokens)
-    engine: Engine | EngineKind = model_cfg.engine  # what periodic evaluations generate with
-    if rollout_source is None:
-        engine = build_engine(
-            model_cfg.engine, policy, tokenizer, StepStopper(tokenizer), model_cfg.cpu_speedups
-        )
-        rollouts: RolloutSource = LocalRollout(engine, protocol, tool)
-    else:
-        rollouts = rollout_source()
-        rollouts.update_weights(policy)  # the workers start from the policy as it is now
+    rollouts, engine = _rollouts(rollout_source, policy, tokenizer, protocol, tool, model_cfg)
     update = learner(policy, optimizer, scheduler) if learner is not None else None
-    prompts = {}  # rendered once per question
-    sources = [it.source for it in items]  # [n_items]
+    batches = _Batches(items, tokenizer, mix, run)
     monitor = HealthMonitor.replay(health, logged)
     writer = _tensorboard(out / "tb", start_step)
     with open(out / "metrics.jsonl", "a") as log:
         for step in range(start_step, run.steps):
-            idx = (
-                mixed_order(sources, mix, run.seed, position, run.prompts_per_step)
-                if mix
-                else data_order(len(items), run.seed, position, run.prompts_per_step)
-            )
+            idx, batch = batches.take(position)
             position += len(idx)
-            for i in idx:
-                if i not in prompts:
-                    prompts[i] = render_prompt(tokenizer, items[i].question)
-            batch = Batch(
-                [prompts[i] for i in idx],
-                [list(items[i].golds) for i in idx],
-                [items[i].uid for i in idx],
-            )
             keep = run.forests_every > 0 and (step == 0 or (step + 1) % run.forests_every == 0)
             metrics = rl_step(
                 policy,
@@ -243,17 +191,11 @@ def train(
                 max_failed_searches=health.max_failed_searches,
             )
             speedups.release_memory(fast)  # else the heap fragments and memory grows every step
-            metrics["train/lr"] = float(scheduler.get_last_lr()[0])
             done = step + 1
+            metrics["train/lr"] = float(scheduler.get_last_lr()[0])
             if evaluate is not None and run.eval_every and done % run.eval_every == 0:
                 metrics.update(evaluate(policy, tokenizer, done, engine))
-            problems = monitor.check(done, metrics)
-            metrics["health/alarm"] = float(monitor.alarm)
-            _log(log, writer, done, metrics)
-            if problems:
-                logger.warning("step %d: %s", done, "; ".join(problems))
-            if monitor.alarm:
-                _on_alarm(out, health, monitor)
+            _watch_and_log(out, done, metrics, monitor, health, log, writer)
             if on_step is not None:
                 on_step(done, metrics)
             if done % run.save_every == 0 or done == run.steps:
@@ -274,6 +216,160 @@ def train(
     if writer is not None:
         writer.close()
     return out
+
+
+def _watch_and_log(
+    out: Path,
+    step: int,
+    metrics: dict[str, float],
+    monitor: HealthMonitor,
+    health: HealthConfig,
+    log: Any,
+    writer: Any,
+) -> None:
+    """The health alarms' verdict on the step (``train.health``), then its line in
+    metrics.jsonl, TensorBoard and the log; an alarm warns, stops or rolls back (``_on_alarm``)
+    after the step is logged."""
+    problems = monitor.check(step, metrics)
+    metrics["health/alarm"] = float(monitor.alarm)
+    _log(log, writer, step, metrics)
+    if problems:
+        logger.warning("step %d: %s", step, "; ".join(problems))
+    if monitor.alarm:
+        _on_alarm(out, health, monitor)
+
+
+def _checkpoint_to_resume(out: Path, run: RunConfig, lora: bool) -> Path | None:
+    """The newest complete checkpoint when ``run.resume`` (damaged newer ones set aside), else
+    None after clearing what a previous run left (``_start_afresh``). Resuming a directory that
+    holds no checkpoint (a run killed before its first, or a mistyped path) starts from step 0
+    and says so."""
+    ckpt = latest_checkpoint(out) if run.resume else None
+    if ckpt is not None:
+        _check_resumable(ckpt, lora)
+        for damaged in discard_newer(out, ckpt):
+            logger.warning("set aside %s; resuming from %s", damaged, ckpt)
+        return ckpt
+    if run.resume:
+        logger.warning(
+            "--run.resume: %s holds no checkpoint (checkpoints/step-*); training from step 0. "
+            "Check --run.out-dir if a run was expected there",
+            out,
+        )
+    _start_afresh(out, run.resume, run.overwrite)
+    return None
+
+
+def _load_models(
+    model_path: str | Path,
+    load_model: Callable[[Path], tuple[Any, Any]],
+    ckpt: Path | None,
+    model_cfg: ModelConfig,
+    device: torch.device,
+    seed: int,
+    kl: bool,
+    own_reference: bool,
+) -> tuple[Any, Any | None, Any]:
+    """The policy (LoRA-wrapped or not, from the checkpoint when resuming), the frozen reference
+    policy when the KL term needs one here, and the tokenizer, on ``device`` with the CPU
+    speed-ups attached. LoRA trains adapters on the frozen starting model and resumes from its
+    saved adapter; full fine-tuning resumes from model/. A LoRA policy's base (adapters off) is
+    its own reference; ``own_reference`` False: the training ranks hold it."""
+    lora = model_cfg.lora_rank > 0
+    policy, tokenizer = load_model(ckpt / "model" if ckpt and not lora else Path(model_path))
+    policy = prepare_policy(policy, model_cfg, seed=seed)
+    if ckpt is not None and lora:
+        load_adapter(policy, ckpt / "adapter")
+    policy.to(device)
+    reference = None
+    if kl and not lora and own_reference:
+        reference, _ = load_model(Path(model_path))  # the frozen starting policy
+        reference.eval().requires_grad_(False).to(device)
+    # the CPU speed-ups (engine.cpu.speedups): routes kept on the models for the whole run, so
+    # the RL step calls them as plain PyTorch
+    if speedups.enabled(device, model_cfg.cpu_speedups):
+        for m in (policy, reference):
+            if m is not None:
+                CpuSpeedups.attach(m)
+    return policy, reference, tokenizer
+
+
+def _restore(
+    ckpt: Path, out: Path, optimizer: torch.optim.Optimizer, scheduler: Any
+) -> tuple[int, int, list[dict[str, Any]]]:
+    """Load the checkpoint's optimizer, scheduler and RNG states; return its step, its data
+    position and the metrics.jsonl rows up to it (later ones, a killed attempt's, are cut)."""
+    state = load_trainer_state(ckpt)
+    optimizer.load_state_dict(state.optimizer)
+    if state.scheduler is not None:
+        scheduler.load_state_dict(state.scheduler)
+    set_rng_state(state.rng)
+    logged = _truncate_metrics(out / "metrics.jsonl", state.step)
+    # a rollback since this checkpoint was saved scaled the learning rate: apply it
+    _scale_lr(optimizer, scheduler, lr_scale(out) / state.extra.get("lr_scale", 1.0))
+    return state.step, state.data_position, logged
+
+
+def _write_config(out: Path, config: dict[str, Any]) -> None:
+    """config.json: the run's settings (dataclasses as dicts)."""
+    plain = {
+        k: asdict(v) if is_dataclass(v) and not isinstance(v, type) else v
+        for k, v in config.items()
+    }
+    (out / "config.json").write_text(json.dumps(plain, indent=2, default=str))
+
+
+def _rollouts(
+    rollout_source: Callable[[], RolloutSource] | None,
+    policy: Any,
+    tokenizer: Any,
+    protocol: SearchProtocol,
+    tool: SearchTool,
+    model_cfg: ModelConfig,
+) -> tuple[RolloutSource, Engine | EngineKind]:
+    """Where the forests come from (this process's engine on the policy, or the rollout
+    workers, which get the policy's weights now) and what periodic evaluations generate with
+    (that engine, or the kind of engine to build)."""
+    if rollout_source is not None:
+        rollouts = rollout_source()
+        rollouts.update_weights(policy)  # the workers start from the policy as it is now
+        return rollouts, model_cfg.engine
+    engine = build_engine(
+        model_cfg.engine, policy, tokenizer, StepStopper(tokenizer), model_cfg.cpu_speedups
+    )
+    return LocalRollout(engine, protocol, tool), engine
+
+
+class _Batches:
+    """Each step's prompts: the data order (``data_order``, or ``mixed_order`` with ``mix``), a
+    pure function of the seed and the position in it, so a resumed run draws what it would
+    have; prompts rendered once per question."""
+
+    def __init__(
+        self, items: Sequence[TrainItem], tokenizer: Any, mix: Sequence[float], run: RunConfig
+    ) -> None:
+        self.items, self.tokenizer, self.mix, self.run = items, tokenizer, mix, run
+        self.sources = [it.source for it in items]  # [n_items]
+        self.prompts: dict[int, list[int]] = {}
+
+    def take(self, position: int) -> tuple[list[int], Batch]:
+        """The item indices and the batch of the step that starts at ``position``."""
+        n, seed = self.run.prompts_per_step, self.run.seed
+        idx = (
+            mixed_order(self.sources, self.mix, seed, position, n)
+            if self.mix
+            else data_order(len(self.items), seed, position, n)
+        )
+        for i in idx:
+            if i not in self.prompts:
+                self.prompts[i] = render_prompt(self.tokenizer, self.items[i].question)
+        items = [self.items[i] for i in idx]
+        batch = Batch(
+            [self.prompts[i] for i in idx],
+            [list(it.golds) for it in items],
+            [it.uid for it in items],
+        )
+        return list(idx), batch
 
 
 def _forest_keeper(

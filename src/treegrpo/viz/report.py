@@ -43,7 +43,7 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def _with_held_out(run_dir: Path) -> list[dict[str, Any]]:
+def with_held_out(run_dir: Path) -> list[dict[str, Any]]:
     """The run's metrics plus held-out EM before RL (step 0) and after it (the last step) from
     ``eval-before.json`` and ``eval-after.json``, where the run has them, as points of the
     held-out EM curve."""
@@ -137,7 +137,7 @@ def _relative(path: Path, start: Path) -> str:
 
 def render_report(run_dirs: Sequence[Path], out: Path) -> str:
     """One run's report, or several side by side, for a page written to ``out``."""
-    runs = {Path(d).name: _with_held_out(Path(d)) for d in run_dirs}
+    runs = {Path(d).name: with_held_out(Path(d)) for d in run_dirs}
     if len(runs) != len(run_dirs):
         raise ValueError("runs to compare need different directory names")
     png = base64.b64encode(curves_png(runs)).decode()
