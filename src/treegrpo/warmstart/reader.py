@@ -16,6 +16,7 @@ losses).
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
 from treegrpo.warmstart.closed_book import closed_book, known_answer
 from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, tune_and_save
 from treegrpo.warmstart.reader_demos import ReaderMix, build_reader_demos
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1  # bump when a code change alters what a configuration builds
 
@@ -71,12 +74,15 @@ def build(
 ) -> dict[str, Any]:
     """Reading demonstrations over the train split, then LoRA SFT of ``base``, merged. The model
     is loaded once: probed closed-book as loaded (greedy, no gradients), then tuned in place."""
+    log.info("reader warm start of %s: building it once (cached under %s)", base, out_dir.parent)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
     protocol = SearchProtocol(tokenizer, cfg.sft.max_obs_tokens)
     titles = {a.index: a.title for a in load_articles()}
     single = lead_questions("train", hops=1)
+    log.info("reader warm start: asking the base model %d questions closed-book", cfg.probe)
     known = probe(model, tokenizer, single, cfg.probe, cfg.sft.seed)
+    log.info("reader warm start: %d demonstrations from BM25 episodes", cfg.sft.n_demos)
     demos = build_reader_demos(
         single,
         lead_questions("train", hops=2),
@@ -102,6 +108,7 @@ def build(
             "known": sum(known_answer(s, q.golds) is not None for q, s in known),
         },
     }
+    log.info("reader warm start: LoRA SFT on %d demonstrations", len(every))
     return tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress, about, model)
 
 
