@@ -16,16 +16,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from treegrpo.core.expansion import Expansion
+
 
 @dataclass(frozen=True)
 class TreeShape:
     """Sampling shape per prompt: M trees, N expansions per tree per round, L rounds, K kept
-    leaves per tree (None = all). Chain sampling is L = 0 (and N = 0): M independent chains."""
+    leaves per tree (None = all), and the rule that picks the expansion nodes (the paper's
+    uniform choice by default; ``core.expansion``). Chain sampling is L = 0 (and N = 0): M
+    independent chains."""
 
     m: int
     n: int = 0
     l: int = 0  # noqa: E741  (the paper's name)
     k: int | None = None
+    expansion: Expansion = field(default_factory=Expansion)
 
     def __post_init__(self) -> None:
         if self.m < 1:

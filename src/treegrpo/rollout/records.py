@@ -49,6 +49,8 @@ class Rollout:
     spend: SpendAccountant
     # (E,) the node each expansion started from, over all rounds (a root: a fresh chain)
     expansions: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    # [E] why the expansion rule picked that node ("uniform", "entropy 2.31 (rank 1)", ...)
+    expansion_reasons: list[str] = field(default_factory=list)
 
     def step(self, node: int) -> StepRecord:
         return self.steps[int(self.forest.payload[node])]
@@ -89,6 +91,7 @@ def merge_rollouts(parts: Sequence[tuple[Sequence[int], Rollout]], n_prompts: in
     steps: list[StepRecord] = []
     kept: list[int] = []
     expansions: list[int] = []
+    reasons: list[str] = []
     spend = SpendAccountant()
     for keys, ro in parts:
         f, offset = ro.forest, len(steps)
@@ -104,6 +107,7 @@ def merge_rollouts(parts: Sequence[tuple[Sequence[int], Rollout]], n_prompts: in
             prompts[key] = ro.prompts[j]
         kept += [new[int(v)] for v in ro.kept]
         expansions += [new[int(v)] for v in ro.expansions]
+        reasons += ro.expansion_reasons
         for j, s in ro.spend.by_prompt.items():
             spend.add(keys[j], **asdict(s))
     return Rollout(
@@ -113,4 +117,5 @@ def merge_rollouts(parts: Sequence[tuple[Sequence[int], Rollout]], n_prompts: in
         np.array(sorted(kept), dtype=np.int64),
         spend,
         np.array(expansions, dtype=np.int64),
+        reasons,
     )

@@ -4,9 +4,10 @@ Per prompt, with shape (M, N, L, K):
 
 1. initialize: M independent chains (each the backbone of a tree), run step by step, all
    episodes of the whole batch in one engine call per step;
-2. expand, L times: pick N nodes per tree uniformly with replacement among the root and the
-   non-leaf steps; from each, sample a complete continuation; all expansions of the round,
-   across the batch, run together;
+2. expand, L times: pick N nodes per tree with the shape's expansion rule (``core.expansion``;
+   by default uniformly with replacement among the root and the non-leaf steps, as the paper
+   does); from each, sample a complete continuation; all expansions of the round, across the
+   batch, run together. The rollout records each expansion's node and the rule's reason;
 3. keep K leaves per tree at random (all by default).
 
 An episode's turn limit follows Search-R1: steps 1..max_turns may search; step max_turns + 1 is
@@ -34,13 +35,15 @@ process.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from treegrpo.agent.protocol import Action, SearchProtocol
 from treegrpo.core.budget import SpendAccountant, TreeShape
+from treegrpo.core.expansion import Expansion, NodeStats, choose
 from treegrpo.core.tree import Forest
 from treegrpo.engine.base import Engine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
@@ -49,6 +52,10 @@ from treegrpo.rollout.records import Rollout, StepRecord
 from treegrpo.tools.base import Passage, SearchFailed, SearchTool
 
 log = logging.getLogger(__name__)
+
+LeafScorer = Callable[[Rollout, Sequence[int]], Sequence[float] | npt.NDArray[np.float64]]
+"""``score(rollout, leaves) -> rewards``: one reward per leaf id, for the ``informed`` expansion
+rule (``rollout.scoring.score_leaves(...).reward`` with the batch's golds, in training)."""
 
 
 @dataclass
@@ -78,13 +85,21 @@ def sample_forest(
     limits: AgentLimits = AgentLimits(),
     seed: int = 0,
     prompt_keys: Sequence[int] | None = None,
+    score: LeafScorer | None = None,
 ) -> Rollout:
     """Sample one forest for a batch of prompts (token ids). The forest's prompt id of a tree is
     the index of its prompt in ``prompts``; map it to your dataset's group ids yourself.
     ``prompt_keys``: what seeds each prompt's randomness (default: its index here); a part of a
-    larger batch passes the prompts' indices in that batch."""
+    larger batch passes the prompts' indices in that batch. ``score``: rewards the leaves seen so
+    far before each expansion round; the ``informed`` rule needs it, the others ignore it."""
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
+    rule = shape.expansion
+    if rule.needs_rewards and shape.l > 0 and score is None:
+        raise ValueError(
+            f"the {rule.rule} expansion rule needs the leaves' rewards: pass score= (a "
+            "function of the rollout and leaf ids that returns their rewards)"
+        )
     keys = list(range(len(prompts))) if prompt_keys is None else [int(k) for k in prompt_keys]
     if len(keys) != len(prompts):
         raise ValueError(f"{len(keys)} prompt keys for {len(prompts)} prompts")
@@ -110,10 +125,14 @@ def sample_forest(
     run = _Runner(engine, protocol, tool, sampling, limits, forest, steps, spend, resume)
     run.until_done(episodes)
 
-    expansions = []
+    expansions, reasons = [], []
+    rewards: dict[int, float] = {}  # leaf → reward, scored once each
     for r in range(shape.l):
-        picks = forest.choose_expansions(shape.n, rngs)  # (T, N)
+        stats = _node_stats(rule, forest, prompts, steps, spend, score, rewards)
+        choice = choose(rule.rule, forest, shape.n, rngs, stats, **rule.params())
+        picks = choice.nodes  # (T, N)
         expansions.append(picks.ravel())
+        reasons += [why for row in choice.reasons for why in row]
         branches = []
         for t, row in enumerate(picks.tolist()):
             for b, node in enumerate(row, start=1 + r * shape.n):  # branch 0: the initial chain
@@ -124,7 +143,40 @@ def sample_forest(
     for leaf in forest.leaves():
         spend.add(int(forest.prompt_id[leaf]), leaves=1)
     starts = np.concatenate(expansions) if expansions else np.zeros(0, np.int64)
-    return Rollout(forest, [list(p) for p in prompts], steps, kept, spend, starts)
+    return Rollout(forest, [list(p) for p in prompts], steps, kept, spend, starts, reasons)
+
+
+def _node_stats(
+    rule: Expansion,
+    forest: Forest,
+    prompts: Sequence[list[int]],
+    steps: list[StepRecord],
+    spend: SpendAccountant,
+    score: LeafScorer | None,
+    rewards: dict[int, float],
+) -> NodeStats | None:
+    """What ``rule`` reads: each node's sampled log-probs (``entropy``), each leaf's reward
+    (``informed``: the leaves not scored yet are scored now, ``rewards`` keeps them)."""
+    payload = forest.payload.tolist()
+    logprobs = None
+    if rule.needs_logprobs:
+        logprobs = [steps[p].action_logprobs if p >= 0 else [] for p in payload]
+    by_node = None
+    if rule.needs_rewards and score is not None:
+        new = [int(v) for v in forest.leaves() if int(v) not in rewards]
+        if new:
+            so_far = Rollout(
+                forest, [list(p) for p in prompts], steps, np.zeros(0, np.int64), spend
+            )
+            got = np.asarray(score(so_far, new), dtype=np.float64)
+            if got.shape != (len(new),):
+                raise ValueError(f"score returned {got.shape} rewards for {len(new)} leaves")
+            rewards.update(zip(new, got.tolist(), strict=True))
+        by_node = np.full(forest.n_nodes, np.nan)  # (N,)
+        by_node[list(rewards)] = list(rewards.values())
+    if logprobs is None and by_node is None:
+        return None
+    return NodeStats(logprobs, by_node)
 
 
 @dataclass
