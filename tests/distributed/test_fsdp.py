@@ -16,6 +16,7 @@ import torch
 import agent_fixtures
 from agent_fixtures import FACTS, PEOPLE, WordTool, trained_agent
 from treegrpo.agent.stops import StepStopper
+from treegrpo.distributed.cluster import ClusterTooSmall, init_ray
 from treegrpo.distributed.fsdp import FSDPLearner, RankSpec, deal
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
@@ -54,7 +55,7 @@ def test_deal_gives_every_rank_as_many_micro_batches_and_keeps_the_weights() -> 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    init_ray(num_cpus=2, log_to_driver=False)
     ray.cloudpickle.register_pickle_by_value(agent_fixtures)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     yield
@@ -191,9 +192,50 @@ def test_the_embedded_job_on_two_ranks_checkpoints_for_transformers_and_resumes_
 
 
 @pytest.mark.slow
-def test_ranks_ray_cannot_place_fail_with_what_ray_has(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("ranks", "cpus", "gpus", "message"),
+    [
+        (4, 1.0, 0.0, r"^4 training ranks x 1 CPU ask Ray for 4 CPUs but the cluster has 2: "),
+        (2, 0.5, 1.0, r"^2 training ranks x 1 GPU ask Ray for 2 GPUs but the cluster has 0: "),
+    ],
+)
+def test_ranks_the_cluster_cannot_hold_are_refused_before_any_starts(  # type: ignore[no-untyped-def]
+    cluster, tmp_path: Path, monkeypatch, ranks: int, cpus: float, gpus: float, message: str
+) -> None:
+    import ray
+
     agent = trained_agent()
     spec = RankSpec(str(tmp_path), ModelConfig(), OptimConfig())
     opt, sched = make_optimizer(agent.model, OptimConfig())
-    with pytest.raises(RuntimeError, match=r"2 training ranks .*1\.0 GPUs.* did not start .*free"):
-        FSDPLearner(spec, 2, agent.model, opt, sched, gpus_per_rank=1.0, start_timeout=2)
+
+    def no_actor(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("an actor was started")
+
+    monkeypatch.setattr(ray, "remote", no_actor)
+    with pytest.raises(ClusterTooSmall, match=message):
+        FSDPLearner(spec, ranks, agent.model, opt, sched, cpus_per_rank=cpus, gpus_per_rank=gpus)
+
+
+@pytest.mark.slow
+def test_ranks_waiting_for_cpus_other_actors_hold_fail_with_what_ray_has(  # type: ignore[no-untyped-def]
+    cluster, tmp_path: Path
+) -> None:
+    import ray
+
+    @ray.remote(num_cpus=2)
+    class Holder:  # another job's actor, on all of the cluster's CPUs
+        def ready(self) -> bool:
+            return True
+
+    holder = Holder.remote()  # type: ignore[attr-defined]
+    ray.get(holder.ready.remote())
+    agent = trained_agent()
+    spec = RankSpec(str(tmp_path), ModelConfig(), OptimConfig())
+    opt, sched = make_optimizer(agent.model, OptimConfig())
+    try:
+        with pytest.raises(
+            RuntimeError, match=r"2 training ranks .*1\.0 CPUs.* did not start .*free"
+        ):
+            FSDPLearner(spec, 2, agent.model, opt, sched, start_timeout=2)
+    finally:
+        ray.kill(holder)

@@ -1,5 +1,6 @@
 """Rollout workers on a local Ray cluster of CPU workers (``distributed.rollout``): the forests
-of one process for the same seeds, weight pushes, and a worker killed in the middle of a step."""
+of one process for the same seeds, weight pushes, a worker killed in the middle of a step, and
+the README's two workers and two ranks on two cores."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from agent_fixtures import CORPUS, PEOPLE, TINY_WARM, WordTool, trained_agent, t
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
-from treegrpo.distributed.rollout import RayRollout, WorkerSpec
+from treegrpo.distributed.cluster import ClusterTooSmall, init_ray
+from treegrpo.distributed.rollout import RayRollout, WorkerSpec, start_workers
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.jobs.embedded import run_embedded
@@ -44,7 +46,7 @@ SHAPE = TreeShape(2, 2, 1)
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
     """A local Ray cluster: two worker slots of one CPU each, and the driver."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    init_ray(num_cpus=2, log_to_driver=False)
     ray.cloudpickle.register_pickle_by_value(agent_fixtures)  # the test tools, by value
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     yield
@@ -146,16 +148,33 @@ def test_a_worker_killed_mid_step_is_restarted_and_its_prompts_redone(  # type: 
         workers.close()
 
 
-def test_the_embedded_job_on_two_workers_trains_as_in_one_process(  # type: ignore[no-untyped-def]
+def test_workers_and_ranks_the_cluster_cannot_hold_are_refused_before_any_starts(  # type: ignore[no-untyped-def]
     cluster, tmp_path, monkeypatch
 ) -> None:
-    """`treegrpo train --cluster.rollout-workers 2`'s job: the same forests, rewards and spend
-    per step as the job in one process with the same seed."""
+    """Two workers of one CPU and two ranks of one CPU on two CPUs: the workers would start
+    and the ranks wait for CPUs that never come; instead nothing starts."""
+
+    def no_actor(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("an actor was started")
+
+    monkeypatch.setattr(ray, "remote", no_actor)
+    ones = ClusterConfig(2, cpus_per_worker=1, train_ranks=2, cpus_per_rank=1)
+    with pytest.raises(ClusterTooSmall, match="ask Ray for 4 CPUs but the cluster has 2"):
+        start_workers(ones, tmp_path, WordTool(), 120, "hf", False)
+
+
+def test_the_embedded_job_on_two_workers_and_two_ranks_trains_as_in_one_process(  # type: ignore[no-untyped-def]
+    cluster, tmp_path, monkeypatch
+) -> None:
+    """The README's `treegrpo train --cluster.rollout-workers 2 --cluster.train-ranks 2` on two
+    cores (half a core each by default): the same forests, rewards and spend per step as the
+    job in one process with the same seed, the loss within fp32 rounding."""
     monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
     world = replace(DEFAULT_EMBEDDED, eval_questions=4, max_new_tokens=16)
     algo = replace(DEFAULT_ALGO, skip_uniform_prompts=False)
     metrics = []
-    for name, cluster_cfg in (("local", ClusterConfig()), ("ray", ClusterConfig(2))):
+    readme = ClusterConfig(rollout_workers=2, train_ranks=2)
+    for name, cluster_cfg in (("local", ClusterConfig()), ("ray", readme)):
         run = replace(DEFAULT_RUN, out_dir=str(tmp_path / name), steps=2, prompts_per_step=4)
         run_embedded(
             algo, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False, cluster=cluster_cfg

@@ -51,8 +51,9 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
+from transformers.utils import logging as hf_logging
 
-from treegrpo.distributed.rollout import join_ray, not_started
+from treegrpo.distributed.cluster import Ask, join_ray, not_started, refuse_unless_fits
 from treegrpo.models.load import load_model
 from treegrpo.train.config import AlgorithmConfig, ClusterConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
@@ -144,6 +145,7 @@ class TrainRank:
     """One rank of the sharded update, in a Ray actor process."""
 
     def __init__(self, spec: RankSpec, rank: int, world_size: int) -> None:
+        hf_logging.disable_progress_bar()  # as in a rollout worker: no bars from actors
         torch.set_num_threads(spec.threads)
         self.spec, self.rank, self.world_size = spec, rank, world_size
         self.device = torch.device("cuda", 0) if spec.cuda else torch.device("cpu")
@@ -253,8 +255,10 @@ def deal(minis: Sequence[Sequence[Part]], ranks: int) -> list[list[list[Part]]]:
 
 class FSDPLearner:
     """The update on ``ranks`` ``TrainRank`` actors (see the module docstring); starts from
-    ``policy``'s weights and ``optimizer``'s and ``scheduler``'s states (a resumed run's). Ray
-    must be running; call ``close`` when done."""
+    ``policy``'s weights and ``optimizer``'s and ``scheduler``'s states (a resumed run's). More
+    than the cluster has is refused at once (``distributed.cluster.ClusterTooSmall``); ranks
+    that wait longer than ``start_timeout`` for free resources are a ``RuntimeError``. Ray must
+    be running; call ``close`` when done."""
 
     def __init__(
         self,
@@ -271,6 +275,7 @@ class FSDPLearner:
 
         if ranks < 1:
             raise ValueError(f"ranks must be >= 1, got {ranks}")
+        refuse_unless_fits([Ask("rank", ranks, cpus_per_rank, gpus_per_rank)], start_timeout)
         actor: Any = ray.remote(num_cpus=cpus_per_rank, num_gpus=gpus_per_rank)(TrainRank)
         self.ranks: list[Any] = [actor.remote(spec, r, ranks) for r in range(ranks)]
         try:
@@ -354,8 +359,11 @@ def start_learner(
     scheduler: Any | None,
 ) -> FSDPLearner:
     """Join (or start) the Ray cluster of ``cluster.ray_address`` and start the update's
-    ``cluster.train_ranks`` ranks from ``policy``, ``optimizer`` and ``scheduler`` as they are."""
-    join_ray(cluster)
+    ``cluster.train_ranks`` ranks from ``policy``, ``optimizer`` and ``scheduler`` as they are;
+    the workers and ranks that the cluster can never hold are refused first
+    (``distributed.cluster.join_ray``)."""
+    cluster = join_ray(cluster)
+    assert cluster.cpus_per_rank is not None  # sized by join_ray
     spec = RankSpec(
         str(model_dir),
         model,

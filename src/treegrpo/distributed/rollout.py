@@ -8,8 +8,8 @@ driver splits a step's prompts over them and merges their forests into one.
   prompt). A whole prompt goes to one worker, so its prefix cache serves all of the prompt's
   trees.
 - ``RetrieverActor`` holds the search tool once (a BM25 or dense index over a corpus) for all
-  workers (``ActorTool``); a ``/retrieve`` server's client (``tools.http_client``) goes to the
-  workers as it is, each calling the server itself.
+  workers (``ActorTool``, which finds it by name); a ``/retrieve`` server's client
+  (``tools.http_client``) goes to the workers as it is, each calling the server itself.
 - ``RayRollout`` is the driver, a ``rollout.source.RolloutSource`` for the trainer: ``sample``
   shards the prompts in contiguous blocks, one per worker, gathers the rollouts and merges them
   (``rollout.records.merge_rollouts``); ``update_weights`` puts the policy's weights (LoRA
@@ -18,13 +18,16 @@ driver splits a step's prompts over them and merges their forests into one.
   samples from old weights.
 - Faults: workers restart when their process dies (Ray's ``max_restarts``); the driver then
   waits for the new process, loads the current weights into it and samples its block again.
-  The other blocks are kept, so the step's forest is the one it would have been.
+  The other blocks are kept, so the step's forest is the one it would have been. Ray re-creates
+  a worker from its constructor arguments, which are therefore plain values (no object or
+  actor references: Ray cannot promise those on a restart, ray-project/ray#53727).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +35,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers.utils import logging as hf_logging
 
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
+from treegrpo.distributed.cluster import Ask, join_ray, not_started, refuse_unless_fits
 from treegrpo.engine.base import EngineKind, state_dict_of
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.cpu.speedups import start_process
@@ -76,6 +81,10 @@ class RolloutWorker:
     """One engine and a search tool, in a Ray actor process."""
 
     def __init__(self, spec: WorkerSpec, tool: SearchTool) -> None:
+        # Ray forwards an actor's output to the driver: a weight-loading bar per worker and
+        # start (folded by Ray's log deduplication, with a notice of its own) tells nobody
+        # anything; the driver's own loads keep theirs
+        hf_logging.disable_progress_bar()
         torch.set_num_threads(spec.threads)
         start_process(spec.device, spec.cpu_speedups)
         model, tokenizer = load_model(Path(spec.model_dir))
@@ -130,15 +139,20 @@ class RetrieverActor:
 
 
 class ActorTool:
-    """A ``SearchTool`` that asks a ``RetrieverActor``."""
+    """A ``SearchTool`` that asks the ``RetrieverActor`` named ``name``, found on first use: a
+    name, not an actor handle, so a worker's constructor arguments stay plain values (see the
+    module docstring)."""
 
-    def __init__(self, actor: Any) -> None:
-        self.actor = actor
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._actor: Any = None
 
     def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
         import ray
 
-        hits: list[list[Passage]] = ray.get(self.actor.search.remote(list(queries), topk))
+        if self._actor is None:
+            self._actor = ray.get_actor(self.name)
+        hits: list[list[Passage]] = ray.get(self._actor.search.remote(list(queries), topk))
         return hits
 
 
@@ -149,7 +163,8 @@ class RayRollout:
     worker as it is; any other tool is held once by a ``RetrieverActor``); workers: how many;
     cpus_per_worker / gpus_per_worker: what Ray reserves for each; max_restarts: how often a
     dead worker is restarted before the run fails; start_timeout: seconds to wait for all
-    workers to be placed and started. Ray must be running (``ray.init()``, or
+    workers to be placed and started (more than the cluster has is refused at once:
+    ``distributed.cluster.ClusterTooSmall``). Ray must be running (``ray.init()``, or
     ``ray start`` and ``ray.init(address="auto")`` on a cluster); call ``close`` when done."""
 
     def __init__(
@@ -166,13 +181,18 @@ class RayRollout:
 
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        refuse_unless_fits(
+            [Ask("worker", workers, cpus_per_worker, gpus_per_worker)], start_timeout
+        )
         self.spec = spec
         self.max_restarts = max_restarts
         remote_tool: SearchTool = tool
         self._retriever: Any = None  # Ray actor handles, typed loosely
         if not isinstance(tool, RemoteRetriever):  # an in-process index: held once, shared
-            self._retriever = ray.remote(num_cpus=0)(RetrieverActor).remote(tool)
-            remote_tool = ActorTool(self._retriever)
+            name = f"treegrpo-retriever-{uuid.uuid4().hex}"
+            retriever: Any = ray.remote(num_cpus=0)(RetrieverActor)
+            self._retriever = retriever.options(name=name).remote(tool)
+            remote_tool = ActorTool(name)
         actor: Any = ray.remote(
             num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=max_restarts
         )(RolloutWorker)
@@ -281,24 +301,6 @@ class RayRollout:
             ray.get(worker.update_weights.remote(self._state, self.version))
 
 
-def not_started(what: str, timeout: float) -> RuntimeError:
-    """The error for actors Ray did not place and start in time, with what Ray has free."""
-    import ray
-
-    return RuntimeError(
-        f"{what} did not start within {timeout:.0f} s; Ray has "
-        f"{ray.available_resources()} free of {ray.cluster_resources()}"  # type: ignore[no-untyped-call]
-    )
-
-
-def join_ray(cluster: ClusterConfig) -> None:
-    """Join the Ray cluster of ``cluster.ray_address`` (None: start a local one), once."""
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(address=cluster.ray_address, include_dashboard=False, configure_logging=False)
-
-
 def start_workers(
     cluster: ClusterConfig,
     model_dir: Path,
@@ -308,8 +310,10 @@ def start_workers(
     cpu_speedups: bool | None,
 ) -> RayRollout:
     """Join (or start) the Ray cluster of ``cluster.ray_address`` and start its rollout
-    workers on ``model_dir``."""
-    join_ray(cluster)
+    workers on ``model_dir``; the workers and ranks that the cluster can never hold are refused
+    first (``distributed.cluster.join_ray``)."""
+    cluster = join_ray(cluster)
+    assert cluster.cpus_per_worker is not None  # sized by join_ray
     spec = WorkerSpec(
         str(model_dir),
         engine,

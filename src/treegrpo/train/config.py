@@ -331,8 +331,11 @@ class ClusterConfig:
     ray_address: str | None = None
     """The Ray cluster to join ("auto" on a node of a cluster started with `ray start`; None:
     start a local one in this process)."""
-    cpus_per_worker: float = 1.0
-    """CPU cores Ray reserves for each worker (its torch threads, at least one)."""
+    cpus_per_worker: float | None = None
+    """CPU cores Ray reserves for each worker (its torch threads: the whole cores, at least
+    one; fractions such as 0.5 share a core). None: on a local cluster (no ray_address) an equal
+    share of its CPUs for every worker and rank, else 1. A request the cluster cannot hold is
+    refused before any actor starts."""
     gpus_per_worker: float = 0.0
     """GPUs Ray reserves for each worker (1 for vLLM on a GPU each); > 0 puts the workers' models
     on CUDA."""
@@ -342,8 +345,9 @@ class ClusterConfig:
     """Ranks of the update on Ray, the policy sharded over them with FSDP2
     (``treegrpo.distributed.fsdp``; 0: the update runs in this process). The weights are
     gathered after every update for the rollout, evaluations and checkpoints."""
-    cpus_per_rank: float = 1.0
-    """CPU cores Ray reserves for each rank (its torch threads, at least one)."""
+    cpus_per_rank: float | None = None
+    """CPU cores Ray reserves for each rank (its torch threads: the whole cores, at least one;
+    fractions share a core). None: as cpus_per_worker."""
     gpus_per_rank: float = 0.0
     """GPUs Ray reserves for each rank (1 each for NCCL; > 0 puts the ranks on CUDA)."""
 
@@ -357,8 +361,9 @@ class ClusterConfig:
             "cpus_per_rank",
             "gpus_per_rank",
         ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
 
 
 @dataclass(frozen=True)
