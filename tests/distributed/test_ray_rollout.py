@@ -20,6 +20,7 @@ import ray.cloudpickle
 
 import agent_fixtures
 from agent_fixtures import CORPUS, PEOPLE, TINY_WARM, WordTool, trained_agent, trees_by_prompt
+from treegrpo import cli
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
@@ -161,6 +162,20 @@ def test_workers_and_ranks_the_cluster_cannot_hold_are_refused_before_any_starts
     ones = ClusterConfig(2, cpus_per_worker=1, train_ranks=2, cpus_per_rank=1)
     with pytest.raises(ClusterTooSmall, match="ask Ray for 4 CPUs but the cluster has 2"):
         start_workers(ones, tmp_path, WordTool(), 120, "hf", False)
+
+
+def test_the_cli_refuses_them_in_one_line_before_the_warm_start(  # type: ignore[no-untyped-def]
+    cluster, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
+    args = ["train", "--run.out-dir", str(tmp_path / "run"), "--cluster.rollout-workers", "2"]
+    args += ["--cluster.train-ranks", "2", "--cluster.cpus-per-worker", "1"]
+    with pytest.raises(SystemExit) as err:
+        cli.main([*args, "--cluster.cpus-per-rank", "1"])
+    message = str(err.value)
+    assert message.startswith("treegrpo train: ") and "\n" not in message
+    assert "ask Ray for 4 CPUs but the cluster has 2" in message
+    assert not (tmp_path / "cache").exists()  # no warm start was built
 
 
 def test_the_embedded_job_on_two_workers_and_two_ranks_trains_as_in_one_process(  # type: ignore[no-untyped-def]

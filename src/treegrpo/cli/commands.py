@@ -28,6 +28,7 @@ from treegrpo.data.flashrag import write_flashrag
 from treegrpo.data.load import load_questions
 from treegrpo.data.searchr1 import searchr1_rows, write_searchr1
 from treegrpo.data.wiki import wiki_corpus
+from treegrpo.distributed.cluster import join_ray
 from treegrpo.engine.cpu.speedups import start_process
 from treegrpo.eval.evaluate import compare_table, format_table
 from treegrpo.eval.run import eval_set, evaluate_checkpoint, model_directory
@@ -221,6 +222,8 @@ def train(
             raise SystemExit(f"treegrpo train: {exc}") from None
     try:  # before anything is written into it
         out = start_run(run)
+        if cluster.rollout_workers or cluster.train_ranks:  # before a warm start or evaluation
+            join_ray(cluster)  # refuses workers and ranks the cluster can never hold
     except ValueError as exc:
         raise SystemExit(f"treegrpo train: {exc}") from None
     resolved = out / "config.yaml"
