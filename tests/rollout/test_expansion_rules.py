@@ -16,7 +16,9 @@ from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.records import Rollout, merge_rollouts
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
-from treegrpo.rollout.scoring import score_leaves
+from treegrpo.rollout.scoring import LeafRewards, score_leaves
+from treegrpo.rollout.source import LocalRollout
+from treegrpo.train.config import AlgorithmConfig, ConfigValueError
 
 SAMPLING = SamplingParams(max_new_tokens=40)
 LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
@@ -117,3 +119,54 @@ def test_informed_without_a_scorer_fails_before_sampling() -> None:
     shape = TreeShape(2, 2, 1, expansion=Expansion("informed"))
     with pytest.raises(ValueError, match="informed expansion rule needs the leaves' rewards"):
         sample_forest(NoEngine(), None, WordTool(), [[1, 2]], shape, SAMPLING)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_the_local_source_scores_leaves_for_the_informed_rule(agent: Agent) -> None:
+    """What the RL step does: the algorithm config's rule goes in the shape, the batch's golds
+    and reward settings in ``LeafRewards``; the rule then reads the prompts' success rates."""
+    algo = AlgorithmConfig(m=2, n=2, l=1, expansion="informed", expansion_bonus=0.0)
+    engine = HFEngine(agent.model, agent.tokenizer, StepStopper(agent.tokenizer))
+    source = LocalRollout(engine, agent.protocol, WordTool())
+    prompts = [agent.prompt(p) for p in PEOPLE[:N_PROMPTS]]
+    golds = [[FACTS[p]] for p in PEOPLE[:N_PROMPTS]]
+    ro = source.sample(prompts, algo.shape(), SAMPLING, LIMITS, 0, LeafRewards(golds))
+    assert len(ro.expansion_reasons) == len(ro.expansions) == 2 * N_PROMPTS * 2
+    assert all(r.startswith("p̂=") for r in ro.expansion_reasons)
+    with pytest.raises(ValueError, match="needs the leaves' rewards"):
+        source.sample(prompts, algo.shape(), SAMPLING, LIMITS, 0)
+
+
+def test_leaf_rewards_of_a_part_of_the_batch() -> None:
+    whole = LeafRewards([["a"], ["b"], ["c"]], "f1", 0.1)
+    assert whole.only([2, 0]) == LeafRewards([["c"], ["a"]], "f1", 0.1)
+
+
+def test_the_algorithm_config_carries_the_rule_into_the_shape() -> None:
+    assert AlgorithmConfig().shape().expansion == Expansion()  # uniform by default
+    algo = AlgorithmConfig(expansion="entropy", expansion_tokens=4, expansion_temperature=0.5)
+    assert algo.shape().expansion == Expansion("entropy", k=4, temperature=0.5)
+    informed = AlgorithmConfig(expansion="informed", expansion_bonus=0.1, expansion_prior=4.0)
+    assert informed.shape().expansion.params() == {
+        "threshold": 0.5,
+        "bonus": 0.1,
+        "prior_strength": 4.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("expansion", "best"),
+        ("expansion_tokens", 0),
+        ("expansion_temperature", 0.0),
+        ("expansion_repeat_penalty", 0.0),
+        ("expansion_repeat_penalty", 1.5),
+        ("expansion_bonus", -1.0),
+        ("expansion_prior", 0.0),
+    ],
+)
+def test_bad_expansion_settings_name_their_field(field: str, value: object) -> None:
+    with pytest.raises(ConfigValueError) as err:
+        AlgorithmConfig(**{field: value})  # type: ignore[arg-type]
+    assert err.value.field == field

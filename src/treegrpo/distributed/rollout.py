@@ -48,6 +48,7 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import load_model
 from treegrpo.rollout.records import Rollout, merge_rollouts
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.scoring import LeafRewards
 from treegrpo.tools.base import Passage, SearchTool
 from treegrpo.tools.http_client import RemoteRetriever
 from treegrpo.train.config import ClusterConfig
@@ -109,12 +110,24 @@ class RolloutWorker:
         limits: AgentLimits,
         seed: int,
         version: int,
+        rewards: LeafRewards | None = None,
     ) -> Rollout:
-        """The forests of ``prompts``, the batch's prompts ``keys``, with weights ``version``."""
+        """The forests of ``prompts``, the batch's prompts ``keys``, with weights ``version``;
+        ``rewards``: the reward of these prompts' leaves (for the informed expansion rule)."""
         if version != self.version:
             raise StaleWeights(f"asked for weights version {version}, holds {self.version}")
+        score = rewards.scorer(self.protocol.decode) if rewards is not None else None
         return sample_forest(
-            self.engine, self.protocol, self.tool, prompts, shape, sampling, limits, seed, keys
+            self.engine,
+            self.protocol,
+            self.tool,
+            prompts,
+            shape,
+            sampling,
+            limits,
+            seed,
+            keys,
+            score=score,
         )
 
     def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> float:
@@ -220,13 +233,14 @@ class RayRollout:
         sampling: SamplingParams,
         limits: AgentLimits,
         seed: int,
+        rewards: LeafRewards | None = None,
     ) -> Rollout:
         """The batch's forest: one contiguous block of prompts per worker, merged."""
         import ray
 
         blocks = [b.tolist() for b in np.array_split(np.arange(len(prompts)), len(self.workers))]
         jobs = {
-            i: self._submit(i, [prompts[k] for k in keys], keys, shape, sampling, limits, seed)
+            i: self._submit(i, prompts, keys, shape, sampling, limits, seed, rewards)
             for i, keys in enumerate(blocks)
             if keys
         }
@@ -238,9 +252,7 @@ class RayRollout:
             except ray.exceptions.RayActorError as err:  # the worker's process died
                 self._revive(i, err)
                 keys = blocks[i]
-                jobs[i] = self._submit(
-                    i, [prompts[k] for k in keys], keys, shape, sampling, limits, seed
-                )
+                jobs[i] = self._submit(i, prompts, keys, shape, sampling, limits, seed, rewards)
                 continue
             del jobs[i]
         return merge_rollouts([(blocks[i], parts[i]) for i in sorted(parts)], len(prompts))
@@ -275,15 +287,18 @@ class RayRollout:
     def _submit(
         self,
         i: int,
-        prompts: list[list[int]],
+        prompts: Sequence[list[int]],
         keys: list[int],
         shape: TreeShape,
         sampling: SamplingParams,
         limits: AgentLimits,
         seed: int,
+        rewards: LeafRewards | None,
     ) -> Any:
+        """Worker ``i`` samples the batch's prompts ``keys``."""
+        mine = rewards.only(keys) if rewards is not None else None
         return self.workers[i].sample.remote(
-            prompts, keys, shape, sampling, limits, seed, self.version
+            [prompts[k] for k in keys], keys, shape, sampling, limits, seed, self.version, mine
         )
 
     def _revive(self, i: int, err: Exception) -> None:

@@ -77,3 +77,30 @@ def score_leaves(
         for col, v in zip(cols, values, strict=True):
             col.append(v)
     return LeafScores(*(np.array(c, dtype=np.float64) for c in cols))
+
+
+@dataclass(frozen=True)
+class LeafRewards:
+    """The reward a step trains on, as plain values (they travel to rollout workers): the gold
+    answers of each prompt of the batch and the reward's settings. The ``informed`` expansion
+    rule scores the leaves seen so far with it (``rollout.sampler.sample_forest``'s score)."""
+
+    golds: Sequence[Sequence[str]]  # [prompts] gold answers, by the forest's prompt id
+    reward: Literal["em", "f1"] = "em"
+    format_score: float = 0.2
+
+    def only(self, prompts: Sequence[int]) -> LeafRewards:
+        """The same reward for a part of the batch: its prompts ``prompts``, renumbered 0.."""
+        return LeafRewards([self.golds[p] for p in prompts], self.reward, self.format_score)
+
+    def scorer(
+        self, decode: Callable[[list[int]], str]
+    ) -> Callable[[Rollout, Sequence[int]], FloatArray]:
+        """``score(rollout, leaves) -> rewards`` (B,), decoding with ``decode``."""
+
+        def score(rollout: Rollout, leaves: Sequence[int]) -> FloatArray:
+            return score_leaves(
+                rollout, leaves, self.golds, decode, self.reward, self.format_score
+            ).reward
+
+        return score

@@ -16,6 +16,7 @@ from treegrpo.engine.base import Engine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.scoring import LeafRewards
 from treegrpo.tools.base import SearchTool
 
 
@@ -34,8 +35,10 @@ class RolloutSource(Protocol):
         sampling: SamplingParams,
         limits: AgentLimits,
         seed: int,
+        rewards: LeafRewards | None = None,
     ) -> Rollout:
-        """One forest for the batch (``rollout.sampler.sample_forest``'s contract)."""
+        """One forest for the batch (``rollout.sampler.sample_forest``'s contract); ``rewards``:
+        how its leaves are rewarded, for an expansion rule that reads rewards (``informed``)."""
         ...
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
@@ -62,9 +65,19 @@ class LocalRollout:
         sampling: SamplingParams,
         limits: AgentLimits,
         seed: int,
+        rewards: LeafRewards | None = None,
     ) -> Rollout:
+        score = rewards.scorer(self.protocol.decode) if rewards is not None else None
         return sample_forest(
-            self.engine, self.protocol, self.tool, prompts, shape, sampling, limits, seed
+            self.engine,
+            self.protocol,
+            self.tool,
+            prompts,
+            shape,
+            sampling,
+            limits,
+            seed,
+            score=score,
         )
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:

@@ -19,6 +19,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from treegrpo.core.advantage import Mode
 from treegrpo.core.budget import TreeShape
+from treegrpo.core.expansion import Expansion
+from treegrpo.core.expansion import Rule as ExpansionRule
 
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
 KLEstimator = Literal["k1", "k2", "k3"]
@@ -131,6 +133,20 @@ class AlgorithmConfig(Checked):
     """Expansion rounds (tree only)."""
     k: int | None = None
     """Leaves kept per tree (None: all 1 + n·l)."""
+    expansion: ExpansionRule = "uniform"
+    """Where trees branch (docs/expansion.md): uniform (the paper's), no-root, entropy, informed."""
+    expansion_tokens: int = 8
+    """entropy: first tokens of the step after a node whose mean −log p scores the node."""
+    expansion_temperature: float = 1.0
+    """entropy: softmax temperature over those scores (small: the most uncertain node)."""
+    expansion_repeat_penalty: float = 0.5
+    """entropy: weight factor per earlier expansion of a node and under a high-entropy pick."""
+    expansion_threshold: float = 0.5
+    """informed: a leaf whose reward is at least this counts as a success."""
+    expansion_bonus: float = 0.25
+    """informed: exploration bonus c of c/√(1 + scored leaves below the node)."""
+    expansion_prior: float = 2.0
+    """informed: strength, in leaves, of the prior at the prompt's success rate."""
     advantage_mode: Mode | None = None
     """None: "intra+inter" for tree, "inter" for chain."""
     scale_std: bool = True
@@ -161,7 +177,9 @@ class AlgorithmConfig(Checked):
     def _check(self) -> None:
         check_ranges(self, m=">= 1", n=">= 0", l=">= 0", k=">= 1", format_score="in [0, 1)")
         check_ranges(self, clip_eps="in (0, 1)", dual_clip="> 1", kl_coef=">= 0")
-        check_ranges(self, entropy_coef=">= 0")
+        check_ranges(self, entropy_coef=">= 0", expansion_tokens=">= 1")
+        check_ranges(self, expansion_temperature="> 0", expansion_repeat_penalty="in (0, 1]")
+        check_ranges(self, expansion_bonus=">= 0", expansion_prior="> 0")
         if self.algo == "chain" and self.mode() != "inter":
             raise ConfigValueError(
                 "advantage_mode",
@@ -192,7 +210,19 @@ class AlgorithmConfig(Checked):
             return TreeShape(self.m)
         if self.l == 0 or self.n == 0:  # no expansion: chains (inter-only credit, see _check)
             return TreeShape(self.m, k=self.k)
-        return TreeShape(self.m, self.n, self.l, self.k)
+        return TreeShape(self.m, self.n, self.l, self.k, self.expansion_rule())
+
+    def expansion_rule(self) -> Expansion:
+        """The expansion rule and its parameters (``core.expansion``)."""
+        return Expansion(
+            self.expansion,
+            k=self.expansion_tokens,
+            temperature=self.expansion_temperature,
+            repeat_penalty=self.expansion_repeat_penalty,
+            threshold=self.expansion_threshold,
+            bonus=self.expansion_bonus,
+            prior_strength=self.expansion_prior,
+        )
 
     def mode(self) -> Mode:
         if self.advantage_mode is not None:

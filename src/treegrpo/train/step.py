@@ -24,7 +24,7 @@ from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.rollout.scoring import LeafScores, score_leaves
+from treegrpo.rollout.scoring import LeafRewards, LeafScores, score_leaves
 from treegrpo.rollout.source import RolloutSource
 from treegrpo.train.batch import MicroBatch, make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
@@ -111,7 +111,8 @@ def rl_step(
     # 1. rollout: the policy samples a forest (chains when algo.l == 0)
     log.debug("sampling the forests of %d prompts", len(batch.prompts))
     policy.eval()
-    rollout = rollouts.sample(batch.prompts, algo.shape(), sampling, limits, seed)
+    rewards = LeafRewards(batch.golds, algo.reward, algo.format_score)  # for informed expansion
+    rollout = rollouts.sample(batch.prompts, algo.shape(), sampling, limits, seed, rewards)
     t_rollout = time.perf_counter() - t0
     searched = sum(s.searched for s in rollout.steps)
     failed = sum(s.search_failed for s in rollout.steps)
