@@ -56,6 +56,8 @@ DATA = [
         ([*DATA, "--data.top-p", "0"], "--data.top-p: must be in (0, 1] (got 0.0)"),
         ([*DATA, "--data.max-turns", "-1"], "--data.max-turns: must be >= 0 (got -1)"),
         (["--health.patience", "0"], "--health.patience: must be >= 1 (got 0)"),
+        (["--cluster.train-ranks", "-1"], "--cluster.train-ranks: must be >= 0 (got -1)"),
+        (["--cluster.cpus-per-worker", "-0.5"], "--cluster.cpus-per-worker: must be >= 0"),
         (["--health.max-failed-searches", "2"], "--health.max-failed-searches: must be in [0, 1]"),
     ],
 )

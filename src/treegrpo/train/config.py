@@ -350,7 +350,7 @@ class ModelConfig(Checked):
 
 
 @dataclass(frozen=True)
-class ClusterConfig:
+class ClusterConfig(Checked):
     """Scaling out on Ray (``treegrpo.distributed``; `pip install ray`): rollout workers, and the
     update's FSDP2 ranks."""
 
@@ -381,19 +381,10 @@ class ClusterConfig:
     gpus_per_rank: float = 0.0
     """GPUs Ray reserves for each rank (1 each for NCCL; > 0 puts the ranks on CUDA)."""
 
-    def __post_init__(self) -> None:
-        for name in (
-            "rollout_workers",
-            "max_restarts",
-            "train_ranks",
-            "cpus_per_worker",
-            "gpus_per_worker",
-            "cpus_per_rank",
-            "gpus_per_rank",
-        ):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
+    def _check(self) -> None:
+        check_ranges(self, rollout_workers=">= 0", max_restarts=">= 0", train_ranks=">= 0")
+        check_ranges(self, cpus_per_worker=">= 0", gpus_per_worker=">= 0")
+        check_ranges(self, cpus_per_rank=">= 0", gpus_per_rank=">= 0")
 
 
 @dataclass(frozen=True)
