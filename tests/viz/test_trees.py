@@ -16,6 +16,7 @@ from agent_fixtures import FACTS, PEOPLE, WordTool, trained_agent
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.advantage import tree_advantage
 from treegrpo.core.budget import TreeShape
+from treegrpo.core.expansion import Expansion
 from treegrpo.core.groups import dense_ids
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
@@ -84,7 +85,14 @@ def snapshot() -> dict:  # type: ignore[type-arg]
         "step": 7,
         "algo": {"algo": "tree", "m": 2, "n": 3, "l": 1},
         "prompts": data,
-        "expected": {"leaves": leaves, "reward": scores.reward.tolist(), "adv": adv.tolist()},
+        "expected": {
+            "leaves": leaves,
+            "reward": scores.reward.tolist(),
+            "adv": adv.tolist(),
+            "expansions": list(
+                zip(rollout.expansions.tolist(), rollout.expansion_reasons, strict=True)
+            ),
+        },
     }
 
 
@@ -165,3 +173,58 @@ def test_model_output_in_the_trees_is_text_never_markup(snapshot) -> None:  # ty
     page = render_step(data)
     assert "<script>alert(2)" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(2)" in page
+
+
+def _badges(page: str, node: int) -> str:
+    """What the page shows on node ``node``'s own line (before its details and children)."""
+    found = re.search(rf'data-node="{node}"[^>]*>(.*?)(?:<details|<ul|</li>)', page)
+    assert found, node
+    return found.group(1)
+
+
+def test_each_expansion_says_why_beside_its_node(snapshot) -> None:  # type: ignore[no-untyped-def]
+    """The default rule's reason ("uniform") on every node an expansion started from, counted
+    when the node was picked more than once; nowhere else."""
+    started: dict[int, list[str]] = {}
+    for v, why in snapshot["expected"]["expansions"]:
+        started.setdefault(v, []).append(why)
+    assert started and all(w == "uniform" for ws in started.values() for w in ws)
+    nodes = {n["id"]: n for n in _nodes(snapshot)}
+    page = render_step(snapshot)
+    for v, node in nodes.items():
+        assert node.get("expansions", []) == started.get(v, [])
+        times = len(started.get(v, []))
+        line = _badges(page, v)
+        if times == 0:
+            assert "expanded" not in line
+        else:
+            count = f" ×{times}" if times > 1 else ""
+            assert f'<span class="badge why">expanded{count}: uniform</span>' in line
+
+
+@pytest.mark.slow
+def test_the_entropy_rules_reasons_reach_the_page() -> None:
+    agent = trained_agent()
+    engine = HFEngine(agent.model, agent.tokenizer, StepStopper(agent.tokenizer))
+    rollout = sample_forest(
+        engine,
+        agent.protocol,
+        WordTool(),
+        [agent.prompt(PEOPLE[0])],
+        TreeShape(1, 2, 1, expansion=Expansion("entropy", repeat_penalty=1.0)),
+        SamplingParams(max_new_tokens=40),
+        AgentLimits(max_turns=2, max_context=1024),
+        seed=2,
+    )
+    leaves = [int(x) for x in rollout.kept]
+    golds = [[FACTS[PEOPLE[0]]]]
+    scores = score_leaves(rollout, leaves, golds, agent.protocol.decode)
+    adv = np.zeros(len(leaves))
+    data = forest_snapshot(
+        rollout, leaves, scores, [0] * len(leaves), adv, [0], agent.protocol.decode, golds, ["q"]
+    )
+    page = render_step({"step": 1, "algo": {"expansion": "entropy"}, "prompts": data})
+    assert "expansion=entropy" in page
+    assert len(rollout.expansion_reasons) == 2
+    for v, why in zip(rollout.expansions.tolist(), rollout.expansion_reasons, strict=True):
+        assert why.startswith("entropy ") and why in _badges(page, v)

@@ -1,6 +1,7 @@
 """A step's forests as plain data for people to look at (``treegrpo view``): a few prompts'
-trees, every node's decoded step, every kept leaf's reward and advantages, and every node's
-summed and mean descendant advantage (``core.advantage.node_advantage``).
+trees, every node's decoded step, every kept leaf's reward and advantages, every node's
+summed and mean descendant advantage (``core.advantage.node_advantage``), and why the expansion
+rule branched from a node (``Rollout.expansion_reasons``), once per expansion from it.
 
 Token ids are decoded here, at write time, so the saved snapshot reads without the tokenizer.
 """
@@ -46,6 +47,12 @@ def forest_snapshot(
     inter = tree_advantage(scores.reward, group_ids, trees, "inter", scale=scale)
     node_sum, node_mean, node_count = node_advantage(forest.parent, leaf_ids, total)
     row = {int(n): i for i, n in enumerate(leaf_ids.tolist())}
+    why: dict[int, list[str]] = {}  # node → the reasons of the expansions that started there
+    reasons = rollout.expansion_reasons
+    if len(reasons) != len(rollout.expansions):  # a rollout that did not record them
+        reasons = [""] * len(rollout.expansions)
+    for v, reason in zip(rollout.expansions.tolist(), reasons, strict=True):
+        why.setdefault(int(v), []).append(reason)
     out = []
     for p in prompts:
         tree_list = []
@@ -62,6 +69,8 @@ def forest_snapshot(
                     "sum_adv": float(node_sum[n]),
                     "mean_adv": None if node_count[n] == 0 else float(node_mean[n]),
                 }
+                if n in why:
+                    node["expansions"] = why[n]
                 if forest.depth[n] > 0:  # a root is the prompt itself
                     rec = rollout.step(n)
                     node |= {

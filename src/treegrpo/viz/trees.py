@@ -7,14 +7,17 @@ lists, one node per agent step with its thought (collapsed), its action (the sea
 answer) and its observation (collapsed). Kept leaves show their reward and intra-tree,
 inter-tree and total advantage; every node shows the sum and mean of its descendant leaves'
 advantages, coloured by the mean (green above 0, red below); a node with several children is
-marked as a branch point. Filters: by reward, by prompt, by the question's hop count, by
-searches on a leaf's path, and a search box over all text.
+marked as a branch point, and a node an expansion started from says why the expansion rule
+picked it ("uniform", "entropy 2.31 (rank 1)", "p̂=0.50 from 2 leaves"). Filters: by reward,
+by prompt, by the question's hop count, by searches on a leaf's path, and a search box over all
+text.
 """
 
 from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ li.node{margin:.25em 0}
 .head{display:inline-block;padding:.1em .4em;border-radius:4px}
 .action{font-family:ui-monospace,monospace}
 .badge{font-size:.8em;padding:0 .35em;border-radius:3px;background:#eee;margin-left:.4em}
-.branch{background:#ffe08a}.leaf{background:#cde}.r1{background:#b7e4b0}.r0{background:#f3c0c0}
+.branch{background:#ffe08a}.why{background:#e6dcf5}.leaf{background:#cde}.r1{background:#b7e4b0}.r0{background:#f3c0c0}
 .adv{font-size:.85em;color:#444;margin-left:.4em}
 details{margin-left:1em}details pre{white-space:pre-wrap;background:#f7f7f7;padding:.4em}
 .gold{color:#060}.hidden{display:none}
@@ -97,6 +100,10 @@ def _node_html(node: dict[str, Any], children: dict[int, list[dict[str, Any]]], 
     badges = ""
     if len(kids) > 1:
         badges += f'<span class="badge branch">branch ×{len(kids)}</span>'
+    for reason, times in Counter(node.get("expansions", [])).items():
+        count = f" ×{times}" if times > 1 else ""
+        because = f": {_e(reason)}" if reason else ""
+        badges += f'<span class="badge why">expanded{count}{because}</span>'
     if node["depth"] == 0:
         label = '<span class="action">(prompt)</span>'
     else:
@@ -115,7 +122,7 @@ def _node_html(node: dict[str, Any], children: dict[int, list[dict[str, Any]]], 
             f"over {node['n_leaves']} leaves</span>"
         )
     out = (
-        f'<li class="{" ".join(classes)}"{attrs}><span class="head" '
+        f'<li class="{" ".join(classes)}" data-node="{node["id"]}"{attrs}><span class="head" '
         f'style="background:{_colour(node["mean_adv"])}">{label}</span>{badges}'
     )
     if node["depth"] > 0:
@@ -162,7 +169,8 @@ def render_step(data: dict[str, Any], title: str = "treegrpo") -> str:
     question_hops = sorted({int(p.get("hops", 0)) for p in prompts} - {0})
     qhop_options = "".join(f'<option value="{h}">{h}</option>' for h in question_hops)
     algo = data.get("algo", {})
-    shape = ", ".join(f"{k}={algo[k]}" for k in ("algo", "m", "n", "l", "k") if k in algo)
+    keys = ("algo", "m", "n", "l", "k", "expansion")
+    shape = ", ".join(f"{k}={algo[k]}" for k in keys if k in algo)
     sections = []
     for p in prompts:
         golds = ", ".join(_e(g) for g in p["golds"])
