@@ -93,6 +93,7 @@ def bench_budget(
     eval_questions: int | None = None,
     budgets: tuple[int, ...] | None = None,
     no_ablation: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False,
+    expansions: tuple[str, ...] | None = None,
     workers: int | None = None,
     out: Path | None = None,
     runs_dir: Path | None = None,
@@ -120,6 +121,9 @@ def bench_budget(
         budgets: Budget rungs among 2 4 8 16 (default: all; quick 2 4).
         no_ablation: Skip the advantage ablation (intra only, inter only at ≈ 4); quick mode
             always skips it.
+        expansions: Expansion rules among no-root entropy informed: one more tree run per rule
+            at every budget and seed (method tree-<rule>), compared with the uniform tree and
+            the chain paired by seed (docs/expansion.md). Default: none.
         workers: Runs in parallel, each in a process pinned to its own CPU core with one torch
             thread (1: one after another in this process). Default 2; data mode 1, which is
             what a GPU run (model.device) wants.

@@ -3,8 +3,10 @@ the table, the plan of runs and the settings (hand-computed expectations)."""
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
+from dataclasses import asdict, replace
 from typing import Any
 
 import pytest
@@ -12,7 +14,15 @@ import pytest
 from treegrpo import cli
 from treegrpo.core.budget import TREE_LADDER
 from treegrpo.jobs.budget import run as budget_bench
-from treegrpo.jobs.budget.plan import BenchSettings, bench_settings, plan_runs
+from treegrpo.jobs.budget.plan import (
+    BENCH_ALGO,
+    BENCH_OPTIM,
+    BenchSettings,
+    bench_settings,
+    check_reusable,
+    plan_runs,
+    world_config,
+)
 from treegrpo.jobs.budget.report import (
     NUMERIC,
     TREE_DIAGNOSTICS,
@@ -24,6 +34,7 @@ from treegrpo.jobs.budget.report import (
     run_record,
 )
 from treegrpo.viz.budget import moving_average
+from treegrpo.warmstart.tiny import WarmStartConfig, warm_start_dir
 
 
 def test_trajectories_per_1k_tokens() -> None:
@@ -303,3 +314,63 @@ def test_workers_end_with_a_killed_benchmark(tmp_path) -> None:  # type: ignore[
         time.sleep(0.2)
     os.kill(worker, signal.SIGKILL)
     pytest.fail("the worker outlived its killed parent")
+
+
+def test_plan_adds_one_tree_run_per_expansion_rule() -> None:
+    specs = plan_runs((4, 8), (0, 1), ablation=True, expansions=("entropy", "no-root"))
+    by = {s.name: s for s in specs}
+    assert len(specs) == len(by) == 2 * (2 * 4 + 2)  # seeds x (budgets x 4 methods + ablation)
+    for b in (4, 8):
+        uniform = by[f"tree-b{b}-s1"].algo
+        assert uniform.expansion == "uniform"
+        for rule in ("entropy", "no-root"):
+            spec = by[f"tree-{rule}-b{b}-s1"]
+            assert spec.method == f"tree-{rule}" and spec.seed == 1 and spec.budget == b
+            assert spec.algo.expansion == rule and spec.algo.shape().leaves_per_prompt > 0
+            assert (spec.algo.m, spec.algo.n, spec.algo.l) == (uniform.m, uniform.n, uniform.l)
+            assert spec.algo.mode() == "intra+inter"
+            assert spec.identity()["expansion"] == rule
+    assert by["chain-b4-s0"].identity()["expansion"] is None
+    assert by["tree-intra-b4-s0"].algo.expansion == "uniform"
+    assert "tree-entropy-b2-s0" not in by and len(plan_runs((4,), (0,), False)) == 2
+
+
+def test_the_main_tree_run_expands_uniformly_whatever_the_base() -> None:
+    base = replace(BENCH_ALGO, expansion="entropy")
+    specs = {s.method: s for s in plan_runs((4,), (0,), False, base, ("informed",))}
+    assert specs["tree"].algo.expansion == "uniform"
+    assert specs["tree-informed"].algo.expansion == "informed"
+
+
+def test_settings_refuse_an_unknown_expansion_rule() -> None:
+    s = bench_settings(expansions=("entropy", "informed", "entropy"))
+    assert s.expansions == ("entropy", "informed")  # once each, in order
+    assert BenchSettings().expansions == ()
+    for bad in ("entropic", "uniform"):
+        with pytest.raises(ValueError, match=f"{bad}.*--expansions takes no-root, entropy"):
+            bench_settings(expansions=("no-root", bad))
+
+
+def test_reuse_refuses_a_run_with_another_expansion_rule(tmp_path: Any) -> None:
+    s = bench_settings(expansions=("entropy",), runs_dir=tmp_path)
+    warm = WarmStartConfig()
+    (spec,) = [
+        sp
+        for sp in plan_runs((4,), (0,), False, expansions=s.expansions)
+        if sp.method == "tree-entropy"
+    ]
+
+    def summary(algo: Any) -> dict[str, Any]:
+        run = {"steps": s.steps, "prompts_per_step": s.prompts_per_step, "seed": 0}
+        cfg = {"algo": asdict(algo), "optim": asdict(BENCH_OPTIM), "run": run}
+        cfg["embedded"] = asdict(world_config(s))
+        return json.loads(json.dumps({"config": cfg, "warm_start_dir": str(warm_start_dir(warm))}))
+
+    check_reusable(spec, s, warm, summary(spec.algo))  # the same settings: reused
+    for rule in ("uniform", "informed"):
+        with pytest.raises(SystemExit, match=f"expansion rule {rule}, not entropy"):
+            check_reusable(spec, s, warm, summary(replace(spec.algo, expansion=rule)))
+    old = summary(spec.algo)
+    del old["config"]["algo"]["expansion"]  # a run from before the rules: uniform
+    with pytest.raises(SystemExit, match="expansion rule uniform, not entropy"):
+        check_reusable(spec, s, warm, old)

@@ -9,11 +9,12 @@ import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from treegrpo.core.advantage import Mode
 from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER
-from treegrpo.jobs.budget.report import ABLATION_BUDGET
+from treegrpo.core.expansion import Rule
+from treegrpo.jobs.budget.report import ABLATION_BUDGET, EXPANSION_RULES, expansion_method
 from treegrpo.jobs.data import check_data, resolve_model
 from treegrpo.jobs.presets import (
     DEFAULT_ALGO,
@@ -49,14 +50,15 @@ class RunSpec:
     """One run of the benchmark: a method at a budget with a seed."""
 
     method: str
-    """"chain", "tree" (intra+inter) or "tree-intra" / "tree-inter" (the ablation)."""
+    """"chain", "tree" (intra+inter, uniform expansion), "tree-intra" / "tree-inter" (the
+    ablation) or "tree-<rule>" (another expansion rule, e.g. "tree-entropy")."""
     budget: int
     """Budget rung of the ladder (≈ trajectories per prompt)."""
     seed: int
     """RunConfig.seed: data order, sampling and expansion choice."""
     algo: AlgorithmConfig
-    """The embedded preset's (data mode: the config's) algorithm settings with this run's shape
-    and advantage mode."""
+    """The embedded preset's (data mode: the config's) algorithm settings with this run's shape,
+    advantage mode and expansion rule."""
 
     @property
     def name(self) -> str:
@@ -73,6 +75,7 @@ class RunSpec:
             "seed": self.seed,
             "shape": {"m": a.m, "n": a.n if tree else 0, "l": a.l if tree else 0},
             "advantage_mode": a.mode(),
+            "expansion": a.expansion if tree else None,
         }
 
     @property
@@ -141,6 +144,9 @@ class BenchSettings:
     mode only): every question of the eval files."""
     ablation: bool = True
     """Also run the advantage ablation at budget ≈ 4 (intra only, inter only)."""
+    expansions: tuple[Rule, ...] = ()
+    """Expansion rules besides uniform (``EXPANSION_RULES``): one more tree run per rule at
+    every budget and seed, method "tree-<rule>"."""
     workers: int = 2
     """Parallel runs, each in its own process pinned to one core (1: sequential, in-process;
     the default in data mode)."""
@@ -191,6 +197,13 @@ def bench_settings(
             runs_dir=Path(f"runs/bench-budget/{tag + '-' if tag else ''}quick"),
         )
     s = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    unknown = [r for r in s.expansions if r not in EXPANSION_RULES]
+    if unknown:
+        raise ValueError(
+            f"unknown expansion rule {unknown[0]!r} (--expansions takes "
+            f"{', '.join(EXPANSION_RULES)}; uniform is the main tree run)"
+        )
+    s = replace(s, expansions=cast(tuple[Rule, ...], tuple(dict.fromkeys(s.expansions))))
     bad = [b for b in s.budgets if b not in TREE_LADDER]
     if bad or not s.budgets:
         raise ValueError(f"budgets must be among {sorted(TREE_LADDER)}, got {list(s.budgets)}")
@@ -216,19 +229,26 @@ def plan_runs(
     seeds: Iterable[int],
     ablation: bool,
     base: AlgorithmConfig = BENCH_ALGO,
+    expansions: Iterable[Rule] = (),
 ) -> list[RunSpec]:
-    """Chain and tree at each budget for each seed, plus the ablation's two modes at ≈ 4.
+    """Chain and tree at each budget for each seed, plus one tree run per expansion rule of
+    ``expansions`` at each budget ("tree-<rule>") and the ablation's two modes at ≈ 4.
 
     ``base``: the algorithm settings every run starts from (the embedded preset, or the data
     mode's config). Chain runs change only ``algo`` and ``m`` of it, exactly as
     ``treegrpo train --algo.algo chain --algo.m B`` does; tree runs set (M, N, L) from the
-    ladder (every leaf kept: k None); both use their algorithm's default advantage mode."""
+    ladder (every leaf kept: k None) and the expansion rule (uniform but in the rule runs; the
+    rules' parameters are the base's); all use their algorithm's default advantage mode."""
+    rules = tuple(expansions)
     specs = []
     for seed in seeds:
         for b in budgets:
             chain = replace(base, algo="chain", m=CHAIN_LADDER[b].m, advantage_mode=None)
             specs.append(RunSpec("chain", b, seed, chain))
             specs.append(RunSpec("tree", b, seed, _tree_algo(b, base)))
+            for rule in rules:
+                algo = _tree_algo(b, base, rule)
+                specs.append(RunSpec(expansion_method(rule), b, seed, algo))
         if ablation:
             for mode in ABLATION_MODES:
                 algo = replace(_tree_algo(ABLATION_BUDGET, base), advantage_mode=mode)
@@ -236,9 +256,18 @@ def plan_runs(
     return specs
 
 
-def _tree_algo(budget: int, base: AlgorithmConfig) -> AlgorithmConfig:
+def _tree_algo(budget: int, base: AlgorithmConfig, rule: Rule = "uniform") -> AlgorithmConfig:
     shape = TREE_LADDER[budget]
-    return replace(base, algo="tree", m=shape.m, n=shape.n, l=shape.l, k=None, advantage_mode=None)
+    return replace(
+        base,
+        algo="tree",
+        m=shape.m,
+        n=shape.n,
+        l=shape.l,
+        k=None,
+        advantage_mode=None,
+        expansion=rule,
+    )
 
 
 def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
@@ -275,9 +304,9 @@ def data_config(s: BenchSettings) -> DataConfig:
 def check_reusable(
     spec: RunSpec, s: BenchSettings, warm: WarmStartConfig, summary: dict[str, Any]
 ) -> None:
-    """Refuse to reuse a finished run made with other settings (the starting model, algorithm,
-    optimizer, world or data and model sections, steps, prompts, seed): its numbers would
-    silently mix into this one."""
+    """Refuse to reuse a finished run made with other settings (the starting model, algorithm
+    with its shape, advantage mode and expansion rule, optimizer, world or data and model
+    sections, steps, prompts, seed): its numbers would silently mix into this one."""
     cfg = summary["config"]
     run = run_config(spec, s)
     want: dict[str, Any] = {"algo": asdict(spec.algo)}
@@ -302,6 +331,9 @@ def check_reusable(
     }
     want = json.loads(json.dumps(want))  # tuples → lists, as in summary.json
     diff = sorted(k for k in want if want[k] != have[k])
+    rule = have["algo"].get("expansion", "uniform")  # summaries from before the rules: uniform
+    if rule != spec.algo.expansion:
+        diff[diff.index("algo")] = f"algo (expansion rule {rule}, not {spec.algo.expansion})"
     if diff:
         raise SystemExit(
             f"bench budget: {s.runs_dir / spec.name} was run with other settings "

@@ -15,8 +15,21 @@ from typing import Any
 
 from scipy import stats
 
+from treegrpo.core.expansion import RULES
+
 ABLATION_BUDGET = 4
 """The paper's advantage ablation is at budget ≈ 4, tree (2,2,1)."""
+EXPANSION_RULES = tuple(r for r in RULES if r != "uniform")
+"""Expansion rules a benchmark may add ("tree-<rule>" runs); uniform is the main tree run's."""
+
+
+def expansion_method(rule: str) -> str:
+    """The method name of a tree run with expansion ``rule``: "tree-entropy"."""
+    return f"tree-{rule}"
+
+
+EXPANSION_METHODS = {expansion_method(r): r for r in EXPANSION_RULES}
+"""Method name → expansion rule, for the runs beside the uniform tree."""
 NUMERIC = (
     "em",
     "f1",
@@ -55,7 +68,7 @@ def run_record(
     identity: dict[str, Any], summary: dict[str, Any], steps: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
     """One run's numbers from its ``summary.json`` and the RL-step lines of ``metrics.jsonl``,
-    after ``identity`` (name, method, budget, seed, shape, advantage mode).
+    after ``identity`` (name, method, budget, seed, shape, advantage mode, expansion rule).
 
     Held-out (after RL): EM, F1, EM by hop count and by data source (either may be empty),
     tool calls per question. Spent in training
@@ -107,28 +120,40 @@ def _step_mean(steps: Sequence[dict[str, Any]], key: str) -> float:
 def paired_differences(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per budget: tree − chain held-out EM paired by seed (both runs of a seed share the
     warm start, the prompts and the held-out questions), with the mean difference and its 95%
-    interval (Student t over the seeds; None with fewer than two)."""
+    interval (Student t over the seeds; None with fewer than two); then each expansion rule's
+    tree run ("tree-<rule>") − the uniform tree and − the chain, per budget, the same way.
+    Each entry names its ``method`` and what it is compared ``against``."""
     by: dict[tuple[str, int, int], float] = {
         (r["method"], r["budget"], r["seed"]): r["em"] for r in records
     }
-    out = []
-    for budget in sorted({b for m, b, _ in by if m == "tree"}):
-        seeds = sorted(s for m, b, s in by if m == "tree" and b == budget and ("chain", b, s) in by)
-        if not seeds:
-            continue
-        diffs = [by[("tree", budget, s)] - by[("chain", budget, s)] for s in seeds]
-        mean, std = mean_std(diffs)
-        half = None if std is None else t_quantile(len(diffs) - 1) * std / len(diffs) ** 0.5
-        out.append(
-            {
-                "budget": budget,
-                "seeds": seeds,
-                "diffs": diffs,
-                "mean": mean,
-                "ci95": None if half is None else (mean - half, mean + half),
-            }
-        )
+    budgets = sorted({b for _, b, _ in by})
+    out = [p for b in budgets if (p := _paired(by, "tree", "chain", b))]
+    rules = [m for m in EXPANSION_METHODS if any(k[0] == m for k in by)]
+    for b in budgets:
+        for method in rules:
+            out += [p for against in ("tree", "chain") if (p := _paired(by, method, against, b))]
     return out
+
+
+def _paired(
+    by: dict[tuple[str, int, int], float], method: str, against: str, budget: int
+) -> dict[str, Any] | None:
+    """``method`` − ``against`` at ``budget`` over the seeds both ran (None: no such seed)."""
+    seeds = sorted(s for m, b, s in by if m == method and b == budget and (against, b, s) in by)
+    if not seeds:
+        return None
+    diffs = [by[(method, budget, s)] - by[(against, budget, s)] for s in seeds]
+    mean, std = mean_std(diffs)
+    half = None if std is None else t_quantile(len(diffs) - 1) * std / len(diffs) ** 0.5
+    return {
+        "method": method,
+        "against": against,
+        "budget": budget,
+        "seeds": seeds,
+        "diffs": diffs,
+        "mean": mean,
+        "ci95": None if half is None else (mean - half, mean + half),
+    }
 
 
 def t_quantile(df: int) -> float:
@@ -148,6 +173,7 @@ def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "method": method,
             "budget": budget,
             "shape": rs[0]["shape"],
+            "expansion": rs[0].get("expansion"),
             "seeds": sorted(r["seed"] for r in rs),
         }
         for key in NUMERIC:
@@ -218,15 +244,19 @@ def table_groups(before: dict[str, Any]) -> Groups | None:
 def markdown_table(result: dict[str, Any]) -> str:
     """The paper-shaped budget table (rows: budget; chain vs tree) after a header with the
     command, machine, settings and the starting model's EM (the warm start, or the data mode's
-    model); then the ablation table, if it ran."""
+    model); then the ablation table, if it ran, and the expansion rules' tables, if any ran."""
     aggs = {(a["method"], a["budget"]): a for a in result["aggregates"]}
     groups = table_groups(result["warm_start"])
+    budgets = result["settings"]["budgets"]
+    paired = result.get("paired", [])
     parts = [
         _header(result, groups),
-        _budget_rows(aggs, result["settings"]["budgets"], groups),
-        _paired_rows(result.get("paired", [])),
-        _diagnostic_rows(aggs, result["settings"]["budgets"]),
+        _budget_rows(aggs, budgets, groups),
+        _paired_rows([p for p in paired if p.get("method", "tree") == "tree"]),
+        _diagnostic_rows(aggs, budgets),
         _ablation_rows(aggs, groups),
+        *(_expansion_rows(aggs, b) for b in budgets),
+        _expansion_paired_rows([p for p in paired if p.get("method", "tree") != "tree"]),
     ]
     return "\n\n".join(p for p in parts if p)
 
@@ -307,7 +337,7 @@ def _paired_rows(paired: Sequence[dict[str, Any]]) -> str:
         "|---:|---:|---|---|",
     ]
     for p in paired:
-        ci = "—" if p["ci95"] is None else f"[{100 * p['ci95'][0]:+.1f}, {100 * p['ci95'][1]:+.1f}]"
+        ci = _ci(p["ci95"])
         seeds = ", ".join(f"{100 * d:+.1f}" for d in p["diffs"])
         lines.append(f"| ≈{p['budget']} | {100 * p['mean']:+.1f} | {ci} | {seeds} |")
     return "\n".join(lines)
@@ -355,6 +385,73 @@ def _ablation_rows(aggs: dict[tuple[str, int], dict[str, Any]], groups: Groups |
             cells = [name, _em(a), *([_by_group(a, groups)] if groups else [])]
             lines.append(_row(cells + [_one(a, key, f) for _, key, f in SPEND_COLUMNS]))
     return "\n".join(lines)
+
+
+EXPANSION_COLUMNS = (
+    ("trees with mixed rewards", "mixed_reward_share", "%"),
+    ("expansions from the root", "root_expansions", "%"),
+    ("expansion depth", "expansion_depth", ".2f"),
+    ("gen. tokens / prompt", "generated_per_prompt", ".0f"),
+)
+"""Columns of the expansion rules' table after EM: (header, aggregate key, format)."""
+
+
+def _expansion_rows(aggs: dict[tuple[str, int], dict[str, Any]], budget: int) -> str:
+    """The uniform tree and each expansion rule's tree at ``budget`` (per RL step, mean over
+    steps and seeds); empty when no rule ran there."""
+    rules = [(r, aggs[(m, budget)]) for m, r in EXPANSION_METHODS.items() if (m, budget) in aggs]
+    if not rules:
+        return ""
+    rows = [("uniform (Tree-GRPO)", aggs.get(("tree", budget))), *rules]
+    shape = next(a["shape"] for _, a in rules)
+    head = ["expansion", "EM %", *(c[0] for c in EXPANSION_COLUMNS)]
+    lines = [
+        f"Expansion rules at ≈{budget}, tree ({shape['m']},{shape['n']},{shape['l']}) (per RL "
+        "step, mean over steps and seeds):",
+        "",
+        _row(head),
+        "|---|---:|" + "---:|" * len(EXPANSION_COLUMNS),
+    ]
+    for name, a in rows:
+        if a is not None:
+            cells = [_diagnostic(a, key, f) for _, key, f in EXPANSION_COLUMNS]
+            lines.append(_row([name, _em(a), *cells]))
+    return "\n".join(lines)
+
+
+def _diagnostic(a: dict[str, Any], key: str, fmt: str) -> str:
+    x = a[key]["mean"]
+    if x != x:  # NaN: runs from before the trainer logged it
+        return "—"
+    return f"{100 * x:.0f}%" if fmt == "%" else format(x, fmt)
+
+
+def _expansion_paired_rows(paired: Sequence[dict[str, Any]]) -> str:
+    """Each rule's tree − the uniform tree and − the chain per budget, paired by seed."""
+    if not paired:
+        return ""
+    pairs: dict[tuple[int, str], dict[str, dict[str, Any]]] = {}
+    for p in paired:  # one row per (budget, rule): its pair against the tree and the chain
+        pairs.setdefault((p["budget"], EXPANSION_METHODS[p["method"]]), {})[p["against"]] = p
+    lines = [
+        "Expansion rules against the uniform tree and the chain, held-out EM paired by seed "
+        "(points):",
+        "",
+        "| budget | expansion | − uniform tree | 95% interval | − chain | 95% interval | seeds |",
+        "|---:|---|---:|---|---:|---|---:|",
+    ]
+    for (budget, rule), row in pairs.items():
+        cells = [f"≈{budget}", rule]
+        for against in ("tree", "chain"):
+            d = row.get(against)
+            cells += ["—", "—"] if d is None else [f"{100 * d['mean']:+.1f}", _ci(d["ci95"])]
+        seeds = max(len(d["seeds"]) for d in row.values())
+        lines.append(_row([*cells, str(seeds)]))
+    return "\n".join(lines)
+
+
+def _ci(ci95: Sequence[float] | None) -> str:
+    return "—" if ci95 is None else f"[{100 * ci95[0]:+.1f}, {100 * ci95[1]:+.1f}]"
 
 
 def _row(cells: Sequence[str]) -> str:

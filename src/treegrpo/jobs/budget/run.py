@@ -3,12 +3,14 @@ GRPO, on the embedded synthetic world or on your own questions, corpus and model
 
 Every run starts from the same model, with the same prompts per step (the data order depends on
 the seed only), the same number of steps, the same seeds and the same held-out questions; only
-the sampling shape (and, in the ablation, the advantage mode) changes. The ladder is the
-paper's (ALGORITHM.md §2): tree (M,N,L) = (1,2,1), (2,2,1), (2,6,1), (4,5,1) against 2, 4, 8,
-16 chains, plus the advantage ablation at ≈ 4 (tree (2,2,1) with "intra" and with "inter";
-"intra+inter" is the main tree run). Because the budget formula is only an estimate, each run
-also reports what it really spent: generated tokens and tool calls per prompt, leaves per
-prompt, trajectories per 1,000 generated tokens and the engine's token efficiency.
+the sampling shape (and, in the ablation, the advantage mode or the expansion rule) changes.
+The ladder is the paper's (ALGORITHM.md §2): tree (M,N,L) = (1,2,1), (2,2,1), (2,6,1), (4,5,1)
+against 2, 4, 8, 16 chains, plus the advantage ablation at ≈ 4 (tree (2,2,1) with "intra" and
+with "inter"; "intra+inter" is the main tree run) and, with ``--expansions``, one more tree run
+per expansion rule at each budget and seed ("tree-entropy" etc.; the main tree run expands
+uniformly). Because the budget formula is only an estimate, each run also reports what it
+really spent: generated tokens and tool calls per prompt, leaves per prompt, trajectories per
+1,000 generated tokens and the engine's token efficiency.
 
 Two modes, one protocol:
 
@@ -283,7 +285,8 @@ def _shape_text(spec: RunSpec) -> str:
     a = spec.algo
     if a.algo == "chain":
         return f"{a.m} chains"
-    return f"(M,N,L)=({a.m},{a.n},{a.l}), {a.mode()}"
+    rule = "" if a.expansion == "uniform" else f", {a.expansion} expansion"
+    return f"(M,N,L)=({a.m},{a.n},{a.l}), {a.mode()}{rule}"
 
 
 def run_benchmark(
@@ -297,7 +300,8 @@ def run_benchmark(
     warm = warm or WarmStartConfig()
     t0 = time.perf_counter()
     _quiet()
-    specs = plan_runs(s.budgets, s.seeds, s.ablation, BENCH_ALGO if s.job is None else s.job.algo)
+    base = BENCH_ALGO if s.job is None else s.job.algo
+    specs = plan_runs(s.budgets, s.seeds, s.ablation, base, s.expansions)
     done = [sp for sp in specs if summary_path(s, sp).is_file()]
     for sp in done:
         check_reusable(sp, s, warm, json.loads(summary_path(s, sp).read_text()))
