@@ -364,7 +364,10 @@ def test_reuse_refuses_a_run_with_another_expansion_rule(tmp_path: Any) -> None:
         run = {"steps": s.steps, "prompts_per_step": s.prompts_per_step, "seed": 0}
         cfg = {"algo": asdict(algo), "optim": asdict(BENCH_OPTIM), "run": run}
         cfg["embedded"] = asdict(world_config(s))
-        return json.loads(json.dumps({"config": cfg, "warm_start_dir": str(warm_start_dir(warm))}))
+        out: dict[str, Any] = json.loads(
+            json.dumps({"config": cfg, "warm_start_dir": str(warm_start_dir(warm))})
+        )
+        return out
 
     check_reusable(spec, s, warm, summary(spec.algo))  # the same settings: reused
     for rule in ("uniform", "informed"):
@@ -374,3 +377,106 @@ def test_reuse_refuses_a_run_with_another_expansion_rule(tmp_path: Any) -> None:
     del old["config"]["algo"]["expansion"]  # a run from before the rules: uniform
     with pytest.raises(SystemExit, match="expansion rule uniform, not entropy"):
         check_reusable(spec, s, warm, old)
+
+
+def test_expansion_rules_are_paired_with_the_tree_and_the_chain_and_tabled() -> None:
+    def rec(method: str, seed: int, em: float) -> dict[str, Any]:
+        step = _step(8, 100, 1, 0, tree=0.5)
+        identity = _identity(method, 8, seed) | {"expansion": "uniform"}
+        if method.startswith("tree-"):
+            identity["expansion"] = method.removeprefix("tree-")
+            step |= {
+                "tree/mixed_reward_share": 0.6,
+                "tree/root_expansions": 0.1,
+                "tree/expansion_depth": 0.8,
+                "spend/generated_per_prompt": 150,
+            }
+        return run_record(identity, _summary(em, {}), [step])
+
+    ems = {
+        "chain": [0.2, 0.4, 0.3],
+        "tree": [0.3, 0.45, 0.5],
+        "tree-entropy": [0.4, 0.5, 0.45],
+        "tree-no-root": [0.35],  # one seed: no interval
+    }
+    records = [rec(m, s, em) for m, xs in ems.items() for s, em in enumerate(xs)]
+    aggs = {(a["method"], a["budget"]): a for a in aggregate(records)}
+    entropy = aggs[("tree-entropy", 8)]
+    assert entropy["expansion"] == "entropy" and entropy["seeds"] == [0, 1, 2]
+    assert entropy["em"]["mean"] == pytest.approx(0.45)
+    assert entropy["root_expansions"] == {"mean": pytest.approx(0.1), "std": 0.0}
+
+    paired = paired_differences(records)
+    got = {(p["method"], p["against"]): p for p in paired}
+    assert list(got) == [
+        ("tree", "chain"),
+        ("tree-no-root", "tree"),
+        ("tree-no-root", "chain"),
+        ("tree-entropy", "tree"),
+        ("tree-entropy", "chain"),
+    ]
+    assert got[("tree-entropy", "tree")]["diffs"] == pytest.approx([0.1, 0.05, -0.05])
+    vs_chain = got[("tree-entropy", "chain")]
+    assert vs_chain["diffs"] == pytest.approx([0.2, 0.1, 0.15])
+    half = 4.302652729911275 * 0.05 / math.sqrt(3)  # t(0.975, df 2) x std / sqrt(n)
+    assert vs_chain["ci95"] == pytest.approx((0.15 - half, 0.15 + half))
+    assert got[("tree-no-root", "tree")]["ci95"] is None
+
+    table = markdown_table({**_result(records, [8]), "paired": paired})
+    tree_vs_chain = table.split("Tree − chain held-out EM")[1].split("\n\n")[1]
+    assert tree_vs_chain.count("| ≈8 |") == 1  # the rules have their own table
+    assert "Expansion rules at ≈8, tree (2,2,1)" in table
+    assert "| uniform (Tree-GRPO) | 41.7 ± 10.4 | 50% | 50% | 0.50 | 100 |" in table
+    assert "| entropy | 45.0 ± 5.0 | 60% | 10% | 0.80 | 150 |" in table
+    assert "| no-root | 35.0 | 60% | 10% | 0.80 | 150 |" in table
+    assert "| ≈8 | entropy | +3.3 | [-15.6, +22.3] | +15.0 | [+2.6, +27.4] | 3 |" in table
+    assert "| ≈8 | no-root | +5.0 | — | +15.0 | — | 1 |" in table
+    for part in table.split("\n\n"):  # every row of every table has the header's columns
+        rows = [x for x in part.splitlines() if x.startswith("|")]
+        assert all(x.count("|") == rows[0].count("|") for x in rows)
+
+
+def test_no_expansion_rules_no_expansion_tables() -> None:
+    records = [
+        run_record(_identity(m, 4, 0), _summary(0.3, {}), [_step(8, 100, 1, 0, tree=0.5)])
+        for m in ("chain", "tree")
+    ]
+    paired = paired_differences(records)
+    assert [(p["method"], p["against"]) for p in paired] == [("tree", "chain")]
+    table = markdown_table({**_result(records, [4]), "paired": paired})
+    assert "Expansion rules" not in table
+
+
+def test_cli_bench_budget_takes_expansion_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[BenchSettings] = []
+
+    def fake(s: BenchSettings, warm: Any = None, command: str | None = None) -> dict[str, Any]:
+        seen.append(s)
+        return {"failed": []}
+
+    monkeypatch.setattr(budget_bench, "run_benchmark", fake)
+    cli.main(["bench-budget", "--budgets", "8", "--expansions", "entropy", "no-root"])
+    assert seen[0].expansions == ("entropy", "no-root") and seen[0].budgets == (8,)
+    cli.main(["bench-budget", "--budgets", "8"])
+    assert seen[1].expansions == ()
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench-budget", "--expansions", "entropic"])
+    message = str(exc.value)
+    assert message.startswith("treegrpo bench-budget: unknown expansion rule 'entropic'")
+    assert "--expansions takes no-root, entropy, informed" in message and "\n" not in message
+    assert len(seen) == 2
+
+
+def test_outputs_with_expansion_rules_are_written(tmp_path: Any) -> None:
+    """The plots draw chain, tree and the ablation; a rule's runs are in the JSON and table."""
+    records = [
+        run_record(_identity(m, 4, s), _summary(0.1 * s, {"1": 0.1}), [_step(8, 100, 1, 0)])
+        for m in ("chain", "tree", "tree-entropy")
+        for s in (0, 1)
+    ]
+    result = {**_result(records, [4]), "runs": records, "paired": paired_differences(records)}
+    out = tmp_path / "budget.json"
+    written = budget_bench.write_outputs(result, out)
+    assert len(written) == 5 and all(p.stat().st_size > 0 for p in written)
+    assert "Expansion rules at ≈4" in out.with_suffix(".md").read_text()
+    assert {r["method"] for r in json.loads(out.read_text())["runs"]} >= {"tree-entropy"}

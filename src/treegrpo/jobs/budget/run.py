@@ -90,7 +90,7 @@ from treegrpo.jobs.data import evaluate_model_dir, prepare_inputs, run_data
 from treegrpo.jobs.embedded import held_out_evaluator, rl_and_eval_worlds, run_embedded
 from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.models.load import load_model
-from treegrpo.viz.budget import plot_all
+from treegrpo.viz.budget import STYLE, plot_all
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start
 
 
@@ -347,7 +347,14 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
     table = markdown_table(result)
     out.with_suffix(".md").write_text(table + "\n")
     print(table, flush=True)
-    plots = plot_all(result, out.parent, out.stem)
+    # The plots draw the methods they have a style for (chain, tree, the ablation); the
+    # expansion rules' runs are in the JSON and the table.
+    shown = {
+        **result,
+        "runs": [r for r in result["runs"] if r["method"] in STYLE],
+        "aggregates": [a for a in result["aggregates"] if a["method"] in STYLE],
+    }
+    plots = plot_all(shown, out.parent, out.stem)
     print(f"wrote {out}, {out.with_suffix('.md')} and {len(plots)} plots", flush=True)
     return [out, out.with_suffix(".md"), *plots]
 
