@@ -47,8 +47,9 @@ from treegrpo.engine.cpu.speedups import start_process
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import load_model
 from treegrpo.rollout.records import Rollout, merge_rollouts
-from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.scoring import LeafRewards
+from treegrpo.rollout.source import LocalRollout
 from treegrpo.tools.base import Passage, SearchTool
 from treegrpo.tools.http_client import RemoteRetriever
 from treegrpo.train.config import ClusterConfig
@@ -116,19 +117,8 @@ class RolloutWorker:
         ``rewards``: the reward of these prompts' leaves (for the informed expansion rule)."""
         if version != self.version:
             raise StaleWeights(f"asked for weights version {version}, holds {self.version}")
-        score = rewards.scorer(self.protocol.decode) if rewards is not None else None
-        return sample_forest(
-            self.engine,
-            self.protocol,
-            self.tool,
-            prompts,
-            shape,
-            sampling,
-            limits,
-            seed,
-            keys,
-            score=score,
-        )
+        local = LocalRollout(self.engine, self.protocol, self.tool)
+        return local.sample(prompts, shape, sampling, limits, seed, rewards, prompt_keys=keys)
 
     def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> float:
         """Load ``state`` (Hugging Face names) into the engine; returns the seconds it took."""

@@ -66,7 +66,10 @@ class LocalRollout:
         limits: AgentLimits,
         seed: int,
         rewards: LeafRewards | None = None,
+        prompt_keys: Sequence[int] | None = None,
     ) -> Rollout:
+        """``prompt_keys``: what seeds each prompt's randomness, when these prompts are part of
+        a larger batch (``sample_forest``); ``rewards``: for the informed expansion rule."""
         score = rewards.scorer(self.protocol.decode) if rewards is not None else None
         return sample_forest(
             self.engine,
@@ -77,6 +80,7 @@ class LocalRollout:
             sampling,
             limits,
             seed,
+            prompt_keys,
             score=score,
         )
 
