@@ -13,7 +13,10 @@
 #    that machine, so the rank runs in process; the rollout worker's engine is the one of 1.
 #
 # The machine has torch, transformers, peft, tokenizers and hypothesis (KINDS.md of the device
-# tool), which is all that this needs: src/ goes on PYTHONPATH, nothing is installed.
+# tool); src/ goes on PYTHONPATH, nothing is installed. The tests' fixtures also import bm25s
+# (pure Python): carry it in a folder put on EXTRA_PYTHONPATH, e.g.
+#   pip install --no-deps --target .device-lib bm25s    # here, then on the machine:
+#   EXTRA_PYTHONPATH=$PWD/.device-lib bash bench/gpu_check.sh
 # Smoke test on a CPU: DEVICE=cpu B_HIDDEN=128 B_LAYERS=2 PROMPTS=2 REPEATS=1 F_HIDDEN=128 F_LAYERS=2 \
 #   PYTHON=.venv/bin/python bash bench/gpu_check.sh
 set -uo pipefail
