@@ -50,6 +50,7 @@ def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: 
     assert [r["step"] for r in rows] == [1, 2]
     # evaluated during training at step 1; step 2 is the final checkpoint, evaluated once
     assert "eval/em" in rows[0] and "eval/em" not in rows[1]
+    assert rows[0]["time/eval_s"] > 0 and "time/eval_s" not in rows[1]
     report_md = (out / "report.md").read_text()
     assert "| held-out group | n | EM before | EM after |" in report_md
     assert "| source nq |" in report_md and (out / "learning_curve.png").is_file()

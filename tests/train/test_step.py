@@ -216,6 +216,13 @@ def test_tree_diagnostics_are_logged_and_consistent() -> None:
     )
     assert chain["tree/distinct_leaves"] == 1.0  # a chain is a tree of one leaf
     assert chain["tree/mixed_reward_share"] == 0.0
+    # the step's time split by phase adds up to the whole; the engine computed at least every
+    # generated token
+    phases = ("rollout", "update", "weight_push", "other")
+    assert all(metrics[f"time/{p}_s"] >= 0 for p in phases)
+    total = sum(metrics[f"time/{p}_s"] for p in phases)
+    assert total == pytest.approx(metrics["time/step_s"], abs=1e-6)
+    assert metrics["spend/processed_per_prompt"] >= metrics["spend/generated_per_prompt"] > 0
 
 
 @pytest.mark.parametrize("shape", [{"l": 0}, {"n": 0}, {"k": 1}])

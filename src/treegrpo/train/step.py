@@ -163,6 +163,7 @@ def rl_step(
     parts = [weighted(mbs, algo.aggregation) for mbs in minis]
     temperature = sampling.logprob_temperature  # log-probs of the sampled distribution
     log.debug("updating the policy: %d optimizer steps", len(schedule))
+    t_update = time.perf_counter()
     if learner is None:
         stats = ppo_update(
             policy,
@@ -179,7 +180,10 @@ def rl_step(
     else:
         stats = learner.update(parts, schedule, algo, optim, temperature)
         learner.load_into(policy, scheduler)
+    t_push = time.perf_counter()
+    t_update = t_push - t_update
     rollouts.update_weights(policy)  # the next rollout samples from the updated policy
+    t_push = time.perf_counter() - t_push
 
     # 7. metrics, with what the trees held: how many mixed rewards (a tree whose leaves all
     # score alike has no intra-tree signal), how many distinct trajectories, and how deep the
@@ -209,13 +213,20 @@ def rl_step(
             "tree/root_expansions": float((starts == 0).mean()) if starts is not None else 0.0,
             "spend/generated_per_prompt": spend.generated / len(batch.prompts),
             "spend/tool_calls_per_prompt": spend.tool_calls / len(batch.prompts),
+            "spend/processed_per_prompt": spend.processed / len(batch.prompts),
             "spend/token_efficiency": spend.processed / max(rollout.distinct_tokens(), 1),
             "train/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
             "train/skipped_updates": float(stats.skipped),
             "train/updates": float(len(schedule)),
             "train/prompts_updated": float(len(trained)),
             "train/pad_fraction": pad_fraction([m for mbs in minis for m in mbs]),
+            # where the step's time went: sampling, the update (old and reference log-probs,
+            # then the optimizer steps), pushing the weights to the rollout, and the rest
+            # (rewards, advantages, batching, these metrics)
             "time/rollout_s": t_rollout,
+            "time/update_s": t_update,
+            "time/weight_push_s": t_push,
+            "time/other_s": max(elapsed - t_rollout - t_update - t_push, 0.0),
             "time/step_s": elapsed,
             "time/gen_tokens_per_s": spend.generated / max(t_rollout, 1e-9),
         }

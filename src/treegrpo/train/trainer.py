@@ -194,7 +194,10 @@ def train(
             done = step + 1
             metrics["train/lr"] = float(scheduler.get_last_lr()[0])
             if evaluate is not None and run.eval_every and done % run.eval_every == 0:
-                metrics.update(evaluate(policy, tokenizer, done, engine))
+                t_eval = time.perf_counter()
+                evaluated = evaluate(policy, tokenizer, done, engine)  # {}: skipped
+                if evaluated:
+                    metrics |= evaluated | {"time/eval_s": time.perf_counter() - t_eval}
             _watch_and_log(out, done, metrics, monitor, health, log, writer)
             if on_step is not None:
                 on_step(done, metrics)
