@@ -19,7 +19,7 @@ import pytest
 from matplotlib.image import imread
 
 from treegrpo import cli
-from treegrpo.viz.report import CURVES, markdown_tables, render_report
+from treegrpo.viz.report import CURVES, markdown_tables, render_report, time_table
 
 TABLE = """# run
 
@@ -78,6 +78,18 @@ def test_one_run_report(tmp_path: Path) -> None:
     assert links == ["view/step-000001.html"]
     assert all((page_path.parent / link).is_file() for link in links)
     assert "http://" not in page and "https://" not in page
+    assert "where the time went" not in page  # no phases logged: no table
+
+
+def test_the_time_table_adds_up_the_phases() -> None:
+    rows = [
+        {"step": 1, "time/rollout_s": 3.0, "time/update_s": 1.0, "time/other_s": 0.0},
+        {"step": 2, "time/rollout_s": 3.0, "time/update_s": 1.0, "time/eval_s": 2.0},
+    ]
+    table = time_table(rows)
+    assert "<td>rollout (sampling and search)</td><td>6.0</td><td>60%</td>" in table
+    assert "<td>held-out evaluation</td><td>2.0</td><td>20%</td>" in table
+    assert "<td>weights to the rollout</td><td>0.0</td><td>0%</td>" in table
 
 
 def test_two_runs_side_by_side_through_the_cli(tmp_path: Path) -> None:

@@ -112,9 +112,38 @@ def markdown_tables(text: str) -> str:
     return "".join(out)
 
 
+PHASES = (
+    ("time/rollout_s", "rollout (sampling and search)"),
+    ("time/update_s", "update (old and reference log-probs, optimizer steps)"),
+    ("time/weight_push_s", "weights to the rollout"),
+    ("time/other_s", "rewards, advantages, batching"),
+    ("time/eval_s", "held-out evaluation"),
+)
+"""metrics.jsonl keys of a step's time by phase (``train.step``, ``train.trainer``)."""
+
+
+def time_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Where a run's time went, as an HTML table: per phase the seconds in all and the share
+    of the total (evaluation only on the steps that evaluated); "" for a run that logged no
+    phases (written before they were)."""
+    totals = {title: sum(r.get(key, 0.0) for r in rows) for key, title in PHASES}
+    whole = sum(totals.values())
+    if whole <= 0:
+        return ""
+    cells = "".join(
+        f"<tr><td>{html.escape(title)}</td><td>{sec:.1f}</td><td>{100 * sec / whole:.0f}%</td></tr>"
+        for title, sec in totals.items()
+    )
+    return (
+        "<h3>where the time went</h3><table><tr><th>phase</th><th>seconds</th><th>share</th>"
+        f"</tr>{cells}</table>"
+    )
+
+
 def _run_section(run_dir: Path, view: Path) -> str:
     report = run_dir / "report.md"
     tables = markdown_tables(report.read_text()) if report.is_file() else "<p>(no report.md)</p>"
+    tables += time_table(read_metrics(run_dir))
     view_dir = run_dir / "view"
     pages = sorted(view_dir.glob("eval*.html")) + sorted(view_dir.glob("step-*.html"))
     links = "".join(
