@@ -77,6 +77,16 @@ def test_retries_5xx_then_succeeds() -> None:
     assert received[-1] == {"path": "/retrieve", "queries": ["q"], "topk": 2, "return_scores": True}
 
 
+def test_a_rate_limited_request_is_retried() -> None:
+    def respond(body: dict[str, Any], n: int) -> Reply:
+        return (429, b"slow down") if n == 1 else (200, ok(body["queries"]))
+
+    with scripted_server(respond) as received:
+        url = received.pop(0)["url"]
+        [hits] = RemoteRetriever(url, retries=2, backoff=0.01).search(["q"], topk=2)
+    assert [h.id for h in hits] == ["q-0", "q-1"] and len(received) == 2
+
+
 def test_gives_up_after_retries_with_url_status_and_body() -> None:
     with scripted_server(lambda body, n: (500, b'{"detail": "index is corrupt"}')) as received:
         url = received.pop(0)["url"]

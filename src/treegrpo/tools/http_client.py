@@ -1,8 +1,9 @@
 """A ``SearchTool`` that calls any Search-R1 compatible ``/retrieve`` server over HTTP.
 
 Works against Search-R1's own retrieval server, verl's and SkyRL's, and ``treegrpo serve``.
-Transient failures (connection refused or reset, timeouts, HTTP 5xx) are retried with
-exponential backoff, because a trainer should survive a retriever restart; anything else (4xx,
+Transient failures (connection refused or reset, timeouts, HTTP 5xx, and 429 from a server or
+proxy that limits its rate) are retried with exponential backoff, because a trainer should
+survive a retriever restart or a busy moment; anything else (other 4xx,
 a body that is not the Search-R1 shape) fails at once with the URL, the status and the start of
 the body, because retrying cannot fix it.
 
@@ -77,7 +78,8 @@ class RemoteRetriever:
         self.close()
 
     def _post(self, payload: dict[str, Any]) -> httpx.Response:
-        """POST with retries; returns a non-5xx response or raises ``RetrieverError``."""
+        """POST with retries; returns a response that is neither 5xx nor 429, or raises
+        ``RetrieverError``."""
         problem = ""
         for attempt in range(self.retries + 1):
             if attempt:
@@ -91,7 +93,7 @@ class RemoteRetriever:
             except httpx.TransportError as exc:  # refused, reset, timed out, ...
                 problem = f"{type(exc).__name__}: {exc}"
                 continue
-            if response.status_code < 500:
+            if response.status_code < 500 and response.status_code != 429:
                 return response
             problem = f"HTTP {response.status_code}: {_excerpt(response.text)}"
         raise RetrieverError(
