@@ -18,7 +18,13 @@ STYLE: dict[str, dict[str, Any]] = {
     "tree": {"color": "tab:orange", "marker": "s", "label": "Tree-GRPO (intra+inter)"},
     "tree-intra": {"color": "0.35", "marker": "v", "label": "tree, intra only"},
     "tree-inter": {"color": "0.65", "marker": "^", "label": "tree, inter only"},
+    "tree-no-root": {"color": "tab:green", "marker": "D", "label": "tree, no-root expansion"},
+    "tree-entropy": {"color": "tab:red", "marker": "P", "label": "tree, entropy expansion"},
+    "tree-informed": {"color": "tab:purple", "marker": "X", "label": "tree, informed expansion"},
 }
+"""Each method's marks: chain, the uniform tree, the advantage ablation (points at its budget)
+and the expansion rules (``bench-budget --expansions``, lines like the two main methods)."""
+ABLATION = ("tree-intra", "tree-inter")
 
 
 def moving_average(xs: Sequence[float], window: int) -> list[float]:
@@ -47,7 +53,7 @@ def plot_em_vs_budget(result: dict[str, Any], out: Path) -> Path:
             [100 * a["em"]["mean"] for a in aggs],
             yerr=[100 * _std(a["em"]) for a in aggs],
             capsize=4,
-            linestyle="-" if method in ("chain", "tree") else "none",
+            linestyle="none" if method in ABLATION else "-",
             **style,
         )
     start = 100 * result["warm_start"]["overall"]["em"]  # the data mode's model, if it ran

@@ -24,6 +24,7 @@ from treegrpo.jobs.budget.plan import (
     world_config,
 )
 from treegrpo.jobs.budget.report import (
+    EXPANSION_METHODS,
     NUMERIC,
     TREE_DIAGNOSTICS,
     aggregate,
@@ -33,7 +34,7 @@ from treegrpo.jobs.budget.report import (
     per_1k_tokens,
     run_record,
 )
-from treegrpo.viz.budget import moving_average
+from treegrpo.viz.budget import STYLE, moving_average
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start_dir
 
 
@@ -480,3 +481,7 @@ def test_outputs_with_expansion_rules_are_written(tmp_path: Any) -> None:
     assert len(written) == 5 and all(p.stat().st_size > 0 for p in written)
     assert "Expansion rules at ≈4" in out.with_suffix(".md").read_text()
     assert {r["method"] for r in json.loads(out.read_text())["runs"]} >= {"tree-entropy"}
+
+
+def test_every_expansion_rule_has_a_plot_style() -> None:
+    assert set(EXPANSION_METHODS) <= set(STYLE)

@@ -347,8 +347,8 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
     table = markdown_table(result)
     out.with_suffix(".md").write_text(table + "\n")
     print(table, flush=True)
-    # The plots draw the methods they have a style for (chain, tree, the ablation); the
-    # expansion rules' runs are in the JSON and the table.
+    # The plots draw the methods they have a style for (``viz.budget.STYLE``: chain, tree, the
+    # ablation, the expansion rules); a method without one is in the JSON and the table only.
     shown = {
         **result,
         "runs": [r for r in result["runs"] if r["method"] in STYLE],
