@@ -105,7 +105,7 @@ def bench_budget(
     config (data mode, e.g. configs/real-smollm2-wiki.yaml). Writes a JSON, a markdown table and
     plots under bench/results/; finished runs are reused, so re-running the same command
     resumes. Full embedded mode: 50 runs of 20 steps (all budgets and the ablation), about 80 min
-    on 2 CPU cores.
+    on 2 CPU cores; each expansion rule adds one tree run per budget and seed.
 
     Args:
         quick: One seed, budgets 2 and 4, 3 steps, 30 held-out questions (data mode: at most
