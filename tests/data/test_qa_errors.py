@@ -122,6 +122,7 @@ PROMPT_2 = [{"role": "user", "content": "Question: a?"}, {"role": "user", "conte
         (_bad("reward_model.ground_truth.target", None), 1, "reward_model.ground_truth.target", ""),
         (_all("reward_model.ground_truth.target", [1]), 0, "reward_model.ground_truth.target", ""),
         (_all("extra_info.index", 1.5), 0, "extra_info.index", "integer or string"),
+        (_all("extra_info.kind", 3), 0, "extra_info.kind", "expected a string"),
     ],
 )
 def test_searchr1_row(

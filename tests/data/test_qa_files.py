@@ -69,6 +69,20 @@ def test_prepare_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert all(q.prompt == instruction_text(q.question) for q in back)  # our prompt, exactly
 
 
+def test_prepare_keeps_the_question_kind(tmp_path: Path) -> None:
+    rows = [
+        flashrag_row(0, "capital of peru", ["Lima"], metadata={"hops": 1, "kind": "capital"}),
+        flashrag_row(1, "who wrote hamlet", ["Shakespeare"]),
+    ]
+    src = write_jsonl(tmp_path / "qa.jsonl", rows)
+    out = tmp_path / "qa.parquet"
+    cli.main(["prepare", "--input", str(src), "--out", str(out), "--split", "test"])
+    extras = [r["extra_info"] for r in pq.read_table(out).to_pylist()]
+    assert [e["kind"] for e in extras] == ["capital", None]
+    assert [q.kind for q in load_questions(out)] == ["capital", ""]
+    assert [q.kind for q in load_questions(src)] == ["capital", ""]  # as the FlashRAG file
+
+
 def test_prepare_sources_flag_and_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -121,7 +121,10 @@ def searchr1_question(
     hops = extra.get("hops") or 0
     if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
         raise fail("extra_info.hops", f"expected an integer >= 0, got {hops!r:.60}")
-    return Question(f"{source}-{index}", question, golds, source, hops, index, content)
+    kind = extra.get("kind") or ""
+    if not isinstance(kind, str):
+        raise fail("extra_info.kind", f"expected a string, got {kind!r:.60}")
+    return Question(f"{source}-{index}", question, golds, source, hops, index, content, kind)
 
 
 def searchr1_rows(
@@ -132,10 +135,13 @@ def searchr1_rows(
 
     ``extra_info.index`` counts rows per data source, as Search-R1's own scripts do, so
     ``(data_source, index)`` is unique within the file even when several inputs share a source.
-    ``extra_info.hops`` is written when any question knows its hop count (null for the others).
+    ``extra_info.hops`` is written when any question knows its hop count (null for the others),
+    ``extra_info.kind`` when any has a kind (null for the others), so evaluations from the file
+    keep their per-kind rows.
     """
     counts: dict[str, int] = {}
     with_hops = any(q.hops for q in questions)
+    with_kind = any(q.kind for q in questions)
     rows = []
     for q in questions:
         index = counts.get(q.source, 0)
@@ -143,6 +149,8 @@ def searchr1_rows(
         extra: dict[str, Any] = {"split": split, "index": index}
         if with_hops:
             extra["hops"] = q.hops or None
+        if with_kind:
+            extra["kind"] = q.kind or None
         rows.append(
             {
                 "data_source": q.source,
