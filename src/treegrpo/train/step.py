@@ -163,7 +163,7 @@ def rl_step(
     parts = [weighted(mbs, algo.aggregation) for mbs in minis]
     temperature = sampling.logprob_temperature  # log-probs of the sampled distribution
     log.debug("updating the policy: %d optimizer steps", len(schedule))
-    t_update = time.perf_counter()
+    t1 = time.perf_counter()  # the update starts
     if learner is None:
         stats = ppo_update(
             policy,
@@ -180,10 +180,9 @@ def rl_step(
     else:
         stats = learner.update(parts, schedule, algo, optim, temperature)
         learner.load_into(policy, scheduler)
-    t_push = time.perf_counter()
-    t_update = t_push - t_update
+    t2 = time.perf_counter()  # the weight push starts
     rollouts.update_weights(policy)  # the next rollout samples from the updated policy
-    t_push = time.perf_counter() - t_push
+    t_update, t_push = t2 - t1, time.perf_counter() - t2
 
     # 7. metrics, with what the trees held: how many mixed rewards (a tree whose leaves all
     # score alike has no intra-tree signal), how many distinct trajectories, and how deep the

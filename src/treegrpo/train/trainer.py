@@ -148,6 +148,7 @@ def train(
         run.seed,
         kl=algo.kl_coef > 0,
         own_reference=learner is None,
+        fast=fast,
     )
     optimizer, scheduler = make_optimizer(policy, optim)
     if ckpt is not None:
@@ -272,10 +273,11 @@ def _load_models(
     seed: int,
     kl: bool,
     own_reference: bool,
+    fast: bool,
 ) -> tuple[Any, Any | None, Any]:
     """The policy (LoRA-wrapped or not, from the checkpoint when resuming), the frozen reference
-    policy when the KL term needs one here, and the tokenizer, on ``device`` with the CPU
-    speed-ups attached. LoRA trains adapters on the frozen starting model and resumes from its
+    policy when the KL term needs one here, and the tokenizer, on ``device``, with the CPU
+    speed-ups attached when ``fast``. LoRA trains adapters on the frozen starting model and resumes from its
     saved adapter; full fine-tuning resumes from model/. A LoRA policy's base (adapters off) is
     its own reference; ``own_reference`` False: the training ranks hold it."""
     lora = model_cfg.lora_rank > 0
@@ -290,7 +292,7 @@ def _load_models(
         reference.eval().requires_grad_(False).to(device)
     # the CPU speed-ups (engine.cpu.speedups): routes kept on the models for the whole run, so
     # the RL step calls them as plain PyTorch
-    if speedups.enabled(device, model_cfg.cpu_speedups):
+    if fast:
         for m in (policy, reference):
             if m is not None:
                 CpuSpeedups.attach(m)
