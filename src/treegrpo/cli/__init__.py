@@ -94,6 +94,8 @@ def bench_budget(
     budgets: tuple[int, ...] | None = None,
     no_ablation: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False,
     expansions: tuple[str, ...] | None = None,
+    world_seed: int | None = None,
+    eval_every: int | None = None,
     workers: int | None = None,
     out: Path | None = None,
     runs_dir: Path | None = None,
@@ -124,6 +126,12 @@ def bench_budget(
         expansions: Expansion rules among no-root entropy informed: one more tree run per rule
             at every budget and seed (method tree-<rule>), compared with the uniform tree and
             the chain paired by seed (docs/expansion.md). Default: none.
+        world_seed: Seed of the embedded RL and held-out worlds (default 0). Another seed is a
+            validation world for choosing settings before the held-out world is measured; its
+            outputs get "-world<seed>" in their default names.
+        eval_every: Held-out evaluation every this many RL steps, for each run's curve of EM
+            against generated tokens and wall time (default 5, quick 2, data mode the config's
+            run.eval_every; 0: before and after only).
         workers: Runs in parallel, each in a process pinned to its own CPU core with one torch
             thread (1: one after another in this process). Default 2; data mode 1, which is
             what a GPU run (model.device) wants.

@@ -35,6 +35,8 @@ QUICK_STEPS = 3
 """RL steps per run in quick mode: checks that the pipeline runs, not the result."""
 QUICK_EVAL_QUESTIONS = 30
 """Held-out questions in quick mode (data mode: at most this many of the config's)."""
+QUICK_EVAL_EVERY = 2
+"""Quick mode's periodic evaluation: once inside the 3 steps, so the curve's code runs."""
 ABLATION_MODES: tuple[Mode, ...] = ("intra", "inter")
 """Advantage modes of the ablation runs ("intra+inter" is the main tree run)."""
 
@@ -144,6 +146,13 @@ class BenchSettings:
     mode only): every question of the eval files."""
     ablation: bool = True
     """Also run the advantage ablation at budget ≈ 4 (intra only, inter only)."""
+    world_seed: int = DEFAULT_EMBEDDED.world_seed
+    """Embedded mode: the seed of the RL and held-out worlds (``EmbeddedConfig.world_seed``);
+    another seed is a validation world, where settings are chosen before the held-out world
+    is measured."""
+    eval_every: int = 5
+    """Held-out evaluation every this many RL steps (0: only before and after), so each run
+    has a curve of held-out EM against the tokens and time it spent."""
     expansions: tuple[Rule, ...] = ()
     """Expansion rules besides uniform (``EXPANSION_RULES``): one more tree run per rule at
     every budget and seed, method "tree-<rule>"."""
@@ -164,8 +173,10 @@ def bench_settings(
     """The full or quick defaults with the given fields replaced (None values are ignored).
 
     ``config``: data mode with this run config (``load_data_job``): steps, prompts per step and
-    held-out questions default to the file's (quick: 3 steps, at most 30 questions), workers to
-    1, the outputs to bench/results/budget-data[-quick].json and runs/bench-budget/data[-quick].
+    held-out questions and periodic evaluation default to the file's (quick: 3 steps, at most 30
+    questions), workers to 1, the outputs to bench/results/budget-data[-quick].json and
+    runs/bench-budget/data[-quick]. A ``world_seed`` other than the preset's (a validation
+    world) adds "-world<seed>" to the default output and run directory names.
     Raises ValueError on bad settings, a config file that does not fit, or a data section that
     ``jobs.data.check_data`` rejects or that has no held-out questions."""
     base = BenchSettings()
@@ -179,6 +190,7 @@ def bench_settings(
             steps=job.run.steps,
             prompts_per_step=job.run.prompts_per_step,
             eval_questions=job.data.eval_questions,
+            eval_every=job.run.eval_every,
             workers=1,
             out=Path("bench/results/budget-data.json"),
             runs_dir=Path("runs/bench-budget/data"),
@@ -193,8 +205,16 @@ def bench_settings(
             steps=QUICK_STEPS,
             eval_questions=QUICK_EVAL_QUESTIONS if n is None else min(n, QUICK_EVAL_QUESTIONS),
             ablation=False,
+            eval_every=QUICK_EVAL_EVERY,
             out=Path(f"bench/results/budget{'-' + tag if tag else ''}-quick.json"),
             runs_dir=Path(f"runs/bench-budget/{tag + '-' if tag else ''}quick"),
+        )
+    world = overrides.get("world_seed")
+    if world is not None and world != DEFAULT_EMBEDDED.world_seed:  # a validation world
+        base = replace(
+            base,
+            out=base.out.with_stem(f"{base.out.stem}-world{world}"),
+            runs_dir=base.runs_dir.with_name(f"{base.runs_dir.name}-world{world}"),
         )
     s = replace(base, **{k: v for k, v in overrides.items() if v is not None})
     unknown = [r for r in s.expansions if r not in EXPANSION_RULES]
@@ -214,6 +234,10 @@ def bench_settings(
         raise ValueError("need at least one held-out question")
     if s.workers < 1:
         raise ValueError(f"workers must be >= 1, got {s.workers}")
+    if s.world_seed < 0 or s.eval_every < 0:
+        raise ValueError("world_seed and eval_every must be >= 0")
+    if s.job is not None and s.world_seed != DEFAULT_EMBEDDED.world_seed:
+        raise ValueError("world_seed is the embedded world's; data mode has no world")
     if s.job is not None:
         data = data_config(s)
         problems = check_data(data)
@@ -272,8 +296,8 @@ def _tree_algo(budget: int, base: AlgorithmConfig, rule: Rule = "uniform") -> Al
 
 def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
     """The run's RunConfig (from the embedded preset's, or the data mode config's): its
-    directory and seed, the benchmark's steps and prompts; one checkpoint at the end, no
-    periodic evaluation."""
+    directory and seed, the benchmark's steps, prompts and periodic evaluation; one checkpoint
+    at the end."""
     return replace(
         DEFAULT_RUN if s.job is None else s.job.run,
         out_dir=str(s.runs_dir / spec.name),
@@ -282,16 +306,17 @@ def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
         prompts_per_step=s.prompts_per_step,
         save_every=s.steps,
         keep_checkpoints=1,
-        eval_every=0,
+        eval_every=s.eval_every,
         resume=False,
         overwrite=False,  # execute_run removes a killed run's directory itself
     )
 
 
 def world_config(s: BenchSettings) -> EmbeddedConfig:
-    """Embedded mode: the preset's world with the benchmark's held-out questions."""
+    """Embedded mode: the preset's world with the benchmark's world seed and held-out
+    questions."""
     assert s.eval_questions is not None  # None (all questions) is for data mode only
-    return replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
+    return replace(DEFAULT_EMBEDDED, world_seed=s.world_seed, eval_questions=s.eval_questions)
 
 
 def data_config(s: BenchSettings) -> DataConfig:
