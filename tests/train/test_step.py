@@ -19,7 +19,7 @@ from treegrpo.rollout.source import LocalRollout
 from treegrpo.train import step as step_module
 from treegrpo.train import update as update_module
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
-from treegrpo.train.step import Batch, rl_step
+from treegrpo.train.step import Batch, depth_shares, rl_step
 
 LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
 SAMPLING = SamplingParams(max_new_tokens=40)
@@ -268,3 +268,14 @@ def test_cpu_speedups_compute_the_same_step(monkeypatch) -> None:  # type: ignor
         assert fast[key] == pytest.approx(plain[key], rel=1e-3, abs=1e-6), key
     for name, p in plain_w.items():
         torch.testing.assert_close(fast_w[name], p, rtol=1e-3, atol=1e-5, msg=name)
+
+
+def test_depth_shares_count_expansions_per_depth_with_deeper_ones_in_the_last() -> None:
+    got = depth_shares(np.array([0, 1, 1, 2, 3, 5, 0, 1]))
+    assert got == {
+        "tree/expansions_at_depth/0": 0.25,
+        "tree/expansions_at_depth/1": 0.375,
+        "tree/expansions_at_depth/2": 0.125,
+        "tree/expansions_at_depth/3+": 0.25,
+    }
+    assert depth_shares(None) == {} and depth_shares(np.zeros(0, np.int64)) == {}

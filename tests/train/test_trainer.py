@@ -71,6 +71,20 @@ def test_resume_equals_no_interruption(model_dir: Path, tmp_path: Path) -> None:
     again = [json.loads(x) for x in (resumed / "metrics.jsonl").read_text().splitlines()]
     assert [x["step"] for x in again] == [1, 2]
     assert lines[1]["loss/pg_loss"] == again[1]["loss/pg_loss"]
+    # the per-prompt ledger: one line per step, cut and rewritten on resume like metrics.jsonl
+    ledger = [json.loads(x) for x in (straight / "ledger.jsonl").read_text().splitlines()]
+    assert ledger == [json.loads(x) for x in (resumed / "ledger.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in ledger] == [1, 2]
+    for row, m in zip(ledger, lines, strict=True):
+        assert len(row["uid"]) == 4 and all(u.startswith("toy-") for u in row["uid"])
+        # per prompt, the step's totals: the metrics line's per-prompt means times 4 prompts
+        assert sum(row["generated"]) == pytest.approx(4 * m["spend/generated_per_prompt"])
+        assert sum(row["tool_calls"]) == pytest.approx(4 * m["spend/tool_calls_per_prompt"])
+        assert sum(row["leaves"]) == m["agent/leaves"]  # every leaf kept (K = all)
+        silent = sum(not s for s in row["signal"]) / 4
+        assert silent == pytest.approx(m["adv/uniform_prompts"])
+        tree = ALGO.shape()
+        assert row["expansions"] == [tree.m * tree.n * tree.l] * 4
     start = AutoModelForCausalLM.from_pretrained(model_dir).state_dict()
     assert any(not torch.equal(start[k], a[k]) for k in a)  # training moved the weights
     assert (straight / "config.json").exists() and (straight / "tb").is_dir()
@@ -106,6 +120,8 @@ def test_killed_save_leaves_the_previous_checkpoint_usable(
     assert final is not None and final.name == "step-000002"
     steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]  # the crashed attempt's step-2 line was replaced, not duplicated
+    ledger = [json.loads(x)["step"] for x in (out / "ledger.jsonl").read_text().splitlines()]
+    assert ledger == [1, 2]  # and its ledger line too
     assert not (out / "checkpoints" / "step-000002.tmp").exists()
     events = EventAccumulator(str(out / "tb"))  # TensorBoard shows each step once too
     events.Reload()

@@ -79,6 +79,20 @@ class Batch:
     uids: list[str]  # a key unique per prompt across all data sources (the GRPO group)
 
 
+DEPTHS = ("0", "1", "2", "3+")
+"""The depths ``tree/expansions_at_depth/<d>`` counts expansions at (0: the root)."""
+
+
+def depth_shares(starts: np.ndarray | None) -> dict[str, float]:
+    """The share of the expansions that branched at each depth of ``DEPTHS`` ({} with no
+    expansion: chains)."""
+    if starts is None or starts.size == 0:
+        return {}
+    capped = np.minimum(starts, len(DEPTHS) - 1)  # (E,)
+    counts = np.bincount(capped, minlength=len(DEPTHS)) / starts.size
+    return {f"tree/expansions_at_depth/{d}": float(c) for d, c in zip(DEPTHS, counts, strict=True)}
+
+
 def rl_step(
     policy: Any,
     reference: Any | None,
@@ -210,6 +224,7 @@ def rl_step(
             "tree/distinct_leaves": distinct_per_group(trajectories, tree_ids),
             "tree/expansion_depth": float(starts.mean()) if starts is not None else 0.0,
             "tree/root_expansions": float((starts == 0).mean()) if starts is not None else 0.0,
+            **depth_shares(starts),
             "spend/generated_per_prompt": spend.generated / len(batch.prompts),
             "spend/tool_calls_per_prompt": spend.tool_calls / len(batch.prompts),
             "spend/processed_per_prompt": spend.processed / len(batch.prompts),

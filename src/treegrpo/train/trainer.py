@@ -4,6 +4,7 @@ A run directory holds everything a run writes (DESIGN.md, "Configuration and run
 
     config.json          the resolved configuration
     metrics.jsonl        one line per RL step (and per evaluation)
+    ledger.jsonl         per RL step, each prompt's spend and signal (``train.ledger``)
     tb/                  TensorBoard events
     checkpoints/         Hugging Face model + trainer state, written atomically
     eval-step-N.{json,md}
@@ -60,6 +61,7 @@ from treegrpo.train.config import (
     RunConfig,
 )
 from treegrpo.train.health import HealthMonitor, Rollback, TrainingUnhealthy
+from treegrpo.train.ledger import LEDGER_FILE, ledger_row
 from treegrpo.train.order import data_order, mixed_order
 from treegrpo.train.policy import load_adapter, prepare_policy
 from treegrpo.train.precision import autocast_dtype
@@ -164,11 +166,16 @@ def train(
     batches = _Batches(items, tokenizer, mix, run)
     monitor = HealthMonitor.replay(health, logged)
     writer = _tensorboard(out / "tb", start_step)
-    with open(out / "metrics.jsonl", "a") as log:
+    with open(out / "metrics.jsonl", "a") as log, open(out / LEDGER_FILE, "a") as ledger:
         for step in range(start_step, run.steps):
             idx, batch = batches.take(position)
             position += len(idx)
             keep = run.forests_every > 0 and (step == 0 or (step + 1) % run.forests_every == 0)
+            observers = [_ledger_keeper(ledger, step + 1, batch)]
+            if keep:
+                observers.append(
+                    _forest_keeper(out, step + 1, protocol, batch, idx, items, algo, run)
+                )
             metrics = rl_step(
                 policy,
                 reference,
@@ -184,11 +191,7 @@ def train(
                 seed=run.seed * 1_000_003 + step,
                 autocast_dtype=amp,
                 learner=update,
-                observe=(
-                    _forest_keeper(out, step + 1, protocol, batch, idx, items, algo, run)
-                    if keep
-                    else None
-                ),
+                observe=_all_of(observers),
                 max_failed_searches=health.max_failed_searches,
             )
             speedups.release_memory(fast)  # else the heap fragments and memory grows every step
@@ -310,6 +313,7 @@ def _restore(
         scheduler.load_state_dict(state.scheduler)
     set_rng_state(state.rng)
     logged = _truncate_metrics(out / "metrics.jsonl", state.step)
+    _truncate_metrics(out / LEDGER_FILE, state.step)
     # a rollback since this checkpoint was saved scaled the learning rate: apply it
     _scale_lr(optimizer, scheduler, lr_scale(out) / state.extra.get("lr_scale", 1.0))
     return state.step, state.data_position, logged
@@ -375,6 +379,26 @@ class _Batches:
             [it.uid for it in items],
         )
         return list(idx), batch
+
+
+def _all_of(observers: Sequence[Callable[[StepOutcome], None]]) -> Callable[[StepOutcome], None]:
+    def observe(outcome: StepOutcome) -> None:
+        for see in observers:
+            see(outcome)
+
+    return observe
+
+
+def _ledger_keeper(ledger: Any, step: int, batch: Batch) -> Callable[[StepOutcome], None]:
+    """Writes the step's line of ``ledger.jsonl`` (``train.ledger``): its prompts' spend and
+    signal. Observers run before the update, so a step killed later leaves a line that resume
+    cuts with the metrics lines of steps after the checkpoint."""
+
+    def keep(outcome: StepOutcome) -> None:
+        ledger.write(json.dumps(ledger_row(step, outcome, batch.uids)) + "\n")
+        ledger.flush()
+
+    return keep
 
 
 def _forest_keeper(
@@ -512,7 +536,7 @@ def refuse_previous_run(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def _previous_files(out: Path) -> list[Path]:
-    names = ("checkpoints", "metrics.jsonl", "tb", "forests", HEALTH_FILE)
+    names = ("checkpoints", "metrics.jsonl", LEDGER_FILE, "tb", "forests", HEALTH_FILE)
     return [out / n for n in names if (out / n).exists()]
 
 
