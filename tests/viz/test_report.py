@@ -90,6 +90,14 @@ def test_the_time_table_adds_up_the_phases() -> None:
     assert "<td>rollout (sampling and search)</td><td>6.0</td><td>60%</td>" in table
     assert "<td>held-out evaluation</td><td>2.0</td><td>20%</td>" in table
     assert "<td>weights to the rollout</td><td>0.0</td><td>0%</td>" in table
+    assert "old log-probs" not in table  # parts only where they were logged
+    rows[0] |= {"time/update/old_logprobs_s": 0.4, "time/update/policy_s": 0.5}
+    rows[1] |= {"time/update/old_logprobs_s": 0.6, "time/update/policy_s": 0.3}
+    table = time_table(rows)
+    # a part sits under its phase, as a share of the whole, and the whole is unchanged
+    assert "<td>· old log-probs</td><td>1.0</td><td>10%</td>" in table
+    assert table.index("update (old") < table.index("· old log-probs") < table.index("weights")
+    assert "<td>held-out evaluation</td><td>2.0</td><td>20%</td>" in table
 
 
 def test_two_runs_side_by_side_through_the_cli(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ copies with weight 0 that count in no metric.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,9 @@ class UpdateStats:
     n_micro: int = 0
     grad_norms: list[float] = field(default_factory=list)
     skipped: int = 0  # optimizer steps dropped for a non-finite gradient
+    # wall seconds of the update's phases: "old_logprobs", "ref_logprobs", "policy" (the
+    # forward and backward passes and optimizer steps)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def weighted(mbs: Sequence[MicroBatch], aggregation: str) -> list[Part]:
@@ -81,9 +85,11 @@ def ppo_update(
     device = next(policy.parameters()).device
     old: dict[int, torch.Tensor] = {}
     ref: dict[int, torch.Tensor] = {}
+    clock = {"old_logprobs": 0.0, "ref_logprobs": 0.0}
     with torch.no_grad():
         for part in (p for parts in minis for p in parts):
             d = part.batch.to(device)
+            t0 = _now(device)
             if id(part) not in first:
                 old[id(part)] = token_logprobs(
                     policy,
@@ -94,6 +100,8 @@ def ppo_update(
                     d.action_mask,
                     temperature,
                 )[0]
+            t1 = _now(device)
+            clock["old_logprobs"] += t1 - t0
             if algo.kl_coef > 0:
                 ref[id(part)] = reference_logprobs(
                     policy,
@@ -104,11 +112,13 @@ def ppo_update(
                     d.action_mask,
                     temperature,
                 )
+                clock["ref_logprobs"] += _now(device) - t1
 
     _reshard(policy)
     policy.train()
     params = [p for p in policy.parameters() if p.requires_grad]
-    stats = UpdateStats()
+    stats = UpdateStats(seconds=clock)
+    t_policy = _now(device)
     sums = stats.sums
     for parts in (minis[i] for i in schedule):
         for k, part in enumerate(parts):
@@ -162,6 +172,7 @@ def ppo_update(
             stats.skipped += 1  # a non-finite gradient: drop this update, keep the weights
         optimizer.zero_grad(set_to_none=True)
     policy.eval()
+    stats.seconds["policy"] = _now(device) - t_policy
     return stats
 
 
@@ -170,6 +181,13 @@ def _gradient_sync(model: Any, on: bool) -> None:
     setter = getattr(model, "set_requires_gradient_sync", None)
     if setter is not None:
         setter(on)
+
+
+def _now(device: torch.device) -> float:
+    """perf_counter after the device's queued work (CUDA runs kernels asynchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def _reshard(model: Any) -> None:

@@ -120,6 +120,15 @@ PHASES = (
     ("time/eval_s", "held-out evaluation"),
 )
 """metrics.jsonl keys of a step's time by phase (``train.step``, ``train.trainer``)."""
+PARTS = {
+    "time/rollout_s": (("time/expansion_choice_s", "choosing where to expand"),),
+    "time/update_s": (
+        ("time/update/old_logprobs_s", "old log-probs"),
+        ("time/update/ref_logprobs_s", "reference log-probs"),
+        ("time/update/policy_s", "policy forward, backward and optimizer steps"),
+    ),
+}
+"""Parts of a phase, shown under it (already counted in the phase's seconds)."""
 
 
 def time_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -130,14 +139,22 @@ def time_table(rows: Sequence[dict[str, Any]]) -> str:
     whole = sum(totals.values())
     if whole <= 0:
         return ""
-    cells = "".join(
-        f"<tr><td>{html.escape(title)}</td><td>{sec:.1f}</td><td>{100 * sec / whole:.0f}%</td></tr>"
-        for title, sec in totals.items()
-    )
+    cells = ""
+    for key, title in PHASES:
+        cells += _time_row(title, totals[title], whole)
+        for part, name in PARTS.get(key, ()):
+            if any(part in r for r in rows):
+                sec = sum(r.get(part, 0.0) for r in rows)
+                cells += _time_row(f"· {name}", sec, whole)
     return (
         "<h3>where the time went</h3><table><tr><th>phase</th><th>seconds</th><th>share</th>"
         f"</tr>{cells}</table>"
     )
+
+
+def _time_row(title: str, sec: float, whole: float) -> str:
+    share = f"{100 * sec / whole:.0f}%"
+    return f"<tr><td>{html.escape(title)}</td><td>{sec:.1f}</td><td>{share}</td></tr>"
 
 
 def _run_section(run_dir: Path, view: Path) -> str:
