@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from treegrpo.core.budget import TreeShape
 from treegrpo.core.expansion import (
     RULES,
     Expansion,
@@ -316,3 +317,20 @@ def test_expansion_spec_checks_and_gives_the_rules_params() -> None:
         Expansion("best")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="k must be >= 1"):
         Expansion("entropy", k=0)
+
+
+def test_a_difficulty_budget_reads_rewards_with_any_rule_and_must_fit_the_round() -> None:
+    difficulty = Expansion("uniform", budget="difficulty", floor=1, cap=3)
+    assert difficulty.needs_rewards and difficulty.params() == {}  # not the rule's parameters
+    assert difficulty.budget_cap(2) == 3 and Expansion(budget="difficulty").budget_cap(2) == 8
+    assert TreeShape(2, 2, 1, expansion=difficulty).expansion is difficulty
+    with pytest.raises(ValueError, match="unknown expansion budget 'all'"):
+        Expansion(budget="all")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="floor must be >= 0"):
+        Expansion(floor=-1)
+    with pytest.raises(ValueError, match="cap must be >= 1 and >= floor 2"):
+        Expansion(floor=2, cap=1)
+    with pytest.raises(ValueError, match="floor <= N <= cap"):
+        TreeShape(2, 4, 1, expansion=difficulty)  # N = 4 > cap 3: T·N cannot be spent
+    with pytest.raises(ValueError, match="floor <= N <= cap"):
+        TreeShape(2, 1, 1, expansion=Expansion(budget="difficulty", floor=2))

@@ -24,7 +24,9 @@ class TreeShape:
     """Sampling shape per prompt: M trees, N expansions per tree per round, L rounds, K kept
     leaves per tree (None = all), and the rule that picks the expansion nodes (the paper's
     uniform choice by default; ``core.expansion``). Chain sampling is L = 0 (and N = 0): M
-    independent chains."""
+    independent chains. With a difficulty budget N is a tree's share on average: a round
+    spends T·N over the batch's T trees, some trees more, some fewer (``core.allocation``),
+    so a tree may have more or fewer than 1 + N·L leaves; K still caps the kept ones."""
 
     m: int
     n: int = 0
@@ -43,6 +45,12 @@ class TreeShape:
             )
         if self.k is not None and not 1 <= self.k <= self.leaves_per_tree:
             raise ValueError(f"K must be in [1, 1 + N·L = {self.leaves_per_tree}], got {self.k}")
+        e = self.expansion
+        if e.budget == "difficulty" and self.n and not e.floor <= self.n <= e.budget_cap(self.n):
+            raise ValueError(
+                f"a difficulty budget needs floor <= N <= cap (the round's T·N must fit), got "
+                f"floor={e.floor}, N={self.n}, cap={e.budget_cap(self.n)}"
+            )
 
     @property
     def is_chain(self) -> bool:
@@ -50,12 +58,13 @@ class TreeShape:
 
     @property
     def leaves_per_tree(self) -> int:
-        """Each expansion adds exactly one leaf: 1 + N·L."""
+        """Each expansion adds exactly one leaf: 1 + N·L (on average under a difficulty budget)."""
         return 1 + self.n * self.l
 
     @property
     def leaves_per_prompt(self) -> int:
-        """Trajectories trained on per prompt, M · K (K = 1 + N·L when all are kept)."""
+        """Trajectories trained on per prompt, M · K (K = 1 + N·L when all are kept; on average
+        over the batch under a difficulty budget when all are kept)."""
         return self.m * (self.leaves_per_tree if self.k is None else self.k)
 
 

@@ -20,6 +20,10 @@ branch is more likely to teach something:
               ``informed``): branch where the subtree is likely to end in mixed rewards, the
               only trees with an intra-tree signal.
 
+How many expansions a tree gets is the budget's business, not the rule's: N per tree and round
+(``per-tree``, the paper's), or the batch's T·N shared by how uncertain each tree's outcome is
+(``difficulty``, ``core.allocation``); the rule then picks that many nodes of the tree.
+
 Every rule has one signature, ``rule(forest, n, rngs, stats, **params) -> Picks``, and
 ``choose(rule, ...)`` dispatches by name. Each tree draws from its own generator (one generator
 shared by all trees, drawing tree by tree, is accepted too), so seeded generators give the same
@@ -41,6 +45,8 @@ from treegrpo.core.tree import Forest, IntArray, Rng
 FloatArray = npt.NDArray[np.float64]
 Rule = Literal["uniform", "no-root", "entropy", "informed"]
 RULES: tuple[str, ...] = get_args(Rule)
+Budget = Literal["per-tree", "difficulty"]
+BUDGETS: tuple[str, ...] = get_args(Budget)
 
 
 @dataclass(frozen=True)
@@ -269,16 +275,20 @@ def choose(
 
 @dataclass(frozen=True)
 class Expansion:
-    """An expansion rule and its parameters, as plain values (a ``TreeShape`` carries one to the
-    sampler and its workers). Only the rule's own parameters are used (``params``)."""
+    """An expansion rule and its parameters, and the budget that says how many expansions each
+    tree gets, as plain values (a ``TreeShape`` carries one to the sampler and its workers).
+    Only the rule's own parameters go to the rule (``params``)."""
 
     rule: Rule = "uniform"
     k: int = 8  # entropy: tokens of the following step whose surprise is averaged
     temperature: float = 1.0  # entropy: softmax temperature τ over the surprise
     repeat_penalty: float = 0.5  # entropy: factor ρ per repeat / high-entropy parent
-    threshold: float = 0.5  # informed: a leaf with reward >= threshold is a success
+    threshold: float = 0.5  # informed, difficulty: a leaf with reward >= threshold succeeds
     bonus: float = 0.25  # informed: exploration bonus c of c/√(1 + n)
-    prior_strength: float = 2.0  # informed: κ, pseudo-leaves of the prompt-rate prior
+    prior_strength: float = 2.0  # informed, difficulty: κ, pseudo-leaves of the rate's prior
+    budget: Budget = "per-tree"  # per-tree: N per tree; difficulty: T·N shared by uncertainty
+    floor: int = 0  # difficulty: expansions per tree and round, at least
+    cap: int | None = None  # difficulty: expansions per tree and round, at most (None: 4·N)
 
     def __post_init__(self) -> None:
         if self.rule not in RULES:
@@ -295,6 +305,14 @@ class Expansion:
             raise ValueError(f"bonus must be >= 0, got {self.bonus}")
         if not self.prior_strength > 0:
             raise ValueError(f"prior_strength must be > 0, got {self.prior_strength}")
+        if self.budget not in BUDGETS:
+            raise ValueError(
+                f"unknown expansion budget {self.budget!r}; choose one of {', '.join(BUDGETS)}"
+            )
+        if self.floor < 0:
+            raise ValueError(f"floor must be >= 0, got {self.floor}")
+        if self.cap is not None and self.cap < max(self.floor, 1):
+            raise ValueError(f"cap must be >= 1 and >= floor {self.floor}, got {self.cap}")
 
     def params(self) -> dict[str, float]:
         """The rule's own parameters, as ``choose`` takes them."""
@@ -307,7 +325,14 @@ class Expansion:
 
     @property
     def needs_rewards(self) -> bool:
-        return self.rule == "informed"
+        return self.rule == "informed" or self.budget == "difficulty"
+
+    def budget_cap(self, n: int) -> int:
+        """The most expansions a tree gets in a round of N = ``n`` per tree on average: ``cap``,
+        or 4·N, so that a round's few doubtful trees cannot take all of it (a tree's gain falls
+        with every leaf it gets, while a tree that is already mixed still profits from more
+        leaves in ways the objective leaves out: a better baseline, more distinct paths)."""
+        return 4 * n if self.cap is None else self.cap
 
 
 # ---------------------------------------------------------------------------- statistics
