@@ -40,6 +40,10 @@ DATA = [
         (["--algo.k", "9"], "--algo.k: must be at most the 1 + n·l = 7 leaves (got 9)"),
         (["--algo.clip-eps", "1.5"], "--algo.clip-eps: must be in (0, 1) (got 1.5)"),
         (["--algo.dual-clip", "0.5"], "--algo.dual-clip: must be > 1 (got 0.5)"),
+        (
+            ["--algo.expansion-budget", "difficulty", "--algo.expansion-budget-cap", "1"],
+            "--algo.expansion-budget-cap: must be >= n = ",  # n of the default preset
+        ),
         (["--algo.algo", "chain", "--algo.advantage-mode", "intra"], "--algo.advantage-mode: "),
         (["--algo.l", "0"], "--algo.l: leaves one leaf per tree"),
         (["--optim.lr", "0"], "--optim.lr: must be > 0 (got 0.0)"),

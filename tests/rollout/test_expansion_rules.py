@@ -152,6 +152,8 @@ def test_the_algorithm_config_carries_the_rule_into_the_shape() -> None:
         "bonus": 0.1,
         "prior_strength": 4.0,
     }
+    by_difficulty = AlgorithmConfig(expansion_budget="difficulty", expansion_budget_cap=5)
+    assert by_difficulty.shape().expansion == Expansion(budget="difficulty", cap=5)
 
 
 @pytest.mark.parametrize(
@@ -164,9 +166,14 @@ def test_the_algorithm_config_carries_the_rule_into_the_shape() -> None:
         ("expansion_repeat_penalty", 1.5),
         ("expansion_bonus", -1.0),
         ("expansion_prior", 0.0),
+        ("expansion_budget", "all"),
+        ("expansion_budget_floor", -1),
+        ("expansion_budget_floor", 3),  # more than n = 2: T·n cannot give every tree 3
+        ("expansion_budget_cap", 0),
+        ("expansion_budget_cap", 1),  # less than n = 2: T·n does not fit
     ],
 )
 def test_bad_expansion_settings_name_their_field(field: str, value: object) -> None:
     with pytest.raises(ConfigValueError) as err:
-        AlgorithmConfig(**{field: value})  # type: ignore[arg-type]
+        AlgorithmConfig(**{"expansion_budget": "difficulty", field: value})  # type: ignore[arg-type]
     assert err.value.field == field

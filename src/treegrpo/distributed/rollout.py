@@ -16,11 +16,18 @@ driver splits a step's prompts over them and merges their forests into one.
   merged, ``engine.base.state_dict_of``) into Ray's object store once and loads them into
   every worker, with a version number that every later ``sample`` call carries, so no worker
   samples from old weights.
+- Difficulty budgets (``core.allocation``) share each round over the whole batch, so the
+  driver runs the rounds: every worker begins its block (the initial chains) and reports each
+  tree's successes and scored leaves; the driver allocates the round over all trees and sends
+  each worker its trees' counts; after the last round the workers finish and the driver
+  merges. The per-tree budget keeps one call per worker and step (no barrier per round).
 - Faults: workers restart when their process dies (Ray's ``max_restarts``); the driver then
-  waits for the new process, loads the current weights into it and samples its block again.
-  The other blocks are kept, so the step's forest is the one it would have been. Ray re-creates
-  a worker from its constructor arguments, which are therefore plain values (no object or
-  actor references: Ray cannot promise those on a restart, ray-project/ray#53727).
+  waits for the new process, loads the current weights into it and samples its block again
+  (under a difficulty budget: begins it again and replays the rounds so far with the same
+  counts; the same seeds and weights give the same chains). The other blocks are kept, so the
+  step's forest is the one it would have been. Ray re-creates a worker from its constructor
+  arguments, which are therefore plain values (no object or actor references: Ray cannot
+  promise those on a restart, ray-project/ray#53727).
 """
 
 from __future__ import annotations
@@ -47,7 +54,13 @@ from treegrpo.engine.cpu.speedups import start_process
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import load_model
 from treegrpo.rollout.records import Rollout, merge_rollouts
-from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.sampler import (
+    AgentLimits,
+    ForestSampler,
+    TreeOutcomes,
+    check_scorer,
+    share_by_difficulty,
+)
 from treegrpo.rollout.scoring import LeafRewards
 from treegrpo.rollout.source import LocalRollout
 from treegrpo.tools.base import Passage, SearchTool
@@ -55,6 +68,8 @@ from treegrpo.tools.http_client import RemoteRetriever
 from treegrpo.train.config import ClusterConfig
 
 log = logging.getLogger(__name__)
+
+_Call = tuple[str, tuple[Any, ...]]  # a worker method's name and its arguments
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,10 @@ class StaleWeights(RuntimeError):
     """A worker was asked to sample with weights it does not hold."""
 
 
+class LostStep(RuntimeError):
+    """A worker was asked to go on with a step it does not hold (its process was restarted)."""
+
+
 class RolloutWorker:
     """One engine and a search tool, in a Ray actor process."""
 
@@ -97,6 +116,7 @@ class RolloutWorker:
         self.protocol = SearchProtocol(tokenizer, spec.max_obs_tokens)
         self.tool = tool
         self.version = 0  # 0: the starting model's weights
+        self.sampler: ForestSampler | None = None  # the step in progress (difficulty budgets)
 
     def ready(self) -> int:
         """The version of the weights this worker holds (a call that waits for its start)."""
@@ -119,6 +139,46 @@ class RolloutWorker:
             raise StaleWeights(f"asked for weights version {version}, holds {self.version}")
         local = LocalRollout(self.engine, self.protocol, self.tool)
         return local.sample(prompts, shape, sampling, limits, seed, rewards, prompt_keys=keys)
+
+    def begin(
+        self,
+        prompts: Sequence[list[int]],
+        keys: Sequence[int],
+        shape: TreeShape,
+        sampling: SamplingParams,
+        limits: AgentLimits,
+        seed: int,
+        version: int,
+        rewards: LeafRewards | None = None,
+    ) -> None:
+        """Begin a step run round by round (``ForestSampler``): ``sample``'s arguments; the
+        initial chains are sampled now."""
+        if version != self.version:
+            raise StaleWeights(f"asked for weights version {version}, holds {self.version}")
+        score = rewards.scorer(self.protocol.decode) if rewards is not None else None
+        local = (self.engine, self.protocol, self.tool)
+        self.sampler = ForestSampler(*local, prompts, shape, sampling, limits, seed, keys, score)
+        self.sampler.begin()
+
+    def outcomes(self) -> TreeOutcomes:
+        """Each tree's successes and scored leaves so far."""
+        return self._step().outcomes()
+
+    def expand(self, counts: Sequence[int], n_max: int) -> None:
+        """One round: ``counts[t]`` expansions from this block's tree t, ``n_max`` the most of
+        the whole batch's counts."""
+        self._step().expand(np.asarray(counts, dtype=np.int64), n_max)
+
+    def finish(self) -> Rollout:
+        """The step's forests; the step is done."""
+        rollout = self._step().finish()
+        self.sampler = None  # its cached contexts are freed
+        return rollout
+
+    def _step(self) -> ForestSampler:
+        if self.sampler is None:
+            raise LostStep("no step in progress here: begin it (again)")
+        return self.sampler
 
     def update_weights(self, state: Mapping[str, torch.Tensor], version: int) -> float:
         """Load ``state`` (Hugging Face names) into the engine; returns the seconds it took."""
@@ -229,6 +289,8 @@ class RayRollout:
         import ray
 
         blocks = [b.tolist() for b in np.array_split(np.arange(len(prompts)), len(self.workers))]
+        if shape.expansion.budget == "difficulty" and shape.l > 0:
+            return self._by_rounds(prompts, blocks, shape, sampling, limits, seed, rewards)
         jobs = {
             i: self._submit(i, prompts, keys, shape, sampling, limits, seed, rewards)
             for i, keys in enumerate(blocks)
@@ -246,6 +308,70 @@ class RayRollout:
                 continue
             del jobs[i]
         return merge_rollouts([(blocks[i], parts[i]) for i in sorted(parts)], len(prompts))
+
+    def _by_rounds(
+        self,
+        prompts: Sequence[list[int]],
+        blocks: list[list[int]],
+        shape: TreeShape,
+        sampling: SamplingParams,
+        limits: AgentLimits,
+        seed: int,
+        rewards: LeafRewards | None,
+    ) -> Rollout:
+        """The batch's forest under a difficulty budget: each round allocated over the whole
+        batch's trees (the worker blocks' trees in block order are the batch's in tree order,
+        as in one process), each worker expanding its own."""
+        check_scorer(shape, rewards is not None)
+        busy = [i for i, keys in enumerate(blocks) if keys]
+        done: dict[int, list[_Call]] = {i: [] for i in busy}  # each worker's step so far
+        begin: dict[int, _Call] = {}
+        for i in busy:
+            keys = blocks[i]
+            mine = rewards.only(keys) if rewards is not None else None
+            rest = (shape, sampling, limits, seed, self.version, mine)
+            begin[i] = ("begin", ([prompts[k] for k in keys], keys, *rest))
+        self._on_each(begin, done)
+        spent = 0.0  # seconds allocating, here; the workers count their own
+        for _ in range(shape.l):
+            got = self._on_each({i: ("outcomes", ()) for i in busy}, done)
+            t0 = time.perf_counter()
+            counts = share_by_difficulty(TreeOutcomes.concat([got[i] for i in busy]), shape)
+            ends = np.cumsum([len(got[i].prompt) for i in busy])[:-1]
+            n_max = int(counts.max())
+            parts = dict(zip(busy, np.split(counts, ends), strict=True))  # (T_i,) per worker
+            spent += time.perf_counter() - t0
+            self._on_each({i: ("expand", (parts[i].tolist(), n_max)) for i in busy}, done)
+        out = self._on_each({i: ("finish", ()) for i in busy}, done)
+        merged = merge_rollouts([(blocks[i], out[i]) for i in busy], len(prompts))
+        merged.expansion_s += spent
+        return merged
+
+    def _on_each(self, calls: dict[int, _Call], done: dict[int, list[_Call]]) -> dict[int, Any]:
+        """Call ``calls[i] = (method, args)`` on worker i, for every i, and gather the results.
+        A worker that died (or was restarted between calls: ``LostStep``) is revived, its step
+        replayed from ``done[i]`` (the calls that changed it, in order; a call that changes the
+        step is added there once it returns), and the call made again."""
+        import ray
+
+        refs = {i: [self._call(i, call)] for i, call in calls.items()}
+        out: dict[int, Any] = {}
+        while refs:
+            i, pending = next(iter(refs.items()))
+            try:
+                out[i] = ray.get(pending)[-1]
+            except (ray.exceptions.RayActorError, LostStep) as err:
+                self._revive(i, err)
+                refs[i] = [self._call(i, call) for call in [*done[i], calls[i]]]
+                continue
+            del refs[i]
+            if calls[i][0] in ("begin", "expand"):
+                done[i].append(calls[i])
+        return out
+
+    def _call(self, i: int, call: _Call) -> Any:
+        name, args = call
+        return getattr(self.workers[i], name).remote(*args)
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Put the weights into the object store once and load them into every worker; the

@@ -51,6 +51,13 @@ class Rollout:
     expansions: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     # [E] why the expansion rule picked that node ("uniform", "entropy 2.31 (rank 1)", ...)
     expansion_reasons: list[str] = field(default_factory=list)
+    # (L, T) expansions each tree got in each round: N everywhere under the per-tree budget
+    expansion_counts: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros((0, 0), np.int64)
+    )
+    # seconds spent deciding where to expand (scoring leaves, allocating, choosing nodes); a
+    # merged rollout sums its parts', so on rollout workers it is work done, not wall time
+    expansion_s: float = 0.0
 
     def step(self, node: int) -> StepRecord:
         return self.steps[int(self.forest.payload[node])]
@@ -81,11 +88,15 @@ def merge_rollouts(parts: Sequence[tuple[Sequence[int], Rollout]], n_prompts: in
     """One rollout of a batch of ``n_prompts`` prompts from the rollouts of its parts (as rollout
     workers return them): ``parts[i] = (keys, rollout)``, where the rollout's prompt j is the
     batch's prompt ``keys[j]``. Trees come in part order, nodes keep their order within a part,
-    every step keeps its record, and the spend is booked to each prompt's batch index. Every
-    batch index must come from exactly one part."""
+    every step keeps its record, the spend is booked to each prompt's batch index, and the
+    expansion counts of the parts' trees are put side by side (every part has the same rounds).
+    Every batch index must come from exactly one part."""
     owners = [k for keys, _ in parts for k in keys]
     if sorted(owners) != list(range(n_prompts)):
         raise ValueError(f"the parts must cover prompts 0..{n_prompts - 1} once each: {owners}")
+    rounds = {ro.expansion_counts.shape[0] for _, ro in parts}
+    if len(rounds) > 1:
+        raise ValueError(f"the parts' expansion counts have different rounds: {sorted(rounds)}")
     forest = Forest()
     prompts: list[list[int]] = [[] for _ in range(n_prompts)]
     steps: list[StepRecord] = []
@@ -110,6 +121,7 @@ def merge_rollouts(parts: Sequence[tuple[Sequence[int], Rollout]], n_prompts: in
         reasons += ro.expansion_reasons
         for j, s in ro.spend.by_prompt.items():
             spend.add(keys[j], **asdict(s))
+    counts = [ro.expansion_counts for _, ro in parts]
     return Rollout(
         forest,
         prompts,
@@ -118,4 +130,6 @@ def merge_rollouts(parts: Sequence[tuple[Sequence[int], Rollout]], n_prompts: in
         spend,
         np.array(expansions, dtype=np.int64),
         reasons,
+        np.concatenate(counts, axis=1) if counts else np.zeros((0, 0), np.int64),  # (L, T)
+        sum(ro.expansion_s for _, ro in parts),
     )

@@ -7,7 +7,9 @@ Per prompt, with shape (M, N, L, K):
 2. expand, L times: pick N nodes per tree with the shape's expansion rule (``core.expansion``;
    by default uniformly with replacement among the root and the non-leaf steps, as the paper
    does); from each, sample a complete continuation; all expansions of the round, across the
-   batch, run together. The rollout records each expansion's node and the rule's reason;
+   batch, run together. The rollout records each expansion's node and the rule's reason. With
+   a difficulty budget the round's T·N expansions are shared over the batch's T trees by how
+   uncertain each tree's outcome is (``core.allocation``), from the leaves scored so far;
 3. keep K leaves per tree at random (all by default).
 
 An episode's turn limit follows Search-R1: steps 1..max_turns may search; step max_turns + 1 is
@@ -29,12 +31,15 @@ by (seed, prompt key, tree, branch, depth) (``StepRequest.seed``), and each tree
 expansion nodes and kept leaves from a generator seeded by (seed, prompt key, tree). A prompt's
 trees therefore come out the same whatever other prompts share the batch, so a batch split over
 workers (``prompt_keys``: each prompt's index in the whole batch) gives the forests of one
-process.
+process. A difficulty budget makes each tree's count depend on the whole batch's outcomes; the
+rounds are then driven from outside (``ForestSampler``), with the allocation over the whole
+batch, and a split still gives the forests of one process.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -42,8 +47,9 @@ import numpy as np
 import numpy.typing as npt
 
 from treegrpo.agent.protocol import Action, SearchProtocol
+from treegrpo.core.allocation import allocate
 from treegrpo.core.budget import SpendAccountant, TreeShape
-from treegrpo.core.expansion import Expansion, NodeStats, choose
+from treegrpo.core.expansion import NodeStats, choose
 from treegrpo.core.tree import Forest
 from treegrpo.engine.base import Engine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
@@ -55,7 +61,8 @@ log = logging.getLogger(__name__)
 
 LeafScorer = Callable[[Rollout, Sequence[int]], Sequence[float] | npt.NDArray[np.float64]]
 """``score(rollout, leaves) -> rewards``: one reward per leaf id, for the ``informed`` expansion
-rule (``rollout.scoring.score_leaves(...).reward`` with the batch's golds, in training)."""
+rule and difficulty budgets (``rollout.scoring.score_leaves(...).reward`` with the batch's golds,
+in training)."""
 
 
 @dataclass
@@ -91,92 +98,244 @@ def sample_forest(
     the index of its prompt in ``prompts``; map it to your dataset's group ids yourself.
     ``prompt_keys``: what seeds each prompt's randomness (default: its index here); a part of a
     larger batch passes the prompts' indices in that batch. ``score``: rewards the leaves seen so
-    far before each expansion round; the ``informed`` rule needs it, the others ignore it."""
-    if any(len(p) == 0 for p in prompts):
-        raise ValueError("every prompt needs at least one token")
-    rule = shape.expansion
-    if rule.needs_rewards and shape.l > 0 and score is None:
+    far before each expansion round; the ``informed`` rule and difficulty budgets need it, the
+    others ignore it. A difficulty budget shares each round over these prompts' trees."""
+    sampler = ForestSampler(
+        engine, protocol, tool, prompts, shape, sampling, limits, seed, prompt_keys, score
+    )
+    sampler.begin()
+    by_difficulty = shape.expansion.budget == "difficulty"
+    for _ in range(shape.l):
+        sampler.expand(sampler.difficulty_counts() if by_difficulty else None)
+    return sampler.finish()
+
+
+@dataclass(frozen=True)
+class TreeOutcomes:
+    """What a difficulty budget reads about each tree so far, (T,) each, in tree order."""
+
+    prompt: npt.NDArray[np.int64]  # (T,) the tree's prompt key (its index in the whole batch)
+    successes: npt.NDArray[np.int64]  # (T,) its leaves whose reward reaches the threshold
+    scored: npt.NDArray[np.int64]  # (T,) its scored leaves (all of them)
+
+    @staticmethod
+    def concat(parts: Sequence[TreeOutcomes]) -> TreeOutcomes:
+        """The trees of ``parts``, one part after the other."""
+        cols = zip(*((o.prompt, o.successes, o.scored) for o in parts), strict=True)
+        return TreeOutcomes(*(np.concatenate(c).astype(np.int64) for c in cols))
+
+
+def share_by_difficulty(outcomes: TreeOutcomes, shape: TreeShape) -> npt.NDArray[np.int64]:
+    """(T,) expansions per tree for a round of ``shape``'s difficulty budget: the round's T·N
+    shared so that most trees are expected to end with mixed rewards (``core.allocation``)."""
+    e = shape.expansion
+    return allocate(
+        outcomes.successes,
+        outcomes.scored,
+        outcomes.prompt,
+        len(outcomes.prompt) * shape.n,
+        prior_strength=e.prior_strength,
+        floor=e.floor,
+        cap=e.budget_cap(shape.n),
+    )
+
+
+def check_scorer(shape: TreeShape, given: bool) -> None:
+    """Refuse, before anything is sampled, a shape whose expansions read rewards without a way
+    to score the leaves (``given``)."""
+    e = shape.expansion
+    if e.needs_rewards and shape.l > 0 and not given:
+        informed = e.rule == "informed"
+        who = "the informed expansion rule needs" if informed else "a difficulty budget needs"
         raise ValueError(
-            f"the {rule.rule} expansion rule needs the leaves' rewards: pass score= (a "
-            "function of the rollout and leaf ids that returns their rewards)"
+            f"{who} the leaves' rewards: pass score= (a function of the rollout and leaf ids "
+            "that returns their rewards)"
         )
-    keys = list(range(len(prompts))) if prompt_keys is None else [int(k) for k in prompt_keys]
-    if len(keys) != len(prompts):
-        raise ValueError(f"{len(keys)} prompt keys for {len(prompts)} prompts")
-    forest = Forest()
-    steps: list[StepRecord] = []
-    spend = SpendAccountant()
-    # Where an expansion from a node resumes: (cached context, the one token still to feed).
-    resume: dict[int, tuple[Segment, int]] = {}
 
-    # The prompt is computed once and shared by its M trees.
-    shared, cost = engine.prefill([engine.root()] * len(prompts), [list(p[:-1]) for p in prompts])
-    episodes = []
-    tree_keys: list[tuple[int, int, int]] = []  # (seed, prompt key, tree in prompt) per tree
-    for pid, (prompt, ctx) in enumerate(zip(prompts, shared, strict=True)):
-        spend.add(pid, processed=cost[pid])
-        for j in range(shape.m):
-            root = forest.add_tree(pid)
-            resume[root] = (ctx, prompt[-1])
-            tree_keys.append((seed, keys[pid], j))
-            episodes.append(_Episode(root, ctx, [prompt[-1]], (*tree_keys[-1], 0)))
-    # each tree's own generator: expansion picks, then kept leaves
-    rngs = [np.random.default_rng(list(k)) for k in tree_keys]
-    run = _Runner(engine, protocol, tool, sampling, limits, forest, steps, spend, resume)
-    run.until_done(episodes)
 
-    expansions, reasons = [], []
-    rewards: dict[int, float] = {}  # leaf → reward, scored once each
-    for r in range(shape.l):
-        stats = _node_stats(rule, forest, prompts, steps, spend, score, rewards)
-        choice = choose(rule.rule, forest, shape.n, rngs, stats, **rule.params())
-        picks = choice.nodes  # (T, N)
-        expansions.append(picks.ravel())
-        reasons += [why for row in choice.reasons for why in row]
+class ForestSampler:
+    """``sample_forest`` one phase at a time, so that a round's expansions per tree can be
+    decided outside, over a batch split across rollout workers (``distributed.rollout``):
+
+        begin()                 prefill the prompts, run the M initial chains per prompt
+        outcomes()              score the leaves not scored yet: ``TreeOutcomes``
+        expand(counts, n_max)   one round, ``counts[t]`` expansions from tree t (None: N each)
+        finish()                keep K leaves per tree: the ``Rollout``
+
+    ``sample_forest`` drives it in this process; a worker holds one between a step's calls.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        protocol: SearchProtocol,
+        tool: SearchTool,
+        prompts: Sequence[list[int]],
+        shape: TreeShape,
+        sampling: SamplingParams,
+        limits: AgentLimits = AgentLimits(),
+        seed: int = 0,
+        prompt_keys: Sequence[int] | None = None,
+        score: LeafScorer | None = None,
+    ) -> None:
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        check_scorer(shape, score is not None)
+        keys = list(range(len(prompts))) if prompt_keys is None else [int(k) for k in prompt_keys]
+        if len(keys) != len(prompts):
+            raise ValueError(f"{len(keys)} prompt keys for {len(prompts)} prompts")
+        self.engine, self.shape, self.score = engine, shape, score
+        self.prompts, self.keys, self.seed = [list(p) for p in prompts], keys, seed
+        self.forest = Forest()
+        self.steps: list[StepRecord] = []
+        self.spend = SpendAccountant()
+        # Where an expansion from a node resumes: (cached context, the one token still to feed).
+        self.resume: dict[int, tuple[Segment, int]] = {}
+        self.run = _Runner(
+            engine,
+            protocol,
+            tool,
+            sampling,
+            limits,
+            self.forest,
+            self.steps,
+            self.spend,
+            self.resume,
+        )
+        self.tree_keys: list[tuple[int, int, int]] = []  # (seed, prompt key, tree in prompt)
+        self.rngs: list[np.random.Generator] = []  # each tree's: expansion picks, kept leaves
+        self.branches: list[int] = []  # each tree's next branch number (0: the initial chain)
+        self.rewards: dict[int, float] = {}  # leaf → reward, scored once each
+        self.expansions: list[int] = []  # each expansion's start node, over all rounds
+        self.reasons: list[str] = []
+        self.counts: list[npt.NDArray[np.int64]] = []  # (T,) per round
+        self.expansion_s = 0.0
+
+    def begin(self) -> None:
+        """The prompt is computed once and shared by its M trees; then the initial chains."""
+        prompts, spend = self.prompts, self.spend
+        shared, cost = self.engine.prefill(
+            [self.engine.root()] * len(prompts), [p[:-1] for p in prompts]
+        )
+        episodes = []
+        for pid, (prompt, ctx) in enumerate(zip(prompts, shared, strict=True)):
+            spend.add(pid, processed=cost[pid])
+            for j in range(self.shape.m):
+                root = self.forest.add_tree(pid)
+                self.resume[root] = (ctx, prompt[-1])
+                self.tree_keys.append((self.seed, self.keys[pid], j))
+                episodes.append(_Episode(root, ctx, [prompt[-1]], (*self.tree_keys[-1], 0)))
+        self.rngs = [np.random.default_rng(list(k)) for k in self.tree_keys]
+        self.branches = [1] * len(self.tree_keys)
+        self.run.until_done(episodes)
+
+    def outcomes(self) -> TreeOutcomes:
+        """Each tree's successes and scored leaves so far (the new leaves are scored now)."""
+        t0 = time.perf_counter()
+        rewards = self._scored()  # (N,)
+        f, threshold = self.forest, self.shape.expansion.threshold
+        success = f.is_leaf & (np.nan_to_num(rewards, nan=-np.inf) >= threshold)  # (N,)
+        scored = f.is_leaf & ~np.isnan(rewards)  # (N,)
+        out = TreeOutcomes(
+            np.array([self.keys[p] for p in f.prompt_id[f.roots].tolist()], dtype=np.int64),
+            np.bincount(f.tree_id[success], minlength=f.n_trees).astype(np.int64),
+            np.bincount(f.tree_id[scored], minlength=f.n_trees).astype(np.int64),
+        )
+        self.expansion_s += time.perf_counter() - t0
+        return out
+
+    def difficulty_counts(self) -> npt.NDArray[np.int64]:
+        """(T,) this round's expansions per tree under a difficulty budget over these trees."""
+        outcomes = self.outcomes()
+        t0 = time.perf_counter()
+        counts = share_by_difficulty(outcomes, self.shape)
+        self.expansion_s += time.perf_counter() - t0
+        return counts
+
+    def expand(self, counts: npt.NDArray[np.int64] | None = None, n_max: int | None = None) -> None:
+        """One expansion round: ``counts`` (T,) expansions per tree (None: N each, the per-tree
+        budget). The rule picks ``n_max`` nodes per tree (default: the most of ``counts``) and
+        tree t keeps its first counts[t]; split over workers, every part passes the batch's
+        n_max, so a tree's generator draws the same whatever the split."""
+        t0 = time.perf_counter()
+        shape, rule, f = self.shape, self.shape.expansion, self.forest
+        per_tree = counts is None
+        if counts is None:
+            counts = np.full(f.n_trees, shape.n, dtype=np.int64)
+        counts = np.asarray(counts, dtype=np.int64)  # (T,)
+        if counts.shape != (f.n_trees,) or (counts < 0).any():
+            raise ValueError(f"counts must be (T,) = ({f.n_trees},) non-negative integers")
+        n = int(counts.max(initial=0)) if n_max is None else n_max
+        if n < counts.max(initial=0):
+            raise ValueError(f"n_max {n} is below the largest count {counts.max()}")
+        stats = self._node_stats()
+        choice = choose(rule.rule, f, n, self.rngs, stats, **rule.params())  # (T, n)
+        # Tree t keeps the first counts[t] of its n picks. For every rule the first k of n
+        # draws are distributed exactly as k draws: the draws are independent (uniform,
+        # no-root, informed) or each depends only on the earlier ones (entropy).
         branches = []
-        for t, row in enumerate(picks.tolist()):
-            for b, node in enumerate(row, start=1 + r * shape.n):  # branch 0: the initial chain
-                ctx, token = resume[node]
-                branches.append(_Episode(node, ctx, [token], (*tree_keys[t], b)))
-        run.until_done(branches)
-    kept = forest.sample_leaves(shape.k, rngs)
-    for leaf in forest.leaves():
-        spend.add(int(forest.prompt_id[leaf]), leaves=1)
-    starts = np.concatenate(expansions) if expansions else np.zeros(0, np.int64)
-    return Rollout(forest, [list(p) for p in prompts], steps, kept, spend, starts, reasons)
+        for t, (row, why) in enumerate(zip(choice.nodes.tolist(), choice.reasons, strict=True)):
+            k = int(counts[t])
+            note = "" if per_tree else f"; difficulty budget {k} (N={shape.n})"
+            for node, reason in zip(row[:k], why[:k], strict=True):
+                ctx, token = self.resume[node]
+                stream = (*self.tree_keys[t], self.branches[t])
+                branches.append(_Episode(node, ctx, [token], stream))
+                self.branches[t] += 1
+                self.expansions.append(node)
+                self.reasons.append(reason + note)
+        self.counts.append(counts)
+        self.expansion_s += time.perf_counter() - t0
+        self.run.until_done(branches)
 
+    def finish(self) -> Rollout:
+        """Keep K leaves per tree at random (each tree's own generator) and book the leaves."""
+        kept = self.forest.sample_leaves(self.shape.k, self.rngs)
+        for leaf in self.forest.leaves():
+            self.spend.add(int(self.forest.prompt_id[leaf]), leaves=1)
+        starts = np.array(self.expansions, dtype=np.int64)  # (E,)
+        counts = np.stack(self.counts) if self.counts else np.zeros((0, self.forest.n_trees))
+        return Rollout(
+            self.forest,
+            self.prompts,
+            self.steps,
+            kept,
+            self.spend,
+            starts,
+            self.reasons,
+            counts.astype(np.int64),  # (L, T)
+            self.expansion_s,
+        )
 
-def _node_stats(
-    rule: Expansion,
-    forest: Forest,
-    prompts: Sequence[list[int]],
-    steps: list[StepRecord],
-    spend: SpendAccountant,
-    score: LeafScorer | None,
-    rewards: dict[int, float],
-) -> NodeStats | None:
-    """What ``rule`` reads: each node's sampled log-probs (``entropy``), each leaf's reward
-    (``informed``: the leaves not scored yet are scored now, ``rewards`` keeps them)."""
-    payload = forest.payload.tolist()
-    logprobs = None
-    if rule.needs_logprobs:
-        logprobs = [steps[p].action_logprobs if p >= 0 else [] for p in payload]
-    by_node = None
-    if rule.needs_rewards and score is not None:
-        new = [int(v) for v in forest.leaves() if int(v) not in rewards]
+    def _node_stats(self) -> NodeStats | None:
+        """What the rule reads: each node's sampled log-probs (``entropy``), each leaf's reward
+        (``informed``)."""
+        rule = self.shape.expansion.rule
+        logprobs = None
+        if rule == "entropy":
+            payload = self.forest.payload.tolist()
+            logprobs = [self.steps[p].action_logprobs if p >= 0 else [] for p in payload]
+        rewards = self._scored() if rule == "informed" else None
+        if logprobs is None and rewards is None:
+            return None
+        return NodeStats(logprobs, rewards)
+
+    def _scored(self) -> npt.NDArray[np.float64]:
+        """(N,) each leaf's reward, NaN on the other nodes; the leaves not scored yet are
+        scored now (``self.rewards`` keeps them)."""
+        assert self.score is not None  # checked on construction
+        new = [int(v) for v in self.forest.leaves() if int(v) not in self.rewards]
         if new:
             so_far = Rollout(
-                forest, [list(p) for p in prompts], steps, np.zeros(0, np.int64), spend
+                self.forest, self.prompts, self.steps, np.zeros(0, np.int64), self.spend
             )
-            got = np.asarray(score(so_far, new), dtype=np.float64)
+            got = np.asarray(self.score(so_far, new), dtype=np.float64)
             if got.shape != (len(new),):
                 raise ValueError(f"score returned {got.shape} rewards for {len(new)} leaves")
-            rewards.update(zip(new, got.tolist(), strict=True))
-        by_node = np.full(forest.n_nodes, np.nan)  # (N,)
-        by_node[list(rewards)] = list(rewards.values())
-    if logprobs is None and by_node is None:
-        return None
-    return NodeStats(logprobs, by_node)
+            self.rewards.update(zip(new, got.tolist(), strict=True))
+        by_node = np.full(self.forest.n_nodes, np.nan)  # (N,)
+        by_node[list(self.rewards)] = list(self.rewards.values())
+        return by_node
 
 
 @dataclass

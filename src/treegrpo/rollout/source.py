@@ -38,7 +38,8 @@ class RolloutSource(Protocol):
         rewards: LeafRewards | None = None,
     ) -> Rollout:
         """One forest for the batch (``rollout.sampler.sample_forest``'s contract); ``rewards``:
-        how its leaves are rewarded, for an expansion rule that reads rewards (``informed``)."""
+        how its leaves are rewarded, for an expansion rule that reads rewards (``informed``)
+        and for difficulty budgets."""
         ...
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
@@ -69,7 +70,8 @@ class LocalRollout:
         prompt_keys: Sequence[int] | None = None,
     ) -> Rollout:
         """``prompt_keys``: what seeds each prompt's randomness, when these prompts are part of
-        a larger batch (``sample_forest``); ``rewards``: for the informed expansion rule."""
+        a larger batch (``sample_forest``); ``rewards``: for the informed expansion rule and
+        difficulty budgets."""
         score = rewards.scorer(self.protocol.decode) if rewards is not None else None
         return sample_forest(
             self.engine,

@@ -19,6 +19,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from treegrpo.core.advantage import Mode
 from treegrpo.core.budget import TreeShape
+from treegrpo.core.expansion import Budget as ExpansionBudget
 from treegrpo.core.expansion import Expansion
 from treegrpo.core.expansion import Rule as ExpansionRule
 
@@ -142,11 +143,17 @@ class AlgorithmConfig(Checked):
     expansion_repeat_penalty: float = 0.5
     """entropy: weight factor per earlier expansion of a node and under a high-entropy pick."""
     expansion_threshold: float = 0.5
-    """informed: a leaf whose reward is at least this counts as a success."""
+    """informed, difficulty budget: a leaf whose reward is at least this counts as a success."""
     expansion_bonus: float = 0.25
     """informed: exploration bonus c of c/√(1 + scored leaves below the node)."""
     expansion_prior: float = 2.0
-    """informed: strength, in leaves, of the prior at the prompt's success rate."""
+    """informed, difficulty budget: strength, in leaves, of the prior at the success rate."""
+    expansion_budget: ExpansionBudget = "per-tree"
+    """per-tree: n per tree and round (the paper's); difficulty: trees·n go to uncertain trees."""
+    expansion_budget_floor: int = 0
+    """difficulty budget: expansions per tree and round, at least (at most n)."""
+    expansion_budget_cap: int | None = None
+    """difficulty budget: expansions per tree and round, at most (None: 4·n; at least n)."""
     advantage_mode: Mode | None = None
     """None: "intra+inter" for tree, "inter" for chain."""
     scale_std: bool = True
@@ -180,6 +187,7 @@ class AlgorithmConfig(Checked):
         check_ranges(self, entropy_coef=">= 0", expansion_tokens=">= 1")
         check_ranges(self, expansion_temperature="> 0", expansion_repeat_penalty="in (0, 1]")
         check_ranges(self, expansion_bonus=">= 0", expansion_prior="> 0")
+        check_ranges(self, expansion_budget_floor=">= 0", expansion_budget_cap=">= 1")
         if self.algo == "chain" and self.mode() != "inter":
             raise ConfigValueError(
                 "advantage_mode",
@@ -204,6 +212,12 @@ class AlgorithmConfig(Checked):
         leaves = 1 + self.n * self.l
         if self.k is not None and self.k > leaves:
             raise ConfigValueError("k", f"must be at most the 1 + n·l = {leaves} leaves", self.k)
+        if self.expansion_budget == "difficulty" and self.n * self.l:  # T·n fits floor, cap
+            floor, cap = self.expansion_budget_floor, self.expansion_budget_cap
+            if floor > self.n:
+                raise ConfigValueError("expansion_budget_floor", f"must be <= n = {self.n}", floor)
+            if cap is not None and cap < self.n:
+                raise ConfigValueError("expansion_budget_cap", f"must be >= n = {self.n}", cap)
 
     def shape(self) -> TreeShape:
         if self.algo == "chain":
@@ -222,6 +236,9 @@ class AlgorithmConfig(Checked):
             threshold=self.expansion_threshold,
             bonus=self.expansion_bonus,
             prior_strength=self.expansion_prior,
+            budget=self.expansion_budget,
+            floor=self.expansion_budget_floor,
+            cap=self.expansion_budget_cap,
         )
 
     def mode(self) -> Mode:
