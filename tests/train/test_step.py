@@ -222,7 +222,21 @@ def test_tree_diagnostics_are_logged_and_consistent() -> None:
     assert all(metrics[f"time/{p}_s"] >= 0 for p in phases)
     total = sum(metrics[f"time/{p}_s"] for p in phases)
     assert total == pytest.approx(metrics["time/step_s"], abs=1e-6)
+    assert 0.0 < metrics["time/expansion_choice_s"] < metrics["time/rollout_s"]
     assert metrics["spend/processed_per_prompt"] >= metrics["spend/generated_per_prompt"] > 0
+    # the update's parts: the old and reference log-prob passes and the policy's, within it
+    parts = [metrics[f"time/update/{p}_s"] for p in ("old_logprobs", "ref_logprobs", "policy")]
+    assert all(x > 0 for x in parts) and sum(parts) <= metrics["time/update_s"]
+
+
+@pytest.mark.slow
+def test_a_step_with_a_difficulty_budget_keeps_the_rungs_leaves() -> None:
+    """4 prompts × 2 trees × (1 + 2·1) leaves, however the round shares its expansions."""
+    agent, policy, ref, opt, eng, batch = _setup(lr=1e-3)
+    algo = AlgorithmConfig(m=2, n=2, l=1, expansion_budget="difficulty")
+    metrics = _rl_step(policy, ref, opt, eng, agent, batch, algo, OptimConfig())
+    assert metrics["agent/leaves"] == 4 * 2 * 3
+    assert metrics["time/expansion_choice_s"] > 0  # the leaves were scored and allocated
 
 
 @pytest.mark.parametrize("shape", [{"l": 0}, {"n": 0}, {"k": 1}])

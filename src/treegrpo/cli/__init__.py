@@ -94,6 +94,8 @@ def bench_budget(
     budgets: tuple[int, ...] | None = None,
     no_ablation: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False,
     expansions: tuple[str, ...] | None = None,
+    difficulty: tuple[str, ...] | None = None,
+    quarter: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False,
     world_seed: int | None = None,
     eval_every: int | None = None,
     workers: int | None = None,
@@ -126,6 +128,12 @@ def bench_budget(
         expansions: Expansion rules among no-root entropy informed: one more tree run per rule
             at every budget and seed (method tree-<rule>), compared with the uniform tree and
             the chain paired by seed (docs/expansion.md). Default: none.
+        difficulty: Expansion rules (uniform too) to run with budgets that follow difficulty
+            (--algo.expansion-budget difficulty): one more tree run per rule at every budget
+            and seed (method tree-<rule>+difficulty). Default: none.
+        quarter: Also run chain GRPO at four times each budget that has a rung there (16
+            chains against the trees at ≈4): the paper's quarter-budget comparison, at equal
+            steps and at equal generated tokens.
         world_seed: Seed of the embedded RL and held-out worlds (default 0). Another seed is a
             validation world for choosing settings before the held-out world is measured; its
             outputs get "-world<seed>" in their default names.

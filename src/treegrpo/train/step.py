@@ -125,7 +125,7 @@ def rl_step(
     # 1. rollout: the policy samples a forest (chains when algo.l == 0)
     log.debug("sampling the forests of %d prompts", len(batch.prompts))
     policy.eval()
-    rewards = LeafRewards(batch.golds, algo.reward, algo.format_score)  # for informed expansion
+    rewards = LeafRewards(batch.golds, algo.reward, algo.format_score)  # informed, difficulty
     rollout = rollouts.sample(batch.prompts, algo.shape(), sampling, limits, seed, rewards)
     t_rollout = time.perf_counter() - t0
     searched = sum(s.searched for s in rollout.steps)
@@ -238,7 +238,10 @@ def rl_step(
             # then the optimizer steps), pushing the weights to the rollout, and the rest
             # (rewards, advantages, batching, these metrics)
             "time/rollout_s": t_rollout,
+            "time/expansion_choice_s": rollout.expansion_s,  # within the rollout: where to expand
             "time/update_s": t_update,
+            # the update's parts: old and reference log-probs, then the policy's passes
+            **{f"time/update/{phase}_s": sec for phase, sec in stats.seconds.items()},
             "time/weight_push_s": t_push,
             "time/other_s": max(elapsed - t_rollout - t_update - t_push, 0.0),
             "time/step_s": elapsed,

@@ -22,8 +22,17 @@ STYLE: dict[str, dict[str, Any]] = {
     "tree-entropy": {"color": "tab:red", "marker": "P", "label": "tree, entropy expansion"},
     "tree-informed": {"color": "tab:purple", "marker": "X", "label": "tree, informed expansion"},
 }
-"""Each method's marks: chain, the uniform tree, the advantage ablation (points at its budget)
-and the expansion rules (``bench-budget --expansions``, lines like the two main methods)."""
+for _rule, _base in [("uniform", "tree"), ("no-root", "tree-no-root"), ("entropy", "tree-entropy"),
+                     ("informed", "tree-informed")]:  # fmt: skip
+    STYLE[f"tree-{_rule}+difficulty"] = {
+        "color": STYLE[_base]["color"],
+        "marker": STYLE[_base]["marker"],
+        "markerfacecolor": "white",
+        "label": f"tree, {_rule} expansion, difficulty budgets",
+    }
+"""Each method's marks: chain, the uniform tree, the advantage ablation (points at its budget),
+the expansion rules (``bench-budget --expansions``, lines like the two main methods) and the
+rules with budgets that follow difficulty (``--difficulty``: the rule's colour, open marks)."""
 ABLATION = ("tree-intra", "tree-inter")
 
 
@@ -59,7 +68,7 @@ def plot_em_vs_budget(result: dict[str, Any], out: Path) -> Path:
     start = 100 * result["warm_start"]["overall"]["em"]  # the data mode's model, if it ran
     label = "starting model" if result["settings"].get("job") else "warm start"
     ax.axhline(start, color="0.5", ls="--", label=label)
-    budgets = result["settings"]["budgets"]
+    budgets = sorted({a["budget"] for a in result["aggregates"]})  # quarter chains' rungs too
     ax.set_xscale("log", base=2)
     ax.set_xticks(budgets, [f"≈{b}" for b in budgets])
     ax.set_xlabel("budget (trajectories per prompt)")
@@ -137,13 +146,50 @@ def plot_em_vs_tool_calls(result: dict[str, Any], out: Path) -> Path:
     return _save(fig, out)
 
 
+def plot_held_out_curves(result: dict[str, Any], out: Path, axis: str) -> Path:
+    """Held-out EM (mean over seeds at each evaluation) against cumulative spend on ``axis``
+    ("tokens": generated tokens per prompt; "seconds": training wall time): one panel per
+    budget, one line per method, the paper's quarter-budget chains in the panel of the tree
+    budget they are compared with."""
+    budgets: Sequence[int] = result["settings"]["budgets"]
+    fig = Figure(figsize=(3.8 * len(budgets), 3.8))
+    axes = fig.subplots(1, len(budgets), squeeze=False, sharey=True)
+    xlabel = {"tokens": "generated tokens per prompt (cumulative)", "seconds": "training s"}
+    for ax, b in zip(axes[0], budgets, strict=True):
+        shown = [a for a in result["aggregates"] if a["budget"] == b]
+        shown += [
+            a
+            for a in result["aggregates"]
+            if a["budget"] == 4 * b and a["method"] == "chain" and 4 * b not in budgets
+        ]
+        for a in shown:
+            curve = a.get("held_out_curve", {}).get(axis)
+            if not curve or a["method"] not in STYLE:
+                continue
+            style = dict(STYLE[a["method"]])
+            if a["budget"] != b:
+                style |= {"label": f"{style['label']} ≈{a['budget']}", "linestyle": ":"}
+            ax.plot(curve[axis], [100 * y for y in curve["em"]], markersize=4, **style)
+        ax.set_title(f"budget ≈{b}")
+        ax.set_xlabel(xlabel[axis])
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("held-out EM % (mean over seeds)")
+    axes[0][0].legend(fontsize=6)
+    return _save(fig, out)
+
+
 def plot_all(result: dict[str, Any], folder: Path, prefix: str) -> list[Path]:
-    """The three plots as ``<folder>/<prefix>_{em_vs_budget,learning_curves,em_vs_tool_calls}``."""
-    return [
+    """The plots as ``<folder>/<prefix>_{em_vs_budget,learning_curves,em_vs_tool_calls}`` and,
+    when the runs evaluated during training, ``_em_vs_tokens`` and ``_em_vs_time``."""
+    paths = [
         plot_em_vs_budget(result, folder / f"{prefix}_em_vs_budget.png"),
         plot_learning_curves(result, folder / f"{prefix}_learning_curves.png"),
         plot_em_vs_tool_calls(result, folder / f"{prefix}_em_vs_tool_calls.png"),
     ]
+    if any("held_out_curve" in a for a in result["aggregates"]):
+        paths.append(plot_held_out_curves(result, folder / f"{prefix}_em_vs_tokens.png", "tokens"))
+        paths.append(plot_held_out_curves(result, folder / f"{prefix}_em_vs_time.png", "seconds"))
+    return paths
 
 
 def _save(fig: Figure, out: Path) -> Path:

@@ -61,8 +61,17 @@ def test_budget_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     table = s.out.with_suffix(".md").read_text()
     assert "| ≈2 |" in table and "| ≈4 |" in table and "Command: `tiny`" in table
+    # one step: each run's held-out curve is the warm start at 0 and "after" at its spend
+    for r in runs.values():
+        curve = r["held_out_curve"]
+        assert curve["step"] == [0, 1] and curve["em"] == [
+            saved["warm_start"]["overall"]["em"],
+            r["em"],
+        ]
+        assert curve["tokens"][1] == pytest.approx(r["generated_total_per_prompt"])
+    assert "At equal spend" in table and "| ≈4 | tree | chain | equal generated tokens |" in table
     pngs = sorted(s.out.parent.glob("budget-tiny_*.png"))
-    assert len(pngs) == 3
+    assert len(pngs) == 5  # with EM against tokens and against time
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 1000
 
@@ -156,7 +165,7 @@ def test_budget_benchmark_data_mode(
     table = out.with_suffix(".md").read_text()
     assert "data mode" in table and f"Data: config {config}" in table and "| ≈2 |" in table
     assert "EM by source nq/hotpotqa" in table and "by hop" not in table
-    assert len(sorted(out.parent.glob("budget-data_*.png"))) == 3
+    assert len(sorted(out.parent.glob("budget-data_*.png"))) == 5
 
     # Re-running the same command reuses both runs: nothing is evaluated or trained again.
     evaluated.clear()

@@ -29,11 +29,11 @@ from treegrpo.jobs.budget.report import (
     TREE_DIAGNOSTICS,
     aggregate,
     markdown_table,
-    mean_std,
     paired_differences,
     per_1k_tokens,
     run_record,
 )
+from treegrpo.jobs.budget.stats import mean_std
 from treegrpo.viz.budget import STYLE, moving_average
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start_dir
 
@@ -64,6 +64,7 @@ def _summary(em: float, hops: dict[str, float], prompts: int = 4) -> dict[str, A
     overall = {"em": em, "f1": em + 0.1, "valid_format": 0.9, "tool_calls": 1.5, "n": 6}
     return {
         "after": {"overall": overall, "by_hops": {h: {"em": v, "n": 2} for h, v in hops.items()}},
+        "before": {"overall": {"em": 0.25}},
         "config": {"run": {"prompts_per_step": prompts}},
         "seconds": {"total": 12.0},
     }
@@ -80,6 +81,9 @@ def _step(
         "spend/generated_per_prompt": generated,
         "spend/tool_calls_per_prompt": tools,
         "spend/token_efficiency": 1.02,
+        "spend/processed_per_prompt": 2 * generated,
+        "adv/uniform_prompts": em / 2,
+        "time/expansion_choice_s": 0.03,
         "time/step_s": 3.0,
         "reward/em": em,
     }
@@ -106,6 +110,16 @@ def test_run_record_counts_spend_per_prompt() -> None:
     assert r["tool_calls_per_prompt"] == 3 and r["tool_calls_total_per_prompt"] == 6
     assert r["trajectories_per_1k_tokens"] == pytest.approx(30.0)  # 6 leaves per 200 tokens
     assert r["curve"] == {"generated_per_prompt": [100, 400], "reward_em": [0.0, 0.5]}
+    # held-out: the starting model at 0, then "after" at the run's end (no periodic evaluation)
+    assert r["held_out_curve"] == {
+        "step": [0, 2],
+        "tokens": [0.0, 400.0],
+        "seconds": [0.0, 6.0],
+        "em": [0.25, 0.3],
+    }
+    assert r["train_s"] == 6.0
+    assert r["no_signal"] == 0.125 and r["selector_share"] == pytest.approx(0.01)
+    assert r["expansion_depths"] == {}
     assert set(NUMERIC) <= set(r)
     with pytest.raises(ValueError, match="no RL step"):
         run_record(_identity("tree", 4, 0), _summary(0.3, {}), [])
@@ -478,7 +492,7 @@ def test_outputs_with_expansion_rules_are_written(tmp_path: Any) -> None:
     result = {**_result(records, [4]), "runs": records, "paired": paired_differences(records)}
     out = tmp_path / "budget.json"
     written = budget_bench.write_outputs(result, out)
-    assert len(written) == 5 and all(p.stat().st_size > 0 for p in written)
+    assert len(written) == 7 and all(p.stat().st_size > 0 for p in written)
     assert "Expansion rules at ≈4" in out.with_suffix(".md").read_text()
     assert {r["method"] for r in json.loads(out.read_text())["runs"]} >= {"tree-entropy"}
 

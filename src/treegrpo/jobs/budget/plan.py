@@ -13,8 +13,13 @@ from typing import Any, cast
 
 from treegrpo.core.advantage import Mode
 from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER
-from treegrpo.core.expansion import Rule
-from treegrpo.jobs.budget.report import ABLATION_BUDGET, EXPANSION_RULES, expansion_method
+from treegrpo.core.expansion import RULES, Rule
+from treegrpo.jobs.budget.report import (
+    ABLATION_BUDGET,
+    EXPANSION_RULES,
+    difficulty_method,
+    expansion_method,
+)
 from treegrpo.jobs.data import check_data, resolve_model
 from treegrpo.jobs.presets import (
     DEFAULT_ALGO,
@@ -78,6 +83,7 @@ class RunSpec:
             "shape": {"m": a.m, "n": a.n if tree else 0, "l": a.l if tree else 0},
             "advantage_mode": a.mode(),
             "expansion": a.expansion if tree else None,
+            "expansion_budget": a.expansion_budget if tree else None,
         }
 
     @property
@@ -156,6 +162,12 @@ class BenchSettings:
     expansions: tuple[Rule, ...] = ()
     """Expansion rules besides uniform (``EXPANSION_RULES``): one more tree run per rule at
     every budget and seed, method "tree-<rule>"."""
+    difficulty: tuple[Rule, ...] = ()
+    """Expansion rules (uniform too) run with budgets that follow difficulty: one more tree run
+    per rule at every budget and seed, method "tree-<rule>+difficulty"."""
+    quarter: bool = False
+    """Also run chain GRPO at four times each budget that has a rung there (16 chains against
+    the trees at ≈4): the paper's quarter-budget comparison."""
     workers: int = 2
     """Parallel runs, each in its own process pinned to one core (1: sequential, in-process;
     the default in data mode)."""
@@ -224,6 +236,12 @@ def bench_settings(
             f"{', '.join(EXPANSION_RULES)}; uniform is the main tree run)"
         )
     s = replace(s, expansions=cast(tuple[Rule, ...], tuple(dict.fromkeys(s.expansions))))
+    unknown = [r for r in s.difficulty if r not in RULES]
+    if unknown:
+        raise ValueError(
+            f"unknown expansion rule {unknown[0]!r} (--difficulty takes {', '.join(RULES)})"
+        )
+    s = replace(s, difficulty=cast(tuple[Rule, ...], tuple(dict.fromkeys(s.difficulty))))
     bad = [b for b in s.budgets if b not in TREE_LADDER]
     if bad or not s.budgets:
         raise ValueError(f"budgets must be among {sorted(TREE_LADDER)}, got {list(s.budgets)}")
@@ -254,25 +272,37 @@ def plan_runs(
     ablation: bool,
     base: AlgorithmConfig = BENCH_ALGO,
     expansions: Iterable[Rule] = (),
+    difficulty: Iterable[Rule] = (),
+    quarter: bool = False,
 ) -> list[RunSpec]:
     """Chain and tree at each budget for each seed, plus one tree run per expansion rule of
-    ``expansions`` at each budget ("tree-<rule>") and the ablation's two modes at ≈ 4.
+    ``expansions`` at each budget ("tree-<rule>"), one per rule of ``difficulty`` with budgets
+    that follow difficulty ("tree-<rule>+difficulty"), the ablation's two modes at ≈ 4, and with
+    ``quarter`` a chain run at 4× each budget where the ladder has that rung (and it is not
+    among ``budgets`` already).
 
     ``base``: the algorithm settings every run starts from (the embedded preset, or the data
     mode's config). Chain runs change only ``algo`` and ``m`` of it, exactly as
     ``treegrpo train --algo.algo chain --algo.m B`` does; tree runs set (M, N, L) from the
     ladder (every leaf kept: k None) and the expansion rule (uniform but in the rule runs; the
     rules' parameters are the base's); all use their algorithm's default advantage mode."""
-    rules = tuple(expansions)
+    rules, hard = tuple(expansions), tuple(difficulty)
+    budgets = tuple(budgets)
+    quarters = [
+        4 * b for b in budgets if quarter and 4 * b in CHAIN_LADDER and 4 * b not in budgets
+    ]
     specs = []
     for seed in seeds:
         for b in budgets:
-            chain = replace(base, algo="chain", m=CHAIN_LADDER[b].m, advantage_mode=None)
-            specs.append(RunSpec("chain", b, seed, chain))
+            specs.append(RunSpec("chain", b, seed, _chain_algo(b, base)))
             specs.append(RunSpec("tree", b, seed, _tree_algo(b, base)))
             for rule in rules:
                 algo = _tree_algo(b, base, rule)
                 specs.append(RunSpec(expansion_method(rule), b, seed, algo))
+            for rule in hard:
+                algo = _tree_algo(b, base, rule, difficulty=True)
+                specs.append(RunSpec(difficulty_method(rule), b, seed, algo))
+        specs += [RunSpec("chain", b, seed, _chain_algo(b, base)) for b in quarters]
         if ablation:
             for mode in ABLATION_MODES:
                 algo = replace(_tree_algo(ABLATION_BUDGET, base), advantage_mode=mode)
@@ -280,7 +310,13 @@ def plan_runs(
     return specs
 
 
-def _tree_algo(budget: int, base: AlgorithmConfig, rule: Rule = "uniform") -> AlgorithmConfig:
+def _chain_algo(budget: int, base: AlgorithmConfig) -> AlgorithmConfig:
+    return replace(base, algo="chain", m=CHAIN_LADDER[budget].m, advantage_mode=None)
+
+
+def _tree_algo(
+    budget: int, base: AlgorithmConfig, rule: Rule = "uniform", difficulty: bool = False
+) -> AlgorithmConfig:
     shape = TREE_LADDER[budget]
     return replace(
         base,
@@ -291,6 +327,7 @@ def _tree_algo(budget: int, base: AlgorithmConfig, rule: Rule = "uniform") -> Al
         k=None,
         advantage_mode=None,
         expansion=rule,
+        expansion_budget="difficulty" if difficulty else "per-tree",
     )
 
 
@@ -355,6 +392,12 @@ def check_reusable(
         "seed": cfg["run"]["seed"],
     }
     want = json.loads(json.dumps(want))  # tuples → lists, as in summary.json
+    # a setting added after the run was made is taken as its default, which is what ran
+    defaults = json.loads(json.dumps(asdict(AlgorithmConfig())))
+    have["algo"] = {
+        **{k: v for k, v in want["algo"].items() if k not in have["algo"] and v == defaults[k]},
+        **have["algo"],
+    }
     diff = sorted(k for k in want if want[k] != have[k])
     rule = have["algo"].get("expansion", "uniform")  # summaries from before the rules: uniform
     if rule != spec.algo.expansion:

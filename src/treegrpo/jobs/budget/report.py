@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
-
 from treegrpo.core.expansion import RULES
+from treegrpo.jobs.budget.curves import AXES, held_out_curve, mean_curve
+from treegrpo.jobs.budget.stats import mean_std, t_interval
+from treegrpo.jobs.budget.verdict import diagnostics_table, matched_table
 
 ABLATION_BUDGET = 4
 """The paper's advantage ablation is at budget ≈ 4, tree (2,2,1)."""
@@ -28,8 +29,18 @@ def expansion_method(rule: str) -> str:
     return f"tree-{rule}"
 
 
-EXPANSION_METHODS = {expansion_method(r): r for r in EXPANSION_RULES}
-"""Method name → expansion rule, for the runs beside the uniform tree."""
+def difficulty_method(rule: str) -> str:
+    """The method name of a tree run with expansion ``rule`` and budgets that follow
+    difficulty: "tree-informed+difficulty"."""
+    return f"tree-{rule}+difficulty"
+
+
+EXPANSION_METHODS = {
+    **{expansion_method(r): r for r in EXPANSION_RULES},
+    **{difficulty_method(r): f"{r} + difficulty budgets" for r in RULES},
+}
+"""Method name → what its tree runs differently (an expansion rule, with difficulty budgets or
+not), for the runs beside the uniform tree."""
 NUMERIC = (
     "em",
     "f1",
@@ -48,6 +59,11 @@ NUMERIC = (
     "distinct_leaves",
     "expansion_depth",
     "root_expansions",
+    "processed_per_prompt",
+    "train_s",
+    "no_signal",
+    "no_signal_first10",
+    "selector_share",
 )
 """Per-run numbers aggregated over seeds (mean and sample std)."""
 
@@ -55,13 +71,6 @@ NUMERIC = (
 def per_1k_tokens(trajectories: float, tokens: float) -> float:
     """Trajectories per 1,000 generated tokens (NaN when nothing was generated)."""
     return 1000.0 * trajectories / tokens if tokens > 0 else float("nan")
-
-
-def mean_std(xs: Sequence[float]) -> tuple[float, float | None]:
-    """Mean and sample standard deviation (n − 1; None for a single value)."""
-    if not xs:
-        raise ValueError("mean_std of no values")
-    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
 
 
 def run_record(
@@ -78,6 +87,7 @@ def run_record(
     if not steps:
         raise ValueError(f"{identity.get('name')}: metrics.jsonl has no RL step")
     after = summary["after"]
+    after_em = after["overall"]["em"]
     prompts = summary["config"]["run"]["prompts_per_step"]
     leaves = statistics.fmean(m["agent/leaves"] for m in steps) / prompts
     generated = [m["spend/generated_per_prompt"] for m in steps]
@@ -102,6 +112,13 @@ def run_record(
         "step_s": statistics.fmean(m["time/step_s"] for m in steps),
         "wall_s": summary["seconds"]["total"],
         "curve": {"generated_per_prompt": cumulative, "reward_em": [m["reward/em"] for m in steps]},
+        "held_out_curve": held_out_curve(summary["before"]["overall"]["em"], after_em, steps),
+        "processed_per_prompt": _step_mean(steps, "spend/processed_per_prompt"),
+        "train_s": sum(m["time/step_s"] for m in steps),
+        "no_signal": _step_mean(steps, "adv/uniform_prompts"),
+        "no_signal_first10": _step_mean(steps[:10], "adv/uniform_prompts"),
+        "selector_share": _share(steps, "time/expansion_choice_s", "time/step_s"),
+        "expansion_depths": _depth_shares(steps),
         **{key: _step_mean(steps, f"tree/{key}") for key in TREE_DIAGNOSTICS},
     }
 
@@ -115,6 +132,24 @@ share of expansions from the root."""
 def _step_mean(steps: Sequence[dict[str, Any]], key: str) -> float:
     values = [m[key] for m in steps if key in m]
     return statistics.fmean(values) if values else float("nan")
+
+
+def _share(steps: Sequence[dict[str, Any]], part: str, whole: str) -> float:
+    """Σ part / Σ whole over the steps that logged ``part`` (NaN: none did)."""
+    rows = [m for m in steps if part in m]
+    total = sum(m[whole] for m in rows)
+    return sum(m[part] for m in rows) / total if rows and total > 0 else float("nan")
+
+
+DEPTH_PREFIX = "tree/expansions_at_depth/"
+"""Metric keys of the share of a step's expansions that branched at each depth (0: the root;
+the last key, "3+", counts deeper ones too)."""
+
+
+def _depth_shares(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Mean over steps of the share of expansions at each depth ({} before they were logged)."""
+    keys = sorted({k for m in steps for k in m if k.startswith(DEPTH_PREFIX)})
+    return {k.removeprefix(DEPTH_PREFIX): _step_mean(steps, k) for k in keys}
 
 
 def paired_differences(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -143,22 +178,15 @@ def _paired(
     if not seeds:
         return None
     diffs = [by[(method, budget, s)] - by[(against, budget, s)] for s in seeds]
-    mean, std = mean_std(diffs)
-    half = None if std is None else t_quantile(len(diffs) - 1) * std / len(diffs) ** 0.5
     return {
         "method": method,
         "against": against,
         "budget": budget,
         "seeds": seeds,
         "diffs": diffs,
-        "mean": mean,
-        "ci95": None if half is None else (mean - half, mean + half),
+        "mean": statistics.fmean(diffs),
+        "ci95": t_interval(diffs),
     }
-
-
-def t_quantile(df: int) -> float:
-    """The 0.975 quantile of Student's t with ``df`` degrees of freedom."""
-    return float(stats.t.ppf(0.975, df))
 
 
 def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -183,6 +211,13 @@ def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             if by == "em_by_hops":
                 names.sort()
             agg[by] = {g: _ms([r[by][g] for r in rs if g in r.get(by, {})]) for g in names}
+        depths = list(dict.fromkeys(d for r in rs for d in r.get("expansion_depths", {})))
+        agg["expansion_depths"] = {
+            d: _ms([r["expansion_depths"].get(d, float("nan")) for r in rs]) for d in depths
+        }
+        curves = [r["held_out_curve"] for r in rs if r.get("held_out_curve")]
+        if curves:
+            agg["held_out_curve"] = {axis: mean_curve(curves, axis) for axis in AXES}
         n = min(len(r["curve"]["reward_em"]) for r in rs)
         agg["curve"] = {
             k: [statistics.fmean(r["curve"][k][i] for r in rs) for i in range(n)]
@@ -257,6 +292,8 @@ def markdown_table(result: dict[str, Any]) -> str:
         _ablation_rows(aggs, groups),
         *(_expansion_rows(aggs, b) for b in budgets),
         _expansion_paired_rows([p for p in paired if p.get("method", "tree") != "tree"]),
+        matched_table(result.get("matched", [])),
+        diagnostics_table(result["aggregates"]),
     ]
     return "\n\n".join(p for p in parts if p)
 

@@ -86,6 +86,7 @@ from treegrpo.jobs.budget.report import (
     percent,
     run_record,
 )
+from treegrpo.jobs.budget.verdict import matched_comparisons
 from treegrpo.jobs.data import evaluate_model_dir, prepare_inputs, run_data
 from treegrpo.jobs.embedded import held_out_evaluator, rl_and_eval_worlds, run_embedded
 from treegrpo.jobs.presets import EmbeddedConfig
@@ -286,6 +287,8 @@ def _shape_text(spec: RunSpec) -> str:
     if a.algo == "chain":
         return f"{a.m} chains"
     rule = "" if a.expansion == "uniform" else f", {a.expansion} expansion"
+    if a.expansion_budget == "difficulty":
+        rule = f", {a.expansion} expansion with difficulty budgets"
     return f"(M,N,L)=({a.m},{a.n},{a.l}), {a.mode()}{rule}"
 
 
@@ -301,7 +304,7 @@ def run_benchmark(
     t0 = time.perf_counter()
     _quiet()
     base = BENCH_ALGO if s.job is None else s.job.algo
-    specs = plan_runs(s.budgets, s.seeds, s.ablation, base, s.expansions)
+    specs = plan_runs(s.budgets, s.seeds, s.ablation, base, s.expansions, s.difficulty, s.quarter)
     done = [sp for sp in specs if summary_path(s, sp).is_file()]
     for sp in done:
         check_reusable(sp, s, warm, json.loads(summary_path(s, sp).read_text()))
@@ -335,6 +338,7 @@ def run_benchmark(
         "runs": records,
         "aggregates": aggregate(records),
         "paired": paired_differences(records),
+        "matched": matched_comparisons(records),
     }
     write_outputs(result, s.out)
     return result

@@ -1,0 +1,31 @@
+"""Summaries over seeds for the budget benchmark: mean and sample standard deviation, and the
+Student-t 95% interval of a mean (paired differences are summarised this way). Pure."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from scipy import stats
+
+
+def mean_std(xs: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (n − 1; None for a single value)."""
+    if not xs:
+        raise ValueError("mean_std of no values")
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
+
+
+def t_quantile(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom."""
+    return float(stats.t.ppf(0.975, df))
+
+
+def t_interval(xs: Sequence[float]) -> tuple[float, float] | None:
+    """mean ± t_{0.975, n−1} · s / √n, the 95% interval of the mean of ``xs`` (None for one
+    value)."""
+    mean, std = mean_std(xs)
+    if std is None:
+        return None
+    half = t_quantile(len(xs) - 1) * std / len(xs) ** 0.5
+    return (mean - half, mean + half)

@@ -1,0 +1,99 @@
+"""The verdict's plan: difficulty-budget runs, the quarter-budget chains, the validation world,
+periodic evaluation, and reuse of runs made before a setting existed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from treegrpo import cli
+from treegrpo.jobs.budget import run as budget_bench
+from treegrpo.jobs.budget.plan import (
+    BENCH_OPTIM,
+    BenchSettings,
+    bench_settings,
+    check_reusable,
+    plan_runs,
+    run_config,
+    world_config,
+)
+from treegrpo.warmstart.tiny import WarmStartConfig, warm_start_dir
+
+
+def test_plan_adds_difficulty_runs_and_quarter_chains() -> None:
+    specs = plan_runs((4, 8), (0, 1), False, expansions=("no-root",), difficulty=("no-root",),
+                      quarter=True)  # fmt: skip
+    by = {s.name: s for s in specs}
+    # per seed: 4 methods at 4 and 8, and 16 chains for the trees at ≈4 (≈32 has no rung)
+    assert len(specs) == len(by) == 2 * (2 * 4 + 1)
+    hard = by["tree-no-root+difficulty-b8-s1"]
+    assert hard.algo.expansion == "no-root" and hard.algo.expansion_budget == "difficulty"
+    assert (hard.algo.m, hard.algo.n, hard.algo.l) == (2, 6, 1)
+    assert hard.identity()["expansion_budget"] == "difficulty"
+    assert by["tree-no-root-b8-s1"].algo.expansion_budget == "per-tree"
+    assert by["tree-b4-s0"].algo.expansion_budget == "per-tree"
+    quarter = by["chain-b16-s0"]
+    assert (quarter.algo.algo, quarter.algo.m) == ("chain", 16)
+    # a rung already planned is not planned twice
+    assert len(plan_runs((4, 16), (0,), False, quarter=True)) == 4
+
+
+def test_settings_for_the_validation_world_and_periodic_evaluation() -> None:
+    s = bench_settings(world_seed=1, budgets=(8,))
+    assert s.out == Path("bench/results/budget-world1.json")
+    assert s.runs_dir == Path("runs/bench-budget/full-world1")
+    assert world_config(s).world_seed == 1 and s.eval_every == 5
+    # the run's held-out evaluation follows the benchmark's
+    (spec, *_) = plan_runs((8,), (0,), False)
+    assert run_config(spec, s).eval_every == 5
+    assert run_config(spec, bench_settings(quick=True)).eval_every == 2
+    assert bench_settings(world_seed=1, out=Path("x.json")).out == Path("x.json")
+    with pytest.raises(ValueError, match="difficulty takes uniform, no-root"):
+        bench_settings(difficulty=("hard",))
+    with pytest.raises(ValueError, match="must be >= 0"):
+        bench_settings(eval_every=-1)
+
+
+def test_cli_takes_the_verdicts_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[BenchSettings] = []
+
+    def fake(s: BenchSettings, warm: Any = None, command: str | None = None) -> dict[str, Any]:
+        seen.append(s)
+        return {"failed": []}
+
+    monkeypatch.setattr(budget_bench, "run_benchmark", fake)
+    cli.main(["bench-budget", "--difficulty", "uniform", "no-root", "--quarter",
+              "--world-seed", "2", "--eval-every", "4"])  # fmt: skip
+    s = seen[0]
+    assert s.difficulty == ("uniform", "no-root") and s.quarter
+    assert s.world_seed == 2 and s.eval_every == 4
+    cli.main(["bench-budget"])
+    assert seen[1].difficulty == () and not seen[1].quarter and seen[1].world_seed == 0
+
+
+def test_reuse_takes_a_setting_added_since_at_its_default(tmp_path: Any) -> None:
+    s = bench_settings(difficulty=("uniform",), runs_dir=tmp_path)
+    warm = WarmStartConfig()
+    specs = {sp.method: sp for sp in plan_runs((4,), (0,), False, difficulty=("uniform",))}
+
+    def summary(algo: Any, drop: str | None = None) -> dict[str, Any]:
+        run = {"steps": s.steps, "prompts_per_step": s.prompts_per_step, "seed": 0}
+        cfg = {"algo": asdict(algo), "optim": asdict(BENCH_OPTIM), "run": run}
+        cfg["embedded"] = asdict(world_config(s))
+        if drop:
+            del cfg["algo"][drop]
+        out: dict[str, Any] = json.loads(
+            json.dumps({"config": cfg, "warm_start_dir": str(warm_start_dir(warm))})
+        )
+        return out
+
+    tree = specs["tree"]
+    check_reusable(tree, s, warm, summary(tree.algo, drop="expansion_budget"))  # per-tree ran
+    hard = specs["tree-uniform+difficulty"]
+    check_reusable(hard, s, warm, summary(hard.algo))
+    with pytest.raises(SystemExit, match="other settings"):  # that old run was per-tree
+        check_reusable(hard, s, warm, summary(hard.algo, drop="expansion_budget"))
