@@ -1,0 +1,304 @@
+"""The prefix-shared update: each prompt's kept paths packed once, so a step shared by k leaves
+is computed once instead of k times (``core.packing`` lays the tokens out).
+
+Tree-GRPO trains every action token of a leaf's path with that leaf's advantage (ALGORITHM.md
+§3), so a token t shared by the leaves l ∈ L(t) is in the duplicated loss once per leaf. The
+PPO term of one token is linear in A on each side of zero,
+
+    A > 0:  −A · min(r, 1 + ε)
+    A < 0:  −A · max(r, 1 − ε)             (dual clip c: −A · min(max(r, 1 − ε), c))
+
+so the sum over the leaves through t is exact with two weights per token,
+
+    pg_t = −P_t · min(r_t, 1 + ε) − N_t · g(r_t),   P_t = Σ_{l∋t, A_l>0} w_l A_l,
+                                                    N_t = Σ_{l∋t, A_l<0} w_l A_l,
+
+and the KL and entropy terms take W_t = Σ_{l∋t} w_l. w_l is the leaf's weight in the mini-batch's
+loss: token-mean 1 / Σ_l n_l (n_l: the leaf's action tokens, each shared one counted once per
+leaf, as the duplicated update counts it), seq-mean-token-mean 1 / (B n_l), seq-mean-token-sum
+1 / B over the B leaves. The per-token weights already carry the normalisation, so a micro-batch's
+loss is its part of the mini-batch's, to be summed (``Part.weight`` 1).
+
+Shapes: b packed rows of S tokens, n action targets of a micro-batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from treegrpo.core.packing import Layout, pack
+from treegrpo.core.partition import contiguous_partition
+from treegrpo.engine.sampling import policy_logprobs
+from treegrpo.rollout.records import Rollout
+from treegrpo.train.batch import BATCH_OVERHEAD
+from treegrpo.train.head import head_matches_forward, plain_head
+from treegrpo.train.losses import entropy_from_logits
+from treegrpo.train.precision import autocast
+
+SUPPORTED_ATTENTION = ("eager", "sdpa")
+"""Attention implementations that take a custom (b, 1, S, S) mask as transformers passes it."""
+
+
+@dataclass
+class PackedBatch:
+    """Packed rows (one per prompt) padded to S, and their n action targets."""
+
+    index: list[int]  # the caller's leaf positions packed here
+    input_ids: torch.Tensor  # (b, S)
+    position_ids: torch.Tensor  # (b, S) each token's offset on its own path
+    allowed: torch.Tensor  # (b, 1, S, S) bool: query i may attend to key j
+    rows: torch.Tensor  # (n,) the row of each target
+    cols: torch.Tensor  # (n,) the column whose logits predict it (the token before it)
+    targets: torch.Tensor  # (n,) the target ids
+    adv_pos: torch.Tensor  # (n,) P_t
+    adv_neg: torch.Tensor  # (n,) N_t
+    weight: torch.Tensor  # (n,) W_t
+    count: torch.Tensor  # (n,) leaves through the target
+    count_pos: torch.Tensor  # (n,) ... with A > 0
+    count_neg: torch.Tensor  # (n,) ... with A < 0
+    sampled_logprobs: torch.Tensor  # (n,) the engine's log-probs
+    share: float  # Σ of its leaves' shares of the mini-batch (its metrics are per share)
+
+    @property
+    def n_action_tokens(self) -> int:
+        """Action targets counted once per leaf through them, as the duplicated batch counts."""
+        return int(self.count.sum().item())
+
+    def to(self, device: torch.device) -> PackedBatch:
+        moved: dict[str, Any] = {
+            k: v.to(device) for k, v in vars(self).items() if isinstance(v, torch.Tensor)
+        }
+        return replace(self, **moved)
+
+
+def leaf_weights(n_actions: Sequence[int], aggregation: str) -> tuple[np.ndarray, np.ndarray]:
+    """(B,) w_l (module docstring) and (B,) each leaf's share of the mini-batch, for the leaves
+    of one mini-batch with ``n_actions`` action tokens each."""
+    n = np.asarray(n_actions, dtype=np.float64)  # (B,)
+    if aggregation == "token-mean":
+        total = n.sum()
+        w = np.full(n.shape, 1.0 / total if total else 0.0)
+        return w, n * w
+    share = np.full(n.shape, 1.0 / len(n))
+    if aggregation == "seq-mean-token-mean":
+        return np.divide(share, n, out=np.zeros_like(n), where=n > 0), share
+    if aggregation == "seq-mean-token-sum":
+        return share, share
+    raise ValueError(f"unknown aggregation {aggregation!r}")
+
+
+def pack_batches(
+    rollout: Rollout,
+    leaves: Sequence[int],
+    advantages: Sequence[float],
+    aggregation: str,
+    max_tokens: int,
+    pad_id: int = 0,
+    overhead: int = BATCH_OVERHEAD,
+) -> list[PackedBatch]:
+    """The kept ``leaves`` of one mini-batch (node ids, with their ``advantages``) packed one
+    row per prompt, and the rows cut into micro-batches of at most ``max_tokens`` padded
+    positions (a longer row gets a micro-batch of its own) as ``train.batch`` cuts sequences."""
+    if len(leaves) != len(advantages):
+        raise ValueError(f"{len(leaves)} leaves but {len(advantages)} advantages")
+    forest = rollout.forest
+    paths = [forest.path(int(leaf)).tolist() for leaf in leaves]
+    n_act = [sum(len(rollout.step(v).action_ids) for v in path) for path in paths]
+    w, share = leaf_weights(n_act, aggregation)
+    adv = np.asarray(advantages, dtype=np.float64)
+    per_leaf = np.stack(
+        [w * np.maximum(adv, 0), w * np.minimum(adv, 0), w, np.ones_like(w), adv > 0, adv < 0],
+        axis=1,
+    )  # (B, 6)
+    prompts: dict[int, list[int]] = {}
+    for i, leaf in enumerate(leaves):
+        prompts.setdefault(int(forest.prompt_id[int(leaf)]), []).append(i)
+    rows = [_row(rollout, p, idx, paths, per_leaf) for p, idx in prompts.items()]
+    order = sorted(range(len(rows)), key=lambda r: rows[r].size)
+    sizes = [rows[r].size for r in order]
+
+    def cost(a: int, b: int) -> float:  # rows [a, b) padded to the longest, sizes[b - 1]
+        positions = (b - a) * sizes[b - 1]
+        return positions + overhead if positions <= max_tokens or b - a == 1 else math.inf
+
+    groups = [order[a:b] for a, b in contiguous_partition(len(order), cost)]
+    return [
+        _tensors([rows[r] for r in g], float(share[_idx(rows, g)].sum()), pad_id) for g in groups
+    ]
+
+
+@dataclass
+class _Row:
+    """One prompt's packed row, as arrays."""
+
+    index: list[int]  # leaf positions
+    ids: np.ndarray  # (S,)
+    layout: Layout
+    action: np.ndarray  # (S,) bool: the token is a model action with a token before it
+    logprobs: np.ndarray  # (S,) the engine's log-probs on actions
+    sums: np.ndarray  # (S, 6) per-token sums of per_leaf
+
+    @property
+    def size(self) -> int:
+        return int(self.ids.size)
+
+
+def _row(
+    rollout: Rollout, prompt: int, idx: list[int], paths: list[list[int]], per_leaf: np.ndarray
+) -> _Row:
+    """Pack prompt ``prompt``'s leaves ``idx``: the prompt is segment −1 − prompt, shared by
+    its trees; a step is its node id (its action then its observation)."""
+    root = -1 - prompt
+    segs = [[root, *paths[i]] for i in idx]  # forest.path: the steps, below the tree's root
+    lengths = {root: len(rollout.prompts[prompt])}
+    for path in segs:
+        for v in path[1:]:
+            rec = rollout.step(v)
+            lengths[v] = len(rec.action_ids) + len(rec.obs_ids)
+    layout = pack(segs, lengths)
+    ids, action, lps = [], [], []
+    for seg in layout.segments.tolist():
+        if seg == root:
+            ids += rollout.prompts[prompt]
+            action += [False] * lengths[root]
+            lps += [0.0] * lengths[root]
+            continue
+        rec = rollout.step(seg)
+        ids += rec.action_ids + rec.obs_ids
+        action += [True] * len(rec.action_ids) + [False] * len(rec.obs_ids)
+        lps += rec.action_logprobs + [0.0] * len(rec.obs_ids)
+    act = np.array(action, dtype=np.bool_) & (layout.prev >= 0)  # (S,)
+    return _Row(
+        idx, np.array(ids, np.int64), layout, act, np.array(lps), layout.per_token(per_leaf[idx])
+    )
+
+
+def _idx(rows: list[_Row], group: list[int]) -> list[int]:
+    return [i for r in group for i in rows[r].index]
+
+
+def _tensors(rows: list[_Row], share: float, pad_id: int) -> PackedBatch:
+    b, width = len(rows), max(r.size for r in rows)
+    ids = torch.full((b, width), pad_id, dtype=torch.long)
+    pos = torch.zeros((b, width), dtype=torch.long)
+    allowed = torch.eye(width, dtype=torch.bool).repeat(b, 1, 1, 1)  # padding sees itself
+    cols: list[np.ndarray] = []
+    at: list[np.ndarray] = []
+    for i, r in enumerate(rows):
+        n = r.size
+        ids[i, :n] = torch.from_numpy(r.ids)
+        pos[i, :n] = torch.from_numpy(r.layout.position)
+        allowed[i, 0, :n, :n] = torch.from_numpy(r.layout.attention())
+        at.append(np.flatnonzero(r.action))
+        cols.append(r.layout.prev[r.action])
+    row_of = np.concatenate([np.full(len(a), i) for i, a in enumerate(at)]).astype(np.int64)
+    sums = np.concatenate([r.sums[r.action] for r in rows])  # (n, 6)
+    targets = np.concatenate([r.ids[r.action] for r in rows])
+    lps = np.concatenate([r.logprobs[r.action] for r in rows])
+
+    def col(j: int) -> torch.Tensor:
+        return torch.from_numpy(sums[:, j]).float()
+
+    return PackedBatch(
+        [i for r in rows for i in r.index],
+        ids,
+        pos,
+        allowed,
+        torch.from_numpy(row_of),
+        torch.from_numpy(np.concatenate(cols).astype(np.int64)),
+        torch.from_numpy(targets),
+        col(0),
+        col(1),
+        col(2),
+        col(3),
+        col(4),
+        col(5),
+        torch.from_numpy(lps).float(),
+        share,
+    )
+
+
+def supports_packing(model: Any) -> str | None:
+    """None when ``model`` can run a packed batch, else why not (its attention implementation
+    takes no custom 4D mask)."""
+    impl = getattr(model.config, "_attn_implementation", None) or "eager"
+    if impl not in SUPPORTED_ATTENTION:
+        return (
+            f"{type(model).__name__} uses {impl} attention, which takes no custom attention "
+            f"mask; the prefix-shared update needs one of {', '.join(SUPPORTED_ATTENTION)}"
+        )
+    return None
+
+
+def packed_logprobs(
+    model: Any,
+    batch: PackedBatch,
+    with_entropy: bool = False,
+    autocast_dtype: torch.dtype | None = None,
+    temperature: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(target | its path before it) for the n action targets, and their entropies when
+    asked: p is softmax(logits / temperature), as ``train.logprobs.token_logprobs``."""
+    dtype = autocast_dtype or next(model.parameters()).dtype
+    mask = torch.zeros(batch.allowed.shape, dtype=dtype, device=batch.allowed.device)
+    mask = mask.masked_fill(~batch.allowed, torch.finfo(dtype).min)  # (b, 1, S, S) additive
+    with autocast(batch.input_ids.device, autocast_dtype):
+        if plain_head(model) and head_matches_forward(model):
+            hidden = model.get_decoder()(
+                input_ids=batch.input_ids,
+                attention_mask=mask,
+                position_ids=batch.position_ids,
+                use_cache=False,
+            ).last_hidden_state  # (b, S, H)
+            logits = model.get_output_embeddings()(hidden[batch.rows, batch.cols])  # (n, V)
+        else:
+            out = model(
+                input_ids=batch.input_ids,
+                attention_mask=mask,
+                position_ids=batch.position_ids,
+                use_cache=False,
+            )
+            logits = out.logits[batch.rows, batch.cols]  # (n, V)
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    logp = policy_logprobs(logits).gather(-1, batch.targets[:, None]).squeeze(-1)  # (n,)
+    return logp, entropy_from_logits(logits) if with_entropy else None
+
+
+def packed_ppo_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    batch: PackedBatch,
+    clip_eps: float = 0.2,
+    dual_clip: float | None = 3.0,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Σ_t pg_t (module docstring): the duplicated update's clipped PPO loss of these targets'
+    leaves, already weighted into the mini-batch's loss; and, as ``losses.ppo_clip_loss``
+    reports them, the clipped fraction and approximate KL over the targets counted once per
+    leaf."""
+    log_ratio = torch.clamp(logp - logp_old, -20.0, 20.0)  # (n,)
+    ratio = torch.exp(log_ratio)
+    up = torch.clamp(ratio, max=1.0 + clip_eps)  # min(r, 1 + ε)
+    down = torch.clamp(ratio, min=1.0 - clip_eps)  # max(r, 1 − ε)
+    if dual_clip is not None:
+        if dual_clip <= 1.0:
+            raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+        down = torch.clamp(down, max=dual_clip)
+    loss = -(batch.adv_pos * up + batch.adv_neg * down).sum()
+    with torch.no_grad():
+        total = batch.count.sum().clamp(min=1.0)
+        clipped = batch.count_pos * (ratio > 1.0 + clip_eps) + batch.count_neg * (
+            ratio < 1.0 - clip_eps
+        )
+        stats = {
+            "clip_frac": clipped.sum() / total,
+            "approx_kl": (batch.count * -log_ratio).sum() / total,
+        }
+    return loss, stats
