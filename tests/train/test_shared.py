@@ -124,9 +124,8 @@ def test_a_sibling_in_view_or_a_lost_weight_changes_the_result(setup) -> None:  
     model, ref = _perturbed(agent), copy.deepcopy(agent.model).float()
     base = float(_packed(model, ro, leaves, adv, "token-mean", ref).detach())
 
-    def leak(b: PackedBatch) -> PackedBatch:  # every token may see every earlier token
-        s = b.allowed.shape[-1]
-        b.allowed = b.allowed | torch.tril(torch.ones(s, s, dtype=torch.bool))
+    def leak(b: PackedBatch) -> PackedBatch:  # a token may see its siblings' earlier tokens
+        b.ancestors = torch.ones_like(b.ancestors)
         return b
 
     def unweighted(b: PackedBatch) -> PackedBatch:  # a shared token counted once, not per leaf

@@ -52,7 +52,8 @@ class PackedBatch:
     index: list[int]  # the caller's leaf positions packed here
     input_ids: torch.Tensor  # (b, S)
     position_ids: torch.Tensor  # (b, S) each token's offset on its own path
-    allowed: torch.Tensor  # (b, 1, S, S) bool: query i may attend to key j
+    slots: torch.Tensor  # (b, S) each token's segment slot in its row (padding: slot K)
+    ancestors: torch.Tensor  # (b, K + 1, K + 1) bool: slot j is an ancestor-or-self of slot k
     rows: torch.Tensor  # (n,) the row of each target
     cols: torch.Tensor  # (n,) the column whose logits predict it (the token before it)
     targets: torch.Tensor  # (n,) the target ids
@@ -69,6 +70,15 @@ class PackedBatch:
     def n_action_tokens(self) -> int:
         """Action targets counted once per leaf through them, as the duplicated batch counts."""
         return int(self.count.sum().item())
+
+    def allowed(self) -> torch.Tensor:
+        """(b, 1, S, S) bool: query i may attend to key j (``core.packing``); the padding after a
+        row's tokens sees only padding, so no softmax row is empty."""
+        rows = torch.arange(self.slots.shape[0], device=self.slots.device)[:, None, None]
+        anc = self.ancestors[rows, self.slots[:, :, None], self.slots[:, None, :]]  # (b, S, S)
+        s = self.slots.shape[1]
+        causal = torch.ones(s, s, dtype=torch.bool, device=self.slots.device).tril()
+        return (anc & causal)[:, None]
 
     def to(self, device: torch.device) -> PackedBatch:
         moved: dict[str, Any] = {
@@ -185,16 +195,21 @@ def _idx(rows: list[_Row], group: list[int]) -> list[int]:
 
 def _tensors(rows: list[_Row], share: float, pad_id: int) -> PackedBatch:
     b, width = len(rows), max(r.size for r in rows)
+    k = max(len(r.layout.segments) for r in rows)
     ids = torch.full((b, width), pad_id, dtype=torch.long)
     pos = torch.zeros((b, width), dtype=torch.long)
-    allowed = torch.eye(width, dtype=torch.bool).repeat(b, 1, 1, 1)  # padding sees itself
+    slots = torch.full((b, width), k, dtype=torch.long)  # padding: the extra slot k
+    ancestors = torch.zeros((b, k + 1, k + 1), dtype=torch.bool)
+    ancestors[:, k, k] = True
     cols: list[np.ndarray] = []
     at: list[np.ndarray] = []
     for i, r in enumerate(rows):
         n = r.size
         ids[i, :n] = torch.from_numpy(r.ids)
         pos[i, :n] = torch.from_numpy(r.layout.position)
-        allowed[i, 0, :n, :n] = torch.from_numpy(r.layout.attention())
+        slots[i, :n] = torch.from_numpy(r.layout.token_slot)
+        kr = len(r.layout.segments)
+        ancestors[i, :kr, :kr] = torch.from_numpy(r.layout.ancestors())
         at.append(np.flatnonzero(r.action))
         cols.append(r.layout.prev[r.action])
     row_of = np.concatenate([np.full(len(a), i) for i, a in enumerate(at)]).astype(np.int64)
@@ -209,7 +224,8 @@ def _tensors(rows: list[_Row], share: float, pad_id: int) -> PackedBatch:
         [i for r in rows for i in r.index],
         ids,
         pos,
-        allowed,
+        slots,
+        ancestors,
         torch.from_numpy(row_of),
         torch.from_numpy(np.concatenate(cols).astype(np.int64)),
         torch.from_numpy(targets),
@@ -246,8 +262,9 @@ def packed_logprobs(
     """log p(target | its path before it) for the n action targets, and their entropies when
     asked: p is softmax(logits / temperature), as ``train.logprobs.token_logprobs``."""
     dtype = autocast_dtype or next(model.parameters()).dtype
-    mask = torch.zeros(batch.allowed.shape, dtype=dtype, device=batch.allowed.device)
-    mask = mask.masked_fill(~batch.allowed, torch.finfo(dtype).min)  # (b, 1, S, S) additive
+    allowed = batch.allowed()  # (b, 1, S, S)
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)  # additive, as eager and sdpa take
     with autocast(batch.input_ids.device, autocast_dtype):
         if plain_head(model) and head_matches_forward(model):
             hidden = model.get_decoder()(
