@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import pytest
@@ -293,3 +294,38 @@ def test_depth_shares_count_expansions_per_depth_with_deeper_ones_in_the_last() 
         "tree/expansions_at_depth/3+": 0.25,
     }
     assert depth_shares(None) == {} and depth_shares(np.zeros(0, np.int64)) == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [{"m": 2, "n": 2, "l": 1}, {"algo": "chain", "m": 4}])
+def test_a_shared_prefix_step_equals_the_duplicated_step(shape: dict[str, Any]) -> None:
+    """Same rollout, same loss: after an SGD step (the change is the gradient) the weights agree
+    within 2e-5 of the whole change (fp32: the sums run in another order) and 1e-4 of each
+    tensor's, and the logged loss terms (means over the mini-batch) agree. (AdamW's first step
+    divides each gradient entry by its own size, so fp32 noise in near-zero entries shows up
+    at a few 1e-5 of an embedding's change: the gradients are what is compared.)"""
+    runs = []
+    for shared in (False, True):
+        agent, policy, ref, _, eng, batch = _setup(lr=1e-3)
+        opt = torch.optim.SGD(policy.parameters(), lr=1.0)
+        start = {k: v.clone() for k, v in policy.state_dict().items()}
+        algo = AlgorithmConfig(**shape, shared_prefix=shared)
+        optim = OptimConfig(mini_batch_prompts=4, micro_batch_tokens=600)  # one step, micro-batched
+        metrics = _rl_step(policy, ref, opt, eng, agent, batch, algo, optim)
+        runs.append((metrics, start, policy.state_dict()))
+    (m_dup, start, dup), (m_pk, _, pk) = runs
+    assert m_dup["agent/leaves"] == m_pk["agent/leaves"] and m_dup["reward/em"] == m_pk["reward/em"]
+    changes = {k: float((dup[k] - start[k]).norm()) for k in dup}
+    diffs = {k: float((pk[k] - dup[k]).norm()) for k in dup}
+    whole = sum(c * c for c in changes.values()) ** 0.5
+    assert whole > 0 and sum(d * d for d in diffs.values()) ** 0.5 <= 2e-5 * whole
+    # tensor by tensor within 1e-4 (fp32 sums in another order: up to ~3e-5 on the norms'
+    # weights here), but the key biases: their gradient is 0 in exact arithmetic (a bias on
+    # every key shifts a row's attention logits alike, which softmax ignores), so both runs
+    # hold rounding noise there
+    for k, change in changes.items():
+        if change > 0 and not k.endswith("k_proj.bias"):
+            assert diffs[k] <= 1e-4 * change, k
+    for key in ("loss/pg_loss", "loss/kl", "loss/entropy"):
+        assert m_pk[key] == pytest.approx(m_dup[key], rel=1e-4, abs=1e-7), key
+    assert m_pk["train/pad_fraction"] < m_dup["train/pad_fraction"] or shape.get("algo")

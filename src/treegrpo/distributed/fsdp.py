@@ -313,6 +313,7 @@ class FSDPLearner:
             for k, v in other.sums.items():
                 stats.sums[k] += v
             stats.n_micro += other.n_micro
+            stats.share += other.share
         return stats
 
     def load_into(self, policy: Any, scheduler: Any | None) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -37,6 +38,11 @@ class MicroBatch:
     @property
     def n_action_tokens(self) -> int:
         return int(self.action_mask.sum().item())
+
+    @property
+    def n_real_tokens(self) -> int:
+        """Tokens, padding left out."""
+        return int(self.attention_mask.sum().item())
 
     def to(self, device: torch.device) -> MicroBatch:
         return MicroBatch(
@@ -101,8 +107,9 @@ def _pad(seqs: list[LeafSequence], advs: list[float], index: list[int], pad_id: 
     return MicroBatch(index, ids, attn, ids[:, 1:], mask, adv, lps[:, 1:] * mask)
 
 
-def pad_fraction(batches: Sequence[MicroBatch]) -> float:
-    """Share of computed positions that are padding."""
+def pad_fraction(batches: Sequence[Any]) -> float:
+    """Share of computed positions that are padding (of micro-batches of sequences or packed
+    ones, ``train.shared``)."""
     total = sum(mb.input_ids.numel() for mb in batches)
-    real = sum(int(mb.attention_mask.sum()) for mb in batches)
+    real = sum(mb.n_real_tokens for mb in batches)
     return 1.0 - real / total if total else 0.0

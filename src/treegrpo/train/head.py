@@ -80,7 +80,7 @@ def logits_at(
 ) -> torch.Tensor:
     """The logits of the positions where ``keep`` is True, in row-major order: ids (B, T),
     keep (B, T) bool → (n, V). Position t's logits predict token t + 1."""
-    if _sharded(model) or not (plain_head(model) and head_matches_forward(model)):
+    if not split_head(model):
         out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         logits: torch.Tensor = out.logits[keep]  # (n, V)
         return logits
@@ -90,6 +90,12 @@ def logits_at(
     ).last_hidden_state  # (B, T, H)
     head: torch.Tensor = model.get_output_embeddings()(hidden[keep])  # (n, V)
     return head
+
+
+def split_head(model: Any) -> bool:
+    """Whether the decoder and the output embedding may be called one after the other, the head
+    on chosen rows only (module docstring): a plain head that matches the forward, unsharded."""
+    return not _sharded(model) and plain_head(model) and head_matches_forward(model)
 
 
 def _sharded(model: Any) -> bool:

@@ -37,8 +37,9 @@ from treegrpo.core.partition import contiguous_partition
 from treegrpo.engine.sampling import policy_logprobs
 from treegrpo.rollout.records import Rollout
 from treegrpo.train.batch import BATCH_OVERHEAD
-from treegrpo.train.head import head_matches_forward, plain_head
+from treegrpo.train.head import split_head
 from treegrpo.train.losses import entropy_from_logits
+from treegrpo.train.policy import is_lora
 from treegrpo.train.precision import autocast
 
 SUPPORTED_ATTENTION = ("eager", "sdpa")
@@ -70,6 +71,11 @@ class PackedBatch:
     def n_action_tokens(self) -> int:
         """Action targets counted once per leaf through them, as the duplicated batch counts."""
         return int(self.count.sum().item())
+
+    @property
+    def n_real_tokens(self) -> int:
+        """Packed tokens, padding left out."""
+        return int((self.slots < self.ancestors.shape[1] - 1).sum().item())
 
     def allowed(self) -> torch.Tensor:
         """(b, 1, S, S) bool: query i may attend to key j (``core.packing``); the padding after a
@@ -266,7 +272,7 @@ def packed_logprobs(
     mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
     mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)  # additive, as eager and sdpa take
     with autocast(batch.input_ids.device, autocast_dtype):
-        if plain_head(model) and head_matches_forward(model):
+        if split_head(model):
             hidden = model.get_decoder()(
                 input_ids=batch.input_ids,
                 attention_mask=mask,
@@ -287,6 +293,23 @@ def packed_logprobs(
         logits = logits / temperature
     logp = policy_logprobs(logits).gather(-1, batch.targets[:, None]).squeeze(-1)  # (n,)
     return logp, entropy_from_logits(logits) if with_entropy else None
+
+
+def packed_reference_logprobs(
+    policy: Any,
+    reference: Any | None,
+    batch: PackedBatch,
+    autocast_dtype: torch.dtype | None = None,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """(n,) log-probs under the frozen reference: the separate reference model when one is
+    loaded, else the LoRA policy with its adapters disabled (as ``logprobs.reference_logprobs``)."""
+    if reference is not None:
+        return packed_logprobs(reference, batch, False, autocast_dtype, temperature)[0]
+    if not is_lora(policy):
+        raise ValueError("a KL term needs a reference model, or a LoRA policy whose base is one")
+    with policy.disable_adapter():
+        return packed_logprobs(policy, batch, False, autocast_dtype, temperature)[0]
 
 
 def packed_ppo_loss(

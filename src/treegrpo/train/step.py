@@ -26,9 +26,10 @@ from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.scoring import LeafRewards, LeafScores, score_leaves
 from treegrpo.rollout.source import RolloutSource
-from treegrpo.train.batch import MicroBatch, make_micro_batches, pad_fraction
+from treegrpo.train.batch import make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
+from treegrpo.train.shared import pack_batches, supports_packing
 from treegrpo.train.update import Part, UpdateStats, ppo_update, weighted
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,19 @@ class Batch:
 
 DEPTHS = ("0", "1", "2", "3+")
 """The depths ``tree/expansions_at_depth/<d>`` counts expansions at (0: the root)."""
+
+
+def _can_pack(policy: Any) -> bool:
+    """Whether the policy takes packed batches; says once why not (the update then trains on
+    each path whole, as without ``shared_prefix``)."""
+    why = supports_packing(policy)
+    if why is not None and id(policy) not in _WARNED:
+        _WARNED.add(id(policy))
+        log.warning("algo.shared_prefix: %s; training on each path whole", why)
+    return why is None
+
+
+_WARNED: set[int] = set()
 
 
 def depth_shares(starts: np.ndarray | None) -> dict[str, float]:
@@ -152,29 +166,39 @@ def rl_step(
 
     # 4. token batch, cut into mini-batches of whole prompts, each into micro-batches. With
     # skip_uniform_prompts only the prompts with a nonzero advantage on some leaf take part
-    seqs = [rollout.leaf_sequence(leaf) for leaf in leaves]
+    shared = algo.shared_prefix and _can_pack(policy)
+    seqs = [] if shared else [rollout.leaf_sequence(leaf) for leaf in leaves]
     rng = np.random.default_rng(seed)
     trained = np.arange(len(batch.prompts))
     if algo.skip_uniform_prompts:
         trained = np.unique(prompt_of[adv != 0])
     order = rng.permutation(trained)
-    minis: list[list[MicroBatch]] = []
+    minis: list[list[Part]] = []
     for start in range(0, len(order), optim.mini_batch_prompts):
         chosen = set(order[start : start + optim.mini_batch_prompts].tolist())
         idx = [i for i, p in enumerate(prompt_of.tolist()) if p in chosen]
+        advs = [float(adv[i]) for i in idx]
+        if shared:  # each prompt's paths packed once, weights carrying the share (train.shared)
+            packed = pack_batches(
+                rollout,
+                [leaves[i] for i in idx],
+                advs,
+                algo.aggregation,
+                optim.micro_batch_tokens,
+                rollouts.pad_id,
+            )
+            minis.append([Part(b, 1.0) for b in packed])
+            continue
         mbs = make_micro_batches(
-            [seqs[i] for i in idx],
-            [float(adv[i]) for i in idx],
-            optim.micro_batch_tokens,
-            rollouts.pad_id,
+            [seqs[i] for i in idx], advs, optim.micro_batch_tokens, rollouts.pad_id
         )
-        minis.append(mbs)
+        minis.append(weighted(mbs, algo.aggregation))
 
     # 5–6. old (and reference) log-probs, then the PPO update: one optimizer step per
     # mini-batch, gradients accumulated over its micro-batches (train.update); here, or on the
     # ranks of a sharded update, which then hand the new weights back to ``policy``
     schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
-    parts = [weighted(mbs, algo.aggregation) for mbs in minis]
+    parts = minis
     temperature = sampling.logprob_temperature  # log-probs of the sampled distribution
     log.debug("updating the policy: %d optimizer steps", len(schedule))
     t1 = time.perf_counter()  # the update starts
@@ -207,7 +231,7 @@ def rl_step(
     starts = rollout.forest.depth[rollout.expansions] if rollout.expansions.size else None
     elapsed = time.perf_counter() - t0
     grad_norms = stats.grad_norms
-    metrics = {f"loss/{k}": v / max(stats.n_micro, 1) for k, v in stats.sums.items()}
+    metrics = {f"loss/{k}": v / stats.share if stats.share else 0.0 for k, v in stats.sums.items()}
     metrics.update(
         {
             "reward/mean": float(scores.reward.mean()),
@@ -233,7 +257,7 @@ def rl_step(
             "train/skipped_updates": float(stats.skipped),
             "train/updates": float(len(schedule)),
             "train/prompts_updated": float(len(trained)),
-            "train/pad_fraction": pad_fraction([m for mbs in minis for m in mbs]),
+            "train/pad_fraction": pad_fraction([p.batch for ps in minis for p in ps]),
             # where the step's time went: sampling, the update (old and reference log-probs,
             # then the optimizer steps), pushing the weights to the rollout, and the rest
             # (rewards, advantages, batching, these metrics)

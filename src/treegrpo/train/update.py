@@ -23,20 +23,29 @@ from treegrpo.train.batch import MicroBatch
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.logprobs import reference_logprobs, token_logprobs
 from treegrpo.train.losses import aggregate, kl_penalty, ppo_clip_loss
+from treegrpo.train.shared import (
+    PackedBatch,
+    packed_logprobs,
+    packed_ppo_loss,
+    packed_reference_logprobs,
+)
 
 
 @dataclass
 class Part:
     """A micro-batch and its share of its mini-batch's loss."""
 
-    batch: MicroBatch
+    batch: MicroBatch | PackedBatch
     weight: float  # token-mean: its action tokens / the mini-batch's; seq-mean: its rows / …
+    # (a packed batch's own weights carry its share: 1)
     counted: bool = True  # False: a stand-in that keeps the ranks in step (weight 0)
 
 
 @dataclass
 class UpdateStats:
-    """Sums over the counted micro-batches, and one entry per optimizer step."""
+    """Sums over the counted micro-batches (each term weighted by the micro-batch's share of its
+    mini-batch, so Σ / share is the mean over the mini-batches), and one entry per optimizer
+    step."""
 
     sums: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys(
@@ -44,6 +53,7 @@ class UpdateStats:
         )
     )
     n_micro: int = 0
+    share: float = 0.0  # Σ the counted micro-batches' shares of their mini-batches
     grad_norms: list[float] = field(default_factory=list)
     skipped: int = 0  # optimizer steps dropped for a non-finite gradient
     # wall seconds of the update's phases: "old_logprobs", "ref_logprobs", "policy" (the
@@ -91,27 +101,13 @@ def ppo_update(
             d = part.batch.to(device)
             t0 = _now(device)
             if id(part) not in first:
-                old[id(part)] = token_logprobs(
-                    policy,
-                    d.input_ids,
-                    d.attention_mask,
-                    False,
-                    autocast_dtype,
-                    d.action_mask,
-                    temperature,
-                )[0]
+                old[id(part)] = _logprobs(policy, None, d, False, autocast_dtype, temperature)[0]
             t1 = _now(device)
             clock["old_logprobs"] += t1 - t0
             if algo.kl_coef > 0:
-                ref[id(part)] = reference_logprobs(
-                    policy,
-                    reference,
-                    d.input_ids,
-                    d.attention_mask,
-                    autocast_dtype,
-                    d.action_mask,
-                    temperature,
-                )
+                ref[id(part)] = _logprobs(policy, reference, d, None, autocast_dtype, temperature)[
+                    0
+                ]
                 clock["ref_logprobs"] += _now(device) - t1
 
     _reshard(policy)
@@ -124,44 +120,17 @@ def ppo_update(
         for k, part in enumerate(parts):
             _gradient_sync(policy, k == len(parts) - 1)  # sharded: reduce once per mini-batch
             d = part.batch.to(device)
-            logp, ent = token_logprobs(
-                policy,
-                d.input_ids,
-                d.attention_mask,
-                with_entropy=algo.entropy_coef > 0,
-                autocast_dtype=autocast_dtype,
-                keep=d.action_mask,  # the head runs on action tokens only (train.head)
-                temperature=temperature,
-            )
+            with_entropy = algo.entropy_coef > 0
+            logp, ent = _logprobs(policy, None, d, with_entropy, autocast_dtype, temperature)
             logp_old = old.setdefault(id(part), logp.detach())  # first update: its own
-            pg, clip = ppo_clip_loss(
-                logp,
-                logp_old,
-                d.advantages,
-                d.action_mask,
-                algo.clip_eps,
-                algo.dual_clip,
-                algo.aggregation,
-            )
-            loss = pg
-            terms = {"pg_loss": pg, **clip}
-            if id(part) in ref:
-                kl = aggregate(
-                    kl_penalty(logp, ref[id(part)], algo.kl_estimator),
-                    d.action_mask,
-                    algo.aggregation,
-                )
-                loss = loss + algo.kl_coef * kl
-                terms["kl"] = kl
-            if ent is not None:
-                entropy = aggregate(ent, d.action_mask, algo.aggregation)
-                loss = loss - algo.entropy_coef * entropy
-                terms["entropy"] = entropy
+            loss, terms = _loss(logp, logp_old, ref.get(id(part)), ent, d, algo)
             (loss * part.weight).backward()
-            if part.counted:
+            if part.counted:  # the mini-batch's means: each micro-batch's by its share
+                share = d.share if isinstance(d, PackedBatch) else part.weight
                 for name, value in terms.items():
-                    sums[name] += value.item()
+                    sums[name] += share * value.item()
                 stats.n_micro += 1
+                stats.share += share
         norm = _total(torch.nn.utils.clip_grad_norm_(params, optim.grad_clip))
         stats.grad_norms.append(norm)
         if math.isfinite(norm):
@@ -181,6 +150,79 @@ def _gradient_sync(model: Any, on: bool) -> None:
     setter = getattr(model, "set_requires_gradient_sync", None)
     if setter is not None:
         setter(on)
+
+
+def _logprobs(
+    policy: Any,
+    reference: Any | None,
+    d: MicroBatch | PackedBatch,
+    with_entropy: bool | None,
+    autocast_dtype: torch.dtype | None,
+    temperature: float,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The policy's log-probs of the batch's action targets (and entropies when asked), or the
+    reference's when ``with_entropy`` is None: (b, T − 1) for a micro-batch of sequences, (n,)
+    for a packed one (``train.shared``)."""
+    if isinstance(d, PackedBatch):
+        if with_entropy is None:
+            return packed_reference_logprobs(
+                policy, reference, d, autocast_dtype, temperature
+            ), None
+        return packed_logprobs(policy, d, with_entropy, autocast_dtype, temperature)
+    if with_entropy is None:
+        args = (d.input_ids, d.attention_mask, autocast_dtype, d.action_mask, temperature)
+        return reference_logprobs(policy, reference, *args), None
+    return token_logprobs(
+        policy,
+        d.input_ids,
+        d.attention_mask,
+        with_entropy=with_entropy,
+        autocast_dtype=autocast_dtype,
+        keep=d.action_mask,  # the head runs on action tokens only (train.head)
+        temperature=temperature,
+    )
+
+
+def _loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    logp_ref: torch.Tensor | None,
+    ent: torch.Tensor | None,
+    d: MicroBatch | PackedBatch,
+    algo: AlgorithmConfig,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The micro-batch's loss, PPO's clipped term + β·KL − entropy bonus (ALGORITHM.md §4), and
+    its terms for the metrics (each the micro-batch's own mean). A packed batch's weights carry
+    the mini-batch's normalisation already; its terms are divided by its share to report the
+    same means."""
+    if isinstance(d, PackedBatch):
+        pg, terms = packed_ppo_loss(logp, logp_old, d, algo.clip_eps, algo.dual_clip)
+
+        def reduce(x: torch.Tensor) -> torch.Tensor:
+            return (d.weight * x).sum()
+
+        scale = 1.0 / d.share if d.share > 0 else 0.0
+    else:
+        pg, terms = ppo_clip_loss(
+            logp, logp_old, d.advantages, d.action_mask, algo.clip_eps, algo.dual_clip,
+            algo.aggregation,
+        )  # fmt: skip
+
+        def reduce(x: torch.Tensor) -> torch.Tensor:
+            return aggregate(x, d.action_mask, algo.aggregation)
+
+        scale = 1.0
+    loss = pg
+    terms = {"pg_loss": pg * scale, **terms}
+    if logp_ref is not None:
+        kl = reduce(kl_penalty(logp, logp_ref, algo.kl_estimator))
+        loss = loss + algo.kl_coef * kl
+        terms["kl"] = kl * scale
+    if ent is not None:
+        entropy = reduce(ent)
+        loss = loss - algo.entropy_coef * entropy
+        terms["entropy"] = entropy * scale
+    return loss, terms
 
 
 def _now(device: torch.device) -> float:
