@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 STYLE: dict[str, dict[str, Any]] = {
     "chain": {"color": "tab:blue", "marker": "o", "label": "chain GRPO"},
@@ -171,6 +172,7 @@ def plot_held_out_curves(result: dict[str, Any], out: Path, axis: str) -> Path:
                 style |= {"label": f"{style['label']} ≈{a['budget']}", "linestyle": ":"}
             ax.plot(curve[axis], [100 * y for y in curve["em"]], markersize=4, **style)
         ax.set_title(f"budget ≈{b}")
+        ax.xaxis.set_major_locator(MaxNLocator(5))  # wide spends: labels that do not overlap
         ax.set_xlabel(xlabel[axis])
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("held-out EM % (mean over seeds)")
