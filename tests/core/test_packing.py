@@ -27,7 +27,7 @@ def test_each_segment_once_in_depth_first_order() -> None:
     assert lay.position.tolist() == [0, 1, 2, 3, 4, 5, 5, 6, 7, 3, 4]
     assert lay.prev.tolist() == [-1, 0, 1, 2, 3, 4, 4, 6, 7, 2, 9]
     assert lay.path_tokens(1).tolist() == [0, 1, 2, 3, 4, 6, 7, 8]
-    assert lay.counts().tolist() == [3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1]
+    assert lay.per_token(np.ones(len(PATHS))).tolist() == [3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1]
 
 
 def test_a_token_attends_to_its_path_up_to_itself_only() -> None:
@@ -96,4 +96,4 @@ def test_packing_reproduces_every_path(case: tuple[list[list[int]], dict[int, in
             assert set(np.flatnonzero(allowed[i]).tolist()) == set(toks[: n + 1].tolist())
     # each token once: never more than the paths hold in all
     assert lay.n_tokens <= sum(sum(lengths[s] for s in path) for path in paths)
-    assert (lay.counts() >= 1).all()
+    assert (lay.per_token(np.ones(len(paths))) >= 1).all()  # every token on a path

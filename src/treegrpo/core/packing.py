@@ -82,11 +82,6 @@ class Layout:
         by_slot = self.member.T.astype(np.float64) @ v  # (K,) or (K, C)
         return np.asarray(by_slot[self.token_slot])
 
-    def counts(self) -> IntArray:
-        """(S,) how many paths hold each token."""
-        per_slot: IntArray = self.member.sum(axis=0).astype(np.int64)  # (K,)
-        return per_slot[self.token_slot]
-
 
 def pack(paths: Sequence[Sequence[int]], lengths: Mapping[int, int]) -> Layout:
     """Lay out the union of ``paths`` (each a list of segment names, root first) once per

@@ -312,7 +312,6 @@ class FSDPLearner:
         for other in out[1:]:
             for k, v in other.sums.items():
                 stats.sums[k] += v
-            stats.n_micro += other.n_micro
             stats.share += other.share
         return stats
 

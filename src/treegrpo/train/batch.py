@@ -79,15 +79,24 @@ def make_micro_batches(
     ``overhead`` per micro-batch."""
     if len(seqs) != len(advantages):
         raise ValueError(f"{len(seqs)} sequences but {len(advantages)} advantages")
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i].ids))
-    lengths = [len(seqs[i].ids) for i in order]
+    groups = cut_by_length([len(s.ids) for s in seqs], max_tokens, overhead)
+    return [_pad([seqs[i] for i in g], [advantages[i] for i in g], g, pad_id) for g in groups]
 
-    def cost(a: int, b: int) -> float:  # rows [a, b) padded to the longest, lengths[b - 1]
-        size = (b - a) * lengths[b - 1]
+
+def cut_by_length(
+    lengths: Sequence[int], max_tokens: int, overhead: int = BATCH_OVERHEAD
+) -> list[list[int]]:
+    """Rows of these ``lengths`` sorted by length and cut into groups (indices into
+    ``lengths``) of at most ``max_tokens`` padded positions each (a longer row is a group of its
+    own), minimizing the positions computed plus ``overhead`` per group."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    sizes = [lengths[i] for i in order]
+
+    def cost(a: int, b: int) -> float:  # rows [a, b) padded to the longest, sizes[b - 1]
+        size = (b - a) * sizes[b - 1]
         return size + overhead if size <= max_tokens or b - a == 1 else math.inf
 
-    groups = [order[a:b] for a, b in contiguous_partition(len(order), cost)]
-    return [_pad([seqs[i] for i in g], [advantages[i] for i in g], g, pad_id) for g in groups]
+    return [order[a:b] for a, b in contiguous_partition(len(order), cost)]
 
 
 def _pad(seqs: list[LeafSequence], advs: list[float], index: list[int], pad_id: int) -> MicroBatch:

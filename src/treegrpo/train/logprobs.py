@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -78,10 +79,20 @@ def reference_logprobs(
     """Log-probs under the frozen reference, (b, T) ids → (b, T − 1): the separate reference
     model when one is loaded, else the LoRA policy with its adapters disabled (its base model).
     ``keep`` and ``temperature`` as in ``token_logprobs``."""
-    model = reference if reference is not None else policy
-    if reference is None and not is_lora(policy):
-        raise ValueError("a KL term needs a reference model, or a LoRA policy whose base is one")
-    with nullcontext() if reference is not None else policy.disable_adapter():
+    with as_reference(policy, reference) as model:
         return token_logprobs(
             model, input_ids, attention_mask, False, autocast_dtype, keep, temperature
         )[0]
+
+
+@contextmanager
+def as_reference(policy: Any, reference: Any | None) -> Iterator[Any]:
+    """The frozen reference to run: ``reference`` when one is loaded, else the LoRA policy
+    with its adapters disabled for the duration (its base model)."""
+    if reference is not None:
+        yield reference
+        return
+    if not is_lora(policy):
+        raise ValueError("a KL term needs a reference model, or a LoRA policy whose base is one")
+    with policy.disable_adapter():
+        yield policy

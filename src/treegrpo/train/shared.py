@@ -24,7 +24,6 @@ Shapes: b packed rows of S tokens, n action targets of a micro-batch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,13 +32,12 @@ import numpy as np
 import torch
 
 from treegrpo.core.packing import Layout, pack
-from treegrpo.core.partition import contiguous_partition
 from treegrpo.engine.sampling import policy_logprobs
 from treegrpo.rollout.records import Rollout
-from treegrpo.train.batch import BATCH_OVERHEAD
+from treegrpo.train.batch import BATCH_OVERHEAD, cut_by_length
 from treegrpo.train.head import split_head
+from treegrpo.train.logprobs import as_reference
 from treegrpo.train.losses import entropy_from_logits
-from treegrpo.train.policy import is_lora
 from treegrpo.train.precision import autocast
 
 SUPPORTED_ATTENTION = ("eager", "sdpa")
@@ -136,14 +134,7 @@ def pack_batches(
     for i, leaf in enumerate(leaves):
         prompts.setdefault(int(forest.prompt_id[int(leaf)]), []).append(i)
     rows = [_row(rollout, p, idx, paths, per_leaf) for p, idx in prompts.items()]
-    order = sorted(range(len(rows)), key=lambda r: rows[r].size)
-    sizes = [rows[r].size for r in order]
-
-    def cost(a: int, b: int) -> float:  # rows [a, b) padded to the longest, sizes[b - 1]
-        positions = (b - a) * sizes[b - 1]
-        return positions + overhead if positions <= max_tokens or b - a == 1 else math.inf
-
-    groups = [order[a:b] for a, b in contiguous_partition(len(order), cost)]
+    groups = cut_by_length([r.size for r in rows], max_tokens, overhead)
     return [
         _tensors([rows[r] for r in g], float(share[_idx(rows, g)].sum()), pad_id) for g in groups
     ]
@@ -207,8 +198,6 @@ def _tensors(rows: list[_Row], share: float, pad_id: int) -> PackedBatch:
     slots = torch.full((b, width), k, dtype=torch.long)  # padding: the extra slot k
     ancestors = torch.zeros((b, k + 1, k + 1), dtype=torch.bool)
     ancestors[:, k, k] = True
-    cols: list[np.ndarray] = []
-    at: list[np.ndarray] = []
     for i, r in enumerate(rows):
         n = r.size
         ids[i, :n] = torch.from_numpy(r.ids)
@@ -216,9 +205,8 @@ def _tensors(rows: list[_Row], share: float, pad_id: int) -> PackedBatch:
         slots[i, :n] = torch.from_numpy(r.layout.token_slot)
         kr = len(r.layout.segments)
         ancestors[i, :kr, :kr] = torch.from_numpy(r.layout.ancestors())
-        at.append(np.flatnonzero(r.action))
-        cols.append(r.layout.prev[r.action])
-    row_of = np.concatenate([np.full(len(a), i) for i, a in enumerate(at)]).astype(np.int64)
+    row_of = np.repeat(np.arange(b), [int(r.action.sum()) for r in rows]).astype(np.int64)
+    cols = np.concatenate([r.layout.prev[r.action] for r in rows]).astype(np.int64)
     sums = np.concatenate([r.sums[r.action] for r in rows])  # (n, 6)
     targets = np.concatenate([r.ids[r.action] for r in rows])
     lps = np.concatenate([r.logprobs[r.action] for r in rows])
@@ -233,7 +221,7 @@ def _tensors(rows: list[_Row], share: float, pad_id: int) -> PackedBatch:
         slots,
         ancestors,
         torch.from_numpy(row_of),
-        torch.from_numpy(np.concatenate(cols).astype(np.int64)),
+        torch.from_numpy(cols),
         torch.from_numpy(targets),
         col(0),
         col(1),
@@ -304,12 +292,8 @@ def packed_reference_logprobs(
 ) -> torch.Tensor:
     """(n,) log-probs under the frozen reference: the separate reference model when one is
     loaded, else the LoRA policy with its adapters disabled (as ``logprobs.reference_logprobs``)."""
-    if reference is not None:
-        return packed_logprobs(reference, batch, False, autocast_dtype, temperature)[0]
-    if not is_lora(policy):
-        raise ValueError("a KL term needs a reference model, or a LoRA policy whose base is one")
-    with policy.disable_adapter():
-        return packed_logprobs(policy, batch, False, autocast_dtype, temperature)[0]
+    with as_reference(policy, reference) as model:
+        return packed_logprobs(model, batch, False, autocast_dtype, temperature)[0]
 
 
 def packed_ppo_loss(

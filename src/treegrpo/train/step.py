@@ -198,7 +198,6 @@ def rl_step(
     # mini-batch, gradients accumulated over its micro-batches (train.update); here, or on the
     # ranks of a sharded update, which then hand the new weights back to ``policy``
     schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
-    parts = minis
     temperature = sampling.logprob_temperature  # log-probs of the sampled distribution
     log.debug("updating the policy: %d optimizer steps", len(schedule))
     t1 = time.perf_counter()  # the update starts
@@ -208,7 +207,7 @@ def rl_step(
             reference,
             optimizer,
             scheduler,
-            parts,
+            minis,
             schedule,
             algo,
             optim,
@@ -216,7 +215,7 @@ def rl_step(
             autocast_dtype,
         )
     else:
-        stats = learner.update(parts, schedule, algo, optim, temperature)
+        stats = learner.update(minis, schedule, algo, optim, temperature)
         learner.load_into(policy, scheduler)
     t2 = time.perf_counter()  # the weight push starts
     rollouts.update_weights(policy)  # the next rollout samples from the updated policy

@@ -52,7 +52,6 @@ class UpdateStats:
             ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"), 0.0
         )
     )
-    n_micro: int = 0
     share: float = 0.0  # Σ the counted micro-batches' shares of their mini-batches
     grad_norms: list[float] = field(default_factory=list)
     skipped: int = 0  # optimizer steps dropped for a non-finite gradient
@@ -101,13 +100,13 @@ def ppo_update(
             d = part.batch.to(device)
             t0 = _now(device)
             if id(part) not in first:
-                old[id(part)] = _logprobs(policy, None, d, False, autocast_dtype, temperature)[0]
+                old[id(part)] = _policy_logprobs(policy, d, False, autocast_dtype, temperature)[0]
             t1 = _now(device)
             clock["old_logprobs"] += t1 - t0
             if algo.kl_coef > 0:
-                ref[id(part)] = _logprobs(policy, reference, d, None, autocast_dtype, temperature)[
-                    0
-                ]
+                ref[id(part)] = _reference_logprobs(
+                    policy, reference, d, autocast_dtype, temperature
+                )
                 clock["ref_logprobs"] += _now(device) - t1
 
     _reshard(policy)
@@ -121,7 +120,7 @@ def ppo_update(
             _gradient_sync(policy, k == len(parts) - 1)  # sharded: reduce once per mini-batch
             d = part.batch.to(device)
             with_entropy = algo.entropy_coef > 0
-            logp, ent = _logprobs(policy, None, d, with_entropy, autocast_dtype, temperature)
+            logp, ent = _policy_logprobs(policy, d, with_entropy, autocast_dtype, temperature)
             logp_old = old.setdefault(id(part), logp.detach())  # first update: its own
             loss, terms = _loss(logp, logp_old, ref.get(id(part)), ent, d, algo)
             (loss * part.weight).backward()
@@ -129,7 +128,6 @@ def ppo_update(
                 share = d.share if isinstance(d, PackedBatch) else part.weight
                 for name, value in terms.items():
                     sums[name] += share * value.item()
-                stats.n_micro += 1
                 stats.share += share
         norm = _total(torch.nn.utils.clip_grad_norm_(params, optim.grad_clip))
         stats.grad_norms.append(norm)
@@ -152,26 +150,17 @@ def _gradient_sync(model: Any, on: bool) -> None:
         setter(on)
 
 
-def _logprobs(
+def _policy_logprobs(
     policy: Any,
-    reference: Any | None,
     d: MicroBatch | PackedBatch,
-    with_entropy: bool | None,
+    with_entropy: bool,
     autocast_dtype: torch.dtype | None,
     temperature: float,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The policy's log-probs of the batch's action targets (and entropies when asked), or the
-    reference's when ``with_entropy`` is None: (b, T − 1) for a micro-batch of sequences, (n,)
-    for a packed one (``train.shared``)."""
+    """The policy's log-probs of the batch's action targets, and their entropies when asked:
+    (b, T − 1) for a micro-batch of sequences, (n,) for a packed one (``train.shared``)."""
     if isinstance(d, PackedBatch):
-        if with_entropy is None:
-            return packed_reference_logprobs(
-                policy, reference, d, autocast_dtype, temperature
-            ), None
         return packed_logprobs(policy, d, with_entropy, autocast_dtype, temperature)
-    if with_entropy is None:
-        args = (d.input_ids, d.attention_mask, autocast_dtype, d.action_mask, temperature)
-        return reference_logprobs(policy, reference, *args), None
     return token_logprobs(
         policy,
         d.input_ids,
@@ -181,6 +170,21 @@ def _logprobs(
         keep=d.action_mask,  # the head runs on action tokens only (train.head)
         temperature=temperature,
     )
+
+
+def _reference_logprobs(
+    policy: Any,
+    reference: Any | None,
+    d: MicroBatch | PackedBatch,
+    autocast_dtype: torch.dtype | None,
+    temperature: float,
+) -> torch.Tensor:
+    """The frozen reference's log-probs of the batch's action targets, shaped as
+    ``_policy_logprobs``'s."""
+    if isinstance(d, PackedBatch):
+        return packed_reference_logprobs(policy, reference, d, autocast_dtype, temperature)
+    args = (d.input_ids, d.attention_mask, autocast_dtype, d.action_mask, temperature)
+    return reference_logprobs(policy, reference, *args)
 
 
 def _loss(

@@ -15,7 +15,7 @@ from typing import Any
 
 from treegrpo.core.expansion import RULES
 from treegrpo.jobs.budget.curves import AXES, held_out_curve, mean_curve
-from treegrpo.jobs.budget.stats import mean_std, t_interval
+from treegrpo.jobs.budget.stats import ci_text, mean_std, t_interval
 from treegrpo.jobs.budget.verdict import diagnostics_table, matched_table
 
 ABLATION_BUDGET = 4
@@ -374,7 +374,7 @@ def _paired_rows(paired: Sequence[dict[str, Any]]) -> str:
         "|---:|---:|---|---|",
     ]
     for p in paired:
-        ci = _ci(p["ci95"])
+        ci = ci_text(p["ci95"])
         seeds = ", ".join(f"{100 * d:+.1f}" for d in p["diffs"])
         lines.append(f"| ≈{p['budget']} | {100 * p['mean']:+.1f} | {ci} | {seeds} |")
     return "\n".join(lines)
@@ -481,14 +481,10 @@ def _expansion_paired_rows(paired: Sequence[dict[str, Any]]) -> str:
         cells = [f"≈{budget}", rule]
         for against in ("tree", "chain"):
             d = row.get(against)
-            cells += ["—", "—"] if d is None else [f"{100 * d['mean']:+.1f}", _ci(d["ci95"])]
+            cells += ["—", "—"] if d is None else [f"{100 * d['mean']:+.1f}", ci_text(d["ci95"])]
         seeds = max(len(d["seeds"]) for d in row.values())
         lines.append(_row([*cells, str(seeds)]))
     return "\n".join(lines)
-
-
-def _ci(ci95: Sequence[float] | None) -> str:
-    return "—" if ci95 is None else f"[{100 * ci95[0]:+.1f}, {100 * ci95[1]:+.1f}]"
 
 
 def _row(cells: Sequence[str]) -> str:

@@ -1,5 +1,6 @@
 """Summaries over seeds for the budget benchmark: mean and sample standard deviation, and the
-Student-t 95% interval of a mean (paired differences are summarised this way). Pure."""
+Student-t 95% interval of a mean (paired differences are summarised this way) and its text.
+Pure."""
 
 from __future__ import annotations
 
@@ -29,3 +30,8 @@ def t_interval(xs: Sequence[float]) -> tuple[float, float] | None:
         return None
     half = t_quantile(len(xs) - 1) * std / len(xs) ** 0.5
     return (mean - half, mean + half)
+
+
+def ci_text(ci95: Sequence[float] | None) -> str:
+    """(-0.03, 0.105) → "[-3.0, +10.5]", in points; "—" without an interval."""
+    return "—" if ci95 is None else f"[{100 * ci95[0]:+.1f}, {100 * ci95[1]:+.1f}]"

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from treegrpo.jobs.budget.curves import AXES, matched
-from treegrpo.jobs.budget.stats import t_interval
+from treegrpo.jobs.budget.stats import ci_text, t_interval
 
 ABLATION = ("tree-intra", "tree-inter")
 """The advantage ablation's methods: compared in their own table, not here."""
@@ -104,9 +104,9 @@ def matched_table(entries: Sequence[dict[str, Any]]) -> str:
             AT[e["axis"]],
             f"{spend:.0f}{unit}",
             f"{100 * e['em_mean']:+.1f}",
-            _ci(e["em_ci95"]),
+            ci_text(e["em_ci95"]),
             area,
-            _ci(e["auc_ci95"]),
+            ci_text(e["auc_ci95"]),
             str(len(e["seeds"])),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -161,7 +161,3 @@ def _num(x: dict[str, Any], fmt: str, unit: str = "") -> str:
 def _pct(x: dict[str, Any], fmt: str = ".0f") -> str:
     v = x["mean"]
     return "—" if v != v else format(100 * v, fmt) + "%"
-
-
-def _ci(ci95: Sequence[float] | None) -> str:
-    return "—" if ci95 is None else f"[{100 * ci95[0]:+.1f}, {100 * ci95[1]:+.1f}]"
