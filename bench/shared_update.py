@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import io
 import json
+import multiprocessing as mp
 import platform
+import resource
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +42,7 @@ from treegrpo.models.load import load_model
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import LocalRollout
 from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.train.shared import row_span
 from treegrpo.train.step import Batch, rl_step
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start
 
@@ -47,13 +51,19 @@ PARTS = ("old_logprobs", "ref_logprobs", "policy")
 
 
 def one_step(
-    start: Any, tokenizer: Any, tool: Any, batch: Batch, shape: tuple[int, int, int], shared: bool
+    start: Any,
+    tokenizer: Any,
+    tool: Any,
+    batch: Batch,
+    shape: tuple[int, int, int],
+    shared: bool,
+    span: int | None,
 ) -> tuple[dict[str, float], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """One RL step from a copy of ``start``: its metrics, its starting and final weights."""
     cfg = DEFAULT_EMBEDDED
     policy, reference = copy.deepcopy(start), copy.deepcopy(start).requires_grad_(False)
     before = {k: v.clone() for k, v in policy.state_dict().items()}
-    optim = DEFAULT_OPTIM
+    optim = replace(DEFAULT_OPTIM, packed_row_span=span)
     opt = torch.optim.AdamW(policy.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
     m, n, l = shape  # noqa: E741
     algo = replace(DEFAULT_ALGO, m=m, n=n, l=l, shared_prefix=shared)
@@ -76,7 +86,43 @@ def one_step(
     return metrics, before, policy.state_dict()
 
 
-def measure(shape: tuple[int, int, int], repeats: int, prompts: int) -> dict[str, Any]:
+def _in_child(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a forked child, and the child's peak resident memory above what it
+    started with (MiB): what one step added, the same way for every mode."""
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+
+    def run() -> None:
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        out = fn(*args)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        buf = io.BytesIO()  # as bytes: tensors sent as shared storage die with the child
+        torch.save((out, (peak - base) / 1024), buf)
+        child.send_bytes(buf.getvalue())
+
+    proc = ctx.Process(target=run)
+    proc.start()
+    out, peak = torch.load(io.BytesIO(parent.recv_bytes()), weights_only=False)
+    proc.join()
+    return out, peak
+
+
+ONE_ROW = 10**12
+"""A row span no row reaches: one packed row per prompt."""
+
+
+def _span_name(span: int | None, model: Any) -> str:
+    if span == ONE_ROW:
+        return "a row per prompt"
+    return f"row span {span or row_span(model.config)}" + (" (the model's)" if span is None else "")
+
+
+def measure(
+    shape: tuple[int, int, int], repeats: int, prompts: int, widths: list[int | None]
+) -> dict[str, Any]:
+    """The duplicated update and the shared one at each row span in ``widths`` (None: the
+    model's, ``train.shared.row_span``; ONE_ROW: a row per prompt), each step in a child process
+    of its own."""
     model, tokenizer = load_model(warm_start(WarmStartConfig(), progress=False))
     world = rl_and_eval_worlds(DEFAULT_EMBEDDED)[0]
     questions = world.questions[:: max(1, len(world.questions) // prompts)][:prompts]
@@ -86,50 +132,59 @@ def measure(shape: tuple[int, int, int], repeats: int, prompts: int) -> dict[str
         [q.uid for q in questions],
     )
     tool = BM25Retriever(world.passages)
-    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
-    weights: dict[bool, dict[str, torch.Tensor]] = {}
+    modes: list[tuple[str, bool, int | None]] = [("duplicated", False, None)]
+    modes += [(f"shared, {_span_name(w, model)}", True, w) for w in widths]
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in modes}
+    peaks: dict[str, list[float]] = {name: [] for name, _, _ in modes}
+    weights: dict[str, dict[str, torch.Tensor]] = {}
     start_weights: dict[str, torch.Tensor] = {}
     for _ in range(repeats):
-        for shared in (False, True):
-            metrics, start_weights, after = one_step(model, tokenizer, tool, batch, shape, shared)
-            runs[shared].append(metrics)
-            weights[shared] = after
-    change = torch.cat([(weights[False][k] - start_weights[k]).flatten() for k in start_weights])
-    diff = torch.cat([(weights[True][k] - weights[False][k]).flatten() for k in start_weights])
-
-    def med(shared: bool, key: str) -> float:
-        return statistics.median(r[key] for r in runs[shared])
-
+        for name, shared, width in modes:
+            (metrics, start_weights, after), peak = _in_child(
+                one_step, model, tokenizer, tool, batch, shape, shared, width
+            )
+            runs[name].append(metrics)
+            peaks[name].append(peak)
+            weights[name] = after
+    base = weights["duplicated"]
+    change = torch.cat([(base[k] - start_weights[k]).flatten() for k in start_weights])
     out: dict[str, Any] = {"shape": list(shape), "prompts": prompts, "repeats": repeats}
-    for shared in (False, True):
-        name = "shared" if shared else "duplicated"
-        out[name] = {
-            "update_s": med(shared, "time/update_s"),
-            **{p: med(shared, f"time/update/{p}_s") for p in PARTS},
-            "pad_fraction": med(shared, "train/pad_fraction"),
-            "leaves": med(shared, "agent/leaves"),
-        }
-    out["speedup"] = out["duplicated"]["update_s"] / out["shared"]["update_s"]
-    out["weights_rel_diff"] = float(diff.norm() / change.norm().clamp(min=1e-30))
+    out["modes"] = []
+    for name, _, width in modes:
+        diff = torch.cat([(weights[name][k] - base[k]).flatten() for k in start_weights])
+        rs = runs[name]
+        out["modes"].append(
+            {
+                "mode": name,
+                "row_span": width,
+                "update_s": statistics.median(r["time/update_s"] for r in rs),
+                **{p: statistics.median(r[f"time/update/{p}_s"] for r in rs) for p in PARTS},
+                "pad_fraction": statistics.median(r["train/pad_fraction"] for r in rs),
+                "leaves": statistics.median(r["agent/leaves"] for r in rs),
+                "peak_mib": statistics.median(peaks[name]),
+                "weights_rel_diff": float(diff.norm() / change.norm().clamp(min=1e-30)),
+            }
+        )
+    whole = out["modes"][0]["update_s"]
+    for m in out["modes"]:
+        m["speedup"] = whole / m["update_s"]
     return out
 
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| tree (M,N,L) | leaves | update s, paths whole | update s, shared | speed-up "
-        "| old / ref / policy s, whole | old / ref / policy s, shared | weights Δ (rel.) |",
-        "|---|---:|---:|---:|---:|---|---|---:|",
+        "| tree (M,N,L) | leaves | update | update s | speed-up | old / ref / policy s "
+        "| step peak MiB | weights Δ (rel.) |",
+        "|---|---:|---|---:|---:|---|---:|---:|",
     ]
     for r in results:
-        d, s = r["duplicated"], r["shared"]
-        lines.append(
-            f"| ({','.join(map(str, r['shape']))}) | {d['leaves']:.0f} | {d['update_s']:.2f} | "
-            f"{s['update_s']:.2f} | {r['speedup']:.2f}× | "
-            + " / ".join(f"{d[p]:.2f}" for p in PARTS)
-            + " | "
-            + " / ".join(f"{s[p]:.2f}" for p in PARTS)
-            + f" | {r['weights_rel_diff']:.1e} |"
-        )
+        for m in r["modes"]:
+            lines.append(
+                f"| ({','.join(map(str, r['shape']))}) | {m['leaves']:.0f} | {m['mode']} | "
+                f"{m['update_s']:.2f} | {m['speedup']:.2f}× | "
+                + " / ".join(f"{m[p]:.2f}" for p in PARTS)
+                + f" | {m['peak_mib']:.0f} | {m['weights_rel_diff']:.1e} |"
+            )
     return "\n".join(lines)
 
 
@@ -139,18 +194,28 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=16, help="prompts per step")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
+    ap.add_argument(
+        "--row-spans",
+        nargs="+",
+        type=int,
+        default=[0, -1],
+        help="optim.packed_row_span values to measure (0: the model's; -1: a row per prompt)",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "shared_update.json"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     results = []
     for text in args.shapes:
         m, n, l = (int(x) for x in text.split(","))  # noqa: E741
-        results.append(measure((m, n, l), args.repeats, args.prompts))
-        print(table(results[-1:]).splitlines()[-1], flush=True)
+        widths = [None if w == 0 else ONE_ROW if w < 0 else w for w in args.row_spans]
+        results.append(measure((m, n, l), args.repeats, args.prompts, widths))
+        print("\n".join(table(results[-1:]).splitlines()[2:]), flush=True)
     out = {
         "command": "python bench/shared_update.py --shapes "
         + " ".join(args.shapes)
-        + f" --repeats {args.repeats} --prompts {args.prompts} --threads {args.threads}",
+        + f" --repeats {args.repeats} --prompts {args.prompts} --threads {args.threads}"
+        + " --row-spans "
+        + " ".join(map(str, args.row_spans)),
         "machine": {"platform": platform.platform(), "processor": platform.processor()},
         "results": results,
     }

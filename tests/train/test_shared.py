@@ -26,6 +26,7 @@ from treegrpo.train.shared import (
     pack_batches,
     packed_logprobs,
     packed_ppo_loss,
+    row_span,
     supports_packing,
 )
 from treegrpo.train.update import weighted
@@ -73,9 +74,9 @@ def _duplicated(model, ro, leaves, adv, aggregation: str, ref) -> torch.Tensor: 
     return total
 
 
-def _packed(model, ro, leaves, adv, aggregation: str, ref, edit=None) -> torch.Tensor:  # type: ignore[no-untyped-def]
+def _packed(model, ro, leaves, adv, aggregation: str, ref, edit=None, span=None) -> torch.Tensor:  # type: ignore[no-untyped-def]
     total = torch.zeros(())
-    batches = pack_batches(ro, leaves, list(adv), aggregation, 300)
+    batches = pack_batches(ro, leaves, list(adv), aggregation, 300, span)
     assert len(batches) > 1  # micro-batching by tokens is exercised
     for b in batches:
         if edit is not None:
@@ -116,6 +117,49 @@ def test_packed_loss_and_gradients_equal_the_duplicated(setup, aggregation: str)
         int(b.input_ids.numel()) for b in pack_batches(ro, leaves, list(adv), aggregation, 300)
     )
     assert packed < sum(len(ro.leaf_sequence(v).ids) for v in leaves)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean"])
+def test_rows_cut_within_a_prompt_still_equal_the_duplicated(setup, aggregation: str) -> None:  # type: ignore[no-untyped-def]
+    agent, ro, leaves, adv = setup
+    span = 40  # narrow: most prompts' paths are cut into several rows
+    n_rows = sum(int(b.input_ids.shape[0]) for b in pack_batches(ro, leaves, list(adv),
+                                                                 aggregation, 300, span))  # fmt: skip
+    assert len(PEOPLE[:3]) < n_rows < len(leaves)  # some rows hold several leaves, not all
+    model, ref = _perturbed(agent), copy.deepcopy(agent.model).float()
+    dup, g_dup = _grads(model, lambda: _duplicated(model, ro, leaves, adv, aggregation, ref))
+    pk, g_pk = _grads(model, lambda: _packed(model, ro, leaves, adv, aggregation, ref, span=span))
+    assert pk == pytest.approx(dup, rel=1e-5)
+    for name in g_dup:
+        err = float((g_pk[name] - g_dup[name]).norm() / g_dup[name].norm().clamp(min=1e-30))
+        assert err <= 1e-5, (name, err)
+
+
+def test_rows_follow_the_cost_of_attention(setup) -> None:  # type: ignore[no-untyped-def]
+    """Every leaf in exactly one row; a wide span keeps a
+    prompt in one row, a narrow one cuts it, and the model's span follows its shape."""
+    _, ro, leaves, adv = setup
+
+    def rows(span: int | None) -> list[PackedBatch]:
+        return pack_batches(ro, leaves, list(adv), "token-mean", 10**9, span)
+
+    for span in (None, 10**9, 40, 1):
+        held = sorted(i for b in rows(span) for i in b.index)
+        assert held == list(range(len(leaves)))  # each leaf in one row
+    def count(span: int | None) -> tuple[int, int]:  # rows, packed tokens
+        batches = rows(span)
+        return sum(int(b.input_ids.shape[0]) for b in batches), sum(
+            b.n_real_tokens for b in batches
+        )
+
+    assert count(None)[0] == count(10**9)[0] == 3  # a row per prompt
+    assert count(40)[0] > 3 and count(40)[1] > count(None)[1]  # cut, repeating shared tokens
+
+    class Config:
+        hidden_size, intermediate_size = 128, 512
+
+    assert row_span(Config()) == 1024
 
 
 @pytest.mark.slow

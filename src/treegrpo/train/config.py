@@ -269,13 +269,17 @@ class OptimConfig(Checked):
     """Prompts per optimizer update (several updates per rollout batch)."""
     micro_batch_tokens: int = 8192
     """Padded positions per forward/backward (gradient accumulation inside a mini-batch)."""
+    packed_row_span: int | None = None
+    """With ``algo.shared_prefix``: the row width (tokens) at which a packed row's dense
+    attention costs as much as its other layers; a prompt's paths are cut into rows where that
+    is cheaper (``train.shared``). None: from the model's shape, (4H + 3I) / 2."""
     ppo_epochs: int = 1
     """Passes over the rollout batch."""
 
     def _check(self) -> None:
         check_ranges(self, lr="> 0", warmup_steps=">= 0", weight_decay=">= 0", betas="in [0, 1)")
         check_ranges(self, grad_clip="> 0", mini_batch_prompts=">= 1", micro_batch_tokens=">= 1")
-        check_ranges(self, ppo_epochs=">= 1")
+        check_ranges(self, ppo_epochs=">= 1", packed_row_span=">= 1")
 
 
 @dataclass(frozen=True)

@@ -113,12 +113,15 @@ def pack_batches(
     advantages: Sequence[float],
     aggregation: str,
     max_tokens: int,
+    span: int | None = None,
     pad_id: int = 0,
     overhead: int = BATCH_OVERHEAD,
 ) -> list[PackedBatch]:
     """The kept ``leaves`` of one mini-batch (node ids, with their ``advantages``) packed one
-    row per prompt, and the rows cut into micro-batches of at most ``max_tokens`` padded
-    positions (a longer row gets a micro-batch of its own) as ``train.batch`` cuts sequences."""
+    row per prompt, or several where one row's attention would cost more (``span``, see
+    ``row_span``; None: one row per prompt), and
+    the rows cut into micro-batches of at most ``max_tokens`` padded positions (a longer row gets
+    a micro-batch of its own) as ``train.batch`` cuts sequences."""
     if len(leaves) != len(advantages):
         raise ValueError(f"{len(leaves)} leaves but {len(advantages)} advantages")
     forest = rollout.forest
@@ -133,11 +136,65 @@ def pack_batches(
     prompts: dict[int, list[int]] = {}
     for i, leaf in enumerate(leaves):
         prompts.setdefault(int(forest.prompt_id[int(leaf)]), []).append(i)
-    rows = [_row(rollout, p, idx, paths, per_leaf) for p, idx in prompts.items()]
+    rows = [
+        _row(rollout, p, part, paths, per_leaf)
+        for p, idx in prompts.items()
+        for part in _split_row(rollout, p, idx, paths, span)
+    ]
     groups = cut_by_length([r.size for r in rows], max_tokens, overhead)
     return [
         _tensors([rows[r] for r in g], float(share[_idx(rows, g)].sum()), pad_id) for g in groups
     ]
+
+
+def _split_row(
+    rollout: Rollout, prompt: int, idx: list[int], paths: list[list[int]], span: int | None
+) -> list[list[int]]:
+    """Prompt ``prompt``'s leaves ``idx`` cut into packed rows, None: one row.
+
+    A row of S tokens costs about S · (1 + S / span) (its layers per token, plus attention
+    under a dense mask: S² pairs, each 1 / span of a token's other work; ``row_span``), so
+    one wide row can cost more than its paths apart. Leaves are taken in depth-first order
+    (sorted by path), so the leaves under one node stay together; a leaf joins the current row
+    while what that adds (its path's tokens not yet in the row) costs less than starting a row
+    of its own, which repeats the prompt and the steps it shares."""
+    if span is None:
+        return [idx]
+    size: dict[int, int] = {}
+    for i in idx:
+        for v in paths[i]:
+            if v not in size:
+                rec = rollout.step(v)
+                size[v] = len(rec.action_ids) + len(rec.obs_ids)
+
+    def cost(s: int) -> float:
+        return s * (1.0 + s / span)
+
+    start = len(rollout.prompts[prompt])
+    rows: list[list[int]] = []
+    seen: set[int] = set()
+    width = start
+    for i in sorted(idx, key=lambda i: paths[i]):
+        alone = start + sum(size[v] for v in paths[i])
+        joined = width + sum(size[v] for v in paths[i] if v not in seen)
+        if rows and cost(joined) - cost(width) <= cost(alone):
+            rows[-1].append(i)
+            width = joined
+        else:
+            rows.append([i])
+            seen, width = set(), alone
+        seen.update(paths[i])
+    return rows
+
+
+def row_span(config: Any) -> int:
+    """The row width at which a packed row's attention costs as much as the rest of its layers:
+    per token the projections and MLP take about 2 (4H + 3I) flops (H hidden, I the MLP's
+    width) and each attended pair 4H (scores and values), so S0 = (4H + 3I) / 2. Tiny default
+    (H 128, I 512): 1,024; SmolLM2-135M: 3,456; Qwen2.5-3B: 20,608."""
+    hidden = int(config.hidden_size)
+    inner = int(getattr(config, "intermediate_size", None) or 4 * hidden)
+    return (4 * hidden + 3 * inner) // 2
 
 
 @dataclass

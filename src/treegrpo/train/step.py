@@ -29,7 +29,7 @@ from treegrpo.rollout.source import RolloutSource
 from treegrpo.train.batch import make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
-from treegrpo.train.shared import pack_batches, supports_packing
+from treegrpo.train.shared import pack_batches, row_span, supports_packing
 from treegrpo.train.update import Part, UpdateStats, ppo_update, weighted
 
 log = logging.getLogger(__name__)
@@ -185,6 +185,7 @@ def rl_step(
                 advs,
                 algo.aggregation,
                 optim.micro_batch_tokens,
+                optim.packed_row_span or row_span(policy.config),
                 rollouts.pad_id,
             )
             minis.append([Part(b, 1.0) for b in packed])
