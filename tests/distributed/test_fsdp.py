@@ -72,16 +72,17 @@ def _batch(agent):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lora", [0, 4])
-def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("lora", "shared"), [(0, False), (4, False), (0, True), (4, True)])
+def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int, shared: bool) -> None:  # type: ignore[no-untyped-def]
     """Full fine-tuning with a KL term (the reference sharded too) and an entropy bonus, or
     LoRA (its base is the reference); two mini-batches of several micro-batches each; two
-    steps, the second on new ranks given the first's gathered weights and AdamW state."""
+    steps, the second on new ranks given the first's gathered weights and AdamW state. With
+    ``shared``, each prompt's paths packed (``train.shared``) on both sides."""
     agent = trained_agent()
     agent.model.save_pretrained(tmp_path)
     cfg = ModelConfig(lora_rank=lora, cpu_speedups=False)
     optim = OptimConfig(lr=1e-3, mini_batch_prompts=2, micro_batch_tokens=600, warmup_steps=3)
-    algo = AlgorithmConfig(m=2, kl_coef=0.05, entropy_coef=0.01)
+    algo = AlgorithmConfig(m=2, kl_coef=0.05, entropy_coef=0.01, shared_prefix=shared)
     runs = {}
     for where in ("here", "ranks"):
         policy = prepare_policy(copy.deepcopy(agent.model), cfg, seed=0)
@@ -119,6 +120,9 @@ def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int) -> 
     (p1, o1, s1, steps1), (p2, o2, s2, steps2) = runs["here"], runs["ranks"]
     for m1, m2 in zip(steps1, steps2, strict=True):
         assert m1["train/updates"] == m2["train/updates"] == 2
+        # the ranks went through every path token, computing each shared one once when packed
+        assert m2["tokens/update/policy"] == m1["tokens/update/policy"] > 0
+        assert (m2["tokens/update/computed"] < m2["tokens/update/policy"]) == shared
         assert m1["reward/mean"] == m2["reward/mean"]
         for key in ("loss/pg_loss", "loss/kl", "loss/entropy", "train/grad_norm"):
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-7), key

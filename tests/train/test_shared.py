@@ -124,8 +124,8 @@ def test_packed_loss_and_gradients_equal_the_duplicated(setup, aggregation: str)
 def test_rows_cut_within_a_prompt_still_equal_the_duplicated(setup, aggregation: str) -> None:  # type: ignore[no-untyped-def]
     agent, ro, leaves, adv = setup
     span = 40  # narrow: most prompts' paths are cut into several rows
-    n_rows = sum(int(b.input_ids.shape[0]) for b in pack_batches(ro, leaves, list(adv),
-                                                                 aggregation, 300, span))  # fmt: skip
+    batches = pack_batches(ro, leaves, list(adv), aggregation, 300, span)
+    n_rows = sum(int(b.input_ids.shape[0]) for b in batches)
     assert len(PEOPLE[:3]) < n_rows < len(leaves)  # some rows hold several leaves, not all
     model, ref = _perturbed(agent), copy.deepcopy(agent.model).float()
     dup, g_dup = _grads(model, lambda: _duplicated(model, ro, leaves, adv, aggregation, ref))
@@ -147,6 +147,7 @@ def test_rows_follow_the_cost_of_attention(setup) -> None:  # type: ignore[no-un
     for span in (None, 10**9, 40, 1):
         held = sorted(i for b in rows(span) for i in b.index)
         assert held == list(range(len(leaves)))  # each leaf in one row
+
     def count(span: int | None) -> tuple[int, int]:  # rows, packed tokens
         batches = rows(span)
         return sum(int(b.input_ids.shape[0]) for b in batches), sum(

@@ -19,7 +19,8 @@ from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import LocalRollout
 from treegrpo.train import step as step_module
 from treegrpo.train import update as update_module
-from treegrpo.train.config import AlgorithmConfig, OptimConfig
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
+from treegrpo.train.policy import prepare_policy
 from treegrpo.train.step import Batch, depth_shares, rl_step
 
 LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
@@ -304,10 +305,33 @@ def test_a_shared_prefix_step_equals_the_duplicated_step(shape: dict[str, Any]) 
     tensor's, and the logged loss terms (means over the mini-batch) agree. (AdamW's first step
     divides each gradient entry by its own size, so fp32 noise in near-zero entries shows up
     at a few 1e-5 of an embedding's change: the gradients are what is compared.)"""
+    _compare_shared_step(shape, None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lora_rank", [4, 0])
+def test_a_shared_prefix_step_equals_the_duplicated_step_with_lora_and_checkpointing(
+    lora_rank: int,
+) -> None:
+    """As above with activation checkpointing, for LoRA adapters (the reference is the policy
+    with its adapters off) and for full fine-tuning."""
+    model = ModelConfig(lora_rank=lora_rank, lora_alpha=8, grad_checkpointing=True)
+    _compare_shared_step({"m": 2, "n": 2, "l": 1}, model)
+
+
+def _compare_shared_step(shape: dict[str, Any], model: ModelConfig | None) -> None:
     runs = []
     for shared in (False, True):
         agent, policy, ref, _, eng, batch = _setup(lr=1e-3)
-        opt = torch.optim.SGD(policy.parameters(), lr=1.0)
+        if model is not None:
+            policy = prepare_policy(policy, model, seed=3)
+            if model.lora_rank:
+                ref = None
+                with torch.no_grad():  # B starts at 0: move it, so A has a gradient too
+                    for name, p in policy.named_parameters():
+                        if "lora_B" in name:
+                            p.normal_(0.0, 0.05, generator=torch.Generator().manual_seed(4))
+        opt = torch.optim.SGD([p for p in policy.parameters() if p.requires_grad], lr=1.0)
         start = {k: v.clone() for k, v in policy.state_dict().items()}
         algo = AlgorithmConfig(**shape, shared_prefix=shared)
         optim = OptimConfig(mini_batch_prompts=4, micro_batch_tokens=600)  # one step, micro-batched
@@ -315,10 +339,19 @@ def test_a_shared_prefix_step_equals_the_duplicated_step(shape: dict[str, Any]) 
         runs.append((metrics, start, policy.state_dict()))
     (m_dup, start, dup), (m_pk, _, pk) = runs
     assert m_dup["agent/leaves"] == m_pk["agent/leaves"] and m_dup["reward/em"] == m_pk["reward/em"]
+    # the same path tokens trained; computed once per shared token only when packed (a chain
+    # shares its prompt with the other chains of its prompt)
+    assert m_pk["tokens/update/policy"] == m_dup["tokens/update/policy"]
+    assert m_dup["tokens/update/computed"] == m_dup["tokens/update/policy"]
+    assert m_pk["tokens/update/computed"] < m_pk["tokens/update/policy"]
     changes = {k: float((dup[k] - start[k]).norm()) for k in dup}
     diffs = {k: float((pk[k] - dup[k]).norm()) for k in dup}
     whole = sum(c * c for c in changes.values()) ** 0.5
     assert whole > 0 and sum(d * d for d in diffs.values()) ** 0.5 <= 2e-5 * whole
+    if model is not None and model.lora_rank:  # only the adapters moved, A and B both
+        moved = [k for k, c in changes.items() if c > 0]
+        assert moved and all("lora_" in k for k in moved)
+        assert any("lora_A" in k for k in moved) and any("lora_B" in k for k in moved)
     # tensor by tensor within 1e-4 (fp32 sums in another order: up to ~3e-5 on the norms'
     # weights here), but the key biases: their gradient is 0 in exact arithmetic (a bias on
     # every key shifts a row's attention logits alike, which softmax ignores), so both runs

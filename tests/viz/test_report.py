@@ -95,9 +95,21 @@ def test_the_time_table_adds_up_the_phases() -> None:
     rows[1] |= {"time/update/old_logprobs_s": 0.6, "time/update/policy_s": 0.3}
     table = time_table(rows)
     # a part sits under its phase, as a share of the whole, and the whole is unchanged
-    assert "<td>· old log-probs</td><td>1.0</td><td>10%</td>" in table
+    assert "<td>· old log-probs</td><td>1.0</td><td>10%</td><td></td>" in table
     assert table.index("update (old") < table.index("· old log-probs") < table.index("weights")
-    assert "<td>held-out evaluation</td><td>2.0</td><td>20%</td>" in table
+    assert "<td>held-out evaluation</td><td>2.0</td><td>20%</td><td></td>" in table
+    # tokens per second: generated ones while sampling and evaluating, path tokens in updates
+    rows[0] |= {"tokens/generated": 1200.0, "tokens/update/old_logprobs": 5000.0}
+    rows[1] |= {"tokens/generated": 600.0, "tokens/update/old_logprobs": 3000.0}
+    rows[1] |= {"tokens/eval_generated": 500.0}
+    table = time_table(rows)
+    assert "<td>rollout (sampling and search)</td><td>6.0</td><td>60%</td><td>300</td>" in table
+    assert "<td>· old log-probs</td><td>1.0</td><td>10%</td><td>8,000</td>" in table
+    assert "<td>held-out evaluation</td><td>2.0</td><td>20%</td><td>250</td>" in table
+    assert (
+        "<td>· policy forward, backward and optimizer steps</td><td>0.8</td><td>8%</td><td></td>"
+        in table
+    )
 
 
 def test_two_runs_side_by_side_through_the_cli(tmp_path: Path) -> None:

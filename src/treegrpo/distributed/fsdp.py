@@ -313,6 +313,8 @@ class FSDPLearner:
             for k, v in other.sums.items():
                 stats.sums[k] += v
             stats.share += other.share
+            for k, n in other.tokens.items():
+                stats.tokens[k] += n
         return stats
 
     def load_into(self, policy: Any, scheduler: Any | None) -> None:

@@ -110,6 +110,7 @@ def evaluate(
                     "f1": float(scores.f1[i]),
                     "valid_format": float(scores.valid_format[i]),
                     "tool_calls": float(scores.tool_calls[i]),
+                    "generated_tokens": getattr(rollout.spend.by_prompt.get(i), "generated", 0),
                     "answer": answer,
                     "answer_from": answer_source(answer, response),
                     "outcome": outcome(rollout.step(leaves[i]), answer, float(scores.em[i])),

@@ -196,7 +196,12 @@ def _periodic(job: Job, run: RunConfig) -> Callable[..., dict[str, float]] | Non
         if step == run.steps:
             return {}
         report = held_out(model, tokenizer, engine)
-        return {"eval/em": report["overall"]["em"], "eval/f1": report["overall"]["f1"]}
+        generated = sum(r.get("generated_tokens", 0) for r in report["rows"])
+        return {
+            "eval/em": report["overall"]["em"],
+            "eval/f1": report["overall"]["f1"],
+            "tokens/eval_generated": float(generated),
+        }
 
     return evaluate
 

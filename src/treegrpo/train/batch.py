@@ -44,6 +44,11 @@ class MicroBatch:
         """Tokens, padding left out."""
         return int(self.attention_mask.sum().item())
 
+    @property
+    def path_tokens(self) -> int:
+        """The positions its paths hold (``PackedBatch.path_tokens``): here, its real tokens."""
+        return self.n_real_tokens
+
     def to(self, device: torch.device) -> MicroBatch:
         return MicroBatch(
             self.index,

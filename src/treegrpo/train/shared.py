@@ -64,6 +64,7 @@ class PackedBatch:
     count_neg: torch.Tensor  # (n,) ... with A < 0
     sampled_logprobs: torch.Tensor  # (n,) the engine's log-probs
     share: float  # Σ of its leaves' shares of the mini-batch (its metrics are per share)
+    path_tokens: int  # Σ its leaves' path lengths: the positions the paths hold, duplicated
 
     @property
     def n_action_tokens(self) -> int:
@@ -136,15 +137,23 @@ def pack_batches(
     prompts: dict[int, list[int]] = {}
     for i, leaf in enumerate(leaves):
         prompts.setdefault(int(forest.prompt_id[int(leaf)]), []).append(i)
+    path_len = [
+        len(rollout.prompts[int(forest.prompt_id[int(v)])])
+        + sum(len(rollout.step(u).action_ids) + len(rollout.step(u).obs_ids) for u in path)
+        for v, path in zip(leaves, paths, strict=True)
+    ]
     rows = [
         _row(rollout, p, part, paths, per_leaf)
         for p, idx in prompts.items()
         for part in _split_row(rollout, p, idx, paths, span)
     ]
     groups = cut_by_length([r.size for r in rows], max_tokens, overhead)
-    return [
-        _tensors([rows[r] for r in g], float(share[_idx(rows, g)].sum()), pad_id) for g in groups
-    ]
+    batches = []
+    for g in groups:
+        idx = _idx(rows, g)
+        held = sum(path_len[i] for i in idx)
+        batches.append(_tensors([rows[r] for r in g], float(share[idx].sum()), held, pad_id))
+    return batches
 
 
 def _split_row(
@@ -247,7 +256,7 @@ def _idx(rows: list[_Row], group: list[int]) -> list[int]:
     return [i for r in group for i in rows[r].index]
 
 
-def _tensors(rows: list[_Row], share: float, pad_id: int) -> PackedBatch:
+def _tensors(rows: list[_Row], share: float, path_tokens: int, pad_id: int) -> PackedBatch:
     b, width = len(rows), max(r.size for r in rows)
     k = max(len(r.layout.segments) for r in rows)
     ids = torch.full((b, width), pad_id, dtype=torch.long)
@@ -288,6 +297,7 @@ def _tensors(rows: list[_Row], share: float, pad_id: int) -> PackedBatch:
         col(5),
         torch.from_numpy(lps).float(),
         share,
+        path_tokens,
     )
 
 

@@ -266,6 +266,12 @@ def rl_step(
             "time/update_s": t_update,
             # the update's parts: old and reference log-probs, then the policy's passes
             **{f"time/update/{phase}_s": sec for phase, sec in stats.seconds.items()},
+            # the path tokens each part went through (each leaf's whole path, as the duplicated
+            # update holds them) and the positions the update computed per pass (fewer with
+            # shared_prefix): tokens per second by part in report.html
+            **{f"tokens/update/{phase}": float(n) for phase, n in stats.tokens.items()},
+            "tokens/update/computed": float(sum(p.batch.n_real_tokens for ps in minis for p in ps)),
+            "tokens/generated": float(spend.generated),
             "time/weight_push_s": t_push,
             "time/other_s": max(elapsed - t_rollout - t_update - t_push, 0.0),
             "time/step_s": elapsed,

@@ -41,6 +41,9 @@ class Part:
     counted: bool = True  # False: a stand-in that keeps the ranks in step (weight 0)
 
 
+PHASES = ("old_logprobs", "ref_logprobs", "policy")
+
+
 @dataclass
 class UpdateStats:
     """Sums over the counted micro-batches (each term weighted by the micro-batch's share of its
@@ -56,8 +59,10 @@ class UpdateStats:
     grad_norms: list[float] = field(default_factory=list)
     skipped: int = 0  # optimizer steps dropped for a non-finite gradient
     # wall seconds of the update's phases: "old_logprobs", "ref_logprobs", "policy" (the
-    # forward and backward passes and optimizer steps)
+    # forward and backward passes and optimizer steps), and the path tokens each went through
+    # (each leaf's whole path, as a duplicated update holds them; counted micro-batches only)
     seconds: dict[str, float] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
 
 
 def weighted(mbs: Sequence[MicroBatch], aggregation: str) -> list[Part]:
@@ -94,13 +99,16 @@ def ppo_update(
     device = next(policy.parameters()).device
     old: dict[int, torch.Tensor] = {}
     ref: dict[int, torch.Tensor] = {}
-    clock = {"old_logprobs": 0.0, "ref_logprobs": 0.0}
+    stats = UpdateStats(seconds={"old_logprobs": 0.0, "ref_logprobs": 0.0})
+    clock, tokens = stats.seconds, stats.tokens
     with torch.no_grad():
         for part in (p for parts in minis for p in parts):
             d = part.batch.to(device)
+            held = d.path_tokens if part.counted else 0
             t0 = _now(device)
             if id(part) not in first:
                 old[id(part)] = _policy_logprobs(policy, d, False, autocast_dtype, temperature)[0]
+                tokens["old_logprobs"] += held
             t1 = _now(device)
             clock["old_logprobs"] += t1 - t0
             if algo.kl_coef > 0:
@@ -108,11 +116,11 @@ def ppo_update(
                     policy, reference, d, autocast_dtype, temperature
                 )
                 clock["ref_logprobs"] += _now(device) - t1
+                tokens["ref_logprobs"] += held
 
     _reshard(policy)
     policy.train()
     params = [p for p in policy.parameters() if p.requires_grad]
-    stats = UpdateStats(seconds=clock)
     t_policy = _now(device)
     sums = stats.sums
     for parts in (minis[i] for i in schedule):
@@ -129,6 +137,7 @@ def ppo_update(
                 for name, value in terms.items():
                     sums[name] += share * value.item()
                 stats.share += share
+                tokens["policy"] += d.path_tokens
         norm = _total(torch.nn.utils.clip_grad_norm_(params, optim.grad_clip))
         stats.grad_norms.append(norm)
         if math.isfinite(norm):

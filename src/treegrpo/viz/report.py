@@ -129,32 +129,54 @@ PARTS = {
     ),
 }
 """Parts of a phase, shown under it (already counted in the phase's seconds)."""
+TOKENS = {
+    "time/rollout_s": "tokens/generated",
+    "time/eval_s": "tokens/eval_generated",
+    "time/update/old_logprobs_s": "tokens/update/old_logprobs",
+    "time/update/ref_logprobs_s": "tokens/update/ref_logprobs",
+    "time/update/policy_s": "tokens/update/policy",
+}
+"""The tokens a phase's tokens per second count: generated ones for sampling and evaluation,
+path tokens (each leaf's whole path, as an update without shared prefixes holds them) for the
+update's parts."""
 
 
 def time_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Where a run's time went, as an HTML table: per phase the seconds in all and the share
-    of the total (evaluation only on the steps that evaluated); "" for a run that logged no
-    phases (written before they were)."""
-    totals = {title: sum(r.get(key, 0.0) for r in rows) for key, title in PHASES}
+    """Where a run's time went, as an HTML table: per phase the seconds in all, the share of
+    the total (evaluation only on the steps that evaluated) and tokens per second (``TOKENS``);
+    "" for a run that logged no phases (written before they were)."""
+    totals = {key: sum(r.get(key, 0.0) for r in rows) for key, _ in PHASES}
     whole = sum(totals.values())
     if whole <= 0:
         return ""
     cells = ""
     for key, title in PHASES:
-        cells += _time_row(title, totals[title], whole)
+        cells += _time_row(title, totals[key], whole, _rate(rows, key, totals[key]))
         for part, name in PARTS.get(key, ()):
             if any(part in r for r in rows):
                 sec = sum(r.get(part, 0.0) for r in rows)
-                cells += _time_row(f"· {name}", sec, whole)
+                cells += _time_row(f"· {name}", sec, whole, _rate(rows, part, sec))
     return (
         "<h3>where the time went</h3><table><tr><th>phase</th><th>seconds</th><th>share</th>"
-        f"</tr>{cells}</table>"
+        f"<th>tokens/s</th></tr>{cells}</table><p>tokens/s: generated tokens for sampling and "
+        "evaluation; for the update's parts, path tokens (each kept leaf's whole path, as an "
+        "update without shared prefixes computes them)</p>"
     )
 
 
-def _time_row(title: str, sec: float, whole: float) -> str:
+def _rate(rows: Sequence[dict[str, Any]], key: str, sec: float) -> str:
+    """Tokens per second of the phase ``key`` over the steps that logged its tokens."""
+    tokens = TOKENS.get(key)
+    if tokens is None or sec <= 0 or not any(tokens in r for r in rows):
+        return ""
+    return f"{sum(r.get(tokens, 0.0) for r in rows) / sec:,.0f}"
+
+
+def _time_row(title: str, sec: float, whole: float, rate: str) -> str:
     share = f"{100 * sec / whole:.0f}%"
-    return f"<tr><td>{html.escape(title)}</td><td>{sec:.1f}</td><td>{share}</td></tr>"
+    return (
+        f"<tr><td>{html.escape(title)}</td><td>{sec:.1f}</td><td>{share}</td><td>{rate}</td></tr>"
+    )
 
 
 def _run_section(run_dir: Path, view: Path) -> str:
