@@ -57,16 +57,35 @@ SHAPES = {"tree_2_2_1": TreeShape(2, 2, 1), "chains_6": TreeShape(6)}
 
 class Counting:
     """An engine that tallies, over its steps, the context positions each request needed and
-    how many of them came from the cache (``StepResult.reused``)."""
+    how many of them came from the cache (``StepResult.reused``), and where the time went: its
+    ``step`` calls (rows each, seconds) and, on vLLM, its ``LLM.generate`` calls (a step takes
+    several when a row stops at an id that ends no tag and goes on)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.needed = 0
         self.reused = 0
         self.processed = 0
+        self.steps: list[tuple[int, float]] = []  # (rows, seconds) per step call
+        self.calls: list[tuple[int, float]] = []  # (samples, seconds) per LLM.generate call
+        llm = getattr(engine, "llm", None)
+        if llm is not None:
+            self._generate = llm.generate
+            llm.generate = self._timed_generate
+
+    def close(self) -> None:
+        """Give the engine back its own ``generate``."""
+        if hasattr(self, "_generate"):
+            del self.engine.llm.generate  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
+
+    def _timed_generate(self, prompts: Any, params: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = self._generate(prompts, params, **kwargs)
+        self.calls.append((sum(p.n for p in params), time.perf_counter() - t0))
+        return out
 
     def step(
         self,
@@ -74,7 +93,9 @@ class Counting:
         params: SamplingParams,
         generator: torch.Generator | None = None,
     ) -> list[StepResult]:
+        t0 = time.perf_counter()
         out = self.engine.step(requests, params, generator)
+        self.steps.append((len(requests), time.perf_counter() - t0))
         for req, res in zip(requests, out, strict=True):
             self.needed += req.context.length + len(req.pending)
             self.reused += res.reused
@@ -95,9 +116,14 @@ def run_cell(
     """One forest of ``shape`` per prompt; its time, spend and cache accounting."""
     counting = Counting(engine)
     t0 = time.perf_counter()
-    ro = sample_forest(counting, proto, tool, prompts, shape, sampling, limits, seed)  # type: ignore[arg-type]
+    try:
+        ro = sample_forest(counting, proto, tool, prompts, shape, sampling, limits, seed)  # type: ignore[arg-type]
+    finally:
+        counting.close()
     seconds = time.perf_counter() - t0
     spend = ro.spend.total()
+    step_s = sum(s for _, s in counting.steps)
+    calls = counting.calls
     return {
         "seconds": seconds,
         "generated": spend.generated,
@@ -106,7 +132,33 @@ def run_cell(
         "processed": counting.processed,
         "leaves": spend.leaves,
         "tool_calls": spend.tool_calls,
+        # the profile: engine step calls (one agent step for every row going), the rows they
+        # held, their share of the wall time (the rest: searches and the sampler), and on vLLM
+        # its generate calls per step call and the samples each held
+        "step_calls": len(counting.steps),
+        "rows_per_step": statistics.fmean(r for r, _ in counting.steps) if counting.steps else 0,
+        "step_share": step_s / seconds,
+        "generate_calls": len(calls),
+        "samples_per_generate": statistics.fmean(n for n, _ in calls) if calls else 0.0,
+        "generated_per_step_s": spend.generated / max(step_s, 1e-9),
     }
+
+
+def scaling(
+    engine: Engine, prompts: list[list[int]], sizes: Sequence[int], sampling: SamplingParams
+) -> dict[str, float]:
+    """Generated tokens per second of one engine step (agent step) over ``k`` rows for each k in
+    ``sizes``, the rows the prompts in turn (each row its own seed): how the engine's speed
+    grows with the rows it holds at once."""
+    out = {}
+    for k in sizes:
+        if hasattr(engine, "reset_prefix_cache"):
+            engine.reset_prefix_cache()
+        reqs = [StepRequest(engine.root(), prompts[i % len(prompts)], seed=i) for i in range(k)]
+        t0 = time.perf_counter()
+        results = engine.step(reqs, sampling)
+        out[str(k)] = sum(len(r.tokens) for r in results) / (time.perf_counter() - t0)
+    return out
 
 
 def main() -> None:
@@ -115,6 +167,8 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=8, help="held-out questions (prompts)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for the HF engine")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "engines.json")
+    ap.add_argument("--sizes", type=int, nargs="*", default=[8, 16, 32, 48],
+                    help="rows per step for the speed-vs-rows probe (none: skip it)")  # fmt: skip
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -150,6 +204,7 @@ def main() -> None:
                 print(f"round {rnd} {name:16s} {shape_name:10s} " + json.dumps(row), flush=True)
                 if rnd > 0:
                     cells.setdefault(f"{name}/{shape_name}", []).append(row)
+    speeds = {name: scaling(e, prompts, args.sizes, sampling) for name, e in engines.items()}
     summary = {
         key: {k: statistics.median(r[k] for r in rows) for k in rows[0]} | {"runs": rows}
         for key, rows in cells.items()
@@ -171,6 +226,7 @@ def main() -> None:
             "top_p": data.top_p,
         },
         "cells": summary,
+        "tokens_per_s_by_rows": speeds,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
@@ -183,6 +239,21 @@ def main() -> None:
             f"| {name} | {shape_name} | {cell['seconds']:.1f} | {cell['generated']:.0f} | "
             f"{cell['tokens_per_s']:.1f} | {cell['hit_rate']:.1%} | {cell['processed']:.0f} |"
         )
+    print("\n| engine | shape | step calls | rows per step | time in steps | generate calls "
+          "| samples per generate |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for key, cell in summary.items():
+        name, shape_name = key.split("/")
+        print(
+            f"| {name} | {shape_name} | {cell['step_calls']:.0f} | {cell['rows_per_step']:.1f} "
+            f"| {cell['step_share']:.0%} | {cell['generate_calls']:.0f} "
+            f"| {cell['samples_per_generate']:.1f} |"
+        )
+    if args.sizes:
+        print("\n| engine | " + " | ".join(f"{k} rows" for k in args.sizes) + " |")
+        print("|---|" + "---:|" * len(args.sizes))
+        for name, by_rows in speeds.items():
+            print(f"| {name} | " + " | ".join(f"{v:.0f}" for v in by_rows.values()) + " |")
     print(f"\nwrote {args.out}")
 
 

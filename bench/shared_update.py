@@ -7,10 +7,11 @@ once). The rollouts are the same (same weights, same seeds), so the difference i
 its time (old and reference log-probs, then the policy's forward and backward passes and the
 optimizer steps; medians over --repeats rounds, the two modes alternating so drift hits both),
 the positions it computed and the weights it left (their difference relative to the update's
-change). The goals: at least 1.5× faster at ≈4 (2,2,1) and 3× at ≈16 (4,5,1).
+change), and each step's peak memory (a child process per step). The goals: at least 1.5×
+faster at ≈4 (2,2,1) and 3× at ≈16 (4,5,1), and 1.5× on the SmolLM2 preset's shapes.
 
-    .venv/bin/python bench/shared_update.py                 # ≈4 and ≈16, ~5 min on 2 cores
-    .venv/bin/python bench/shared_update.py --shapes 2,6,1 --repeats 5
+    .venv/bin/python bench/shared_update.py                 # ≈4 and ≈16, ~8 min on 2 cores
+    .venv/bin/python bench/shared_update.py --model smollm2 --shapes 2,2,1 --repeats 1
 
 writes ``bench/results/shared_update.json`` and prints a markdown table.
 """
@@ -25,7 +26,7 @@ import multiprocessing as mp
 import platform
 import resource
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,15 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.jobs.data import make_tool, resolve_model, resolve_questions
 from treegrpo.jobs.embedded import rl_and_eval_worlds
-from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM
+from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DataConfig
 from treegrpo.models.load import load_model
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import LocalRollout
 from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.train.config import ModelConfig, OptimConfig
+from treegrpo.train.policy import prepare_policy
 from treegrpo.train.shared import row_span
 from treegrpo.train.step import Batch, rl_step
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start
@@ -50,40 +54,93 @@ ROOT = Path(__file__).resolve().parents[1]
 PARTS = ("old_logprobs", "ref_logprobs", "policy")
 
 
-def one_step(
-    start: Any,
-    tokenizer: Any,
-    tool: Any,
-    batch: Batch,
-    shape: tuple[int, int, int],
-    shared: bool,
-    span: int | None,
-) -> tuple[dict[str, float], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """One RL step from a copy of ``start``: its metrics, its starting and final weights."""
+@dataclass
+class Setup:
+    """One job's model and settings: the embedded default, or the SmolLM2 preset."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+    tool: Any
+    batch: Batch
+    optim: OptimConfig
+    lora: ModelConfig | None  # None: full fine-tuning beside a frozen reference copy
+    sampling: SamplingParams
+    limits: AgentLimits
+    max_obs_tokens: int
+
+
+def embedded_setup(prompts: int) -> Setup:
+    """The embedded job from its warm start: the tiny model, full fine-tuning."""
+    model, tokenizer = load_model(warm_start(WarmStartConfig(), progress=False))
     cfg = DEFAULT_EMBEDDED
-    policy, reference = copy.deepcopy(start), copy.deepcopy(start).requires_grad_(False)
-    before = {k: v.clone() for k, v in policy.state_dict().items()}
-    optim = replace(DEFAULT_OPTIM, packed_row_span=span)
-    opt = torch.optim.AdamW(policy.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
+    world = rl_and_eval_worlds(cfg)[0]
+    questions = world.questions[:: max(1, len(world.questions) // prompts)][:prompts]
+    batch = Batch(
+        [render_prompt(tokenizer, q.question) for q in questions],
+        [list(q.golds) for q in questions],
+        [q.uid for q in questions],
+    )
+    sampling = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
+    limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
+    return Setup("embedded (tiny)", model, tokenizer, BM25Retriever(world.passages), batch,
+                 DEFAULT_OPTIM, None, sampling, limits, cfg.max_obs_tokens)  # fmt: skip
+
+
+def smollm2_setup(prompts: int) -> Setup:
+    """configs/real-smollm2-wiki.yaml's shapes: SmolLM2-135M-Instruct with LoRA r16 and
+    activation checkpointing, after the protocol warm start (built once and cached), the wiki
+    questions and BM25 over the article leads, its limits and optimizer settings."""
+    model, tokenizer = load_model(resolve_model("smollm2-protocol"))
+    questions = resolve_questions(["wiki:train"])
+    questions = questions[:: max(1, len(questions) // prompts)][:prompts]
+    batch = Batch(
+        [render_prompt(tokenizer, q.question) for q in questions],
+        [list(q.golds) for q in questions],
+        [q.uid for q in questions],
+    )
+    tool = make_tool(DataConfig(corpus="wiki:corpus", retriever="bm25"))
+    optim = OptimConfig(lr=1e-4, weight_decay=0.0, mini_batch_prompts=4, micro_batch_tokens=4096)
+    lora = ModelConfig(lora_rank=16, lora_alpha=32, grad_checkpointing=True)
+    sampling = SamplingParams(temperature=1.0, top_p=0.95, max_new_tokens=96)
+    return Setup("SmolLM2 preset", model, tokenizer, tool, batch, optim, lora, sampling,
+                 AgentLimits(max_turns=3, topk=3, max_context=2048), 256)  # fmt: skip
+
+
+def one_step(
+    setup: Setup, shape: tuple[int, int, int], shared: bool, span: int | None
+) -> tuple[dict[str, float], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """One RL step from a copy of the setup's model: its metrics, the trained parameters before
+    and after."""
+    policy = copy.deepcopy(setup.model)
+    reference = None
+    if setup.lora is not None:
+        policy = prepare_policy(policy, setup.lora, seed=0)  # the base is the reference
+    else:
+        reference = copy.deepcopy(setup.model).requires_grad_(False)
+    trained = [(k, p) for k, p in policy.named_parameters() if p.requires_grad]
+    before = {k: p.detach().clone() for k, p in trained}
+    optim = replace(setup.optim, packed_row_span=span)
+    opt = torch.optim.AdamW([p for _, p in trained], lr=optim.lr, weight_decay=optim.weight_decay)
     m, n, l = shape  # noqa: E741
     algo = replace(DEFAULT_ALGO, m=m, n=n, l=l, shared_prefix=shared)
-    engine = HFEngine(policy, tokenizer, StepStopper(tokenizer))
-    protocol = SearchProtocol(tokenizer, cfg.max_obs_tokens)
+    engine = HFEngine(policy, setup.tokenizer, StepStopper(setup.tokenizer))
+    protocol = SearchProtocol(setup.tokenizer, setup.max_obs_tokens)
     metrics = rl_step(
         policy,
         reference,
         opt,
         None,
-        LocalRollout(engine, protocol, tool),
+        LocalRollout(engine, protocol, setup.tool),
         protocol,
-        batch,
+        setup.batch,
         algo,
         optim,
-        SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
-        AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context),
+        setup.sampling,
+        setup.limits,
         seed=7,
     )
-    return metrics, before, policy.state_dict()
+    return metrics, before, {k: p.detach().clone() for k, p in trained}
 
 
 def _in_child(fn: Any, *args: Any) -> Any:
@@ -118,37 +175,31 @@ def _span_name(span: int | None, model: Any) -> str:
 
 
 def measure(
-    shape: tuple[int, int, int], repeats: int, prompts: int, widths: list[int | None]
+    setup: Setup, shape: tuple[int, int, int], repeats: int, widths: list[int | None]
 ) -> dict[str, Any]:
     """The duplicated update and the shared one at each row span in ``widths`` (None: the
     model's, ``train.shared.row_span``; ONE_ROW: a row per prompt), each step in a child process
     of its own."""
-    model, tokenizer = load_model(warm_start(WarmStartConfig(), progress=False))
-    world = rl_and_eval_worlds(DEFAULT_EMBEDDED)[0]
-    questions = world.questions[:: max(1, len(world.questions) // prompts)][:prompts]
-    batch = Batch(
-        [render_prompt(tokenizer, q.question) for q in questions],
-        [list(q.golds) for q in questions],
-        [q.uid for q in questions],
-    )
-    tool = BM25Retriever(world.passages)
     modes: list[tuple[str, bool, int | None]] = [("duplicated", False, None)]
-    modes += [(f"shared, {_span_name(w, model)}", True, w) for w in widths]
+    modes += [(f"shared, {_span_name(w, setup.model)}", True, w) for w in widths]
     runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in modes}
     peaks: dict[str, list[float]] = {name: [] for name, _, _ in modes}
     weights: dict[str, dict[str, torch.Tensor]] = {}
     start_weights: dict[str, torch.Tensor] = {}
     for _ in range(repeats):
         for name, shared, width in modes:
-            (metrics, start_weights, after), peak = _in_child(
-                one_step, model, tokenizer, tool, batch, shape, shared, width
-            )
+            (metrics, start_weights, after), peak = _in_child(one_step, setup, shape, shared, width)
             runs[name].append(metrics)
             peaks[name].append(peak)
             weights[name] = after
     base = weights["duplicated"]
     change = torch.cat([(base[k] - start_weights[k]).flatten() for k in start_weights])
-    out: dict[str, Any] = {"shape": list(shape), "prompts": prompts, "repeats": repeats}
+    out: dict[str, Any] = {
+        "setup": setup.name,
+        "shape": list(shape),
+        "prompts": len(setup.batch.prompts),
+        "repeats": repeats,
+    }
     out["modes"] = []
     for name, _, width in modes:
         diff = torch.cat([(weights[name][k] - base[k]).flatten() for k in start_weights])
@@ -161,6 +212,8 @@ def measure(
                 **{p: statistics.median(r[f"time/update/{p}_s"] for r in rs) for p in PARTS},
                 "pad_fraction": statistics.median(r["train/pad_fraction"] for r in rs),
                 "leaves": statistics.median(r["agent/leaves"] for r in rs),
+                "path_tokens": statistics.median(r["tokens/update/policy"] for r in rs),
+                "computed_tokens": statistics.median(r["tokens/update/computed"] for r in rs),
                 "peak_mib": statistics.median(peaks[name]),
                 "weights_rel_diff": float(diff.norm() / change.norm().clamp(min=1e-30)),
             }
@@ -173,15 +226,16 @@ def measure(
 
 def table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| tree (M,N,L) | leaves | update | update s | speed-up | old / ref / policy s "
-        "| step peak MiB | weights Δ (rel.) |",
-        "|---|---:|---|---:|---:|---|---:|---:|",
+        "| job | tree (M,N,L) | leaves | update | positions | update s | speed-up "
+        "| old / ref / policy s | step peak MiB | weights Δ (rel.) |",
+        "|---|---|---:|---|---:|---:|---:|---|---:|---:|",
     ]
     for r in results:
         for m in r["modes"]:
             lines.append(
-                f"| ({','.join(map(str, r['shape']))}) | {m['leaves']:.0f} | {m['mode']} | "
-                f"{m['update_s']:.2f} | {m['speedup']:.2f}× | "
+                f"| {r['setup']} | ({','.join(map(str, r['shape']))}) | {m['leaves']:.0f} | "
+                f"{m['mode']} | {m['computed_tokens']:,.0f} | {m['update_s']:.2f} | "
+                f"{m['speedup']:.2f}× | "
                 + " / ".join(f"{m[p]:.2f}" for p in PARTS)
                 + f" | {m['peak_mib']:.0f} | {m['weights_rel_diff']:.1e} |"
             )
@@ -192,7 +246,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--shapes", nargs="+", default=["2,2,1", "4,5,1"], help="M,N,L each")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--prompts", type=int, default=16, help="prompts per step")
+    ap.add_argument("--model", choices=("tiny", "smollm2"), default="tiny", help="the job")
+    ap.add_argument("--prompts", type=int, default=None, help="per step (16 tiny, 4 smollm2)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument(
         "--row-spans",
@@ -204,16 +259,21 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "shared_update.json"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.model == "tiny":
+        setup = embedded_setup(args.prompts or 16)
+    else:
+        setup = smollm2_setup(args.prompts or 4)
     results = []
     for text in args.shapes:
         m, n, l = (int(x) for x in text.split(","))  # noqa: E741
         widths = [None if w == 0 else ONE_ROW if w < 0 else w for w in args.row_spans]
-        results.append(measure((m, n, l), args.repeats, args.prompts, widths))
+        results.append(measure(setup, (m, n, l), args.repeats, widths))
         print("\n".join(table(results[-1:]).splitlines()[2:]), flush=True)
     out = {
-        "command": "python bench/shared_update.py --shapes "
+        "command": f"python bench/shared_update.py --model {args.model} --shapes "
         + " ".join(args.shapes)
-        + f" --repeats {args.repeats} --prompts {args.prompts} --threads {args.threads}"
+        + f" --repeats {args.repeats} --prompts {len(setup.batch.prompts)}"
+        + f" --threads {args.threads}"
         + " --row-spans "
         + " ".join(map(str, args.row_spans)),
         "machine": {"platform": platform.platform(), "processor": platform.processor()},

@@ -180,10 +180,11 @@ class AlgorithmConfig(Checked):
     alike): they carry only the KL and entropy terms, and the update's compute goes to the
     prompts that teach something. DAPO's dynamic-sampling filter (Yu et al. 2025), without
     re-sampling; token means then run over the kept prompts' tokens."""
-    shared_prefix: bool = False
+    shared_prefix: bool = True
     """Train each prompt's kept paths packed once (``train.shared``): a step shared by k leaves
     is computed once, not k times, with loss weights that give the same update; needs a model
-    whose attention takes a custom mask (eager or sdpa; others fall back, with a warning)."""
+    whose attention takes a custom mask (eager or sdpa; others train each path whole, with a
+    warning)."""
 
     def _check(self) -> None:
         check_ranges(self, m=">= 1", n=">= 0", l=">= 0", k=">= 1", format_score="in [0, 1)")
