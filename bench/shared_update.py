@@ -159,6 +159,9 @@ def _in_child(fn: Any, *args: Any) -> Any:
 
     proc = ctx.Process(target=run)
     proc.start()
+    while not parent.poll(1.0):
+        if not proc.is_alive():
+            raise RuntimeError(f"the step's child process died (exit code {proc.exitcode})")
     out, peak = torch.load(io.BytesIO(parent.recv_bytes()), weights_only=False)
     proc.join()
     return out, peak
