@@ -2,7 +2,7 @@
 # The engine's GPU checks as one prepared run, for a machine with a GPU (the
 # device tool; nothing here runs in CI or the tests). On that machine:
 #
-#   bash bench/gpu_check.sh    # results under $OUT; at most 8 min by its limits (never run there)
+#   bash bench/gpu_check.sh    # results under $OUT; at most 10 min by its limits
 #
 # 1. the engine's tests on CUDA (tests/engine parametrize their model over cpu and cuda):
 #    log-probs against a fresh forward, cache on = cache off, lean decode = model forward;
@@ -11,6 +11,9 @@
 # 3. bench/fsdp_check.py: the update on one FSDP2 rank (NCCL) against the one-process update on
 #    the same micro-batches (parameters equal within fp32 rounding, and the times). Ray is not on
 #    that machine, so the rank runs in process; the rollout worker's engine is the one of 1.
+# 4. bench/shared_update.py: the prefix-shared update against every path whole on the same
+#    rollouts (sampled by the transformers engine on the GPU), a random-weight Qwen2 of the B
+#    width, at (2,2,1) and (4,5,1): update seconds by part, peak CUDA memory, weights apart.
 #
 # The machine has torch, transformers, peft, tokenizers and hypothesis (KINDS.md of the device
 # tool); src/ goes on PYTHONPATH, nothing is installed. The tests' fixtures also import bm25s
@@ -36,11 +39,11 @@ torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__vers
 } 2>&1 | tee "$out/env.txt"
 
 # exit status 5 = no test selected (a CPU smoke run has no cuda parameters)
-timeout "${TEST_LIMIT:-180}" $py -m pytest tests/engine -k "$device" -p no:cacheprovider -q \
+timeout "${TEST_LIMIT:-120}" $py -m pytest tests/engine -k "$device" -p no:cacheprovider -q \
     2>&1 | tee "$out/pytest-$device.log"
 
 for workload in search feedback; do
-    timeout "${BENCH_LIMIT:-150}" $py bench/rollout.py --only "$workload" --device "$device" \
+    timeout "${BENCH_LIMIT:-120}" $py bench/rollout.py --only "$workload" --device "$device" \
         --b-hidden "${B_HIDDEN:-2048}" --b-layers "${B_LAYERS:-24}" --prompts "${PROMPTS:-16}" \
         --repeats "${REPEATS:-2}" --out "$out/rollout-$workload-$device.json" 2>&1 \
         | tail -4 | tee "$out/rollout-$workload-$device.log"
@@ -49,3 +52,8 @@ done
 timeout "${FSDP_LIMIT:-120}" $py bench/fsdp_check.py --device "$device" \
     --hidden "${F_HIDDEN:-1024}" --layers "${F_LAYERS:-8}" --out "$out/fsdp-$device.json" 2>&1 \
     | tail -3 | tee "$out/fsdp-$device.log"
+
+timeout "${SHARED_LIMIT:-120}" $py bench/shared_update.py --model random --device "$device" \
+    --hidden "${B_HIDDEN:-2048}" --layers "${B_LAYERS:-24}" --shapes 2,2,1 4,5,1 --repeats 1 \
+    --prompts "${PROMPTS:-16}" --out "$out/shared-update-$device.json" 2>&1 \
+    | tail -8 | tee "$out/shared-update-$device.log"

@@ -30,17 +30,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
+from treegrpo.embedded.search_tokenizer import train_search_tokenizer
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.jobs.data import make_tool, resolve_model, resolve_questions
 from treegrpo.jobs.embedded import rl_and_eval_worlds
 from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DataConfig
 from treegrpo.models.load import load_model
+from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import LocalRollout
 from treegrpo.tools.bm25 import BM25Retriever
@@ -68,6 +71,7 @@ class Setup:
     sampling: SamplingParams
     limits: AgentLimits
     max_obs_tokens: int
+    skip_uniform: bool = True  # the job's filter (a random model's leaves all score 0: off)
 
 
 def embedded_setup(prompts: int) -> Setup:
@@ -85,6 +89,30 @@ def embedded_setup(prompts: int) -> Setup:
     limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
     return Setup("embedded (tiny)", model, tokenizer, BM25Retriever(world.passages), batch,
                  DEFAULT_OPTIM, None, sampling, limits, cfg.max_obs_tokens)  # fmt: skip
+
+
+def random_setup(prompts: int, hidden: int, layers: int, device: str) -> Setup:
+    """The embedded job's questions, tokenizer (``train_search_tokenizer``: seconds, no warm
+    start needed) and search on a random-weight Qwen2 of a real model's width (for a GPU, where
+    the tiny model says nothing about speed): its text is noise, so its steps run to the token
+    limit (128) and get the invalid-action feedback; 4 turns, contexts up to 2,048 tokens; full
+    fine-tuning."""
+    cfg = WarmStartConfig()
+    tokenizer = train_search_tokenizer(cfg.vocab_size)
+    world = rl_and_eval_worlds(DEFAULT_EMBEDDED)[0]
+    questions = world.questions[:: max(1, len(world.questions) // prompts)][:prompts]
+    batch = Batch(
+        [render_prompt(tokenizer, q.question) for q in questions],
+        [list(q.golds) for q in questions],
+        [q.uid for q in questions],
+    )
+    model = tiny_qwen2(len(tokenizer), hidden=hidden, layers=layers, heads=hidden // 128,
+                       kv_heads=max(1, hidden // 512), eos_token_id=tokenizer.eos_token_id,
+                       pad_token_id=tokenizer.pad_token_id, seed=0).to(device)  # fmt: skip
+    return Setup(f"random Qwen2 {hidden}×{layers} on {device}", model, tokenizer,
+                 BM25Retriever(world.passages), batch, DEFAULT_OPTIM, None,
+                 SamplingParams(temperature=1.0, max_new_tokens=128), AgentLimits(4, 1, 2048),
+                 DEFAULT_EMBEDDED.max_obs_tokens, skip_uniform=False)  # fmt: skip
 
 
 def smollm2_setup(prompts: int) -> Setup:
@@ -119,11 +147,12 @@ def one_step(
     else:
         reference = copy.deepcopy(setup.model).requires_grad_(False)
     trained = [(k, p) for k, p in policy.named_parameters() if p.requires_grad]
-    before = {k: p.detach().clone() for k, p in trained}
+    before = {k: p.detach().to("cpu", copy=True) for k, p in trained}
     optim = replace(setup.optim, packed_row_span=span)
     opt = torch.optim.AdamW([p for _, p in trained], lr=optim.lr, weight_decay=optim.weight_decay)
     m, n, l = shape  # noqa: E741
-    algo = replace(DEFAULT_ALGO, m=m, n=n, l=l, shared_prefix=shared)
+    algo = replace(DEFAULT_ALGO, m=m, n=n, l=l, shared_prefix=shared,
+                   skip_uniform_prompts=setup.skip_uniform)  # fmt: skip
     engine = HFEngine(policy, setup.tokenizer, StepStopper(setup.tokenizer))
     protocol = SearchProtocol(setup.tokenizer, setup.max_obs_tokens)
     metrics = rl_step(
@@ -140,7 +169,18 @@ def one_step(
         setup.limits,
         seed=7,
     )
-    return metrics, before, {k: p.detach().clone() for k, p in trained}
+    return metrics, before, {k: p.detach().to("cpu", copy=True) for k, p in trained}
+
+
+def _in_process(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` here, and the peak CUDA memory it allocated above what was allocated
+    before (MiB)."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn(*args)
+    torch.cuda.synchronize()
+    return out, (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
 def _in_child(fn: Any, *args: Any) -> Any:
@@ -191,12 +231,20 @@ def measure(
     start_weights: dict[str, torch.Tensor] = {}
     for _ in range(repeats):
         for name, shared, width in modes:
-            (metrics, start_weights, after), peak = _in_child(one_step, setup, shape, shared, width)
+            on_cuda = next(setup.model.parameters()).device.type == "cuda"
+            run = _in_process if on_cuda else _in_child  # CUDA does not survive a fork
+            (metrics, start_weights, after), peak = run(one_step, setup, shape, shared, width)
             runs[name].append(metrics)
             peaks[name].append(peak)
             weights[name] = after
-    base = weights["duplicated"]
-    change = torch.cat([(base[k] - start_weights[k]).flatten() for k in start_weights])
+    # numpy, not torch, in this process: a torch op here would start OpenMP's threads, and a
+    # process forked after that hangs in its first parallel region (libgomp)
+    keys = list(start_weights)
+    flat = {
+        name: np.concatenate([w[k].numpy().ravel() for k in keys]) for name, w in weights.items()
+    }
+    base = flat["duplicated"]
+    change = np.linalg.norm(base - np.concatenate([start_weights[k].numpy().ravel() for k in keys]))
     out: dict[str, Any] = {
         "setup": setup.name,
         "shape": list(shape),
@@ -205,7 +253,6 @@ def measure(
     }
     out["modes"] = []
     for name, _, width in modes:
-        diff = torch.cat([(weights[name][k] - base[k]).flatten() for k in start_weights])
         rs = runs[name]
         out["modes"].append(
             {
@@ -218,7 +265,7 @@ def measure(
                 "path_tokens": statistics.median(r["tokens/update/policy"] for r in rs),
                 "computed_tokens": statistics.median(r["tokens/update/computed"] for r in rs),
                 "peak_mib": statistics.median(peaks[name]),
-                "weights_rel_diff": float(diff.norm() / change.norm().clamp(min=1e-30)),
+                "weights_rel_diff": float(np.linalg.norm(flat[name] - base) / max(change, 1e-30)),
             }
         )
     whole = out["modes"][0]["update_s"]
@@ -249,7 +296,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--shapes", nargs="+", default=["2,2,1", "4,5,1"], help="M,N,L each")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--model", choices=("tiny", "smollm2"), default="tiny", help="the job")
+    ap.add_argument("--model", choices=("tiny", "smollm2", "random"), default="tiny",
+                    help="embedded job, SmolLM2 preset, or a random-weight Qwen2")  # fmt: skip
+    ap.add_argument("--device", default="cpu", help="for --model random: cpu or cuda")
+    ap.add_argument("--hidden", type=int, default=2048, help="--model random's width")
+    ap.add_argument("--layers", type=int, default=24, help="--model random's layers")
     ap.add_argument("--prompts", type=int, default=None, help="per step (16 tiny, 4 smollm2)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
     ap.add_argument(
@@ -264,6 +315,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.model == "tiny":
         setup = embedded_setup(args.prompts or 16)
+    elif args.model == "random":
+        setup = random_setup(args.prompts or 16, args.hidden, args.layers, args.device)
     else:
         setup = smollm2_setup(args.prompts or 4)
     results = []
@@ -273,13 +326,18 @@ def main() -> None:
         results.append(measure(setup, (m, n, l), args.repeats, widths))
         print("\n".join(table(results[-1:]).splitlines()[2:]), flush=True)
     out = {
-        "command": f"python bench/shared_update.py --model {args.model} --shapes "
+        "command": f"python bench/shared_update.py --model {args.model} --device {args.device}"
+        + f" --hidden {args.hidden} --layers {args.layers} --shapes "
         + " ".join(args.shapes)
         + f" --repeats {args.repeats} --prompts {len(setup.batch.prompts)}"
         + f" --threads {args.threads}"
         + " --row-spans "
         + " ".join(map(str, args.row_spans)),
-        "machine": {"platform": platform.platform(), "processor": platform.processor()},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        },
         "results": results,
     }
     Path(args.out).write_text(json.dumps(out, indent=2))
