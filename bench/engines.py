@@ -58,8 +58,10 @@ SHAPES = {"tree_2_2_1": TreeShape(2, 2, 1), "chains_6": TreeShape(6)}
 class Counting:
     """An engine that tallies, over its steps, the context positions each request needed and
     how many of them came from the cache (``StepResult.reused``), and where the time went: its
-    ``step`` calls (rows each, seconds) and, on vLLM, its ``LLM.generate`` calls (a step takes
-    several when a row stops at an id that ends no tag and goes on)."""
+    ``step`` calls (rows each, seconds) and, on vLLM, the requests it sent (a first one per
+    distinct context, n samples; another each time a row stopped at an id that ended no tag and
+    went on) and vLLM's engine iterations (one decode or prefill chunk for every running
+    request: generated tokens per iteration is how full its batches ran)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -67,24 +69,30 @@ class Counting:
         self.reused = 0
         self.processed = 0
         self.steps: list[tuple[int, float]] = []  # (rows, seconds) per step call
-        self.calls: list[tuple[int, float]] = []  # (samples, seconds) per LLM.generate call
-        llm = getattr(engine, "llm", None)
-        if llm is not None:
-            self._generate = llm.generate
-            llm.generate = self._timed_generate
+        self.requests: list[int] = []  # samples (n) per vLLM request
+        self.iterations: list[float] = []  # seconds per vLLM engine iteration
+        core = getattr(getattr(engine, "llm", None), "llm_engine", None)
+        self._core = core
+        if core is not None:
+            self._add, self._iterate = core.add_request, core.step
+            core.add_request, core.step = self._counted_add, self._timed_iteration
 
     def close(self) -> None:
-        """Give the engine back its own ``generate``."""
-        if hasattr(self, "_generate"):
-            del self.engine.llm.generate  # type: ignore[attr-defined]
+        """Give vLLM's engine back its own methods."""
+        if self._core is not None:
+            del self._core.add_request, self._core.step
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
 
-    def _timed_generate(self, prompts: Any, params: Any, **kwargs: Any) -> Any:
+    def _counted_add(self, request_id: Any, prompt: Any, params: Any, **kwargs: Any) -> Any:
+        self.requests.append(getattr(params, "n", 1))
+        return self._add(request_id, prompt, params, **kwargs)
+
+    def _timed_iteration(self) -> Any:
         t0 = time.perf_counter()
-        out = self._generate(prompts, params, **kwargs)
-        self.calls.append((sum(p.n for p in params), time.perf_counter() - t0))
+        out = self._iterate()
+        self.iterations.append(time.perf_counter() - t0)
         return out
 
     def step(
@@ -123,7 +131,7 @@ def run_cell(
     seconds = time.perf_counter() - t0
     spend = ro.spend.total()
     step_s = sum(s for _, s in counting.steps)
-    calls = counting.calls
+    its = counting.iterations
     return {
         "seconds": seconds,
         "generated": spend.generated,
@@ -133,14 +141,17 @@ def run_cell(
         "leaves": spend.leaves,
         "tool_calls": spend.tool_calls,
         # the profile: engine step calls (one agent step for every row going), the rows they
-        # held, their share of the wall time (the rest: searches and the sampler), and on vLLM
-        # its generate calls per step call and the samples each held
+        # held, their share of the wall time (the rest: searches and the sampler); on vLLM the
+        # requests (and samples) sent, and its engine iterations: count, share of the wall time,
+        # and generated tokens per iteration (how many rows each decoded, on average)
         "step_calls": len(counting.steps),
         "rows_per_step": statistics.fmean(r for r, _ in counting.steps) if counting.steps else 0,
         "step_share": step_s / seconds,
-        "generate_calls": len(calls),
-        "samples_per_generate": statistics.fmean(n for n, _ in calls) if calls else 0.0,
-        "generated_per_step_s": spend.generated / max(step_s, 1e-9),
+        "requests": len(counting.requests),
+        "samples": sum(counting.requests),
+        "iterations": len(its),
+        "iteration_share": sum(its) / seconds,
+        "tokens_per_iteration": spend.generated / len(its) if its else 0.0,
     }
 
 
@@ -239,15 +250,16 @@ def main() -> None:
             f"| {name} | {shape_name} | {cell['seconds']:.1f} | {cell['generated']:.0f} | "
             f"{cell['tokens_per_s']:.1f} | {cell['hit_rate']:.1%} | {cell['processed']:.0f} |"
         )
-    print("\n| engine | shape | step calls | rows per step | time in steps | generate calls "
-          "| samples per generate |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("\n| engine | shape | step calls | rows per step | time in steps | requests (samples) "
+          "| engine iterations | time in them | tokens per iteration |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for key, cell in summary.items():
         name, shape_name = key.split("/")
         print(
             f"| {name} | {shape_name} | {cell['step_calls']:.0f} | {cell['rows_per_step']:.1f} "
-            f"| {cell['step_share']:.0%} | {cell['generate_calls']:.0f} "
-            f"| {cell['samples_per_generate']:.1f} |"
+            f"| {cell['step_share']:.0%} | {cell['requests']:.0f} ({cell['samples']:.0f}) "
+            f"| {cell['iterations']:.0f} | {cell['iteration_share']:.0%} "
+            f"| {cell['tokens_per_iteration']:.1f} |"
         )
     if args.sizes:
         print("\n| engine | " + " | ".join(f"{k} rows" for k in args.sizes) + " |")
