@@ -178,6 +178,8 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=8, help="held-out questions (prompts)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for the HF engine")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "engines.json")
+    ap.add_argument("--engines", nargs="+", default=["hf_cpu_speedups", "hf_plain", "vllm"],
+                    help="which engines to run")  # fmt: skip
     ap.add_argument("--sizes", type=int, nargs="*", default=[8, 16, 32, 48],
                     help="rows per step for the speed-vs-rows probe (none: skip it)")  # fmt: skip
     args = ap.parse_args()
@@ -206,6 +208,7 @@ def main() -> None:
         "hf_plain": HFEngine(plain_model, tok, StepStopper(tok), cpu_speedups=False),
         "vllm": vllm_engine,
     }
+    engines = {name: e for name, e in engines.items() if name in args.engines}
     cells: dict[str, list[dict[str, float]]] = {}
     for rnd in range(args.repeats + 1):  # round 0: untimed warm-up on the first two prompts
         batch = prompts[:2] if rnd == 0 else prompts
@@ -222,7 +225,8 @@ def main() -> None:
     }
     result = {
         "command": "python bench/engines.py "
-        + f"--repeats {args.repeats} --questions {args.questions} --threads {args.threads}",
+        + f"--repeats {args.repeats} --questions {args.questions} --threads {args.threads}"
+        + f" --engines {' '.join(args.engines)}",
         "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} "
         f"torch threads",
         "torch": torch.__version__,

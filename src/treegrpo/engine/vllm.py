@@ -10,7 +10,10 @@ A step ends at a step-end tag, which is usually several tokens (``</``, ``answer
 vLLM stops only at single ids (text stop strings would need its detokenizer and cut text, not
 ids). So generation stops at every id that may complete a tag (``StepStopper.end_token_ids``)
 and at end-of-sequence ids, the stop id kept; when the stopper says the tag is not complete the
-row goes on from there, the prefix cache holding what it has so far. Greedy decoding is exactly
+row goes on from there at once, as a new request whose start the prefix cache holds, while the
+other rows decode on (the engine is driven request by request through ``LLM.llm_engine``, not
+one ``generate`` call per round, which would make every row wait for the slowest row's next
+stop id). Greedy decoding is exactly
 ``HFEngine``'s; a sampled row draws with vLLM's per-request seed, drawn from the sampler's
 generator, so a seeded forest is reproducible. Several requests with the same context (a tree's
 M chains from one prompt, several expansions of one node) go to vLLM as one request of n
@@ -71,7 +74,7 @@ class _Row:
     logprobs: list[float] = field(default_factory=list)
     processed: int = 0
     reused: int = 0
-    rounds: int = 0  # generate calls so far (a row goes on after a stop id that ends no tag)
+    rounds: int = 0  # requests so far (a row goes on after a stop id that ends no tag)
 
 
 class VLLMEngine:
@@ -134,6 +137,7 @@ class VLLMEngine:
             kwargs["max_model_len"] = max_model_len
         with _process_state_kept():
             self.llm = vllm.LLM(**(kwargs | llm_kwargs))
+        self._requests = 0  # requests sent to vLLM's engine, for their ids
 
     @property
     def device(self) -> torch.device:
@@ -183,42 +187,77 @@ class VLLMEngine:
                 continue
             prompt = req.context.context_tokens() + req.pending
             groups.setdefault((tuple(prompt), limit), []).append(_Row(i, prompt, limit, seeds[i]))
-        # first round: one vLLM request per distinct context, n samples (one when greedy:
-        # its samples would all be equal)
-        batch = list(groups.values())
-        outs = self._generate([(g[0], 1 if params.greedy else len(g)) for g in batch], params)
-        going: list[_Row] = []
-        for rows, out in zip(batch, outs, strict=True):
-            done = out.outputs * len(rows) if params.greedy else out.outputs
-            completions = sorted(done[: len(rows)], key=lambda c: c.index)
-            prefill = len(rows[0].prompt) - (out.num_cached_tokens or 0)
-            share, extra = divmod(prefill, len(rows))
-            for j, (row, c) in enumerate(zip(rows, completions, strict=True)):
-                row.processed += share + (j < extra)
-                row.reused += out.num_cached_tokens or 0
-                going += self._take(row, c, requests, results)
-        # later rounds: rows that stopped at an id that did not complete a tag go on. What they
-        # read from the cache there is the step's own start again, not more of its context:
-        # ``reused`` stays the first round's, ``processed`` adds what was computed anew
-        while going:
-            outs = self._generate([(r, 1) for r in going], params)
-            rows, going = going, []
-            for row, out in zip(rows, outs, strict=True):
-                row.processed += len(row.prompt) + len(row.tokens) - (out.num_cached_tokens or 0)
-                going += self._take(row, out.outputs[0], requests, results)
+        # One vLLM request per distinct context, n samples (one when greedy: its samples would
+        # all be equal). A row that stopped at an id that ended no tag goes on at once as a
+        # request of its own, while the others decode: no row waits for the slowest row's
+        # next stop id. What a continuation reads from the cache is the step's own start again,
+        # not more of its context: ``reused`` stays the first request's, ``processed`` adds
+        # what was computed anew
+        core = self.llm.llm_engine
+        live: dict[str, tuple[str, list[_Row]]] = {}  # our request id → (vLLM's, its rows)
+        try:
+            for rows in groups.values():
+                n = 1 if params.greedy else len(rows)
+                self._add(core, live, rows, n, params)
+            while live:
+                for out in core.step():
+                    if not out.finished:
+                        continue
+                    rows = live.pop(out.request_id)[1]
+                    for row in self._settle(rows, out, params, requests, results):
+                        self._add(core, live, [row], 1, params)
+        finally:
+            if live:  # an error part-way: leave no request of ours in the engine
+                core.abort_request([internal for internal, _ in live.values()], internal=True)
         return [r for r in results if r is not None]
+
+    def _settle(
+        self,
+        rows: list[_Row],
+        out: Any,
+        params: SamplingParams,
+        requests: Sequence[StepRequest],
+        results: list[StepResult | None],
+    ) -> list[_Row]:
+        """Book a finished request's completions to its rows; the rows that go on."""
+        cached = out.num_cached_tokens or 0
+        if rows[0].rounds > 0:  # a continuation: one row
+            row = rows[0]
+            row.processed += len(row.prompt) + len(row.tokens) - cached
+            return self._take(row, out.outputs[0], requests, results)
+        done = out.outputs * len(rows) if params.greedy else out.outputs
+        completions = sorted(done[: len(rows)], key=lambda c: c.index)
+        share, extra = divmod(len(rows[0].prompt) - cached, len(rows))
+        going = []
+        for j, (row, c) in enumerate(zip(rows, completions, strict=True)):
+            row.processed += share + (j < extra)
+            row.reused += cached
+            going += self._take(row, c, requests, results)
+        return going
 
     # ----------------------------------------------------------------- private
 
-    def _generate(self, batch: list[tuple[_Row, int]], params: SamplingParams) -> list[Any]:
-        """One ``LLM.generate`` call: for each (row, n), n samples of what follows the row's
-        prompt and tokens so far."""
+    def _add(
+        self,
+        core: Any,
+        live: dict[str, tuple[str, list[_Row]]],
+        rows: list[_Row],
+        n: int,
+        params: SamplingParams,
+    ) -> None:
+        """Send vLLM's engine a request for n samples of what follows the first row's prompt
+        and tokens so far, and enter it in ``live`` (outputs carry our id; vLLM keeps its own
+        for aborting)."""
         from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
 
-        prompts = [TokensPrompt(prompt_token_ids=r.prompt + r.tokens) for r, _ in batch]
-        sps = [self._sampling(params, r, n) for r, n in batch]
-        outs: list[Any] = self.llm.generate(prompts, sps, use_tqdm=False)
-        return outs
+        row = rows[0]
+        sp = self._sampling(params, row, n)
+        sp.output_kind = RequestOutputKind.FINAL_ONLY  # the finished completions only
+        self._requests += 1
+        ours = f"treegrpo-{self._requests}"
+        prompt = TokensPrompt(prompt_token_ids=row.prompt + row.tokens)
+        live[ours] = (core.add_request(ours, prompt, sp), rows)
 
     def _sampling(self, params: SamplingParams, row: _Row, n: int) -> Any:
         common = {
