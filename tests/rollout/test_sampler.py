@@ -8,10 +8,11 @@ import pytest
 from agent_fixtures import PEOPLE, Agent, WordTool, trained_agent, trees_by_prompt
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
+from treegrpo.core.expansion import Expansion
 from treegrpo.engine.hf import HFEngine, StepRequest, StepResult
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.records import Rollout, merge_rollouts
-from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.sampler import AgentLimits, ForestSampler, pipelined, sample_forest
 
 SAMPLING = SamplingParams(max_new_tokens=40)
 LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
@@ -22,11 +23,13 @@ class RecordingEngine(HFEngine):
 
     sampled: list[list[int]]
     requests: list[StepRequest]
+    requests_per_call: list[int]
 
     def step(self, requests, params, generator=None):  # type: ignore[no-untyped-def]
         out: list[StepResult] = super().step(requests, params, generator)
         self.sampled = getattr(self, "sampled", []) + [r.tokens for r in out]
         self.requests = getattr(self, "requests", []) + list(requests)
+        self.requests_per_call = [*getattr(self, "requests_per_call", []), len(requests)]
         return out
 
 
@@ -252,3 +255,39 @@ def test_expansions_record_their_start_nodes(agent: Agent) -> None:
     assert not f.is_leaf[ro.expansions].any()
     chains, _, _ = _roll(agent, TreeShape(4))
     assert chains.expansions.size == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "shape",
+    [
+        TreeShape(2, 2, 1, k=3),
+        TreeShape(2, 3, 2),
+        TreeShape(3, 2, 1, expansion=Expansion("no-root")),
+    ],
+)
+def test_rounds_started_tree_by_tree_give_the_forests_of_whole_rounds(
+    agent: Agent, shape: TreeShape
+) -> None:
+    """``ForestSampler.pipeline`` (a tree's next round starts when its own episodes end) gives
+    the trees, kept leaves and spend of rounds run for the whole batch at once, in no more
+    engine calls (a tree's chain and branches in sequence, not the slowest chain's then the
+    slowest branch's)."""
+    assert pipelined(shape)
+    eng = RecordingEngine(agent.model, agent.tokenizer, StepStopper(agent.tokenizer))
+    prompts = [agent.prompt(p) for p in PEOPLE[:4]]
+    piped = sample_forest(eng, agent.protocol, WordTool(), prompts, shape, SAMPLING, LIMITS, seed=3)
+    piped_calls = len(eng.requests_per_call)
+    eng.requests_per_call = []
+    whole = ForestSampler(eng, agent.protocol, WordTool(), prompts, shape, SAMPLING, LIMITS, seed=3)
+    whole.begin()
+    for _ in range(shape.l):
+        whole.expand()
+    rounds = whole.finish()
+    assert trees_by_prompt(piped) == trees_by_prompt(rounds)
+    assert spent(piped) == spent(rounds)
+    assert piped.expansion_counts.tolist() == rounds.expansion_counts.tolist()
+    assert sorted(piped.expansion_reasons) == sorted(rounds.expansion_reasons)
+    assert piped_calls <= len(eng.requests_per_call)
+    assert not pipelined(TreeShape(2, 2, 1, expansion=Expansion("informed")))
+    assert not pipelined(TreeShape(2, 2, 1, expansion=Expansion(budget="difficulty")))

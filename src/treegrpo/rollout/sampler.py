@@ -7,7 +7,11 @@ Per prompt, with shape (M, N, L, K):
 2. expand, L times: pick N nodes per tree with the shape's expansion rule (``core.expansion``;
    by default uniformly with replacement among the root and the non-leaf steps, as the paper
    does); from each, sample a complete continuation; all expansions of the round, across the
-   batch, run together. The rollout records each expansion's node and the rule's reason. With
+   batch, run together. Where each tree's picks read that tree alone (``pipelined``: uniform
+   and no-root, N per tree), a tree's round starts as soon as its own episodes have ended, in the
+   same engine calls as the other trees' chains and branches (``ForestSampler.pipeline``): the
+   same forests, with more rows per engine call. The rollout records each expansion's node and
+   the rule's reason. With
    a difficulty budget the round's T·N expansions are shared over the batch's T trees by how
    uncertain each tree's outcome is (``core.allocation``), from the leaves scored so far;
 3. keep K leaves per tree at random (all by default).
@@ -103,11 +107,25 @@ def sample_forest(
     sampler = ForestSampler(
         engine, protocol, tool, prompts, shape, sampling, limits, seed, prompt_keys, score
     )
+    if pipelined(shape):
+        sampler.pipeline()
+        return sampler.finish()
     sampler.begin()
     by_difficulty = shape.expansion.budget == "difficulty"
     for _ in range(shape.l):
         sampler.expand(sampler.difficulty_counts() if by_difficulty else None)
     return sampler.finish()
+
+
+PER_TREE_RULES = ("uniform", "no-root")
+"""Expansion rules whose picks in a tree read that tree and its own generator only."""
+
+
+def pipelined(shape: TreeShape) -> bool:
+    """Whether ``shape``'s rounds may start tree by tree (``ForestSampler.pipeline``): its rule
+    reads each tree alone and each tree gets its own N (no difficulty budget)."""
+    e = shape.expansion
+    return shape.l > 0 and e.rule in PER_TREE_RULES and e.budget == "per-tree"
 
 
 @dataclass(frozen=True)
@@ -213,6 +231,56 @@ class ForestSampler:
 
     def begin(self) -> None:
         """The prompt is computed once and shared by its M trees; then the initial chains."""
+        self.run.until_done(self._chains())
+
+    def pipeline(self) -> None:
+        """``begin`` and the L rounds in one run of steps, each tree's next round starting as
+        soon as its own episodes have ended, while other trees' chains or branches go on: the
+        engine holds more rows per step than with rounds that wait for the whole batch. For
+        ``pipelined`` shapes only, whose picks in a tree read nothing else: each tree's picks,
+        its branches' streams and so its branches are then the ones ``begin`` and ``expand``
+        give (node ids differ: nodes are numbered as they are made)."""
+        episodes = self._chains()
+        rounds = [self.shape.l] * self.forest.n_trees
+        while episodes:
+            episodes = self.run.advance(episodes)
+            live = np.bincount(
+                [int(self.forest.tree_id[e.parent]) for e in episodes],
+                minlength=self.forest.n_trees,
+            )  # (T,)
+            ready = np.flatnonzero((live == 0) & (np.array(rounds) > 0)).tolist()
+            if ready:
+                episodes += self._branches(ready)
+                for t in ready:
+                    rounds[t] -= 1
+        for _ in range(self.shape.l):
+            self.counts.append(np.full(self.forest.n_trees, self.shape.n, dtype=np.int64))
+
+    def _branches(self, trees: list[int]) -> list[_Episode]:
+        """The next N expansions of each of ``trees`` (its rule's picks, its own generator), as
+        episodes."""
+        t0 = time.perf_counter()
+        rule, f = self.shape.expansion, self.forest
+        # the rule picks for every tree; only these trees' picks are kept, and the others draw
+        # from a stand-in generator, so their own streams are left as they were
+        stand_in = np.random.default_rng(0)
+        mine = set(trees)
+        rngs = [g if i in mine else stand_in for i, g in enumerate(self.rngs)]
+        choice = choose(rule.rule, f, self.shape.n, rngs, None, **rule.params())  # (T, n)
+        out = []
+        for t in trees:
+            for node, reason in zip(choice.nodes[t].tolist(), choice.reasons[t], strict=True):
+                ctx, token = self.resume[node]
+                out.append(_Episode(node, ctx, [token], (*self.tree_keys[t], self.branches[t])))
+                self.branches[t] += 1
+                self.expansions.append(node)
+                self.reasons.append(reason)
+        self.expansion_s += time.perf_counter() - t0
+        return out
+
+    def _chains(self) -> list[_Episode]:
+        """Prefill the prompts (each computed once, shared by its M trees) and make the trees:
+        the initial chains' episodes."""
         prompts, spend = self.prompts, self.spend
         shared, cost = self.engine.prefill(
             [self.engine.root()] * len(prompts), [p[:-1] for p in prompts]
@@ -227,7 +295,7 @@ class ForestSampler:
                 episodes.append(_Episode(root, ctx, [prompt[-1]], (*self.tree_keys[-1], 0)))
         self.rngs = [np.random.default_rng(list(k)) for k in self.tree_keys]
         self.branches = [1] * len(self.tree_keys)
-        self.run.until_done(episodes)
+        return episodes
 
     def outcomes(self) -> TreeOutcomes:
         """Each tree's successes and scored leaves so far (the new leaves are scored now)."""
@@ -353,9 +421,10 @@ class _Runner:
     def until_done(self, episodes: list[_Episode]) -> None:
         """Run episodes step by step, all live ones in one engine call per step."""
         while episodes:
-            episodes = self._advance(episodes)
+            episodes = self.advance(episodes)
 
-    def _advance(self, episodes: list[_Episode]) -> list[_Episode]:
+    def advance(self, episodes: list[_Episode]) -> list[_Episode]:
+        """One step of every episode, in one engine call; the episodes that go on."""
         cap = self.limits.max_context
         requests = [
             StepRequest(
