@@ -138,6 +138,7 @@ def run_cell(
         "tokens_per_s": spend.generated / seconds,
         "hit_rate": counting.reused / max(counting.needed, 1),
         "processed": counting.processed,
+        "processed_per_distinct": counting.processed / max(ro.distinct_tokens(), 1),
         "leaves": spend.leaves,
         "tool_calls": spend.tool_calls,
         # the profile: engine step calls (one agent step for every row going), the rows they
@@ -246,13 +247,15 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nvLLM start: {vllm_start:.1f} s\n")
-    print("| engine | shape | wall s | generated | tokens/s | cache hit rate | positions |")
-    print("|---|---|---|---|---|---|---|")
+    print("| engine | shape | wall s | generated | tokens/s | cache hit rate | positions "
+          "| ÷ distinct tokens |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for key, cell in summary.items():
         name, shape_name = key.split("/")
         print(
             f"| {name} | {shape_name} | {cell['seconds']:.1f} | {cell['generated']:.0f} | "
-            f"{cell['tokens_per_s']:.1f} | {cell['hit_rate']:.1%} | {cell['processed']:.0f} |"
+            f"{cell['tokens_per_s']:.1f} | {cell['hit_rate']:.1%} | {cell['processed']:.0f} "
+            f"| {cell['processed_per_distinct']:.2f} |"
         )
     print("\n| engine | shape | step calls | rows per step | time in steps | requests (samples) "
           "| engine iterations | time in them | tokens per iteration |")  # fmt: skip
