@@ -30,7 +30,7 @@ import json
 import platform
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,18 @@ def scaling(
     return out
 
 
+def _print_table(
+    summary: dict[str, dict[str, Any]],
+    columns: list[str],
+    cells: Callable[[dict[str, Any]], list[str]],
+) -> None:
+    """One markdown row per (engine, shape) of ``summary``: ``columns`` filled by ``cells``."""
+    print("\n| engine | shape | " + " | ".join(columns) + " |")
+    print("|---|---|" + "---:|" * len(columns))
+    for key, cell in summary.items():
+        print("| " + " | ".join(key.split("/") + cells(cell)) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=1, help="timed rounds (medians reported)")
@@ -247,27 +259,22 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"\nvLLM start: {vllm_start:.1f} s\n")
-    print("| engine | shape | wall s | generated | tokens/s | cache hit rate | positions "
-          "| ÷ distinct tokens |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
-    for key, cell in summary.items():
-        name, shape_name = key.split("/")
-        print(
-            f"| {name} | {shape_name} | {cell['seconds']:.1f} | {cell['generated']:.0f} | "
-            f"{cell['tokens_per_s']:.1f} | {cell['hit_rate']:.1%} | {cell['processed']:.0f} "
-            f"| {cell['processed_per_distinct']:.2f} |"
-        )
-    print("\n| engine | shape | step calls | rows per step | time in steps | requests (samples) "
-          "| engine iterations | time in them | tokens per iteration |")  # fmt: skip
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for key, cell in summary.items():
-        name, shape_name = key.split("/")
-        print(
-            f"| {name} | {shape_name} | {cell['step_calls']:.0f} | {cell['rows_per_step']:.1f} "
-            f"| {cell['step_share']:.0%} | {cell['requests']:.0f} ({cell['samples']:.0f}) "
-            f"| {cell['iterations']:.0f} | {cell['iteration_share']:.0%} "
-            f"| {cell['tokens_per_iteration']:.1f} |"
-        )
+    _print_table(
+        summary,
+        ["wall s", "generated", "tokens/s", "cache hit rate", "positions", "÷ distinct tokens"],
+        lambda c: [f"{c['seconds']:.1f}", f"{c['generated']:.0f}", f"{c['tokens_per_s']:.1f}",
+                   f"{c['hit_rate']:.1%}", f"{c['processed']:.0f}",
+                   f"{c['processed_per_distinct']:.2f}"],
+    )  # fmt: skip
+    _print_table(
+        summary,
+        ["step calls", "rows per step", "time in steps", "requests (samples)",
+         "engine iterations", "time in them", "tokens per iteration"],
+        lambda c: [f"{c['step_calls']:.0f}", f"{c['rows_per_step']:.1f}",
+                   f"{c['step_share']:.0%}", f"{c['requests']:.0f} ({c['samples']:.0f})",
+                   f"{c['iterations']:.0f}", f"{c['iteration_share']:.0%}",
+                   f"{c['tokens_per_iteration']:.1f}"],
+    )  # fmt: skip
     if args.sizes:
         print("\n| engine | " + " | ".join(f"{k} rows" for k in args.sizes) + " |")
         print("|---|" + "---:|" * len(args.sizes))

@@ -26,6 +26,7 @@ import multiprocessing as mp
 import platform
 import resource
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -74,17 +75,22 @@ class Setup:
     skip_uniform: bool = True  # the job's filter (a random model's leaves all score 0: off)
 
 
+def spaced_batch(tokenizer: Any, questions: Sequence[Any], prompts: int) -> Batch:
+    """``prompts`` questions evenly spaced over ``questions``, as a step's batch."""
+    chosen = questions[:: max(1, len(questions) // prompts)][:prompts]
+    return Batch(
+        [render_prompt(tokenizer, q.question) for q in chosen],
+        [list(q.golds) for q in chosen],
+        [q.uid for q in chosen],
+    )
+
+
 def embedded_setup(prompts: int) -> Setup:
     """The embedded job from its warm start: the tiny model, full fine-tuning."""
     model, tokenizer = load_model(warm_start(WarmStartConfig(), progress=False))
     cfg = DEFAULT_EMBEDDED
     world = rl_and_eval_worlds(cfg)[0]
-    questions = world.questions[:: max(1, len(world.questions) // prompts)][:prompts]
-    batch = Batch(
-        [render_prompt(tokenizer, q.question) for q in questions],
-        [list(q.golds) for q in questions],
-        [q.uid for q in questions],
-    )
+    batch = spaced_batch(tokenizer, world.questions, prompts)
     sampling = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
     limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
     return Setup("embedded (tiny)", model, tokenizer, BM25Retriever(world.passages), batch,
@@ -100,12 +106,7 @@ def random_setup(prompts: int, hidden: int, layers: int, device: str) -> Setup:
     cfg = WarmStartConfig()
     tokenizer = train_search_tokenizer(cfg.vocab_size)
     world = rl_and_eval_worlds(DEFAULT_EMBEDDED)[0]
-    questions = world.questions[:: max(1, len(world.questions) // prompts)][:prompts]
-    batch = Batch(
-        [render_prompt(tokenizer, q.question) for q in questions],
-        [list(q.golds) for q in questions],
-        [q.uid for q in questions],
-    )
+    batch = spaced_batch(tokenizer, world.questions, prompts)
     model = tiny_qwen2(len(tokenizer), hidden=hidden, layers=layers, heads=hidden // 128,
                        kv_heads=max(1, hidden // 512), eos_token_id=tokenizer.eos_token_id,
                        pad_token_id=tokenizer.pad_token_id, seed=0).to(device)  # fmt: skip
@@ -120,13 +121,7 @@ def smollm2_setup(prompts: int) -> Setup:
     activation checkpointing, after the protocol warm start (built once and cached), the wiki
     questions and BM25 over the article leads, its limits and optimizer settings."""
     model, tokenizer = load_model(resolve_model("smollm2-protocol"))
-    questions = resolve_questions(["wiki:train"])
-    questions = questions[:: max(1, len(questions) // prompts)][:prompts]
-    batch = Batch(
-        [render_prompt(tokenizer, q.question) for q in questions],
-        [list(q.golds) for q in questions],
-        [q.uid for q in questions],
-    )
+    batch = spaced_batch(tokenizer, resolve_questions(["wiki:train"]), prompts)
     tool = make_tool(DataConfig(corpus="wiki:corpus", retriever="bm25"))
     optim = OptimConfig(lr=1e-4, weight_decay=0.0, mini_batch_prompts=4, micro_batch_tokens=4096)
     lora = ModelConfig(lora_rank=16, lora_alpha=32, grad_checkpointing=True)

@@ -120,9 +120,9 @@ def pack_batches(
 ) -> list[PackedBatch]:
     """The kept ``leaves`` of one mini-batch (node ids, with their ``advantages``) packed one
     row per prompt, or several where one row's attention would cost more (``span``, see
-    ``row_span``; None: one row per prompt), and
-    the rows cut into micro-batches of at most ``max_tokens`` padded positions (a longer row gets
-    a micro-batch of its own) as ``train.batch`` cuts sequences."""
+    ``row_span``; None: one row per prompt), and the rows cut into micro-batches of at most
+    ``max_tokens`` padded positions (a longer row gets a micro-batch of its own) as
+    ``train.batch`` cuts sequences."""
     if len(leaves) != len(advantages):
         raise ValueError(f"{len(leaves)} leaves but {len(advantages)} advantages")
     forest = rollout.forest
@@ -137,10 +137,8 @@ def pack_batches(
     prompts: dict[int, list[int]] = {}
     for i, leaf in enumerate(leaves):
         prompts.setdefault(int(forest.prompt_id[int(leaf)]), []).append(i)
-    path_len = [
-        len(rollout.prompts[int(forest.prompt_id[int(v)])])
-        + sum(len(rollout.step(u).action_ids) + len(rollout.step(u).obs_ids) for u in path)
-        for v, path in zip(leaves, paths, strict=True)
+    path_len = [  # (B,) each leaf's whole sequence: prompt, actions, observations
+        len(rollout.leaf_sequence(int(leaf)).ids) for leaf in leaves
     ]
     rows = [
         _row(rollout, p, part, paths, per_leaf)
