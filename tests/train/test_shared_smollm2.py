@@ -43,8 +43,9 @@ def forest(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, list[int
     model.eval()
     engine = HFEngine(model, tok, StepStopper(tok), cpu_speedups=False)
     prompts = [render_prompt(tok, f"Where was {p} born") for p in PEOPLE[:2]]
-    ro = sample_forest(engine, SearchProtocol(tok, 64), WordTool(), prompts, TreeShape(2, 2, 1),
-                       SamplingParams(max_new_tokens=16), AgentLimits(2, 2, 1024), seed=0)  # fmt: skip
+    sampling, limits = SamplingParams(max_new_tokens=16), AgentLimits(2, 2, 1024)
+    protocol = SearchProtocol(tok, 64)
+    ro = sample_forest(engine, protocol, WordTool(), prompts, TreeShape(2, 2, 1), sampling, limits)
     leaves = ro.kept.tolist()
     adv = np.random.default_rng(0).normal(size=len(leaves))
     return model, ro, leaves, adv
