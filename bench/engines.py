@@ -13,14 +13,20 @@ two prompts first pays the one-time work (packing weights, the allocator's first
 Per cell: wall seconds; generated tokens and tokens per second; the prefix-cache hit rate, the
 share of every step's context (prompt, earlier turns, the parent's path) that the engine read
 from its cache instead of computing (HF: the segment it resumed from; vLLM: its
-``num_cached_tokens``, whole blocks of 32 tokens on CPU); positions computed. Engines sample
-with their own random streams, so the forests differ in length: compare tokens per second.
+``num_cached_tokens``, whole blocks of 32 tokens on CPU); positions computed, also per distinct
+token of the forest. Engines sample with their own random streams, so the forests differ in
+length: compare tokens per second. The profile of each cell: engine step calls (one agent step
+for every live row) and the rows they held, and on vLLM its requests and engine iterations
+(generated tokens per iteration: how full its batches ran). Then one agent step for k rows at
+once per engine (``--sizes``, default 8 16 32 48; ``--sizes`` alone skips it): how an
+engine's speed grows with the rows it holds.
 
 Needs the vLLM environment (``make setup-vllm``), and the warm start and corpus built once by
 either environment (the first run builds them, about 10 minutes):
 
     .venv-vllm/bin/python bench/engines.py                 # writes bench/results/engines.json
     .venv-vllm/bin/python bench/engines.py --repeats 1 --questions 4   # a quick look
+    .venv-vllm/bin/python bench/engines.py --questions 32 --engines vllm --sizes  # wider, no probe
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # 
         eng,
         agent,
         batch,
-        AlgorithmConfig(kl_coef=0.0),
+        AlgorithmConfig(kl_coef=0.0, shared_prefix=False),  # each path whole, spied on here
         OptimConfig(lr=1e-2, mini_batch_prompts=2, ppo_epochs=2),
     )
     assert metrics["train/updates"] == 4 and len(seen) >= 4
@@ -155,23 +155,29 @@ def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # 
     )
 
 
-def _step_with_advantages(monkeypatch, adv_of_group, skip: bool):  # type: ignore[no-untyped-def]
+def _step_with_advantages(monkeypatch, adv_of_group, skip: bool, shared: bool = True):  # type: ignore[no-untyped-def]
     """One tree step whose advantages are ``adv_of_group(groups)``; returns the metrics, the
-    advantages each mini-batch was built from, and whether any parameter moved."""
+    advantages each mini-batch was built from (packed or each path whole), and whether any
+    parameter moved."""
     agent, policy, ref, opt, eng, batch = _setup(lr=1e-2)
     monkeypatch.setattr(
         step_module, "tree_advantage", lambda rewards, groups, *a, **k: adv_of_group(groups)
     )
     seen: list[list[float]] = []
-    real = step_module.make_micro_batches
+    real_whole, real_packed = step_module.make_micro_batches, step_module.pack_batches
 
-    def spy(seqs, advantages, *args):  # type: ignore[no-untyped-def]
+    def whole(seqs, advantages, *args):  # type: ignore[no-untyped-def]
         seen.append(list(advantages))
-        return real(seqs, advantages, *args)
+        return real_whole(seqs, advantages, *args)
 
-    monkeypatch.setattr(step_module, "make_micro_batches", spy)
+    def packed(rollout, leaves, advantages, *args):  # type: ignore[no-untyped-def]
+        seen.append(list(advantages))
+        return real_packed(rollout, leaves, advantages, *args)
+
+    monkeypatch.setattr(step_module, "make_micro_batches", whole)
+    monkeypatch.setattr(step_module, "pack_batches", packed)
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
-    algo = AlgorithmConfig(skip_uniform_prompts=skip)  # KL and entropy terms on
+    algo = AlgorithmConfig(skip_uniform_prompts=skip, shared_prefix=shared)  # KL, entropy on
     optim = OptimConfig(lr=1e-2, mini_batch_prompts=2)
     metrics = _rl_step(policy, ref, opt, eng, agent, batch, algo, optim)
     moved = any(not torch.equal(p, before[n]) for n, p in policy.named_parameters())
@@ -180,10 +186,13 @@ def _step_with_advantages(monkeypatch, adv_of_group, skip: bool):  # type: ignor
 
 @pytest.mark.slow
 @pytest.mark.parametrize("skip", [False, True])
-def test_skip_uniform_prompts_trains_only_prompts_with_an_advantage(monkeypatch, skip) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("shared", [True, False])
+def test_skip_uniform_prompts_trains_only_prompts_with_an_advantage(
+    monkeypatch, skip, shared
+) -> None:  # type: ignore[no-untyped-def]
     # one prompt (group 2) has advantages, the other three are all zero
     metrics, seen, moved = _step_with_advantages(
-        monkeypatch, lambda g: np.where(g == 2, np.linspace(-1, 1, len(g)), 0.0), skip
+        monkeypatch, lambda g: np.where(g == 2, np.linspace(-1, 1, len(g)), 0.0), skip, shared
     )
     flat = [a for mini in seen for a in mini]
     assert moved
