@@ -267,16 +267,23 @@ class ForestSampler:
         mine = set(trees)
         rngs = [g if i in mine else stand_in for i, g in enumerate(self.rngs)]
         choice = choose(rule.rule, f, self.shape.n, rngs, None, **rule.params())  # (T, n)
-        out = []
-        for t in trees:
-            for node, reason in zip(choice.nodes[t].tolist(), choice.reasons[t], strict=True):
-                ctx, token = self.resume[node]
-                out.append(_Episode(node, ctx, [token], (*self.tree_keys[t], self.branches[t])))
-                self.branches[t] += 1
-                self.expansions.append(node)
-                self.reasons.append(reason)
+        out = [
+            self._branch(t, node, reason)
+            for t in trees
+            for node, reason in zip(choice.nodes[t].tolist(), choice.reasons[t], strict=True)
+        ]
         self.expansion_s += time.perf_counter() - t0
         return out
+
+    def _branch(self, t: int, node: int, reason: str) -> _Episode:
+        """Tree t's next branch, from ``node`` (recorded with ``reason``), as an episode with a
+        random stream of its own."""
+        ctx, token = self.resume[node]
+        episode = _Episode(node, ctx, [token], (*self.tree_keys[t], self.branches[t]))
+        self.branches[t] += 1
+        self.expansions.append(node)
+        self.reasons.append(reason)
+        return episode
 
     def _chains(self) -> list[_Episode]:
         """Prefill the prompts (each computed once, shared by its M trees) and make the trees:
@@ -345,13 +352,10 @@ class ForestSampler:
         for t, (row, why) in enumerate(zip(choice.nodes.tolist(), choice.reasons, strict=True)):
             k = int(counts[t])
             note = "" if per_tree else f"; difficulty budget {k} (N={shape.n})"
-            for node, reason in zip(row[:k], why[:k], strict=True):
-                ctx, token = self.resume[node]
-                stream = (*self.tree_keys[t], self.branches[t])
-                branches.append(_Episode(node, ctx, [token], stream))
-                self.branches[t] += 1
-                self.expansions.append(node)
-                self.reasons.append(reason + note)
+            branches += [
+                self._branch(t, node, reason + note)
+                for node, reason in zip(row[:k], why[:k], strict=True)
+            ]
         self.counts.append(counts)
         self.expansion_s += time.perf_counter() - t0
         self.run.until_done(branches)

@@ -137,13 +137,15 @@ def pack_batches(
     prompts: dict[int, list[int]] = {}
     for i, leaf in enumerate(leaves):
         prompts.setdefault(int(forest.prompt_id[int(leaf)]), []).append(i)
+    size = {v: _step_size(rollout, v) for path in paths for v in path}  # tokens per step
     path_len = [  # (B,) each leaf's whole sequence: prompt, actions, observations
-        len(rollout.leaf_sequence(int(leaf)).ids) for leaf in leaves
+        len(rollout.prompts[int(forest.prompt_id[int(leaf)])]) + sum(size[v] for v in path)
+        for leaf, path in zip(leaves, paths, strict=True)
     ]
     rows = [
         _row(rollout, p, part, paths, per_leaf)
         for p, idx in prompts.items()
-        for part in _split_row(rollout, p, idx, paths, span)
+        for part in _split_row(len(rollout.prompts[p]), idx, paths, size, span)
     ]
     groups = cut_by_length([r.size for r in rows], max_tokens, overhead)
     batches = []
@@ -154,10 +156,21 @@ def pack_batches(
     return batches
 
 
+def _step_size(rollout: Rollout, node: int) -> int:
+    """Tokens of one step: its action and its observation."""
+    rec = rollout.step(node)
+    return len(rec.action_ids) + len(rec.obs_ids)
+
+
 def _split_row(
-    rollout: Rollout, prompt: int, idx: list[int], paths: list[list[int]], span: int | None
+    start: int,
+    idx: list[int],
+    paths: list[list[int]],
+    size: dict[int, int],
+    span: int | None,
 ) -> list[list[int]]:
-    """Prompt ``prompt``'s leaves ``idx`` cut into packed rows, None: one row.
+    """One prompt's leaves ``idx`` (a prompt of ``start`` tokens, steps of ``size`` tokens) cut
+    into packed rows; ``span`` None: one row.
 
     A row of S tokens costs about S · (1 + S / span) (its layers per token, plus attention
     under a dense mask: S² pairs, each 1 / span of a token's other work; ``row_span``), so
@@ -167,17 +180,10 @@ def _split_row(
     of its own, which repeats the prompt and the steps it shares."""
     if span is None:
         return [idx]
-    size: dict[int, int] = {}
-    for i in idx:
-        for v in paths[i]:
-            if v not in size:
-                rec = rollout.step(v)
-                size[v] = len(rec.action_ids) + len(rec.obs_ids)
 
     def cost(s: int) -> float:
         return s * (1.0 + s / span)
 
-    start = len(rollout.prompts[prompt])
     rows: list[list[int]] = []
     seen: set[int] = set()
     width = start
@@ -230,8 +236,7 @@ def _row(
     lengths = {root: len(rollout.prompts[prompt])}
     for path in segs:
         for v in path[1:]:
-            rec = rollout.step(v)
-            lengths[v] = len(rec.action_ids) + len(rec.obs_ids)
+            lengths[v] = _step_size(rollout, v)
     layout = pack(segs, lengths)
     ids, action, lps = [], [], []
     for seg in layout.segments.tolist():

@@ -88,13 +88,13 @@ def _can_pack(policy: Any) -> bool:
     """Whether the policy takes packed batches; says once why not (the update then trains on
     each path whole, as without ``shared_prefix``)."""
     why = supports_packing(policy)
-    if why is not None and id(policy) not in _WARNED:
-        _WARNED.add(id(policy))
+    if why is not None and why not in _WARNED:
+        _WARNED.add(why)
         log.warning("algo.shared_prefix: %s; training on each path whole", why)
     return why is None
 
 
-_WARNED: set[int] = set()
+_WARNED: set[str] = set()  # the reasons already said
 
 
 def depth_shares(starts: np.ndarray | None) -> dict[str, float]:

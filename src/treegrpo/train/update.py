@@ -103,8 +103,8 @@ def ppo_update(
     clock, tokens = stats.seconds, stats.tokens
     with torch.no_grad():
         for part in (p for parts in minis for p in parts):
+            held = part.batch.path_tokens if part.counted else 0  # before the copy to device
             d = part.batch.to(device)
-            held = d.path_tokens if part.counted else 0
             t0 = _now(device)
             if id(part) not in first:
                 old[id(part)] = _policy_logprobs(policy, d, False, autocast_dtype, temperature)[0]
@@ -137,7 +137,7 @@ def ppo_update(
                 for name, value in terms.items():
                     sums[name] += share * value.item()
                 stats.share += share
-                tokens["policy"] += d.path_tokens
+                tokens["policy"] += part.batch.path_tokens
         norm = _total(torch.nn.utils.clip_grad_norm_(params, optim.grad_clip))
         stats.grad_norms.append(norm)
         if math.isfinite(norm):
