@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "treegrpo"
 
 ALLOWED: dict[str, set[str]] = {
     "core": set(),  # pure: numpy and the standard library
-    "agent": {"core"},
+    "agent": {"core", "tools"},  # the protocol speaks the tools' tags
     "tools": {"core"},
     "viz": set(),
     "engine.cpu": {"core"},  # the opt-in CPU speed-ups, usable by engine, train and SFT

@@ -2,12 +2,14 @@
 
 The tags are identical to Search-R1's so its data and checkpoints interoperate; the sentences are
 ours. With a chat template the instruction is one user turn followed by the generation prompt;
-without one it is plain text.
+without one it is plain text. An agent with other tools than ``search`` (``tools.registry``)
+gets an instruction that lists each tool's tag, input and result (``TOOLS_INSTRUCTION``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 INSTRUCTION = (
     "Answer the question below. Whenever you receive new information, first reason about it "
@@ -18,6 +20,23 @@ INSTRUCTION = (
     "<answer> Beijing </answer>. Question: {question}\n"
 )
 
+TOOLS_INSTRUCTION = (
+    "Answer the question below. Whenever you receive new information, first reason about it "
+    "inside <think> and </think>. If you lack some knowledge, use one tool per step by writing "
+    "its tag around its input; its result comes back between <information> and "
+    "</information>. The tools:\n{tools}\nYou may use them as many times as you need. When "
+    "you are ready, write only the final answer inside <answer> and </answer>, with no "
+    "explanation, for example <answer> Beijing </answer>. Question: {question}\n"
+)
+
+
+class ToolLine(NamedTuple):
+    """A tool as the prompt shows it: ``<name> usage </name>: description``."""
+
+    name: str
+    usage: str
+    description: str
+
 
 def format_question(question: str) -> str:
     """The question as it goes into the prompt: stripped, with a trailing "?" when missing."""
@@ -25,20 +44,27 @@ def format_question(question: str) -> str:
     return q if q.endswith("?") else q + "?"
 
 
-def instruction_text(question: str) -> str:
-    """The user message for ``question``."""
-    return INSTRUCTION.format(question=format_question(question))
+def instruction_text(question: str, tools: Sequence[ToolLine] | None = None) -> str:
+    """The user message for ``question``: Search-R1's instruction, or with ``tools`` the one
+    that lists them."""
+    if tools is None:
+        return INSTRUCTION.format(question=format_question(question))
+    lines = "\n".join(f"<{t.name}> {t.usage} </{t.name}>: {t.description}" for t in tools)
+    return TOOLS_INSTRUCTION.format(tools=lines, question=format_question(question))
 
 
 def render_prompt(
-    tokenizer: Any, question: str, use_chat_template: bool | None = None
+    tokenizer: Any,
+    question: str,
+    use_chat_template: bool | None = None,
+    tools: Sequence[ToolLine] | None = None,
 ) -> list[int]:
-    """Token ids of the prompt for ``question``.
+    """Token ids of the prompt for ``question`` (``tools``: see ``instruction_text``).
 
     ``use_chat_template=None`` uses the tokenizer's chat template when it has one. The ids are
     computed once here and never re-derived from text afterwards.
     """
-    text = instruction_text(question)
+    text = instruction_text(question, tools)
     if use_chat_template is None:
         use_chat_template = bool(getattr(tokenizer, "chat_template", None))
     if use_chat_template:

@@ -1,28 +1,35 @@
-"""One agent step of the Search-R1 protocol: parse the action, build the observation tokens.
+"""One agent step of the protocol: parse the action, build the observation tokens.
 
-A step is the model's text up to and including the first ``</search>`` or ``</answer>``
-(``StepStopper`` cuts it there). Its action is
+A step is the model's text up to and including the first closing tag of a tool or of the
+answer (``StepStopper`` cuts it there; ``ToolProtocol.stop_tags``). Its action is
 
 - ``answer``: the text of the last ``<answer>…</answer>``; the episode ends;
-- ``search``: the non-empty query of the last ``<search>…</search>``; the tool runs and its
-  passages come back as ``\\n\\n<information>Doc 1(Title: …) …\\n…</information>\\n\\n``;
-- ``invalid``: anything else (no tag, an empty query, an unclosed tag, end of text or the token
-  limit): a fixed feedback text tells the model how to act, and the episode goes on.
+- a tool's name (``search`` in Search-R1's protocol): the non-empty argument of the last
+  ``<name>…</name>``; the tool runs (``tools.registry``) and its result comes back between
+  ``\n\n<information>`` and ``</information>\n\n``; a search's passages as
+  ``Doc 1(Title: …) …`` lines;
+- ``invalid``: anything else (no tag, an empty argument, an unclosed tag, end of text or the
+  token limit): a fixed feedback text tells the model how to act, and the episode goes on.
 
-Observation tokens are context, not actions: their mask is 0 (ALGORITHM.md §1).
+With ``search`` as its only tool (``SearchProtocol``) this is Search-R1's protocol, token for
+token. Observation tokens are context, not actions: their mask is 0 (ALGORITHM.md §1).
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Protocol
 
-ActionKind = Literal["search", "answer", "invalid"]
+from treegrpo.agent.prompt import ToolLine, render_prompt
+from treegrpo.tools.base import format_passages
 
-_LAST_SEARCH = re.compile(r"<search>((?:(?!<search>).)*?)</search>", re.DOTALL)
-_LAST_ANSWER = re.compile(r"<answer>((?:(?!<answer>).)*?)</answer>", re.DOTALL)
+__all__ = ["format_passages"]  # re-exported: the search observation's body
+
+ActionKind = str
+"""A tool's name, ``"answer"`` or ``"invalid"``."""
 
 INVALID_FEEDBACK = (
     "\nThat step had no valid action. To look something up, write a query between <search> and "
@@ -32,34 +39,45 @@ FAILED_SEARCH = "The search failed: the retriever did not answer, so no passages
 OPEN_INFO, CLOSE_INFO = "\n\n<information>", "</information>\n\n"
 
 
+def invalid_feedback(tools: Sequence[ToolLine]) -> str:
+    """The feedback after a step without a valid action; with ``search`` alone, Search-R1's
+    (``INVALID_FEEDBACK``); otherwise it names every tool the prompt offers."""
+    if [t.name for t in tools] == ["search"]:
+        return INVALID_FEEDBACK
+    calls = ", ".join(f"<{t.name}> {t.usage} </{t.name}>" for t in tools)
+    return (
+        f"\nThat step had no valid action. To use a tool, write its input between its tags: "
+        f"{calls}. To finish, write the final answer between <answer> and </answer>.\n"
+    )
+
+
 @dataclass(frozen=True)
 class Action:
     kind: ActionKind
-    text: str = ""  # the query for a search, the answer for an answer
+    text: str = ""  # a tool's argument text, or the answer
 
 
-def parse_action(step_text: str) -> Action:
-    """The action of one step's text (the text ends at the first step-end tag, if any)."""
-    a = step_text.find("</answer>")
-    s = step_text.find("</search>")
+@functools.lru_cache(maxsize=64)
+def _span(tag: str) -> re.Pattern[str]:
+    """The last ``<tag>…</tag>`` without another ``<tag>`` inside."""
+    t = re.escape(tag)
+    return re.compile(rf"<{t}>((?:(?!<{t}>).)*?)</{t}>", re.DOTALL)
+
+
+def parse_action(step_text: str, tools: Sequence[str] = ("search",)) -> Action:
+    """The action of one step's text (the text ends at the first step-end tag, if any);
+    ``tools``: the names the prompt offers."""
     # Only the first closing tag counts: the stopper cuts there, and text after it is not an action.
-    if a >= 0 and (s < 0 or a < s):
-        spans = _LAST_ANSWER.findall(step_text[: a + len("</answer>")])
-        return Action("answer", spans[-1].strip()) if spans else Action("invalid")
-    if s >= 0:
-        spans = _LAST_SEARCH.findall(step_text[: s + len("</search>")])
-        query = spans[-1].strip() if spans else ""
-        return Action("search", query) if query else Action("invalid")
-    return Action("invalid")
-
-
-def format_passages(contents: Sequence[str]) -> str:
-    """``Doc i(Title: T) text`` lines from Search-R1 ``contents`` (``"Title"\\ntext``)."""
-    lines = []
-    for i, c in enumerate(contents, start=1):
-        title, _, text = c.partition("\n")
-        lines.append(f"Doc {i}(Title: {title}) {text}")
-    return "\n".join(lines)
+    found = [(step_text.find(f"</{t}>"), t) for t in (*tools, "answer")]
+    hits = [(at, t) for at, t in found if at >= 0]
+    if not hits:
+        return Action("invalid")
+    at, tag = min(hits)
+    spans = _span(tag).findall(step_text[: at + len(tag) + 3])
+    text = spans[-1].strip() if spans else ""
+    if tag == "answer":
+        return Action("answer", text) if spans else Action("invalid")
+    return Action(tag, text) if text else Action("invalid")
 
 
 _PASSAGE = re.compile(
@@ -74,24 +92,56 @@ def parse_passages(text: str) -> list[tuple[int, str, str]]:
     return [(int(m[1]), m[2], m[3]) for m in _PASSAGE.finditer(text)]
 
 
-class SearchProtocol:
-    """Token-level helpers for one tokenizer: observation and feedback ids, step parsing.
+class ToolInfo(Protocol):
+    """What the protocol reads of a tool (``tools.registry.Tool`` has it): its tag and its line
+    in the prompt."""
 
-    ``max_obs_tokens`` bounds an observation (500 in the paper's runs); the passages are cut so
-    that the closing ``</information>`` always survives.
+    name: str
+    usage: str
+    description: str
+
+
+SEARCH_TOOL = ToolLine("search", "query", "searches the corpus; the top passages come back")
+"""Search-R1's one tool (``tools.registry.RetrieverTool`` registers the same line)."""
+
+
+class ToolProtocol:
+    """Token-level helpers for one tokenizer and the tools the prompt offers: the prompt,
+    observation and feedback ids, step parsing, the tags that end a step.
+
+    ``max_obs_tokens`` bounds an observation (500 in the paper's runs); the body is cut so that
+    the closing ``</information>`` always survives. ``tools``: a ``tools.registry.Toolbox``, or
+    anything that lists tools with a name, usage and description; default: ``search`` alone,
+    Search-R1's protocol.
     """
 
-    def __init__(self, tokenizer: Any, max_obs_tokens: int = 500) -> None:
+    def __init__(
+        self, tokenizer: Any, max_obs_tokens: int = 500, tools: Iterable[ToolInfo] = (SEARCH_TOOL,)
+    ) -> None:
         self.tokenizer = tokenizer
         self.max_obs_tokens = max_obs_tokens
+        self.tools = tuple(ToolLine(t.name, t.usage, t.description) for t in tools)
+        self.names = tuple(t.name for t in self.tools)
+        if not self.names or len(set(self.names)) < len(self.names):
+            raise ValueError(f"the protocol needs one or more tools, each named once: {self.names}")
         self._open = self._encode(OPEN_INFO)
         self._close = self._encode(CLOSE_INFO)
-        self._invalid = self._encode(INVALID_FEEDBACK)
+        self._invalid = self._encode(invalid_feedback(self.tools))
         if len(self._open) + len(self._close) >= max_obs_tokens:
             raise ValueError(
-                f"max_obs_tokens={max_obs_tokens} leaves no room for passages between the "
+                f"max_obs_tokens={max_obs_tokens} leaves no room for an observation between the "
                 f"{len(self._open) + len(self._close)} tokens of the information tags"
             )
+
+    @property
+    def search_only(self) -> bool:
+        """Whether this is Search-R1's protocol (``search`` is the only tool)."""
+        return self.names == ("search",)
+
+    @property
+    def stop_tags(self) -> tuple[str, ...]:
+        """The closing tags that end a step (``agent.stops.StepStopper``'s tags)."""
+        return (*(f"</{n}>" for n in self.names), "</answer>")
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -100,19 +150,32 @@ class SearchProtocol:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
 
     def parse(self, action_ids: Sequence[int]) -> Action:
-        return parse_action(self.decode(action_ids))
+        return parse_action(self.decode(action_ids), self.names)
 
-    def observation_ids(self, contents: Sequence[str]) -> list[int]:
-        """Token ids of the observation for the retrieved passages, at most ``max_obs_tokens``."""
-        body = self._encode(format_passages(contents).strip())
+    def prompt_ids(self, question: str, use_chat_template: bool | None = None) -> list[int]:
+        """Token ids of the prompt for ``question``: Search-R1's instruction with ``search``
+        alone, else the instruction that lists the tools (``agent.prompt``)."""
+        tools = None if self.search_only else self.tools
+        return render_prompt(self.tokenizer, question, use_chat_template, tools)
+
+    def text_ids(self, text: str) -> list[int]:
+        """Token ids of an observation whose body is ``text``, at most ``max_obs_tokens``."""
+        body = self._encode(text.strip())
         room = self.max_obs_tokens - len(self._open) - len(self._close)
         return self._open + body[:room] + self._close
 
+    def observation_ids(self, contents: Sequence[str]) -> list[int]:
+        """Token ids of the observation for the retrieved passages, at most ``max_obs_tokens``."""
+        return self.text_ids(format_passages(contents))
+
     def failed_search_ids(self) -> list[int]:
         """Token ids of the observation after a search the retriever could not answer."""
-        room = self.max_obs_tokens - len(self._open) - len(self._close)
-        return self._open + self._encode(FAILED_SEARCH)[:room] + self._close
+        return self.text_ids(FAILED_SEARCH)
 
     def invalid_ids(self) -> list[int]:
         """Token ids of the feedback after a step without a valid action."""
         return list(self._invalid)
+
+
+SearchProtocol = ToolProtocol
+"""Search-R1's protocol: ``ToolProtocol`` with its default tools, ``search`` alone."""

@@ -1,9 +1,11 @@
-"""The search-tool interface: a batch of queries in, the top-k passages of each out."""
+"""The search-tool interface: a batch of queries in, the top-k passages of each out; and how
+a tool call fails (``ToolFailed``, of which a failed search is one kind)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -29,18 +31,37 @@ class Passage:
         return parts[1] if len(parts) > 1 else ""
 
 
-class SearchFailed(RuntimeError):
-    """A search that could not be answered: the retriever is down, too slow, or refused the
-    request. A rollout turns it into an observation that says so (``rollout.sampler``).
+def format_passages(contents: Sequence[str]) -> str:
+    """``Doc i(Title: T) text`` lines from Search-R1 ``contents`` (``"Title"\\ntext``): the
+    body of a search's observation (ALGORITHM.md §1)."""
+    lines = []
+    for i, c in enumerate(contents, start=1):
+        title, _, text = c.partition("\n")
+        lines.append(f"Doc {i}(Title: {title}) {text}")
+    return "\n".join(lines)
 
-    ``results`` is None when every search of the call failed. When only some did (a server
-    that refused one query of a batch), it holds each query's passages in order, None for
-    each search that failed.
+
+class ToolFailed(RuntimeError):
+    """A batch of tool calls that could not be answered: the server is down, too slow, or
+    refused the request. A rollout turns each failed call into an observation that says so
+    (``tools.registry.Toolbox.run``) and the episode goes on.
+
+    ``results`` is None when every call of the batch failed. When only some did (a server that
+    refused one query of a batch), it holds each call's result in order, None for each call
+    that failed.
     """
 
-    def __init__(self, message: str, results: list[list[Passage] | None] | None = None) -> None:
+    def __init__(self, message: str, results: list[Any] | None = None) -> None:
         super().__init__(message)
         self.results = results  # pickled with the instance's __dict__, so Ray carries it
+
+
+class SearchFailed(ToolFailed):
+    """A search that could not be answered: the retriever is down, too slow, or refused the
+    request. ``results``: each query's passages, None where it failed (``ToolFailed``)."""
+
+    def __init__(self, message: str, results: list[list[Passage] | None] | None = None) -> None:
+        super().__init__(message, results)
 
 
 class SearchTool(Protocol):

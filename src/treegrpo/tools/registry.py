@@ -1,0 +1,271 @@
+"""The tool registry: the tools an agent may call, each added by one registration.
+
+A tool is
+
+- a name, which is also its tag: the model calls it by writing ``<name> argument </name>``;
+- a line for the prompt: what the argument is (``usage``) and what comes back (``description``);
+- an argument parser (``parse``: the text between the tags → the argument, or ``BadArgument``);
+- a batched call (``call``: every call of one agent step across the batch at once), which may
+  fail as a whole (``ToolFailed``: the server is down) or call by call (a ``Failure`` in place
+  of a result: a page that does not exist);
+- a formatter (``format``: a result → the text of the observation).
+
+``Toolbox.run`` does the rest for every tool alike: parse, call, turn failures into outcomes
+that say what went wrong. The rollout (``rollout.sampler``) puts each outcome's text between
+``<information>`` tags, and the protocol (``agent.protocol.ToolProtocol``) parses the tags the
+toolbox names. Search-R1's agent is the toolbox holding ``search`` alone
+(``Toolbox.search_r1``), and then every token it produces is what it was before tools had a
+registry.
+
+A call sees the episode's earlier calls on its path (``Call.history``): ``visit 2`` opens the
+second result of the last search, ``find`` reads the last page. In a tree the history is the
+path from the root, so sibling branches never see each other's calls.
+
+Adding a tool, a worked example (docs/tools.md has more)::
+
+    tools = Toolbox.search_r1(retriever, topk=3)
+
+    @tools.function("calculate", "expression", "evaluates arithmetic; returns the value")
+    def calculate(expression: str) -> str:
+        return str(evaluate_arithmetic(expression))
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
+
+from treegrpo.tools.base import Passage, SearchTool, ToolFailed, format_passages
+
+log = logging.getLogger(__name__)
+
+RESERVED = ("think", "answer", "information")
+"""Tags of the protocol itself: no tool may take these names."""
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+"""A tool name: it becomes an XML-like tag, so letters, digits, ``_``, ``.`` and ``-``."""
+
+
+class BadArgument(ValueError):
+    """The text between a tool's tags is not an argument it takes; the message, which the
+    model reads, says why (``visit: "foo" is neither a URL nor a result number``)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One call that did not work for its argument (a missing page, a division by zero), in
+    place of its result; ``reason`` is what the observation says."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class PastCall:
+    """An earlier call of the same episode: the tool, the parsed argument, the result (None
+    where it failed or its argument was refused)."""
+
+    tool: str
+    argument: Any
+    result: Any
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call to run: the parsed argument and the episode's earlier calls, oldest first."""
+
+    argument: Any
+    history: tuple[PastCall, ...] = ()
+
+    def last(self, tool: str) -> PastCall | None:
+        """The latest earlier call of ``tool`` that gave a result, if any."""
+        for past in reversed(self.history):
+            if past.tool == tool and past.result is not None:
+                return past
+        return None
+
+
+Status = Literal["ok", "error", "failed"]
+"""ok: a result; error: the call or its argument did not work (the model's doing, or the
+world's: a missing page); failed: the tool did not answer (an outage, counted by the trainer's
+health check)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call gave, as the rollout records it."""
+
+    status: Status
+    text: str  # the observation's text: the formatted result, or what went wrong
+    argument: Any = None  # the parsed argument (None when it could not be parsed)
+    result: Any = None  # the result (None unless ok)
+
+
+class Tool(Protocol):
+    """What ``Toolbox`` needs of a tool (see the module docstring)."""
+
+    name: str
+    usage: str
+    description: str
+
+    def parse(self, text: str) -> Any:
+        """The argument in ``text`` (stripped, never empty); raise ``BadArgument`` otherwise."""
+        ...
+
+    def call(self, calls: Sequence[Call]) -> Sequence[Any]:
+        """One result (or ``Failure``) per call, in order; raise ``ToolFailed`` when the tool
+        cannot answer (its ``results``: those it could, None for the others)."""
+        ...
+
+    def format(self, result: Any) -> str:
+        """The observation's text for ``result``."""
+        ...
+
+
+T = TypeVar("T", bound=Tool)
+
+
+class Toolbox:
+    """The tools an agent may call, by name, in the order the prompt lists them."""
+
+    def __init__(self, tools: Sequence[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    @classmethod
+    def search_r1(cls, retriever: SearchTool, topk: int = 3) -> Toolbox:
+        """Search-R1's agent: ``search`` over ``retriever``, ``topk`` passages per query."""
+        return cls([RetrieverTool(retriever, topk)])
+
+    def register(self, tool: T) -> T:
+        """Add ``tool`` (returned, so this works as a decorator on a tool class instance)."""
+        if not NAME.fullmatch(tool.name or ""):
+            raise ValueError(
+                f"tool name {tool.name!r} cannot be a tag: use letters, digits, '_', '.' or '-' "
+                "(64 characters at most), starting with a letter or '_'"
+            )
+        if tool.name in RESERVED:
+            raise ValueError(f"tool name {tool.name!r} is one of the protocol's own tags")
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        return tool
+
+    def function(
+        self, name: str, usage: str, description: str
+    ) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
+        """Register a plain function of the argument text as a tool (decorator): its return
+        value, as ``str``, is the observation; ``BadArgument`` or any other exception it raises
+        becomes an observation that says what went wrong."""
+
+        def register(fn: Callable[[str], Any]) -> Callable[[str], Any]:
+            self.register(FunctionTool(name, fn, usage, description))
+            return fn
+
+        return register
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._tools[name]
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def run(self, name: str, calls: Sequence[tuple[str, tuple[PastCall, ...]]]) -> list[Outcome]:
+        """Run the calls of one step to tool ``name``: ``calls[i] = (argument text, history)``.
+        Arguments the tool refuses get an error outcome and are not sent; the others go in one
+        batch. Never raises for a tool's failure: each call's outcome says what happened."""
+        tool = self._tools[name]
+        out: list[Outcome | None] = [None] * len(calls)
+        todo: list[int] = []
+        parsed: list[Call] = []
+        for i, (text, history) in enumerate(calls):
+            try:
+                argument = tool.parse(text)
+            except BadArgument as exc:
+                out[i] = Outcome("error", f"{name}: {exc}")
+                continue
+            todo.append(i)
+            parsed.append(Call(argument, history))
+        results: Sequence[Any] = []
+        down: set[int] = set()
+        try:
+            if parsed:
+                results = tool.call(parsed)
+                if len(results) != len(parsed):
+                    raise RuntimeError(
+                        f"tool {name!r} returned {len(results)} results for {len(parsed)} calls"
+                    )
+        except ToolFailed as exc:  # an outage: these calls fail, the episodes go on
+            results = exc.results or [None] * len(parsed)
+            down = {j for j, r in enumerate(results) if r is None}
+            log.warning("%d of %d %s calls failed: %s", len(down), len(parsed), name, exc)
+        for j, (i, call) in enumerate(zip(todo, parsed, strict=True)):
+            r = results[j]
+            if j in down:
+                out[i] = Outcome("failed", f"The {name} tool did not answer.", call.argument)
+            elif isinstance(r, Failure):
+                out[i] = Outcome("error", f"{name}: {r.reason}", call.argument)
+            else:
+                out[i] = Outcome("ok", tool.format(r), call.argument, r)
+        return [o for o in out if o is not None]
+
+
+@dataclass(frozen=True)
+class RetrieverTool:
+    """Search-R1's ``search``: a retriever's top-k passages, as ``Doc i(Title: T) text``."""
+
+    retriever: SearchTool
+    topk: int = 3
+    name: str = "search"
+    usage: str = "query"
+    description: str = "searches the corpus; the top passages come back"
+
+    def parse(self, text: str) -> str:
+        return text
+
+    def call(self, calls: Sequence[Call]) -> list[list[Passage]]:
+        return self.retriever.search([c.argument for c in calls], self.topk)
+
+    def format(self, result: list[Passage]) -> str:
+        return format_passages([p.contents for p in result]).strip()
+
+
+@dataclass(frozen=True)
+class FunctionTool:
+    """A tool from a plain function of the argument text (``Toolbox.function``)."""
+
+    name: str
+    fn: Callable[[str], Any]
+    usage: str
+    description: str
+
+    def parse(self, text: str) -> str:
+        return text
+
+    def call(self, calls: Sequence[Call]) -> list[Any]:
+        out: list[Any] = []
+        for c in calls:
+            try:
+                out.append(self.fn(c.argument))
+            except BadArgument as exc:
+                out.append(Failure(str(exc)))
+            except Exception as exc:  # the model's input broke the function: say so, go on
+                log.debug("tool %s raised on %r", self.name, c.argument, exc_info=True)
+                out.append(Failure(f"{type(exc).__name__}: {exc}"))
+        return out
+
+    def format(self, result: Any) -> str:
+        return str(result)
