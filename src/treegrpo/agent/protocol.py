@@ -96,9 +96,12 @@ class ToolInfo(Protocol):
     """What the protocol reads of a tool (``tools.registry.Tool`` has it): its tag and its line
     in the prompt."""
 
-    name: str
-    usage: str
-    description: str
+    @property
+    def name(self) -> str: ...
+    @property
+    def usage(self) -> str: ...
+    @property
+    def description(self) -> str: ...
 
 
 SEARCH_TOOL = ToolLine("search", "query", "searches the corpus; the top passages come back")

@@ -106,9 +106,12 @@ class Outcome:
 class Tool(Protocol):
     """What ``Toolbox`` needs of a tool (see the module docstring)."""
 
-    name: str
-    usage: str
-    description: str
+    @property
+    def name(self) -> str: ...
+    @property
+    def usage(self) -> str: ...
+    @property
+    def description(self) -> str: ...
 
     def parse(self, text: str) -> Any:
         """The argument in ``text`` (stripped, never empty); raise ``BadArgument`` otherwise."""
