@@ -7,7 +7,8 @@
 - ``extract_answer``: the last ``<answer>…</answer>`` of the *response* (not the prompt, whose
   instruction example would otherwise count).
 - ``is_valid_format``: the tag grammar of the protocol, read from the response text alone, so it
-  works with any chat template (the authors' check looked for Qwen's ``<|im_start|>assistant``).
+  works with any chat template (the authors' check looked for Qwen's ``<|im_start|>assistant``);
+  an agent with other tools than ``search`` names them (``tools``), each a tag like ``search``.
 - ``search_r1_reward``: Search-R1's EM-with-format schedule 1.0 / 0.8 / 0.2 / 0.1 / 0.
 - ``search_r1_f1_reward``: the same schedule with F1 in place of EM, interpolated so that it
   equals the EM schedule when F1 is 0 or 1 and never goes below 0.
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 import unicodedata
@@ -29,7 +31,13 @@ _ANSWER = re.compile(r"<answer>((?:(?!<answer>).)*?)</answer>", re.DOTALL)
 TAG_NAMES = ("think", "search", "information", "answer")
 # The eight protocol tags, opening and closing (Search-R1's; kept identical for interoperability).
 PROTOCOL_TAGS = tuple(f"<{c}{n}>" for n in TAG_NAMES for c in ("", "/"))
-_TAG = re.compile(r"<(/?)(think|search|information|answer)>")
+
+
+@functools.lru_cache(maxsize=64)
+def _tag(tools: tuple[str, ...]) -> re.Pattern[str]:
+    """Opening and closing protocol tags, with ``tools`` as the action tags besides answer."""
+    names = "|".join(re.escape(n) for n in ("think", "information", "answer", *tools))
+    return re.compile(rf"<(/?)({names})>")
 
 
 def normalize_answer(text: str) -> str:
@@ -95,27 +103,30 @@ def extract_answer(response: str) -> str | None:
     return spans[-1].strip() if spans else None
 
 
-def is_valid_format(response: str) -> bool:
+def is_valid_format(response: str, tools: Sequence[str] = ("search",)) -> bool:
     """Whether ``response`` is exactly
 
         <think>…</think> ( <search>…</search> <information>…</information> <think>…</think> )*
         <answer>…</answer>
 
     with only whitespace between tags and no protocol tag inside a tag's content.
-    ``response`` is the model's steps plus the observations, without the prompt.
+    ``response`` is the model's steps plus the observations, without the prompt. ``tools``: the
+    action tags that an observation follows (Search-R1: ``search`` alone); any of them may stand
+    where ``search`` stands above.
     """
+    tools = tuple(tools)
     # Allowed successor of each tag, a small automaton over the tag sequence.
-    nxt = {
+    nxt: dict[str, set[str]] = {
         "start": {"think"},
-        "think": {"search", "answer"},
-        "search": {"information"},
+        "think": {*tools, "answer"},
         "information": {"think"},
         "answer": set(),
     }
+    nxt |= {t: {"information"} for t in tools}
     state = "start"
     pos = 0
     open_tag: str | None = None
-    for m in _TAG.finditer(response):
+    for m in _tag(tools).finditer(response):
         between = response[pos : m.start()]
         closing, name = m.group(1) == "/", m.group(2)
         if open_tag is None:
@@ -138,6 +149,7 @@ def search_r1_reward(
     format_score: float = 0.2,
     final_format_score: float = 0.1,
     score: float = 1.0,
+    tools: Sequence[str] = ("search",),
 ) -> float:
     """Search-R1's EM reward with format bonus:
 
@@ -154,9 +166,10 @@ def search_r1_reward(
     ``model_text``: the text of the model's own tokens only (no observations). When given, the
     answer is read from it, so a tag inside a retrieved passage or the invalid-action feedback
     can never count as the model's answer; the format is still checked on ``response``.
+    ``tools``: the agent's action tags (``is_valid_format``).
     """
     answer = extract_answer(response if model_text is None else model_text)
-    valid = is_valid_format(response)
+    valid = is_valid_format(response, tools)
     if answer is None:
         return format_score if valid else 0.0
     if exact_match(answer, golds):
@@ -172,6 +185,7 @@ def search_r1_f1_reward(
     format_score: float = 0.2,
     final_format_score: float = 0.1,
     score: float = 1.0,
+    tools: Sequence[str] = ("search",),
 ) -> float:
     """F1 variant of ``search_r1_reward`` that is never negative.
 
@@ -181,11 +195,11 @@ def search_r1_f1_reward(
     no answer:      format_score if valid else 0
 
     At F1 ∈ {0, 1} it equals the EM schedule. The authors' F1 variant subtracted the format
-    penalty from F1 and could go below 0 (ALGORITHM.md §8). ``model_text`` as in
+    penalty from F1 and could go below 0 (ALGORITHM.md §8). ``model_text`` and ``tools`` as in
     ``search_r1_reward``.
     """
     answer = extract_answer(response if model_text is None else model_text)
-    valid = is_valid_format(response)
+    valid = is_valid_format(response, tools)
     if answer is None:
         return format_score if valid else 0.0
     f1 = f1_score(answer, golds)

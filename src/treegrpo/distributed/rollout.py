@@ -44,7 +44,6 @@ import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
-from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.distributed.cluster import Ask, join_ray, not_started, refuse_unless_fits
@@ -58,6 +57,7 @@ from treegrpo.rollout.sampler import (
     AgentLimits,
     ForestSampler,
     TreeOutcomes,
+    agent_protocol,
     check_scorer,
     share_by_difficulty,
 )
@@ -65,6 +65,7 @@ from treegrpo.rollout.scoring import LeafRewards
 from treegrpo.rollout.source import LocalRollout
 from treegrpo.tools.base import Passage, SearchTool
 from treegrpo.tools.http_client import RemoteRetriever
+from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class LostStep(RuntimeError):
 class RolloutWorker:
     """One engine and a search tool, in a Ray actor process."""
 
-    def __init__(self, spec: WorkerSpec, tool: SearchTool) -> None:
+    def __init__(self, spec: WorkerSpec, tool: SearchTool | Toolbox) -> None:
         # Ray forwards an actor's output to the driver: a weight-loading bar per worker and
         # start (folded by Ray's log deduplication, with a notice of its own) tells nobody
         # anything; the driver's own loads keep theirs
@@ -110,10 +111,14 @@ class RolloutWorker:
         start_process(spec.device, spec.cpu_speedups)
         model, tokenizer = load_model(Path(spec.model_dir))
         model.to(spec.device).eval()
+        self.protocol = agent_protocol(tokenizer, tool, spec.max_obs_tokens)
         self.engine = build_engine(
-            spec.engine, model, tokenizer, StepStopper(tokenizer), spec.cpu_speedups
+            spec.engine,
+            model,
+            tokenizer,
+            StepStopper(tokenizer, self.protocol.stop_tags),
+            spec.cpu_speedups,
         )
-        self.protocol = SearchProtocol(tokenizer, spec.max_obs_tokens)
         self.tool = tool
         self.version = 0  # 0: the starting model's weights
         self.sampler: ForestSampler | None = None  # the step in progress (difficulty budgets)

@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from treegrpo.agent.prompt import render_prompt
-from treegrpo.agent.protocol import SearchProtocol, parse_passages
+from treegrpo.agent.protocol import ToolProtocol, parse_passages
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.core.rewards import extract_answer, is_span, normalize_answer
@@ -30,10 +29,11 @@ from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.records import StepRecord
-from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.sampler import AgentLimits, agent_protocol, sample_forest
 from treegrpo.rollout.scoring import score_leaves
 from treegrpo.tools.base import SearchTool
 from treegrpo.tools.cache import write_atomic
+from treegrpo.tools.registry import Toolbox
 
 SINGLE_HOP = ("nq", "triviaqa", "popqa")
 """Search-R1's single-hop data sources, in the paper's column order."""
@@ -72,7 +72,7 @@ class EvalItem:
 def evaluate(
     model: Any,
     tokenizer: Any,
-    tool: SearchTool,
+    tool: SearchTool | Toolbox,
     items: Sequence[EvalItem],
     limits: AgentLimits = AgentLimits(),
     max_new_tokens: int = 500,
@@ -83,10 +83,13 @@ def evaluate(
 ) -> dict[str, Any]:
     """Run every question once, greedily, and return aggregate and per-group metrics.
     ``engine``: an engine that generates with ``model``'s current weights (the trainer's), or
-    the kind of engine to build on it (``engine.build.build_engine``, with ``cpu_speedups``)."""
-    protocol = SearchProtocol(tokenizer, max_obs_tokens)
+    the kind of engine to build on it (``engine.build.build_engine``, with ``cpu_speedups``).
+    ``tool``: a retriever (Search-R1's agent) or the agent's toolbox; with more tools than
+    ``search`` each row counts the calls of each (``calls/<tool>``, averaged per group)."""
+    protocol = agent_protocol(tokenizer, tool, max_obs_tokens)
     if isinstance(engine, str):
-        engine = build_engine(engine, model, tokenizer, StepStopper(tokenizer), cpu_speedups)
+        stopper = StepStopper(tokenizer, protocol.stop_tags)
+        engine = build_engine(engine, model, tokenizer, stopper, cpu_speedups)
     greedy = SamplingParams(greedy=True, max_new_tokens=max_new_tokens)
     rows: list[dict[str, Any]] = []
     was_training = getattr(model, "training", False)
@@ -94,10 +97,12 @@ def evaluate(
     started = time.perf_counter()
     for start in range(0, len(items), batch_size):
         chunk = list(items[start : start + batch_size])
-        prompts = [render_prompt(tokenizer, it.question) for it in chunk]
+        prompts = [protocol.prompt_ids(it.question) for it in chunk]
         rollout = sample_forest(engine, protocol, tool, prompts, TreeShape(1), greedy, limits)
         leaves = leaf_per_prompt(rollout.forest)
-        scores = score_leaves(rollout, leaves, [it.golds for it in chunk], protocol.decode)
+        golds = [it.golds for it in chunk]
+        scores = score_leaves(rollout, leaves, golds, protocol.decode, tools=protocol.names)
+        per_tool = {} if protocol.search_only else scores.calls
         for i, it in enumerate(chunk):
             answer = _answer(rollout, leaves[i], protocol)
             response = _response(rollout, leaves[i], protocol)
@@ -110,6 +115,7 @@ def evaluate(
                     "f1": float(scores.f1[i]),
                     "valid_format": float(scores.valid_format[i]),
                     "tool_calls": float(scores.tool_calls[i]),
+                    **{f"calls/{t}": float(c[i]) for t, c in per_tool.items()},
                     "generated_tokens": getattr(rollout.spend.by_prompt.get(i), "generated", 0),
                     "answer": answer,
                     "answer_from": answer_source(answer, response),
@@ -140,12 +146,12 @@ def leaf_per_prompt(forest: Any) -> list[int]:
     return leaves
 
 
-def _answer(rollout: Any, leaf: int, protocol: SearchProtocol) -> str | None:
+def _answer(rollout: Any, leaf: int, protocol: ToolProtocol) -> str | None:
     """The answer of the leaf's last step, as ``rollout.scoring`` reads it for EM."""
     return extract_answer(protocol.decode(rollout.step(leaf).action_ids))
 
 
-def _response(rollout: Any, leaf: int, protocol: SearchProtocol) -> str:
+def _response(rollout: Any, leaf: int, protocol: ToolProtocol) -> str:
     """The trajectory after the prompt: the model's steps and the observations."""
     seq = rollout.leaf_sequence(leaf)
     return protocol.decode(seq.ids[seq.prompt_len :])
@@ -193,7 +199,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     def means(rs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         ends = Counter(r.get("outcome") for r in rs)
         misses = {k: ends[k] for k in OUTCOMES[1:] if ends[k]}  # counts, commonest first
-        return {k: float(np.mean([r[k] for r in rs])) for k in METRICS} | {
+        calls = sorted({k for r in rs for k in r if k.startswith("calls/")})
+        return {k: float(np.mean([r.get(k, 0.0) for r in rs])) for k in (*METRICS, *calls)} | {
             "n": len(rs),
             "misses": dict(sorted(misses.items(), key=lambda kv: -kv[1])),
         }

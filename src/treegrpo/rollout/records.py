@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -11,6 +12,8 @@ import numpy.typing as npt
 from treegrpo.agent.protocol import Action
 from treegrpo.core.budget import SpendAccountant
 from treegrpo.core.tree import Forest
+from treegrpo.tools.base import Passage
+from treegrpo.tools.registry import PastCall
 
 
 @dataclass
@@ -20,14 +23,45 @@ class StepRecord:
     action_ids: list[int]  # exactly the sampled tokens (mask 1)
     action_logprobs: list[float]  # the engine's log p of each sampled token
     obs_ids: list[int]  # observation or feedback tokens (mask 0); empty on a leaf
-    action: Action  # parsed action: search / answer / invalid
+    action: Action  # parsed action: a tool's name / answer / invalid
     finish: str  # engine finish reason: stop / eos / length
-    final: bool = False  # the forced last step (a search there is not executed)
-    searched: bool = False  # the tool was called for this step
-    search_failed: bool = False  # ... and could not answer (tools.base.SearchFailed)
-    passages: list[str] = field(default_factory=list)  # retrieved contents, for viewers
+    final: bool = False  # the forced last step (a tool call there is not executed)
+    tool: str = ""  # the tool called for this step ("" when none was)
+    tool_status: str = ""  # its outcome: ok / error / failed (tools.registry.Outcome.status)
+    argument: Any = None  # the parsed argument of the call
+    result: Any = None  # the tool's result (None unless ok): later calls on the path read it
     processed: int = 0  # positions the engine computed for this step
     reused: int = 0  # context positions it read from its prefix cache instead
+
+    @property
+    def called(self) -> bool:
+        """A tool was called for this step (whatever came of it)."""
+        return bool(self.tool)
+
+    @property
+    def tool_failed(self) -> bool:
+        """The tool did not answer (an outage: ``tools.base.ToolFailed``)."""
+        return self.tool_status == "failed"
+
+    @property
+    def searched(self) -> bool:
+        """The ``search`` tool was called for this step."""
+        return self.tool == "search"
+
+    @property
+    def search_failed(self) -> bool:
+        """... and could not answer (``tools.base.SearchFailed``)."""
+        return self.searched and self.tool_failed
+
+    @property
+    def passages(self) -> list[str]:
+        """The contents of the passages a retriever search returned, for viewers."""
+        hits = self.result if self.searched and isinstance(self.result, list) else []
+        return [p.contents for p in hits if isinstance(p, Passage)]
+
+    def past_call(self) -> PastCall | None:
+        """This step's call as later calls of the episode see it (None: no call)."""
+        return PastCall(self.tool, self.argument, self.result) if self.tool else None
 
 
 @dataclass

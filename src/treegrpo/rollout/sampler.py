@@ -24,11 +24,13 @@ Every expansion resumes from its node's context, which the engine has cached (``
 the prefix's KV, ``VLLMEngine`` finds its blocks in vLLM's prefix cache), so a branch only pays
 for the tokens it adds.
 
-A search the tool cannot answer (``SearchFailed``: the retriever is down, timed out after its
-retries, or refused the request) becomes an observation that says so, and the episode goes on;
-the step records it (``StepRecord.search_failed``) for the trainer's failure count. When the
-tool answered some searches of the batch (``SearchFailed.results``), those get their passages
-and only the others fail.
+The agent's tools come from a registry (``tools.registry.Toolbox``; a plain retriever is
+Search-R1's toolbox, ``search`` alone). The calls of one step go to each tool as one batch, each
+call with the episode's earlier calls on its path (``Call.history``). A call the tool cannot
+answer (``ToolFailed``: the retriever is down, timed out after its retries, or refused the
+request) becomes an observation that says so, and the episode goes on; the step records it
+(``StepRecord.tool_failed``) for the trainer's failure count. When the tool answered some calls
+of the batch (``ToolFailed.results``), those get their results and only the others fail.
 
 Randomness is per prompt: every step of every branch samples from a stream of its own, seeded
 by (seed, prompt key, tree, branch, depth) (``StepRequest.seed``), and each tree draws its
@@ -46,11 +48,12 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from treegrpo.agent.protocol import Action, SearchProtocol
+from treegrpo.agent.protocol import Action, ToolProtocol
 from treegrpo.core.allocation import allocate
 from treegrpo.core.budget import SpendAccountant, TreeShape
 from treegrpo.core.expansion import NodeStats, choose
@@ -59,7 +62,8 @@ from treegrpo.engine.base import Engine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
 from treegrpo.rollout.records import Rollout, StepRecord
-from treegrpo.tools.base import Passage, SearchFailed, SearchTool
+from treegrpo.tools.base import SearchTool
+from treegrpo.tools.registry import Outcome, PastCall, Toolbox
 
 log = logging.getLogger(__name__)
 
@@ -81,15 +85,15 @@ class _Episode:
 class AgentLimits:
     """Episode limits of the search agent (the paper's QA values as defaults)."""
 
-    max_turns: int = 3  # steps that may search; one final step follows
-    topk: int = 3  # passages per search
+    max_turns: int = 3  # steps that may call a tool; one final step follows
+    topk: int = 3  # passages per search (when the tool is a retriever)
     max_context: int = 4096  # prompt + all steps and observations, in tokens
 
 
 def sample_forest(
     engine: Engine,
-    protocol: SearchProtocol,
-    tool: SearchTool,
+    protocol: ToolProtocol,
+    tool: SearchTool | Toolbox,
     prompts: Sequence[list[int]],
     shape: TreeShape,
     sampling: SamplingParams,
@@ -100,6 +104,8 @@ def sample_forest(
 ) -> Rollout:
     """Sample one forest for a batch of prompts (token ids). The forest's prompt id of a tree is
     the index of its prompt in ``prompts``; map it to your dataset's group ids yourself.
+    ``tool``: the agent's tools (a retriever alone: Search-R1's ``search``, ``limits.topk``
+    passages per query); ``protocol`` must offer the same tools.
     ``prompt_keys``: what seeds each prompt's randomness (default: its index here); a part of a
     larger batch passes the prompts' indices in that batch. ``score``: rewards the leaves seen so
     far before each expansion round; the ``informed`` rule and difficulty budgets need it, the
@@ -186,8 +192,8 @@ class ForestSampler:
     def __init__(
         self,
         engine: Engine,
-        protocol: SearchProtocol,
-        tool: SearchTool,
+        protocol: ToolProtocol,
+        tool: SearchTool | Toolbox,
         prompts: Sequence[list[int]],
         shape: TreeShape,
         sampling: SamplingParams,
@@ -209,10 +215,16 @@ class ForestSampler:
         self.spend = SpendAccountant()
         # Where an expansion from a node resumes: (cached context, the one token still to feed).
         self.resume: dict[int, tuple[Segment, int]] = {}
+        tools = toolbox(tool, limits.topk)
+        if tools.names != protocol.names:
+            raise ValueError(
+                f"the protocol offers the tools {protocol.names} but the toolbox holds "
+                f"{tools.names}: build the protocol from the toolbox (ToolProtocol(..., tools=))"
+            )
         self.run = _Runner(
             engine,
             protocol,
-            tool,
+            tools,
             sampling,
             limits,
             self.forest,
@@ -410,11 +422,25 @@ class ForestSampler:
         return by_node
 
 
+def toolbox(tool: SearchTool | Toolbox, topk: int = 3) -> Toolbox:
+    """``tool`` as a toolbox: a retriever becomes Search-R1's ``search`` (``topk`` passages)."""
+    return tool if isinstance(tool, Toolbox) else Toolbox.search_r1(tool, topk)
+
+
+def agent_protocol(
+    tokenizer: Any, tool: SearchTool | Toolbox, max_obs_tokens: int = 500
+) -> ToolProtocol:
+    """The protocol that offers ``tool``'s tools (a retriever: Search-R1's, ``search`` alone)."""
+    if isinstance(tool, Toolbox):
+        return ToolProtocol(tokenizer, max_obs_tokens, tool)
+    return ToolProtocol(tokenizer, max_obs_tokens)
+
+
 @dataclass
 class _Runner:
     engine: Engine
-    protocol: SearchProtocol
-    tool: SearchTool
+    protocol: ToolProtocol
+    tools: Toolbox
     sampling: SamplingParams
     limits: AgentLimits
     forest: Forest
@@ -446,36 +472,28 @@ class _Runner:
             self.resume.setdefault(e.parent, (r.fork, e.pending[-1]))
             actions.append(self.protocol.parse(r.tokens))
         finals = [int(self.forest.depth[e.parent]) + 1 > self.limits.max_turns for e in episodes]
-        searching = [
-            i
-            for i, (a, r) in enumerate(zip(actions, results, strict=True))
-            if a.kind == "search" and not finals[i] and r.tokens
-        ]
-        found: list[list[Passage]] = []
-        failed: set[int] = set()  # episodes whose search could not be answered
-        try:
-            if searching:
-                found = self.tool.search([actions[i].text for i in searching], self.limits.topk)
-        except SearchFailed as exc:  # the retriever is down or refused: the episodes go on
-            # exc.results: each search's passages, None where it failed (None: all of them)
-            answers = exc.results or [None] * len(searching)
-            found = [hits or [] for hits in answers]
-            failed = {i for i, hits in zip(searching, answers, strict=True) if hits is None}
-            log.warning("%d of %d searches failed: %s", len(failed), len(searching), exc)
-        passages = dict(zip(searching, ([p.contents for p in hits] for hits in found), strict=True))
+        by_tool: dict[str, list[int]] = {}  # tool → the episodes that call it, in order
+        for i, (a, r) in enumerate(zip(actions, results, strict=True)):
+            if a.kind in self.tools and not finals[i] and r.tokens:
+                by_tool.setdefault(a.kind, []).append(i)
+        outcomes: dict[int, Outcome] = {}
+        for name, idx in by_tool.items():
+            calls = [(actions[i].text, self._history(episodes[i].parent)) for i in idx]
+            outcomes.update(zip(idx, self.tools.run(name, calls), strict=True))
 
         nxt = []
         for i, (e, r, a) in enumerate(zip(episodes, results, actions, strict=True)):
             pid = int(self.forest.prompt_id[e.parent])
             done = not r.tokens or a.kind == "answer" or finals[i]
+            out = outcomes.get(i)
             obs: list[int] = []
             if not done:
-                if i not in passages:
+                if out is None:
                     obs = self.protocol.invalid_ids()
-                elif i in failed:
+                elif out.status == "failed" and a.kind == "search":
                     obs = self.protocol.failed_search_ids()
                 else:
-                    obs = self.protocol.observation_ids(passages[i])
+                    obs = self.protocol.text_ids(out.text)
                 # No room to feed the observation and sample one more token: a length leaf.
                 done = r.end.length + 1 + len(obs) >= cap
                 obs = [] if done else obs
@@ -486,20 +504,28 @@ class _Runner:
                 a,
                 r.finish,
                 final=finals[i],
-                searched=i in passages,
-                search_failed=i in failed,
-                passages=passages.get(i, []),
+                tool=a.kind if out is not None else "",
+                tool_status=out.status if out is not None else "",
+                argument=out.argument if out is not None else None,
+                result=out.result if out is not None else None,
                 processed=r.processed,
                 reused=r.reused,
             )
             node = self.forest.add_node(e.parent, payload=len(self.steps), leaf=done)
             self.steps.append(record)
             self.spend.add(
-                pid, generated=len(r.tokens), processed=r.processed, tool_calls=int(i in passages)
+                pid, generated=len(r.tokens), processed=r.processed, tool_calls=int(out is not None)
             )
             if not done:
                 nxt.append(_Episode(node, r.end, [r.tokens[-1], *obs], e.stream))
         return nxt
+
+    def _history(self, node: int) -> tuple[PastCall, ...]:
+        """The tool calls on the path from the root to ``node``, oldest first."""
+        calls = (
+            self.steps[int(self.forest.payload[v])].past_call() for v in self.forest.path(node)
+        )
+        return tuple(c for c in calls if c is not None)
 
 
 def _stream_seed(*key: int) -> int:

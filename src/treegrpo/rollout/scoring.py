@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -31,7 +32,8 @@ class LeafScores:
     f1: FloatArray
     valid_format: FloatArray
     answered: FloatArray  # the model gave an answer at all
-    tool_calls: FloatArray  # executed searches on the leaf's path
+    tool_calls: FloatArray  # executed tool calls on the leaf's path
+    calls: dict[str, FloatArray] = field(default_factory=dict)  # tool → its calls on the path
 
 
 def score_leaves(
@@ -41,11 +43,12 @@ def score_leaves(
     decode: Callable[[list[int]], str],
     reward: Literal["em", "f1"] = "em",
     format_score: float = 0.2,
+    tools: Sequence[str] = ("search",),
 ) -> LeafScores:
     """Score ``leaves``; ``golds[p]`` are the gold answers of the forest's prompt p. The answer is
     read from the model's own tokens of the leaf's last step, the format from the whole response.
     ``format_score``: Search-R1's bonus for a valid format (half of it for a wrong answer in
-    invalid format).
+    invalid format); ``tools``: the agent's tool names (the format's action tags).
 
     Only the last step can hold the answer: an answer ends the episode. The model's tokens of
     all steps joined would let an ``<answer>`` cut off at one step's token limit pair with a
@@ -53,6 +56,7 @@ def score_leaves(
     no answer in either."""
     fn = search_r1_reward if reward == "em" else search_r1_f1_reward
     cols: list[list[float]] = [[] for _ in range(6)]
+    counts: list[Counter[str]] = []
     for leaf in leaves:
         seq = rollout.leaf_sequence(int(leaf))
         response = decode(seq.ids[seq.prompt_len :])
@@ -67,16 +71,20 @@ def score_leaves(
                 model_text=model_text,
                 format_score=format_score,
                 final_format_score=format_score / 2,
+                tools=tools,
             ),
             exact_match(answer, g),
             f1_score(answer, g),
-            float(is_valid_format(response)),
+            float(is_valid_format(response, tools)),
             float(answer is not None),
-            float(sum(rollout.step(int(n)).searched for n in path)),
+            float(sum(rollout.step(int(n)).called for n in path)),
         )
         for col, v in zip(cols, values, strict=True):
             col.append(v)
-    return LeafScores(*(np.array(c, dtype=np.float64) for c in cols))
+        counts.append(Counter(rollout.step(int(n)).tool for n in path))
+    calls = {t: np.array([c[t] for c in counts], dtype=np.float64) for t in tools}
+    r, em, f1, valid, answered, n_calls = (np.array(c, dtype=np.float64) for c in cols)
+    return LeafScores(r, em, f1, valid, answered, n_calls, calls)
 
 
 @dataclass(frozen=True)
@@ -88,10 +96,12 @@ class LeafRewards:
     golds: Sequence[Sequence[str]]  # [prompts] gold answers, by the forest's prompt id
     reward: Literal["em", "f1"] = "em"
     format_score: float = 0.2
+    tools: tuple[str, ...] = ("search",)  # the agent's tool names (the format's action tags)
 
     def only(self, prompts: Sequence[int]) -> LeafRewards:
         """The same reward for a part of the batch: its prompts ``prompts``, renumbered 0.."""
-        return LeafRewards([self.golds[p] for p in prompts], self.reward, self.format_score)
+        golds = [self.golds[p] for p in prompts]
+        return LeafRewards(golds, self.reward, self.format_score, self.tools)
 
     def scorer(
         self, decode: Callable[[list[int]], str]
@@ -100,7 +110,7 @@ class LeafRewards:
 
         def score(rollout: Rollout, leaves: Sequence[int]) -> FloatArray:
             return score_leaves(
-                rollout, leaves, self.golds, decode, self.reward, self.format_score
+                rollout, leaves, self.golds, decode, self.reward, self.format_score, self.tools
             ).reward
 
         return score

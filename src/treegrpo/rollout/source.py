@@ -10,7 +10,7 @@ from typing import Protocol
 
 import torch
 
-from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.base import Engine
 from treegrpo.engine.sampling import SamplingParams
@@ -18,6 +18,7 @@ from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import LeafRewards
 from treegrpo.tools.base import SearchTool
+from treegrpo.tools.registry import Toolbox
 
 
 class RolloutSource(Protocol):
@@ -49,11 +50,12 @@ class RolloutSource(Protocol):
 
 @dataclass
 class LocalRollout:
-    """Forests sampled in this process by ``engine``, searching with ``tool``."""
+    """Forests sampled in this process by ``engine``, calling ``tool`` (a retriever, or the
+    agent's toolbox; ``protocol`` offers the same tools: ``rollout.sampler.agent_protocol``)."""
 
     engine: Engine
-    protocol: SearchProtocol
-    tool: SearchTool
+    protocol: ToolProtocol
+    tool: SearchTool | Toolbox
 
     @property
     def pad_id(self) -> int:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.core.advantage import tree_advantage
 from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
 from treegrpo.engine.sampling import SamplingParams
@@ -113,7 +113,7 @@ def rl_step(
     optimizer: torch.optim.Optimizer,
     scheduler: Any | None,
     rollouts: RolloutSource,
-    protocol: SearchProtocol,
+    protocol: ToolProtocol,
     batch: Batch,
     algo: AlgorithmConfig,
     optim: OptimConfig,
@@ -139,22 +139,24 @@ def rl_step(
     # 1. rollout: the policy samples a forest (chains when algo.l == 0)
     log.debug("sampling the forests of %d prompts", len(batch.prompts))
     policy.eval()
-    rewards = LeafRewards(batch.golds, algo.reward, algo.format_score)  # informed, difficulty
+    tools = protocol.names
+    rewards = LeafRewards(batch.golds, algo.reward, algo.format_score, tools)  # informed, ...
     rollout = rollouts.sample(batch.prompts, algo.shape(), sampling, limits, seed, rewards)
     t_rollout = time.perf_counter() - t0
-    searched = sum(s.searched for s in rollout.steps)
-    failed = sum(s.search_failed for s in rollout.steps)
-    if failed > max_failed_searches * searched:
+    called = sum(s.called for s in rollout.steps)
+    failed = sum(s.tool_failed for s in rollout.steps)
+    if failed > max_failed_searches * called:
+        what = "searches" if protocol.search_only else "tool calls"
         raise SearchOutage(
-            f"{failed} of {searched} searches failed ({failed / searched:.0%}, more than "
-            f"health.max_failed_searches {max_failed_searches:.0%}): the retriever is down, too "
+            f"{failed} of {called} {what} failed ({failed / called:.0%}, more than "
+            f"health.max_failed_searches {max_failed_searches:.0%}): the tool is down, too "
             "slow or refusing the requests (see the warnings above); the step was not trained on"
         )
     leaves = [int(x) for x in rollout.kept]
 
     # 2. rewards on every kept leaf
     scores = score_leaves(
-        rollout, leaves, batch.golds, protocol.decode, algo.reward, algo.format_score
+        rollout, leaves, batch.golds, protocol.decode, algo.reward, algo.format_score, tools
     )
 
     # 3. advantages: groups are prompts (by uid, never by row index) and trees within them
@@ -240,7 +242,8 @@ def rl_step(
             "reward/valid_format": float(scores.valid_format.mean()),
             "reward/answered": float(scores.answered.mean()),
             "agent/tool_calls_per_leaf": float(scores.tool_calls.mean()),
-            "agent/failed_searches": float(failed),
+            "agent/failed_searches": float(failed),  # tool calls that got no answer
+            **{f"agent/calls_per_leaf/{t}": float(c.mean()) for t, c in scores.calls.items()},
             "agent/leaves": float(len(leaves)),
             "adv/abs_mean": float(np.abs(adv).mean()),
             "adv/uniform_prompts": uniform_share(scores.reward, groups),

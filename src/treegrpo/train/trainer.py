@@ -31,8 +31,7 @@ from typing import Any
 
 import torch
 
-from treegrpo.agent.prompt import render_prompt
-from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.agent.stops import StepStopper
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
@@ -40,11 +39,12 @@ from treegrpo.engine.cpu import speedups
 from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import resolve_device
-from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.sampler import AgentLimits, agent_protocol
 from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.rollout.source import LocalRollout, RolloutSource
 from treegrpo.tools.base import SearchTool
 from treegrpo.tools.cache import write_atomic
+from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import (
     discard_newer,
     healthy_checkpoint,
@@ -101,7 +101,7 @@ def make_optimizer(policy: Any, optim: OptimConfig) -> tuple[torch.optim.Optimiz
 def train(
     model_path: str | Path,
     load_model: Callable[[Path], tuple[Any, Any]],
-    tool: SearchTool,
+    tool: SearchTool | Toolbox,
     items: Sequence[TrainItem],
     algo: AlgorithmConfig,
     optim: OptimConfig,
@@ -160,10 +160,10 @@ def train(
         config = {"model_path": str(model_path), "algo": algo, "optim": optim}
         config |= {"sampling": sampling, "limits": limits, "run": run, "model": model_cfg}
         _write_config(out, config | {"max_obs_tokens": max_obs_tokens, "mix": list(mix)})
-    protocol = SearchProtocol(tokenizer, max_obs_tokens)
+    protocol = agent_protocol(tokenizer, tool, max_obs_tokens)
     rollouts, engine = _rollouts(rollout_source, policy, tokenizer, protocol, tool, model_cfg)
     update = learner(policy, optimizer, scheduler) if learner is not None else None
-    batches = _Batches(items, tokenizer, mix, run)
+    batches = _Batches(items, protocol, mix, run)
     monitor = HealthMonitor.replay(health, logged)
     writer = _tensorboard(out / "tb", start_step)
     with open(out / "metrics.jsonl", "a") as log, open(out / LEDGER_FILE, "a") as ledger:
@@ -332,8 +332,8 @@ def _rollouts(
     rollout_source: Callable[[], RolloutSource] | None,
     policy: Any,
     tokenizer: Any,
-    protocol: SearchProtocol,
-    tool: SearchTool,
+    protocol: ToolProtocol,
+    tool: SearchTool | Toolbox,
     model_cfg: ModelConfig,
 ) -> tuple[RolloutSource, Engine | EngineKind]:
     """Where the forests come from (this process's engine on the policy, or the rollout
@@ -344,7 +344,11 @@ def _rollouts(
         rollouts.update_weights(policy)  # the workers start from the policy as it is now
         return rollouts, model_cfg.engine
     engine = build_engine(
-        model_cfg.engine, policy, tokenizer, StepStopper(tokenizer), model_cfg.cpu_speedups
+        model_cfg.engine,
+        policy,
+        tokenizer,
+        StepStopper(tokenizer, protocol.stop_tags),
+        model_cfg.cpu_speedups,
     )
     return LocalRollout(engine, protocol, tool), engine
 
@@ -355,9 +359,13 @@ class _Batches:
     have; prompts rendered once per question."""
 
     def __init__(
-        self, items: Sequence[TrainItem], tokenizer: Any, mix: Sequence[float], run: RunConfig
+        self,
+        items: Sequence[TrainItem],
+        protocol: ToolProtocol,
+        mix: Sequence[float],
+        run: RunConfig,
     ) -> None:
-        self.items, self.tokenizer, self.mix, self.run = items, tokenizer, mix, run
+        self.items, self.protocol, self.mix, self.run = items, protocol, mix, run
         self.sources = [it.source for it in items]  # [n_items]
         self.prompts: dict[int, list[int]] = {}
 
@@ -371,7 +379,7 @@ class _Batches:
         )
         for i in idx:
             if i not in self.prompts:
-                self.prompts[i] = render_prompt(self.tokenizer, self.items[i].question)
+                self.prompts[i] = self.protocol.prompt_ids(self.items[i].question)
         items = [self.items[i] for i in idx]
         batch = Batch(
             [self.prompts[i] for i in idx],
@@ -404,7 +412,7 @@ def _ledger_keeper(ledger: Any, step: int, batch: Batch) -> Callable[[StepOutcom
 def _forest_keeper(
     out: Path,
     step: int,
-    protocol: SearchProtocol,
+    protocol: ToolProtocol,
     batch: Batch,
     idx: Sequence[int],
     items: Sequence[TrainItem],
