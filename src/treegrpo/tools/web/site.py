@@ -1,0 +1,272 @@
+"""An offline website over a corpus of articles, to train and evaluate web agents on.
+
+``treegrpo serve-web`` serves the offline Wikipedia corpus (``data.wiki``) as a small website
+on loopback; any corpus of titled passages works (``site_corpus.read_site_corpus``):
+
+- ``GET /``: the home page, a few articles to start from;
+- ``GET /wiki/<slug>``: one HTML page per article: its title, short description and lead, in
+  a frame of nav bar and footer (boilerplate an extractor should drop), with a link wherever
+  the lead mentions another article's title (``site_corpus.LinkIndex``, computed once at
+  start-up for all pages); an unknown article is a 404 page;
+- ``GET /search?q=…&pageno=1``: BM25 over the articles (the same ``"Title"\\ntext`` passages
+  ``treegrpo serve`` indexes), ``RESULTS_PER_PAGE`` a page; HTML by default, and with
+  ``format=json`` the shape SearXNG answers (``{"query", "number_of_results", "results":
+  [{"title", "url", "content", …}], …}``), so a SearXNG client works against it unchanged.
+  ``content``, the snippet, is the first sentence of the lead (``site_corpus.first_sentence``);
+  ``url`` is absolute, on the address the request came to. A query over ``max_query_chars``
+  characters is a 422; pages past ``max_results`` are empty;
+- ``GET /healthz``: liveness, article and link counts, start-up time, searches served.
+
+Many clients at once: pages are rendered on first request and kept as bytes, so a page costs a
+dictionary look-up on the event loop; searches, the only CPU work, are micro-batched
+(``tools.batcher``) into one BM25 call in a worker thread, so the loop keeps answering pages
+while a batch is scored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from treegrpo.tools.batcher import MicroBatcher
+from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.tools.web.site_corpus import (
+    LinkIndex,
+    WebArticle,
+    first_sentence,
+    site_passages,
+    slug,
+    slug_key,
+)
+from treegrpo.tools.web.site_html import (
+    Hit,
+    article_page,
+    home_page,
+    not_found_page,
+    results_page,
+)
+
+log = logging.getLogger(__name__)
+
+RESULTS_PER_PAGE = 10
+"""Search results on one page (SearXNG shows about ten)."""
+MAX_QUERY_CHARS = 512
+"""Default longest query: a search box query, not a paragraph; it bounds one search's cost."""
+MAX_RESULTS = 100
+"""Default most results over all pages of one query (``pageno`` past them gives none)."""
+FEATURED = 20
+"""Articles linked from the home page: the most linked-to ones."""
+HTML = "text/html; charset=utf-8"
+
+
+class Site:
+    """The site's content, built once: the articles, their pages' links, the search index.
+
+    Args:
+        articles: The pages, in the order that numbers them (search ids are positions).
+        cache_dir: BM25 index cache root (default ``tools.cache.default_cache_root()``).
+        use_cache: Set False to build the index in memory and write nothing.
+    """
+
+    def __init__(
+        self,
+        articles: Sequence[WebArticle],
+        *,
+        cache_dir: str | Path | None = None,
+        use_cache: bool = True,
+    ) -> None:
+        if not articles:
+            raise ValueError("a site needs at least one article")
+        start = time.perf_counter()
+        self.articles = list(articles)
+        self.by_key: dict[str, int] = {}
+        for i, a in enumerate(self.articles):
+            self.by_key.setdefault(slug_key(a.title), i)
+        index = LinkIndex(a.title for a in self.articles)
+        self.links = [index.links(a.text, a.title) for a in self.articles]
+        self.links_s = time.perf_counter() - start
+        self.retriever = BM25Retriever(
+            site_passages(self.articles), cache_dir=cache_dir, use_cache=use_cache
+        )
+        self.startup_s = time.perf_counter() - start
+        self._pages: dict[int, bytes] = {}
+        inbound: dict[str, int] = {}
+        for links in self.links:
+            for link in links:
+                inbound[link.title] = inbound.get(link.title, 0) + 1
+        self.featured = sorted(inbound, key=lambda t: (-inbound[t], t))[:FEATURED]
+        log.info(
+            "site of %d articles, %d links (%.2f s), index ready after %.2f s",
+            len(self.articles),
+            self.n_links,
+            self.links_s,
+            self.startup_s,
+        )
+
+    @property
+    def n_links(self) -> int:
+        return sum(map(len, self.links))
+
+    def find(self, path: str) -> int | None:
+        """The article whose page is ``/wiki/<path>`` (``path`` decoded), or None."""
+        return self.by_key.get(slug_key(path))
+
+    def page(self, i: int) -> bytes:
+        """Article ``i``'s page, rendered on first use and kept."""
+        body = self._pages.get(i)
+        if body is None:
+            body = article_page(self.articles[i], self.links[i]).encode("utf-8")
+            self._pages[i] = body
+        return body
+
+    def hit(self, i: int, base_url: str) -> Hit:
+        """Article ``i`` as a search result with an absolute URL on ``base_url``."""
+        a = self.articles[i]
+        return Hit(a.title, f"{base_url.rstrip('/')}/wiki/{slug(a.title)}", first_sentence(a.text))
+
+
+def create_site_app(
+    site: Site,
+    *,
+    max_query_chars: int = MAX_QUERY_CHARS,
+    max_results: int = MAX_RESULTS,
+    max_batch: int = 64,
+    batch_wait_ms: float = 1.0,
+) -> FastAPI:
+    """The FastAPI app serving ``site`` (see the module docstring for the routes).
+
+    Args:
+        site: The content.
+        max_query_chars: Longest query in characters; longer is a 422.
+        max_results: Most results of one query over all its pages.
+        max_batch: Most queries per BM25 call when batching concurrent searches.
+        batch_wait_ms: How long an idle server waits for more searches to batch together.
+    """
+    if max_query_chars < 1 or max_results < 1:
+        raise ValueError(f"limits must be >= 1, got {max_query_chars=}, {max_results=}")
+    wait_s = batch_wait_ms / 1e3
+    batcher = MicroBatcher(site.retriever.search, max_batch=max_batch, max_wait_s=wait_s)
+    home = home_page(len(site.articles), site.featured).encode("utf-8")
+    max_pages = -(-max_results // RESULTS_PER_PAGE)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await batcher.start()
+        try:
+            yield
+        finally:
+            await batcher.stop()
+
+    app = FastAPI(title="treegrpo offline web", lifespan=lifespan, docs_url=None, redoc_url=None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def not_found(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            return Response(not_found_page(request.url.path), 404, media_type=HTML)
+        return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
+
+    @app.get("/")
+    async def index() -> Response:
+        """The home page."""
+        return Response(home, media_type=HTML)
+
+    @app.get("/wiki/{path:path}")
+    async def wiki(path: str) -> Response:
+        """One article's page, or a 404 page."""
+        i = site.find(path)
+        if i is None:
+            return Response(not_found_page(f"/wiki/{path}"), 404, media_type=HTML)
+        return Response(site.page(i), media_type=HTML)
+
+    @app.get("/search")
+    async def search(
+        request: Request,
+        q: str = "",
+        format: Literal["html", "json"] = "html",
+        pageno: int = Query(1, ge=1),
+    ) -> Response:
+        """Search results as HTML, or with ``format=json`` as SearXNG's JSON."""
+        query = " ".join(q.split())
+        if len(q) > max_query_chars:
+            detail = f"query is {len(q)} characters long, over the limit of {max_query_chars}"
+            log.warning("refused a search: %s", detail)
+            return JSONResponse({"detail": detail}, 422)
+        hits: list[Hit] = []
+        if query and pageno <= max_pages:
+            k = min(pageno * RESULTS_PER_PAGE, max_results)
+            try:
+                (found,) = await batcher.search([query], k)
+            except Exception as exc:  # the index failed: say so, do not hang the client
+                log.exception("search failed")
+                return JSONResponse({"detail": f"search failed: {type(exc).__name__}"}, 500)
+            base = str(request.base_url)
+            hits = [site.hit(int(p.id), base) for p in found[(pageno - 1) * RESULTS_PER_PAGE :]]
+        if format == "json":
+            return Response(orjson.dumps(searxng_json(query, hits)), media_type="application/json")
+        return Response(results_page(query, hits, pageno).encode("utf-8"), media_type=HTML)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        """Liveness, the site's size and start-up time, searches served."""
+        return {
+            "status": "ok",
+            "articles": len(site.articles),
+            "links": site.n_links,
+            "startup_s": round(site.startup_s, 3),
+            "pages_rendered": len(site._pages),
+            "searches": batcher.queries,
+            "search_batches": batcher.batches,
+        }
+
+    return app
+
+
+def searxng_json(query: str, hits: Sequence[Hit]) -> dict[str, Any]:
+    """A SearXNG ``format=json`` answer: the fields its clients read, results in rank order."""
+    return {
+        "query": query,
+        "number_of_results": len(hits),
+        "results": [
+            {
+                "title": h.title,
+                "url": h.url,
+                "content": h.content,
+                "engine": "offline-wiki",
+                "engines": ["offline-wiki"],
+                "positions": [rank],
+                "score": 1.0 / rank,
+                "category": "general",
+            }
+            for rank, h in enumerate(hits, start=1)
+        ],
+        "answers": [],
+        "corrections": [],
+        "infoboxes": [],
+        "suggestions": [],
+        "unresponsive_engines": [],
+    }
+
+
+def serve_site(
+    site: Site,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    log_level: str = "warning",
+    access_log: bool = False,
+    **app_kwargs: Any,
+) -> None:
+    """Run the site with uvicorn until interrupted (loopback-only by default; the access log
+    is off, at thousands of requests a second it costs more than a page)."""
+    import uvicorn
+
+    app = create_site_app(site, **app_kwargs)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)

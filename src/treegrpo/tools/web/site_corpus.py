@@ -1,0 +1,168 @@
+"""What the offline website serves: its articles, their addresses, snippets and links.
+
+The site (``tools.web.site``) and the web questions built over it (``data.web_questions``)
+read the same definitions from here, so a question's claim ("the answer is in the search
+snippet", "A's page links to B") holds on the pages the server really sends:
+
+- ``slug(title)``: the article's path after ``/wiki/``, Wikipedia's spelling (spaces become
+  underscores, the rest is percent-encoded);
+- ``first_sentence(text)``: the search snippet of an article, the first sentence of its lead;
+- ``LinkIndex``: where one article's lead mentions another article's title. A mention is a
+  whole-word, case-sensitive match of a title of at least ``MIN_TITLE_CHARS`` characters; where
+  mentions overlap the leftmost wins, and of those starting at one word the longest; a page
+  never links to itself. Titles are grouped by their first word, so scanning a lead costs one
+  dictionary look-up per word plus a ``startswith`` per candidate title: about a second for
+  the 10k-article wiki corpus.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from treegrpo.tools.base import Passage
+from treegrpo.tools.corpus import make_contents, read_corpus
+
+MIN_TITLE_CHARS = 2
+"""Shorter titles ("C", "X") are never linked: a single letter is a word too often."""
+
+_WORD = re.compile(r"\w+")
+_END = re.compile(r"[.!?][\"”’')]*\s+(?=[\"“(]?[A-Z0-9])")
+_ABBREVIATIONS = frozenset(
+    [
+        "st",
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "jr",
+        "sr",
+        "mt",
+        "no",
+        "vs",
+        "ca",
+        "c",
+        "e.g",
+        "i.e",
+        "u.s",
+        "u.k",
+        "etc",
+        "approx",
+        "fl",
+        "gen",
+        "col",
+        "lt",
+        "sgt",
+    ]
+)
+_SAFE = "()_,'!:;*@$&+=-."
+"""Characters a slug keeps as they are (Wikipedia's addresses keep these too)."""
+
+
+@dataclass(frozen=True)
+class WebArticle:
+    """One page of the site: ``text`` is the lead (paragraphs separated by newlines),
+    ``description`` a short line under the title ("1968 film by Stanley Kubrick"), maybe ""."""
+
+    title: str
+    text: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A mention of another article's title in a lead: ``text[start:end] == title``."""
+
+    start: int
+    end: int
+    title: str
+
+
+def slug(title: str) -> str:
+    """The path of ``title``'s page after ``/wiki/``: "HIV/AIDS" → "HIV%2FAIDS",
+    "Ada Lovelace" → "Ada_Lovelace"."""
+    return quote(title.replace(" ", "_"), safe=_SAFE)
+
+
+def slug_key(path: str) -> str:
+    """The key under which a page is looked up from its decoded path: the server decodes
+    ``%2F`` and the rest, so this only undoes the underscores."""
+    return path.replace("_", " ")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``: up to the first ".", "!" or "?" followed by a space and
+    a capital or digit, skipping initials and common abbreviations ("Arthur C. Clarke"). The
+    same rule as ``data.title_questions.first_sentence``."""
+    for m in _END.finditer(text):
+        before = text[: m.start()].split()
+        word = before[-1].lower().lstrip('"“(') if before else ""
+        if (len(word) == 1 and word.isalpha()) or word in _ABBREVIATIONS:
+            continue
+        return text[: m.end()].strip()
+    return text.strip()
+
+
+def site_passages(articles: Sequence[WebArticle]) -> list[Passage]:
+    """The search index's passages, one per article (id: its position), as a Search-R1 corpus
+    writes them (``"Title"\\ntext``), so the site ranks as ``treegrpo serve`` would."""
+    return [Passage(str(i), make_contents(a.title, a.text)) for i, a in enumerate(articles)]
+
+
+def read_site_corpus(path: str | Path) -> list[WebArticle]:
+    """The articles of a Search-R1 jsonl corpus (``"Title"\\ntext`` passages; a passage
+    without a quoted first line becomes an article titled by its id)."""
+    out = []
+    for p in read_corpus(path):
+        head, _, rest = p.contents.partition("\n")
+        if rest and len(head) >= 2 and head[0] == head[-1] == '"':
+            out.append(WebArticle(head[1:-1], rest))
+        else:
+            out.append(WebArticle(p.id, p.contents))
+    return out
+
+
+class LinkIndex:
+    """Every title of the site grouped by first word, to find the mentions in a lead.
+
+    Args:
+        titles: The site's titles; those under ``MIN_TITLE_CHARS`` characters or not
+            starting with a word character are never linked (``skipped`` counts them).
+    """
+
+    def __init__(self, titles: Iterable[str]) -> None:
+        by_word: dict[str, list[str]] = defaultdict(list)
+        self.skipped = 0
+        for title in dict.fromkeys(titles):
+            m = _WORD.match(title)
+            if len(title) < MIN_TITLE_CHARS or m is None:
+                self.skipped += 1
+                continue
+            by_word[m[0]].append(title)
+        self._by_word = {w: sorted(ts, key=len, reverse=True) for w, ts in by_word.items()}
+
+    def links(self, text: str, own: str = "") -> list[Link]:
+        """The mentions in ``text``, in order; a mention of ``own`` (the page's own title) is
+        no link, and no shorter title inside it is linked either."""
+        out: list[Link] = []
+        end = 0
+        for m in _WORD.finditer(text):
+            start = m.start()
+            if start < end:
+                continue
+            for title in self._by_word.get(m[0], ()):
+                stop = start + len(title)
+                if text.startswith(title, start) and not _word_at(text, stop):
+                    if title != own:  # the page's own name is no link, nor are its parts
+                        out.append(Link(start, stop, title))
+                    end = stop
+                    break
+        return out
+
+
+def _word_at(text: str, i: int) -> bool:
+    return i < len(text) and (text[i].isalnum() or text[i] == "_")

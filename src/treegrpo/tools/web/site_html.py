@@ -1,0 +1,122 @@
+"""The offline website's HTML: an article page, the home page, a search results page, a 404.
+
+Every page has the same frame: a nav bar (home link and search form) and a footer with the
+licence line, boilerplate that a main-text extractor is expected to drop, around a ``<main>``
+that holds what the page says. All text is escaped; links inside a lead are the mentions found
+by ``site_corpus.LinkIndex``, pointing at ``/wiki/<slug>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import NamedTuple
+from urllib.parse import quote_plus
+
+from treegrpo.tools.web.site_corpus import Link, WebArticle, slug
+
+SITE_NAME = "Offline Wiki"
+FOOTER = (
+    "Text from Wikipedia's lead sections, available under the Creative Commons "
+    "Attribution-ShareAlike 4.0 License. Served offline by treegrpo."
+)
+
+
+class Hit(NamedTuple):
+    """One search result: the article's title, its address and its snippet."""
+
+    title: str
+    url: str
+    content: str
+
+
+def frame(title: str, main: str, query: str = "") -> str:
+    """A whole page: head, nav bar with the search form, ``main`` (already HTML), footer."""
+    return (
+        "<!DOCTYPE html>\n"
+        f'<html lang="en"><head><meta charset="utf-8"><title>{escape(title)} - {SITE_NAME}'
+        "</title></head><body>\n"
+        f'<nav><a href="/">{SITE_NAME}</a> | <a href="/search">Search</a> | '
+        '<form action="/search" method="get" style="display:inline">'
+        f'<input name="q" value="{escape(query)}" aria-label="Search">'
+        '<button type="submit">Search</button></form></nav>\n'
+        f"<main>\n{main}\n</main>\n"
+        f'<footer><p>{escape(FOOTER)}</p><p><a href="/">Home</a> · About · Privacy policy'
+        "</p></footer>\n</body></html>\n"
+    )
+
+
+def linked(text: str, links: Sequence[Link]) -> str:
+    """``text`` escaped, each link's span wrapped in ``<a href="/wiki/<slug>">``."""
+    out, at = [], 0
+    for link in links:
+        out.append(escape(text[at : link.start], quote=False))
+        href = escape(f"/wiki/{slug(link.title)}")
+        out.append(f'<a href="{href}">{escape(text[link.start : link.end], quote=False)}</a>')
+        at = link.end
+    out.append(escape(text[at:], quote=False))
+    return "".join(out)
+
+
+def article_page(article: WebArticle, links: Sequence[Link]) -> str:
+    """The page of one article: its title, description and lead, one ``<p>`` per paragraph,
+    with its links (``links``: offsets into ``article.text``)."""
+    parts = [f"<h1>{escape(article.title, quote=False)}</h1>"]
+    if article.description:
+        parts.append(f'<p class="description"><i>{escape(article.description)}</i></p>')
+    i = 0
+    for start, end in _spans(article.text):
+        inside = []
+        while i < len(links) and links[i].start < end:
+            link = links[i]
+            inside.append(Link(link.start - start, link.end - start, link.title))
+            i += 1
+        parts.append(f"<p>{linked(article.text[start:end], inside)}</p>")
+    return frame(article.title, "\n".join(parts))
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each non-blank line of ``text``, stripped, so link offsets stay valid."""
+    out, at = [], 0
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if stripped:
+            start = at + line.index(stripped)
+            out.append((start, start + len(stripped)))
+        at += len(line) + 1
+    return out
+
+
+def home_page(n_articles: int, featured: Sequence[str]) -> str:
+    """The home page: what the site is, the search form, a few articles to start from."""
+    items = "".join(
+        f'<li><a href="/wiki/{escape(slug(t))}">{escape(t, quote=False)}</a></li>' for t in featured
+    )
+    main = (
+        f"<h1>{SITE_NAME}</h1>\n<p>The lead sections of {n_articles:,} Wikipedia articles. "
+        "Search above, or start from one of these:</p>\n"
+        f"<ul>{items}</ul>"
+    )
+    return frame("Home", main)
+
+
+def results_page(query: str, hits: Sequence[Hit], page: int) -> str:
+    """The search results for ``query``: title links and snippets, with a next-page link."""
+    if not query:
+        return frame("Search", "<h1>Search</h1>\n<p>Type a query in the search box.</p>")
+    items = "".join(
+        f'<li><a href="{escape(h.url)}">{escape(h.title, quote=False)}</a>'
+        f"<p>{escape(h.content, quote=False)}</p></li>"
+        for h in hits
+    )
+    body = f"<ol>{items}</ol>" if hits else "<p>No results.</p>"
+    next_href = escape(f"/search?q={quote_plus(query)}&pageno={page + 1}")
+    more = f'<p><a href="{next_href}">Next page</a></p>' if hits else ""
+    main = f"<h1>Search results for “{escape(query, quote=False)}”</h1>\n{body}\n{more}"
+    return frame(f"{query} - Search", main, query)
+
+
+def not_found_page(what: str) -> str:
+    """The 404 page, naming what was asked for."""
+    main = f"<h1>Not found</h1>\n<p>There is no page {escape(what, quote=False)} here.</p>"
+    return frame("Not found", main)
