@@ -1,0 +1,283 @@
+"""A web page's readable text, title and links, and the parts of it worth showing an agent.
+
+Main text comes from trafilatura, which drops menus, sidebars, cookie banners and footers and
+keeps the article's paragraphs. It was chosen because it is the best-measured open extractor:
+its authors publish precision and recall on a shared benchmark of real pages (ACL 2021 demo
+paper, and the ScrapingHub article-extraction benchmark, where it leads the open-source tools),
+it handles broken real-world HTML, and it is actively maintained. Where it finds no main text
+(a page of a few words, a body without paragraphs), the body's plain text is used instead, so a
+short page is never shown as empty. Title and links come from lxml directly: links must keep
+their targets, which trafilatura's text does not.
+
+What an agent sees of a page is chosen here too (``select_passages``): the text is cut into
+passages (paragraphs; a long paragraph into windows of whole sentences), each passage is scored
+against the agent's goal with BM25 (the page's passages are the collection, so a word common on
+this page counts little), and the best passages are shown **in page order** within a character
+budget. With no goal, or no passage sharing a word with it, the page's beginning is shown.
+``find_sentences`` is the page's Ctrl-F: the sentences that contain a phrase, with context.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urldefrag, urljoin, urlsplit
+
+import lxml.html
+import trafilatura
+from lxml import etree
+
+log = logging.getLogger(__name__)
+
+GAP = "…"
+"""The line shown between two passages that are not next to each other on the page."""
+
+PASSAGE_CHARS = 600
+"""A paragraph longer than this is cut into windows of whole sentences of about this size."""
+
+_STOPWORDS = (
+    "a an and are as at be but by for from has have he her his in is it its of on or she that "
+    "the their they this to was were which who will with what when where why how"
+)
+STOPWORDS = frozenset(_STOPWORDS.split())
+"""Words too common to say whether a passage answers a goal."""
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_SPACE = re.compile(r"[ \t\r\f\v]+")
+_BLOCKS = (
+    "address article aside blockquote br dd div dl dt figcaption footer form h1 h2 h3 h4 h5 h6 "
+    "header hr li main nav ol p pre section table td th tr ul"
+)
+_BLOCK_TAGS = frozenset(_BLOCKS.split())
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link of a page: its absolute target and its anchor text."""
+
+    url: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """What ``extract`` reads from a page's HTML."""
+
+    title: str
+    text: str  # the main text: paragraphs separated by newlines
+    links: tuple[Link, ...]
+
+
+def extract(html: str, url: str) -> Extracted:
+    """Title, main text and links (absolute, against ``url``) of an HTML page; never raises."""
+    root = _parse(html)
+    title = _title(root) if root is not None else ""
+    links = _links(root, url) if root is not None else ()
+    text = _main_text(html, url) or (_body_text(root) if root is not None else "")
+    return Extracted(title, text, links)
+
+
+def _parse(html: str) -> lxml.html.HtmlElement | None:
+    """The lxml tree (bytes in, so an XML encoding declaration does not stop the parser)."""
+    parser = lxml.html.HTMLParser(encoding="utf-8")
+    try:
+        return lxml.html.document_fromstring(html.encode("utf-8", "replace"), parser=parser)
+    except (etree.LxmlError, ValueError):  # an empty document
+        return None
+
+
+def _main_text(html: str, url: str) -> str:
+    try:
+        text = trafilatura.extract(html, url=url, include_comments=False, include_tables=True)
+    except Exception:  # a bug on odd input must not lose the page: the fallback reads it
+        log.debug("trafilatura failed on %s", url, exc_info=True)
+        return ""
+    return clean_lines(text or "")
+
+
+def _title(root: lxml.html.HtmlElement) -> str:
+    for path in ("//title", "//h1"):
+        for node in root.xpath(path):
+            title = " ".join(node.text_content().split())
+            if title:
+                return title
+    return ""
+
+
+def _links(root: lxml.html.HtmlElement, base: str) -> tuple[Link, ...]:
+    """Each http(s) target once, with its first non-empty anchor text; links to the page itself
+    (``#section``) and ``javascript:`` or ``mailto:`` targets are left out."""
+    base_href = root.xpath("//base/@href")
+    if base_href:
+        base = urljoin(base, str(base_href[0]).strip())
+    page = urldefrag(base)[0]
+    seen: dict[str, str] = {}
+    for a in root.xpath("//a[@href]"):
+        target = urldefrag(urljoin(base, str(a.get("href")).strip()))[0]
+        if urlsplit(target).scheme not in ("http", "https") or target == page:
+            continue
+        text = " ".join(a.text_content().split()) or str(a.get("title") or "").strip()
+        if not seen.get(target):
+            seen[target] = text
+    return tuple(Link(u, t) for u, t in seen.items())
+
+
+def _body_text(root: lxml.html.HtmlElement) -> str:
+    """The body's text with a newline at each block element, scripts and styles dropped."""
+    for node in root.xpath("//script|//style|//noscript|//template"):
+        node.drop_tree()
+    for node in root.iter():
+        if isinstance(node.tag, str) and node.tag in _BLOCK_TAGS:
+            node.tail = "\n" + (node.tail or "")
+    bodies = root.xpath("//body")
+    return clean_lines((bodies[0] if bodies else root).text_content())
+
+
+def clean_lines(text: str) -> str:
+    """Spaces collapsed within each line, empty lines dropped."""
+    lines = (_SPACE.sub(" ", line).strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def sentences(paragraph: str) -> list[str]:
+    """A paragraph cut after ``.``, ``!`` or ``?`` followed by a capital or a digit (a simple
+    rule: an abbreviation such as "Dr. Smith" is cut too, which costs only a short window)."""
+    return [s for s in _SENTENCE_END.split(paragraph.strip()) if s]
+
+
+def passages(text: str, size: int = PASSAGE_CHARS) -> list[str]:
+    """The text's paragraphs, in order; one longer than ``size`` becomes consecutive windows of
+    whole sentences of at most ``size`` characters (a longer sentence is a window alone)."""
+    out: list[str] = []
+    for paragraph in text.splitlines():
+        paragraph = paragraph.strip()
+        if len(paragraph) <= size:
+            out.extend([paragraph] if paragraph else [])
+            continue
+        window = ""
+        for sentence in sentences(paragraph):
+            if window and len(window) + 1 + len(sentence) > size:
+                out.append(window)
+                window = sentence
+            else:
+                window = f"{window} {sentence}" if window else sentence
+        if window:
+            out.append(window)
+    return out
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased words, stopwords left out."""
+    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+def bm25_scores(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
+    """Okapi BM25 of each doc for ``query``, the docs being the whole collection:
+
+    score(d) = Σ_{t ∈ q} idf(t) · f(t,d)·(k1+1) / (f(t,d) + k1·(1 − b + b·|d|/avgdl)),
+    idf(t) = ln(1 + (N − n(t) + 0.5) / (n(t) + 0.5)),
+
+    with f the term's count in the doc, n(t) the number of docs holding it, N the number of
+    docs (Robertson and Zaragoza 2009; the +1 inside the log keeps idf positive, as Lucene does).
+    A query word counts once however often it is repeated."""
+    query_terms = set(terms(query))
+    counts = [Counter(terms(d)) for d in docs]
+    if not query_terms or not counts:
+        return [0.0] * len(docs)
+    n_docs = len(counts)
+    avgdl = max(sum(sum(c.values()) for c in counts) / n_docs, 1.0)
+    n = {t: sum(1 for c in counts if t in c) for t in query_terms}
+    idf = {t: math.log(1 + (n_docs - n[t] + 0.5) / (n[t] + 0.5)) for t in query_terms}
+    scores = []
+    for c in counts:
+        norm = k1 * (1 - b + b * sum(c.values()) / avgdl)
+        scores.append(sum(idf[t] * c[t] * (k1 + 1) / (c[t] + norm) for t in query_terms if c[t]))
+    return scores
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: cut at a word boundary with ``…`` when longer."""
+    if len(text) <= limit:
+        return text
+    if limit <= 1:
+        return text[:limit] if limit > 0 else ""
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space > limit // 2:
+        head = head[:space]
+    return head.rstrip() + "…"
+
+
+def select_passages(text: str, goal: str | None, max_chars: int) -> str:
+    """The passages of ``text`` that best match ``goal``, in page order, in at most
+    ``max_chars`` characters (passages on separate lines, a ``…`` line where text was skipped).
+
+    Passages are taken best-first (BM25, ties to the earlier one) while they fit; a best
+    passage too long for what is left is cut. With no goal, or none of its words on the page,
+    the page's beginning is shown."""
+    if max_chars <= 0:
+        return ""
+    parts = passages(text)
+    scores = bm25_scores(goal or "", parts)
+    if not any(s > 0 for s in scores):
+        return cut("\n".join(parts), max_chars)
+    ranked = sorted((i for i in range(len(parts)) if scores[i] > 0), key=lambda i: -scores[i])
+    chosen: dict[int, str] = {}
+    for i in ranked:
+        trial = {**chosen, i: parts[i]}
+        room = max_chars - len(_join(trial))
+        if room >= 0:
+            chosen = trial
+        elif not chosen:  # the best passage alone is too long: show its start
+            chosen = {i: cut(parts[i], len(parts[i]) + room)}
+            break
+    return _join(chosen)
+
+
+def _join(chosen: dict[int, str]) -> str:
+    """Passages in page order, ``GAP`` lines between those that are not adjacent."""
+    lines: list[str] = []
+    previous = None
+    for i in sorted(chosen):
+        if previous is not None and i != previous + 1:
+            lines.append(GAP)
+        lines.append(chosen[i])
+        previous = i
+    return "\n".join(lines)
+
+
+def find_sentences(text: str, query: str, context: int = 1) -> list[str]:
+    """The sentences of ``text`` that contain ``query`` (case and spacing ignored), each with
+    ``context`` sentences either side from the same paragraph, overlapping spans merged, in page
+    order. When the phrase is nowhere, the sentences that contain all of its words instead."""
+    phrase = " ".join(query.lower().split())
+    if not phrase:
+        return []
+    words = set(_WORD.findall(phrase))
+    found = _matching(text, context, lambda s: phrase in " ".join(s.lower().split()))
+    if not found and words:
+        found = _matching(text, context, lambda s: words <= set(_WORD.findall(s.lower())))
+    return found
+
+
+def _matching(text: str, context: int, matches: Callable[[str], bool]) -> list[str]:
+    """Per paragraph, the spans of sentences around those that ``matches``, joined."""
+    found: list[str] = []
+    for paragraph in text.splitlines():
+        sents = sentences(paragraph)
+        spans: list[list[int]] = []
+        for i, sentence in enumerate(sents):
+            if not matches(sentence):
+                continue
+            lo, hi = max(0, i - context), min(len(sents), i + context + 1)
+            if spans and lo <= spans[-1][1]:
+                spans[-1][1] = hi
+            else:
+                spans.append([lo, hi])
+        found.extend(" ".join(sents[lo:hi]) for lo, hi in spans)
+    return found
