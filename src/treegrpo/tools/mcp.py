@@ -1,0 +1,456 @@
+"""MCP servers' tools in the tool registry, attached by configuration.
+
+Any Model Context Protocol server (a process spoken to over stdio, or a streamable HTTP URL)
+becomes tools an agent can call: one ``McpServer`` config per server, ``mcp_tools`` connects
+them all, and each tool they list registers in a ``Toolbox`` like any other::
+
+    with mcp_tools([McpServer("wiki", command="python", args=("-m",
+                   "treegrpo.tools.mcp_server", "--corpus", "wiki.jsonl"))]) as mcp:
+        tools = Toolbox(mcp.tools)   # <wiki_search> {"query": str, "topk"?: int} </wiki_search>
+
+The rollout is synchronous and an MCP session is asynchronous, so each server's session lives
+on an asyncio loop in a background thread for the life of the toolbox, and a step's calls to a
+tool go out together on it (concurrently: the server sees them all at once).
+
+What the model sees and how calls fail:
+
+- name: the MCP tool's name with the config's ``prefix``, anything a tag cannot hold replaced
+  by ``_`` (``tools.registry.NAME``);
+- usage: the input schema's argument names and types (``tools.mcp_schema``); the model writes a
+  JSON object between the tags, or a bare string when the tool takes one string;
+- description: the first sentence of the tool's description;
+- arguments the schema refuses never reach the server (an error outcome that names the
+  argument); a result with ``isError`` is a ``Failure`` with its text (the model's doing, or the
+  world's: an unknown page); a server that is dead, unreachable, or slower than ``timeout_s`` is
+  ``ToolFailed``, an outage the trainer counts, and the next batch first reconnects (once; a
+  batch whose reconnect fails is failed too, and the one after tries again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import mcp_types
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+from treegrpo.tools.base import ToolFailed
+from treegrpo.tools.mcp_schema import ArgumentParser
+from treegrpo.tools.registry import NAME, RESERVED, Call, Failure
+
+log = logging.getLogger(__name__)
+
+OUTAGE_CODES = (mcp_types.CONNECTION_CLOSED, mcp_types.REQUEST_TIMEOUT)
+"""JSON-RPC error codes that mean the server did not answer (as opposed to refusing a call)."""
+
+CLOSE_TIMEOUT_S = 10.0
+"""Longest wait for a session to wind down (the SDK stops a stdio server within ~6 s)."""
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """How to reach one MCP server and which of its tools to take."""
+
+    name: str
+    """The server's name in logs and errors."""
+    command: str | None = None
+    """stdio: the executable that runs the server (spoken to over its stdin and stdout)."""
+    args: tuple[str, ...] = ()
+    """stdio: the command's arguments."""
+    env: dict[str, str] = field(default_factory=dict)
+    """stdio: environment variables for the server, over the few the SDK passes on (HOME, PATH,
+    USER, ...; not the whole environment)."""
+    url: str | None = None
+    """Streamable HTTP: the server's endpoint (``http://127.0.0.1:8001/mcp``); instead of
+    ``command``."""
+    prefix: str = ""
+    """Put before each tool's name (``wiki.`` makes ``search`` ``wiki.search``), so two servers'
+    tools cannot clash."""
+    timeout_s: float = 30.0
+    """Longest wait for one call's answer; a slower one fails as an outage."""
+    start_timeout_s: float = 60.0
+    """Longest wait for the server to start and list its tools (an index may load first)."""
+    tools: tuple[str, ...] | None = None
+    """Only these of the server's tools (its own names); None: all it lists."""
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"MCP server {self.name!r}: give either command (stdio) or url")
+        if self.timeout_s <= 0 or self.start_timeout_s <= 0:
+            raise ValueError(f"MCP server {self.name!r}: timeouts must be > 0")
+
+
+def tool_name(prefix: str, name: str) -> str:
+    """The registry name of an MCP tool: prefixed, with what a tag cannot hold as ``_``."""
+    text = re.sub(r"[^A-Za-z0-9_.-]", "_", prefix + name)
+    if not re.match(r"[A-Za-z_]", text):
+        text = "_" + text
+    return text[:64]
+
+
+def first_sentence(text: str | None) -> str:
+    """The description's first line, cut at its first sentence end."""
+    line = next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")
+    match = re.search(r"(?<=[.!?])\s", line)
+    return line[: match.start()] if match else line
+
+
+class _Session:
+    """One open MCP client session, held by a task on the connection's loop that enters and
+    leaves the ``Client`` context (anyio wants both in one task)."""
+
+    def __init__(self) -> None:
+        self.client: Client | None = None
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+
+class McpConnection:
+    """A session with one MCP server, kept open until ``close``; calls from any thread."""
+
+    def __init__(self, config: McpServer) -> None:
+        self.config = config
+        self.tools: list[mcp_types.Tool] = []
+        self.broken = False
+        self.closed = False
+        self._session: _Session | None = None
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"mcp-{config.name}", daemon=True
+        )
+        self._thread.start()
+        try:
+            self._connect()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> McpConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- on the caller's thread ---------------------------------------------------------
+
+    def _run(self, coro: Any, timeout: float) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def _connect(self) -> None:
+        """Open a session (closing any old one first) and list the server's tools."""
+        self._drop()
+        session = _Session()
+        self.tools = self._run(self._open(session), self.config.start_timeout_s + CLOSE_TIMEOUT_S)
+        self._session = session
+        self.broken = False
+
+    def _drop(self) -> None:
+        """Close the current session, if any (its server process ends with it)."""
+        session, self._session = self._session, None
+        if session is not None and self._loop.is_running():
+            try:
+                self._run(self._shut(session), CLOSE_TIMEOUT_S + 5)
+            except Exception:  # closing a dead session may raise; the process is gone anyway
+                log.debug(
+                    "MCP server %s: closing its session raised", self.config.name, exc_info=True
+                )
+
+    def call(self, tool: str, arguments: Sequence[dict[str, Any]]) -> list[Any]:
+        """Call ``tool`` once per arguments object, all at once; each call's ``CallToolResult``,
+        or the exception it raised. Raises ``ToolFailed`` when no session can be opened."""
+        with self._lock:
+            if self.closed:
+                raise ToolFailed(f"MCP server {self.config.name}: the connection is closed")
+            if self.broken or self._session is None:
+                log.warning("MCP server %s: reconnecting", self.config.name)
+                try:
+                    self._connect()
+                except Exception as exc:
+                    self.broken = True
+                    raise ToolFailed(
+                        f"MCP server {self.config.name}: cannot connect: {exc}"
+                    ) from exc
+            session = self._session
+        assert session is not None
+        wait = self.config.timeout_s * 2 + 5  # the SDK times calls out; this guards the loop
+        try:
+            results: list[Any] = self._run(self._calls(session, tool, arguments), wait)
+        except Exception as exc:
+            self.broken = True
+            raise ToolFailed(f"MCP server {self.config.name}: {exc!r}") from exc
+        if any(_is_outage(r) for r in results):
+            self.broken = not self._run(self._answers(session), wait)
+        return results
+
+    def close(self) -> None:
+        """End the session (a stdio server process exits) and the loop thread. Idempotent."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._drop()
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=CLOSE_TIMEOUT_S)
+            if not self._thread.is_alive():
+                self._loop.close()
+
+    # --- on the loop ---------------------------------------------------------------------
+
+    async def _open(self, session: _Session) -> list[mcp_types.Tool]:
+        ready: asyncio.Future[list[mcp_types.Tool]] = self._loop.create_future()
+        session.task = self._loop.create_task(self._hold(session, ready))
+        try:
+            return await asyncio.wait_for(asyncio.shield(ready), self.config.start_timeout_s)
+        except asyncio.TimeoutError:
+            session.task.cancel()  # the holder unwinds: a started server process is stopped
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(session.task, CLOSE_TIMEOUT_S)
+            raise TimeoutError(
+                f"MCP server {self.config.name} did not start within "
+                f"{self.config.start_timeout_s:g} s"
+            ) from None
+
+    async def _hold(self, session: _Session, ready: asyncio.Future[list[mcp_types.Tool]]) -> None:
+        """Enter the client, list the tools, wait for ``stop``, leave the client."""
+        try:
+            async with Client(
+                self._transport(), read_timeout_seconds=self.config.timeout_s
+            ) as client:
+                tools = await _list_tools(client)
+                session.client = client
+                if not ready.done():
+                    ready.set_result(self._chosen(tools))
+                await session.stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                raise
+            log.debug("MCP server %s: session ended: %r", self.config.name, exc)
+        finally:
+            session.client = None
+
+    async def _shut(self, session: _Session) -> None:
+        session.stop.set()
+        if session.task is not None:
+            try:
+                await asyncio.wait_for(session.task, CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:  # wait_for has cancelled the holder: it unwinds now
+                log.warning("MCP server %s: session did not close in time", self.config.name)
+
+    async def _calls(
+        self, session: _Session, tool: str, arguments: Sequence[dict[str, Any]]
+    ) -> list[Any]:
+        client = session.client
+        if client is None:
+            raise ConnectionError("the session has ended")
+        return await asyncio.gather(
+            *(client.call_tool(tool, a) for a in arguments), return_exceptions=True
+        )
+
+    async def _answers(self, session: _Session) -> bool:
+        """Whether the server still answers (after a timeout: slow, or hung?)."""
+        if session.client is None:
+            return False
+        try:
+            await asyncio.wait_for(_list_tools(session.client), min(self.config.timeout_s, 5.0))
+        except Exception:
+            return False
+        return True
+
+    def _transport(self) -> Any:
+        if self.config.url is not None:
+            return self.config.url
+        assert self.config.command is not None
+        params = StdioServerParameters(
+            command=self.config.command, args=list(self.config.args), env=dict(self.config.env)
+        )
+        return stdio_client(params, errlog=_errlog())
+
+    def _chosen(self, tools: list[mcp_types.Tool]) -> list[mcp_types.Tool]:
+        if self.config.tools is None:
+            return tools
+        listed = {t.name for t in tools}
+        missing = [n for n in self.config.tools if n not in listed]
+        if missing:
+            raise ValueError(
+                f"MCP server {self.config.name} has no tool {', '.join(missing)} "
+                f"(it lists {', '.join(sorted(listed)) or 'none'})"
+            )
+        return [t for t in tools if t.name in self.config.tools]
+
+
+async def _list_tools(client: Client) -> list[mcp_types.Tool]:
+    """Every tool the server lists, page after page."""
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+def _is_outage(result: Any) -> bool:
+    if isinstance(result, MCPError):
+        return result.code in OUTAGE_CODES
+    return isinstance(result, BaseException)
+
+
+def _errlog() -> TextIO:
+    """Where a stdio server's stderr goes: ours, when it is a real file (a test's captured
+    stream may not be)."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
+    return sys.stderr
+
+
+SDK_ERROR_PREFIX = re.compile(r"^Error executing tool [^:]*: ")
+"""What the SDK's servers put before a tool's own error text (dropped: the observation already
+names the tool)."""
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One MCP tool as a registry ``Tool``: JSON arguments checked against its input schema,
+    calls sent on its server's connection, the result's text as the observation."""
+
+    connection: McpConnection
+    spec: mcp_types.Tool
+    name: str
+    parser: ArgumentParser = field(repr=False)
+
+    @classmethod
+    def of(cls, connection: McpConnection, spec: mcp_types.Tool) -> McpTool:
+        name = tool_name(connection.config.prefix, spec.name)
+        return cls(connection, spec, name, ArgumentParser(name, spec.input_schema))
+
+    @property
+    def usage(self) -> str:
+        return self.parser.usage
+
+    @property
+    def description(self) -> str:
+        return first_sentence(self.spec.description) or self.spec.title or self.spec.name
+
+    def parse(self, text: str) -> dict[str, Any]:
+        return self.parser(text)
+
+    def call(self, calls: Sequence[Call]) -> list[Any]:
+        results = self.connection.call(self.spec.name, [c.argument for c in calls])
+        out: list[Any] = []
+        down = 0
+        for r in results:
+            if isinstance(r, mcp_types.CallToolResult):
+                out.append(Failure(_error_text(r)) if r.is_error else r)
+            elif isinstance(r, MCPError) and r.code not in OUTAGE_CODES:
+                out.append(Failure(r.error.message))  # refused by a live server (bad params)
+            else:
+                out.append(None)
+                down += 1
+        if down:
+            first = next(r for r in results if _is_outage(r))
+            raise ToolFailed(
+                f"MCP server {self.connection.config.name}: {down} of {len(calls)} "
+                f"{self.name} calls got no answer: {first!r}",
+                out,
+            )
+        return out
+
+    def format(self, result: mcp_types.CallToolResult) -> str:
+        return result_text(result)
+
+
+def result_text(result: mcp_types.CallToolResult) -> str:
+    """A tool result's text: its text blocks (and embedded text resources) joined by newlines;
+    other blocks as ``[image]``-like markers; the structured content as JSON when there is no
+    text at all."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mcp_types.EmbeddedResource) and isinstance(
+            block.resource, mcp_types.TextResourceContents
+        ):
+            parts.append(block.resource.text)
+        elif isinstance(block, mcp_types.ResourceLink):
+            parts.append(f"[{block.name}: {block.uri}]")
+        else:
+            parts.append(f"[{block.type}]")
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False)
+    return "\n".join(parts).strip()
+
+
+def _error_text(result: mcp_types.CallToolResult) -> str:
+    text = result_text(result) or "the tool reported an error"
+    return SDK_ERROR_PREFIX.sub("", text, count=1)
+
+
+@dataclass
+class McpTools:
+    """The tools of some MCP servers, for ``Toolbox.register``, and their connections to
+    ``close`` (or use as a context manager)."""
+
+    tools: list[McpTool]
+    connections: list[McpConnection]
+
+    def __iter__(self) -> Iterator[McpTool]:
+        return iter(self.tools)
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def close(self) -> None:
+        """Close every connection (stdio servers exit)."""
+        for connection in self.connections:
+            connection.close()
+
+    def __enter__(self) -> McpTools:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def mcp_tools(servers: Sequence[McpServer]) -> McpTools:
+    """Connect to every server and make a registry tool of each tool it lists (or of those in
+    its ``tools``). Raises when a server cannot start, or when two tools would share a name
+    (give the servers a ``prefix``); connections already open are closed first."""
+    out = McpTools([], [])
+    try:
+        for server in servers:
+            connection = McpConnection(server)
+            out.connections.append(connection)
+            out.tools.extend(McpTool.of(connection, spec) for spec in connection.tools)
+        seen: dict[str, str] = {}
+        for t in out.tools:
+            where = f"{t.connection.config.name}:{t.spec.name}"
+            if not NAME.fullmatch(t.name) or t.name in RESERVED:
+                raise ValueError(f"MCP tool {where} cannot be named {t.name!r}: set a prefix")
+            if t.name in seen:
+                raise ValueError(
+                    f"MCP tools {seen[t.name]} and {where} are both named {t.name!r}: "
+                    "give their servers a prefix"
+                )
+            seen[t.name] = where
+    except BaseException:
+        with contextlib.suppress(Exception):
+            out.close()
+        raise
+    return out

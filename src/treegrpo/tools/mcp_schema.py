@@ -1,0 +1,151 @@
+"""An MCP tool's JSON input schema as the model meets it: a short usage line for the prompt,
+and the parse of what the model wrote between the tool's tags into checked arguments.
+
+The usage line shows argument names and types and nothing else (``{"query": str, "topk"?:
+int}``; ``?`` marks an optional argument), since every prompt token is paid on every rollout;
+a schema too large for one line is shown shallower, then cut. The parse takes a JSON object, or
+a bare string where the schema has exactly one required string argument (``<wiki_search> Eiffel
+Tower </wiki_search>`` as Search-R1's ``search`` takes it), and checks it against the schema
+with ``jsonschema``; what it refuses raises ``BadArgument`` with a message short enough for the
+model to read and act on, naming the argument at fault.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError, best_match
+
+from treegrpo.tools.registry import BadArgument
+
+log = logging.getLogger(__name__)
+
+MAX_USAGE_CHARS = 160
+"""Longest usage line before it is drawn shallower (then cut with ``…``)."""
+
+MAX_MESSAGE_CHARS = 200
+"""Longest refusal message the model reads."""
+
+SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "null"}
+
+
+def render_usage(schema: Mapping[str, Any]) -> str:
+    """The usage line of an input schema: ``{"name": type, "opt"?: type}``, nested objects and
+    arrays drawn two levels deep, or one when that is too long, or cut at the last argument
+    that fits (``…``)."""
+    for depth in (2, 1):
+        text = _render(schema, depth)
+        if len(text) <= MAX_USAGE_CHARS:
+            return text
+    text = _render(schema, 1)
+    cut = text.rfind(", ", 0, MAX_USAGE_CHARS - 2)
+    return text[: cut if cut > 0 else MAX_USAGE_CHARS - 2] + ", …}"
+
+
+def _render(schema: Any, depth: int) -> str:
+    if not isinstance(schema, Mapping):
+        return "any"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return "|".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"][:6])
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return "|".join(dict.fromkeys(_render(s, depth) for s in schema[key]))
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "|".join(_render({**schema, "type": k}, depth) for k in kind)
+    if kind == "array":
+        if depth <= 0:
+            return "list"
+        return f"list[{_render(schema.get('items'), depth - 1)}]"
+    if kind == "object" or (kind is None and "properties" in schema):
+        props = schema.get("properties")
+        if not isinstance(props, Mapping) or not props:
+            return "object"
+        if depth <= 0:
+            return "object"
+        required = set(schema.get("required") or ())
+        parts = [
+            f"{json.dumps(name)}{'' if name in required else '?'}: {_render(sub, depth - 1)}"
+            for name, sub in props.items()
+        ]
+        return "{" + ", ".join(parts) + "}"
+    return SCALARS.get(kind, "any") if isinstance(kind, str) else "any"
+
+
+def bare_string_argument(schema: Mapping[str, Any]) -> str | None:
+    """The argument a bare string fills: the one required property, when it is a string."""
+    required = list(schema.get("required") or ())
+    props = schema.get("properties") or {}
+    only = props.get(required[0]) if len(required) == 1 else None
+    if isinstance(only, Mapping) and only.get("type") == "string":
+        return str(required[0])
+    return None
+
+
+class ArgumentParser:
+    """Text between a tool's tags → the arguments object, checked against ``schema``."""
+
+    def __init__(self, tool: str, schema: Mapping[str, Any]) -> None:
+        self.tool = tool
+        self.schema = dict(schema)
+        self.usage = render_usage(self.schema)
+        self.bare = bare_string_argument(self.schema)
+        cls = jsonschema.validators.validator_for(
+            self.schema, default=jsonschema.Draft202012Validator
+        )
+        try:
+            cls.check_schema(self.schema)
+            self.validator: Any = cls(self.schema)
+        except SchemaError as exc:  # the server's schema is broken: send arguments unchecked
+            log.warning("tool %s: invalid input schema, arguments go unchecked: %s", tool, exc)
+            self.validator = None
+
+    def __call__(self, text: str) -> dict[str, Any]:
+        """The arguments in ``text``; ``BadArgument`` saying what to fix otherwise."""
+        text = text.strip()
+        value: Any
+        if self.bare is not None and not text.startswith("{"):
+            value = {self.bare: _string(text)}
+        else:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise BadArgument(
+                    f"invalid JSON ({exc.msg} at column {exc.colno}); write {self.usage}"
+                ) from None
+        if not isinstance(value, dict):
+            raise BadArgument(f"expected a JSON object: {self.usage}")
+        if self.validator is not None:
+            error = best_match(self.validator.iter_errors(value))
+            if error is not None:
+                raise BadArgument(_short(_describe(error)))
+        return value
+
+
+def _string(text: str) -> str:
+    """A bare string as written, or the string a JSON string literal holds (``"Paris"``)."""
+    if text.startswith('"'):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        if isinstance(value, str):
+            return value
+    return text
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """``argument "topk": 0 is less than the minimum of 1``; a missing or unexpected argument
+    is named by jsonschema's own message."""
+    path = ".".join(str(p) for p in error.absolute_path)
+    return f'argument "{path}": {error.message}' if path else error.message
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
