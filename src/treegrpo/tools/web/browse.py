@@ -1,0 +1,262 @@
+"""Browsing tools for the registry: ``visit`` opens a page, ``find`` searches the page last
+opened.
+
+``visit``'s argument is a URL or the number of a result of the episode's last search, and may
+end with a goal after ``|``: ``<visit> 2 | year of birth </visit>``. Without a goal, the goal is
+the last search's query (what the agent was looking for when it chose the page). The
+observation is the page's title and URL, then the page's passages that best match the goal in
+page order (``text.select_passages``), then a few of the page's links whose anchor text or
+address shares words with the goal, so the agent can follow one with ``<visit> URL </visit>``::
+
+    Title: Marie Curie
+    URL: https://en.wikipedia.org/wiki/Marie_Curie
+    Marie Skłodowska Curie was a Polish and naturalised-French physicist and chemist …
+    …
+    She was born in Warsaw, in what was then the Kingdom of Poland, on 7 November 1867.
+    Links:
+    - Warsaw: https://en.wikipedia.org/wiki/Warsaw
+
+Links are ranked by BM25 of the goal against their anchor text and address words, and only
+those that share a word with the goal are listed: with a page of hundreds of links (menus,
+footers), listing the first few would show boilerplate, and listing them all would drown the
+text. The whole observation stays within ``max_chars``: title, URL and links first, the passages
+get the rest.
+
+``find``'s argument is a word or phrase; the observation lists the sentences of the last
+visited page that contain it (case ignored; failing that, sentences with all of its words), each
+with a sentence of context either side::
+
+    2 matches for "Nobel" on https://en.wikipedia.org/wiki/Marie_Curie:
+    [1] She shared the 1903 Nobel Prize in Physics with Pierre Curie. In 1911 she …
+    [2] …
+
+Bad arguments (no URL, a result number out of range, ``find`` before any ``visit``) and pages
+that cannot be read (404, timeout, too large, binary) are the call's ``Failure``: an
+observation that says what happened or what to write instead, never an exception out of the
+rollout.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from treegrpo.tools.registry import BadArgument, Call, Failure
+from treegrpo.tools.web.fetch import Page, PageFetcher
+from treegrpo.tools.web.search import SearchHit
+from treegrpo.tools.web.text import Link, bm25_scores, cut, find_sentences, select_passages
+
+_DOMAIN = re.compile(r"(?:www\.)?[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}(?:[/?#]\S*)?", re.I)
+_URL_WORDS = re.compile(r"[/._\-?=&+%#:]+")
+
+MIN_PASSAGE_CHARS = 200
+"""Passage room kept in a visit's observation: links are left out before the text is."""
+
+
+@dataclass(frozen=True)
+class VisitArgument:
+    """What to visit: a URL or the number of a result of the last search; and the goal."""
+
+    target: str | int
+    goal: str | None = None
+
+
+@dataclass(frozen=True)
+class Visit:
+    """A visited page and the goal it was read for: the result ``find`` reads later."""
+
+    page: Page
+    goal: str | None = None
+
+    @property
+    def url(self) -> str:
+        return self.page.url
+
+    @property
+    def title(self) -> str:
+        return self.page.title
+
+    @property
+    def text(self) -> str:
+        return self.page.text
+
+    @property
+    def links(self) -> tuple[Link, ...]:
+        return self.page.links
+
+
+@dataclass(frozen=True)
+class VisitTool:
+    """The registry's ``visit`` (module docstring): pages from ``fetcher``, observations of at
+    most ``max_chars`` characters listing at most ``max_links`` links."""
+
+    fetcher: PageFetcher
+    max_chars: int = 3000
+    max_links: int = 5
+    name: str = "visit"
+    usage: str = "URL or search result number, optionally | goal"
+    description: str = (
+        "opens a web page; its title, URL, the passages that match the goal (by default the "
+        "last search's query) and related links come back"
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_chars < 2 * MIN_PASSAGE_CHARS or self.max_links < 0:
+            raise ValueError(f"need max_chars >= {2 * MIN_PASSAGE_CHARS} and max_links >= 0")
+
+    def parse(self, text: str) -> VisitArgument:
+        target, bar, goal = text.partition("|")
+        target, goal = target.strip(), " ".join(goal.split())
+        if bar and not goal:
+            raise BadArgument(
+                f"nothing after '|': write <{self.name}> 2 | what to look for </{self.name}>"
+            )
+        if target.isdigit():
+            if int(target) < 1:
+                raise BadArgument("search results are numbered from 1")
+            return VisitArgument(int(target), goal or None)
+        if re.match(r"https?://\S+$", target, re.I):
+            return VisitArgument(target, goal or None)
+        if _DOMAIN.fullmatch(target):
+            return VisitArgument(f"https://{target}", goal or None)
+        raise BadArgument(
+            f"{cut(target, 80)!r} is neither a URL nor a search result number: write "
+            f"<{self.name}> https://… </{self.name}> or <{self.name}> 2 </{self.name}>"
+        )
+
+    def call(self, calls: Sequence[Call]) -> list[Visit | Failure]:
+        targets: list[tuple[str, str | None] | Failure] = []
+        for c in calls:
+            try:
+                targets.append(self._resolve(c))
+            except BadArgument as exc:
+                targets.append(Failure(str(exc)))
+        urls = [t[0] for t in targets if not isinstance(t, Failure)]
+        pages = iter(self.fetcher.fetch_many(urls))
+        out: list[Visit | Failure] = []
+        for t in targets:
+            if isinstance(t, Failure):
+                out.append(t)
+                continue
+            page = next(pages)
+            out.append(page if isinstance(page, Failure) else Visit(page, t[1]))
+        return out
+
+    def _resolve(self, call: Call) -> tuple[str, str | None]:
+        """The URL to fetch and the goal; ``BadArgument`` for a result that is not there."""
+        argument: VisitArgument = call.argument
+        search = call.last("search")
+        query = search.argument if search is not None and isinstance(search.argument, str) else None
+        goal = argument.goal or query
+        if isinstance(argument.target, str):
+            return argument.target, goal
+        n = argument.target
+        if search is None:
+            raise BadArgument(
+                f"there is no search result {n} yet: search first, or give a URL "
+                f"(<{self.name}> https://… </{self.name}>)"
+            )
+        hits = list(search.result)
+        if not all(isinstance(h, SearchHit) for h in hits):
+            raise BadArgument("the last search's results are not web pages: give a URL")
+        if not hits:
+            raise BadArgument("the last search found nothing: search again, or give a URL")
+        if n > len(hits):
+            raise BadArgument(
+                f"there are {len(hits)} results: write a number from 1 to {len(hits)}, or a URL"
+            )
+        return hits[n - 1].url, goal
+
+    def format(self, result: Visit) -> str:
+        page = result.page
+        short = self.max_chars // 5  # a title or URL never takes most of the room
+        head = [f"Title: {cut(page.title, short)}"] if page.title else []
+        head.append(f"URL: {cut(page.url, short)}")
+        if page.truncated:
+            head.append("(only the start of this long page was read)")
+        header = "\n".join(head)
+        links = self._links(page, result.goal)
+        room = self.max_chars - len(header) - 1
+        if links and room - len(links) - 1 < MIN_PASSAGE_CHARS:
+            links = ""
+        if links:
+            room -= len(links) + 1
+        body = select_passages(page.text, result.goal, room) or "(the page has no text)"
+        text = "\n".join(part for part in (header, cut(body, room), links) if part)
+        return cut(text, self.max_chars)
+
+    def _links(self, page: Page, goal: str | None) -> str:
+        """Up to ``max_links`` links that share words with the goal, best first."""
+        if not goal or not self.max_links or not page.links:
+            return ""
+        docs = [f"{link.text} {_URL_WORDS.sub(' ', link.url)}" for link in page.links]
+        scores = bm25_scores(goal, docs)
+        best = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: -scores[i])
+        lines = [
+            f"- {cut(page.links[i].text, 80) or '(no text)'}: {cut(page.links[i].url, 200)}"
+            for i in best[: self.max_links]
+        ]
+        return "\n".join(["Links:", *lines]) if lines else ""
+
+
+@dataclass(frozen=True)
+class FindResult:
+    """What ``find`` found: the page, the words looked for, the matching text spans."""
+
+    url: str
+    query: str
+    matches: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FindTool:
+    """The registry's ``find`` (module docstring): at most ``max_matches`` matches, each with
+    ``context`` sentences either side, the observation within ``max_chars``."""
+
+    max_chars: int = 1500
+    max_matches: int = 10
+    context: int = 1
+    visit_tool: str = "visit"
+    name: str = "find"
+    usage: str = "words to look for"
+    description: str = "looks for words in the last visited page; the sentences with them come back"
+
+    def parse(self, text: str) -> str:
+        query = " ".join(text.strip().strip("\"'“”").split())
+        if not query:
+            raise BadArgument(f"write the words to look for: <{self.name}> Nobel </{self.name}>")
+        return query
+
+    def call(self, calls: Sequence[Call]) -> list[FindResult | Failure]:
+        out: list[FindResult | Failure] = []
+        for c in calls:
+            visit = c.last(self.visit_tool)
+            if visit is None or not isinstance(visit.result, Visit):
+                out.append(
+                    Failure(
+                        f"no page visited yet: visit a page first "
+                        f"(<{self.visit_tool}> URL or result number </{self.visit_tool}>)"
+                    )
+                )
+                continue
+            page = visit.result
+            matches = find_sentences(page.text, c.argument, self.context)
+            out.append(FindResult(page.url, c.argument, tuple(matches)))
+        return out
+
+    def format(self, result: FindResult) -> str:
+        if not result.matches:
+            return f'No match for "{cut(result.query, 100)}" on {cut(result.url, 300)}.'
+        n = len(result.matches)
+        shown = result.matches[: self.max_matches]
+        first = f" (the first {len(shown)} shown)" if len(shown) < n else ""
+        head = f'{n} match{"es" if n > 1 else ""}{first} for "{cut(result.query, 100)}" on '
+        lines = [head + f"{cut(result.url, 300)}:"]
+        for i, match in enumerate(shown, start=1):
+            line = f"[{i}] {match}"
+            room = self.max_chars - len("\n".join(lines)) - 1
+            if room < 40:
+                break
+            lines.append(cut(line, room))
+        return cut("\n".join(lines), self.max_chars)

@@ -1,0 +1,345 @@
+"""Web search for agents: search-engine clients and the ``search`` tool that shows their hits.
+
+Two clients, each one HTTP request per query (the queries of one agent step are sent at once on
+a bounded thread pool):
+
+- ``SearxngSearch``: a SearXNG instance's search API, ``GET {base}/search?q=…&format=json``
+  with optional ``categories``, ``engines``, ``language``, ``time_range`` and ``safesearch``;
+  the answer's ``results`` are ``{"title", "url", "content", …}``. The JSON format must be
+  enabled in the instance's ``settings.yml`` (``search: formats: [html, json]``): otherwise it
+  answers 403, and the error says so.
+- ``JsonSearch``: any JSON search API, described by its URL, method, parameter names, the dotted
+  path to the result list and the result fields (Brave, Serper, Tavily, an in-house service).
+
+A backend that cannot answer (refused connection, timeout, HTTP error, an answer not of the
+expected shape) raises ``ToolFailed``, so the rollout says "the search tool did not answer" and
+the trainer's health check counts it; transient troubles (connection errors, timeouts, 5xx, 429)
+are retried first with exponential backoff. A query that finds nothing is an empty list, not
+an error.
+
+The tool's observation lists the hits as numbered entries, one field per line, because an agent
+then names a hit by its number (``<visit> 2 </visit>``)::
+
+    [1] Marie Curie - Wikipedia
+    https://en.wikipedia.org/wiki/Marie_Curie
+    Marie Curie was a Polish and naturalised-French physicist and chemist …
+    [2] …
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from treegrpo.tools.base import ToolFailed
+from treegrpo.tools.registry import BadArgument, Call
+from treegrpo.tools.web.text import cut
+
+log = logging.getLogger(__name__)
+
+_TAG = re.compile(r"<[^>]{0,200}>")
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result: the page's title, its URL and the engine's snippet of it."""
+
+    title: str
+    url: str
+    snippet: str = ""
+
+
+class WebSearch(Protocol):
+    """Anything that answers a batch of queries with ranked hits."""
+
+    def search(self, queries: Sequence[str], topk: int) -> list[list[SearchHit]]:
+        """For each query in order, at most ``topk`` hits, best first; raise ``ToolFailed``
+        when the backend cannot answer (``results``: each query's hits, None where it failed)."""
+        ...
+
+
+class SearchBackendError(ToolFailed):
+    """The search backend could not be reached or answered with an error."""
+
+
+class HttpSearch:
+    """What both clients share: the HTTP client, retries, the thread pool, the batch's errors.
+    A subclass says how one query becomes a request (``_request``) and how the answer becomes
+    hits (``_hits``)."""
+
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 10.0,
+        retries: int = 2,
+        backoff: float = 0.5,
+        headers: Mapping[str, str] | None = None,
+        workers: int = 8,
+    ) -> None:
+        if httpx.URL(url).scheme not in ("http", "https"):
+            raise ValueError(f"search URL must be http(s)://…, got {url!r}")
+        if retries < 0 or backoff < 0 or timeout <= 0 or workers < 1:
+            raise ValueError("need retries >= 0, backoff >= 0, timeout > 0, workers >= 1")
+        self.url, self.retries, self.backoff = url, retries, backoff
+        self._client = httpx.Client(timeout=timeout, headers=dict(headers or {}))
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="search")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._client.close()
+
+    def __enter__(self) -> HttpSearch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def search(self, queries: Sequence[str], topk: int) -> list[list[SearchHit]]:
+        """Each query's hits (at most ``topk``), the queries sent concurrently."""
+        if topk < 1:
+            raise ValueError(f"topk must be >= 1, got {topk}")
+        answers = list(self._pool.map(lambda q: self._one(q, topk), queries))
+        failed = [i for i, a in enumerate(answers) if isinstance(a, str)]
+        if not failed:
+            return [a for a in answers if not isinstance(a, str)]
+        message = f"{len(failed)} of {len(answers)} searches failed; {answers[failed[0]]}"
+        if len(failed) == len(answers):
+            raise SearchBackendError(message)
+        raise SearchBackendError(message, [None if isinstance(a, str) else a for a in answers])
+
+    def _one(self, query: str, topk: int) -> list[SearchHit] | str:
+        """The query's hits, or what went wrong."""
+        try:
+            response = self._send(self._request(query, topk))
+        except SearchBackendError as exc:
+            return str(exc)
+        if response.status_code != 200:
+            return f"search {self.url} answered HTTP {response.status_code}{self._hint(response)}"
+        try:
+            return self._hits(response.json())[:topk]
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            return f"search {self.url}: unexpected answer ({exc}): {_excerpt(response.text)}"
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        """Send with retries on transport errors, 5xx and 429; raise when they run out."""
+        problem = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                response = self._client.send(request)
+            except httpx.TransportError as exc:  # refused, reset, timed out, ...
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code < 500 and response.status_code != 429:
+                    return response
+                problem = f"HTTP {response.status_code}: {_excerpt(response.text)}"
+            log.debug("search %s: %s (attempt %d)", self.url, problem, attempt + 1)
+        raise SearchBackendError(
+            f"search {self.url} failed after {self.retries + 1} attempts; last: {problem}"
+        )
+
+    def _hint(self, response: httpx.Response) -> str:
+        return f": {_excerpt(response.text)}"
+
+    def _request(self, query: str, topk: int) -> httpx.Request:
+        raise NotImplementedError
+
+    def _hits(self, answer: Any) -> list[SearchHit]:
+        raise NotImplementedError
+
+
+class SearxngSearch(HttpSearch):
+    """A SearXNG instance's JSON search API (see the module docstring).
+
+    Args:
+        base_url: The instance, e.g. ``http://127.0.0.1:8888`` (``/search`` is appended unless
+            the URL already ends with it).
+        categories: Comma-separated categories (``general``, ``news``, ``science``, …).
+        engines: Comma-separated engines, overriding the categories' defaults.
+        language: A language code (``en``, ``de-CH``, ``all``).
+        time_range: ``day``, ``month`` or ``year``.
+        safesearch: 0 (off), 1 (moderate) or 2 (strict).
+        Others: as ``HttpSearch`` (timeout, retries, backoff, headers, workers).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        categories: str | None = None,
+        engines: str | None = None,
+        language: str | None = None,
+        time_range: str | None = None,
+        safesearch: int | None = None,
+        **http: Any,
+    ) -> None:
+        base = base_url.rstrip("/")
+        super().__init__(base if base.endswith("/search") else f"{base}/search", **http)
+        options = {
+            "categories": categories,
+            "engines": engines,
+            "language": language,
+            "time_range": time_range,
+            "safesearch": safesearch,
+        }
+        self.params = {k: str(v) for k, v in options.items() if v is not None}
+
+    def _request(self, query: str, topk: int) -> httpx.Request:
+        # SearXNG has no result-count parameter: a page (about 20 results) is cut to topk.
+        params = {"q": query, "format": "json", **self.params}
+        return self._client.build_request("GET", self.url, params=params)
+
+    def _hits(self, answer: Any) -> list[SearchHit]:
+        return [
+            hit
+            for r in answer["results"]
+            if (hit := _hit(r.get("title"), r.get("url"), r.get("content")))
+        ]
+
+    def _hint(self, response: httpx.Response) -> str:
+        if response.status_code == 403:
+            return (
+                ": the JSON format is not enabled on this instance "
+                "(settings.yml: search: formats: [html, json])"
+            )
+        return super()._hint(response)
+
+
+class JsonSearch(HttpSearch):
+    """A JSON search API described by its fields.
+
+    Args:
+        url: The endpoint.
+        method: "GET" sends the query as URL parameters, "POST" as a JSON body.
+        query_param: The query's parameter (or body field).
+        results_path: Dotted path to the list of results in the answer (``data.web.results``;
+            a number picks a list element: ``responses.0.hits``).
+        title_field, url_field, snippet_field: Each result's fields (dotted paths too). HTML
+            tags in titles and snippets (``<strong>``) are dropped.
+        topk_param: The parameter that asks for a number of results, if the API has one (the
+            hits are cut to ``topk`` either way).
+        params: Fixed parameters (or body fields) sent with every query, e.g. an API key.
+        Others: as ``HttpSearch`` (timeout, retries, backoff, headers, workers).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        method: str = "GET",
+        query_param: str = "q",
+        results_path: str = "results",
+        title_field: str = "title",
+        url_field: str = "url",
+        snippet_field: str = "snippet",
+        topk_param: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        **http: Any,
+    ) -> None:
+        super().__init__(url, **http)
+        self.method = method.upper()
+        if self.method not in ("GET", "POST"):
+            raise ValueError(f'method must be "GET" or "POST", got {method!r}')
+        self.query_param, self.topk_param = query_param, topk_param
+        self.results_path = results_path
+        self.fields = (title_field, url_field, snippet_field)
+        self.params = dict(params or {})
+
+    def _request(self, query: str, topk: int) -> httpx.Request:
+        values: dict[str, Any] = {**self.params, self.query_param: query}
+        if self.topk_param:
+            values[self.topk_param] = topk
+        if self.method == "POST":
+            return self._client.build_request("POST", self.url, json=values)
+        return self._client.build_request("GET", self.url, params=values)
+
+    def _hits(self, answer: Any) -> list[SearchHit]:
+        results = _at(answer, self.results_path)
+        if not isinstance(results, list):
+            raise TypeError(f"{self.results_path!r} is not a list")
+        title, url, snippet = self.fields
+        return [
+            hit
+            for r in results
+            if (hit := _hit(_at(r, title, None), _at(r, url, None), _at(r, snippet, None)))
+        ]
+
+
+_MISSING = object()
+
+
+def _at(value: Any, path: str, default: Any = _MISSING) -> Any:
+    """``value`` followed along a dotted path (numbers index lists); ``default`` when a step is
+    missing, or ``KeyError`` when there is no default."""
+    for step in path.split(".") if path else ():
+        try:
+            value = value[int(step)] if isinstance(value, list) else value[step]
+        except (KeyError, IndexError, TypeError, ValueError):
+            if default is _MISSING:
+                raise KeyError(f"no {path!r} in the answer") from None
+            return default
+    return value
+
+
+def _hit(title: Any, url: Any, snippet: Any) -> SearchHit | None:
+    """A hit from raw fields; None without a URL (nothing to visit)."""
+    if not isinstance(url, str) or not url.strip():
+        return None
+    return SearchHit(_plain(title), url.strip(), _plain(snippet))
+
+
+def _plain(value: Any) -> str:
+    """Text without HTML tags or entities, on one line."""
+    if value is None:
+        return ""
+    return " ".join(html.unescape(_TAG.sub("", str(value))).split())
+
+
+def _excerpt(text: str, n: int = 200) -> str:
+    return cut(" ".join(text.split()), n)
+
+
+@dataclass(frozen=True)
+class WebSearchTool:
+    """The registry's ``search`` over the web: the top ``topk`` hits of a ``WebSearch`` as
+    numbered entries (module docstring), snippets cut to ``snippet_chars``."""
+
+    client: WebSearch
+    topk: int = 5
+    snippet_chars: int = 300
+    max_query_chars: int = 500
+    name: str = "search"
+    usage: str = "query"
+    description: str = (
+        "searches the web; numbered results come back, each with a title, URL and snippet"
+    )
+
+    def parse(self, text: str) -> str:
+        query = " ".join(text.split())
+        if len(query) > self.max_query_chars:
+            raise BadArgument(
+                f"the query is {len(query)} characters long; write at most "
+                f"{self.max_query_chars}, a few key words"
+            )
+        return query
+
+    def call(self, calls: Sequence[Call]) -> list[list[SearchHit]]:
+        return self.client.search([c.argument for c in calls], self.topk)
+
+    def format(self, result: list[SearchHit]) -> str:
+        if not result:
+            return "No results."
+        entries = []
+        for i, hit in enumerate(result, start=1):
+            lines = [f"[{i}] {cut(hit.title, 200) or '(no title)'}", hit.url]
+            if hit.snippet:
+                lines.append(cut(hit.snippet, self.snippet_chars))
+            entries.append("\n".join(lines))
+        return "\n".join(entries)
