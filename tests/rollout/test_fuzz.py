@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from treegrpo.agent.protocol import Action, SearchProtocol, parse_action
-from treegrpo.agent.stops import StepStopper
+from treegrpo.agent.stops import STEP_END_TAGS, StepStopper
 from treegrpo.core.budget import SpendAccountant, TreeShape
 from treegrpo.core.rewards import PROTOCOL_TAGS
 from treegrpo.core.tree import Forest
@@ -112,13 +112,14 @@ class ScriptedEngine:
     eos_ids: set[int] = field(default_factory=set)
     sampled: list[list[int]] = field(default_factory=list)
     pad_id: int = 0
+    tags: tuple[str, ...] = STEP_END_TAGS  # the step-end tags (a protocol's ``stop_tags``)
 
     @property
     def device(self) -> torch.device:
         return torch.device("cpu")
 
     def __post_init__(self) -> None:
-        self.stopper = StepStopper(self.tokenizer)
+        self.stopper = StepStopper(self.tokenizer, self.tags)
         self.filler = self.tokenizer(" Paris", add_special_tokens=False)["input_ids"]
 
     def root(self) -> Segment:
