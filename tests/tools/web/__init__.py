@@ -1,0 +1,1 @@
+"""Tests of the web tools (treegrpo.tools.web)."""
