@@ -1,0 +1,207 @@
+"""Link questions (WebWalkerQA's style): find page A, follow one of its links to page B, read
+the answer on B.
+
+The question names article A and describes B only through A's page: "In which year was the
+first person linked from the page on 2001: A Space Odyssey born?". B is the first article of a
+category (``CATEGORIES``: a person, a country, a state or province) among A's links, in the
+order of its lead, so the description picks exactly one page; what is asked of B is one of the
+lead-question templates that read B's lead (``lead_questions.article_facts``: a birth year, a
+capital, an official name, …), with the same checks (``lead_questions.is_valid``). The
+two-hop reading questions whose bridge is linked from the first page are link questions too
+(template ``hop:<first>+<second>``: "What nationality was the director of …?").
+
+Checked here, for every candidate: B's lead holds the first gold verbatim, no gold is a span of
+A's page (title, short description, lead: its snippet with it), and A's page links to B. What
+the search shows is checked by the caller (``web_questions``), for all questions at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from treegrpo.core.rewards import is_span
+from treegrpo.data.lead_questions import (
+    Built,
+    Context,
+    Fact,
+    article_facts,
+    is_person,
+    is_valid,
+    passage,
+    subject_name,
+)
+from treegrpo.data.web_view import SiteView
+from treegrpo.data.wiki import Article
+
+_PERSON_KINDS = frozenset(
+    [
+        "nationality",
+        "occupation",
+        "birth-year",
+        "death-year",
+        "birthplace",
+        "full-name",
+        "birth-name",
+        "courtesy-name",
+        "alias",
+    ]
+)
+_PLACE_KINDS = frozenset(["capital", "official-name", "alias"])
+_NOUN = re.compile(
+    r"^(?:\w+ )*?(?P<n>city|town|river|lake|island|volcano|desert|species|genus|chemical element|"
+    r"film|novel|opera|album|painting|poem|symphony)\b",
+    re.I,
+)
+"""The noun a short description names its article with ("Species of flowering plant")."""
+_MAYBE_PERSON = re.compile(
+    r"\b(?:born|died)\b|\d\)$|^(?:\w+ )*?(?:king|queen|emperor|empress|pharaoh|pope|sultan|"
+    r"prince|princess|saint|president|philosopher|writer|poet|painter|composer|singer|actor|"
+    r"actress|scientist|mathematician|physicist|chemist|politician|explorer|general|monarch|"
+    r"ruler|leader|figure|dictator|activist|inventor|engineer|artist|sculptor|architect|author|"
+    r"novelist|playwright|musician|rapper|dancer|director|filmmaker|statesman|soldier|"
+    r"theologian|prophet|apostle)\b",
+    re.I,
+)
+_MAYBE_COUNTRY = re.compile(r"\b(?:country|nation|state|kingdom|republic|empire)\b", re.I)
+_MAYBE_REGION = re.compile(
+    r"\b(?:state|province|region|prefecture|county|territory|autonomous community)\b", re.I
+)
+
+Noun = Callable[[Article, Context], str | None]
+Maybe = Callable[[Article], bool]
+
+
+@dataclass(frozen=True)
+class Category:
+    """A kind of page B may be: how a question names it, what may be asked of it, and which
+    pages might be one though ``noun`` does not say so (such a page linked before B leaves
+    "the first <noun>" in doubt, so no question is made)."""
+
+    noun: Noun  # the noun for B ("person", "state", "river"), None when B is not one
+    maybe: Maybe  # whether a page could be one (a superset of those with a noun)
+    kinds: frozenset[str]  # lead-question kinds that may be asked of B
+
+
+def _person(a: Article, ctx: Context) -> str | None:
+    return "person" if is_person(a) else None
+
+
+def _country(a: Article, ctx: Context) -> str | None:
+    return "country" if a.title in ctx.countries else None
+
+
+def _region(a: Article, ctx: Context) -> str | None:
+    return ctx.regions.get(a.title)  # "state", "province", …
+
+
+def _maybe_person(a: Article) -> bool:
+    return a.topic == "People" or bool(_MAYBE_PERSON.search(a.description))
+
+
+def _maybe(pattern: re.Pattern[str]) -> Maybe:
+    def maybe(a: Article) -> bool:
+        return bool(pattern.search(a.description))
+
+    return maybe
+
+
+def _described(noun: str, kinds: str) -> Category:
+    """Pages whose short description names them ``noun`` ("City in Italy"); a page might be
+    one when the word is in its description or title."""
+    word = re.compile(rf"\b{noun}\b", re.I)
+
+    def named(a: Article, ctx: Context) -> str | None:
+        m = _NOUN.match(a.description)
+        return noun if m and m["n"].lower() == noun else None
+
+    def maybe(a: Article) -> bool:
+        return bool(word.search(a.description) or word.search(a.title))
+
+    return Category(named, maybe, frozenset(kinds.split()))
+
+
+CATEGORIES: dict[str, Category] = {
+    "person": Category(
+        _person,
+        lambda a: a.topic == "People" or bool(_MAYBE_PERSON.search(a.description)),
+        _PERSON_KINDS,
+    ),
+    "country": Category(
+        _country, lambda a: bool(_MAYBE_COUNTRY.search(a.description)), _PLACE_KINDS
+    ),
+    "region": Category(_region, lambda a: bool(_MAYBE_REGION.search(a.description)), _PLACE_KINDS),
+    **{
+        n: _described(n, "country region alias")
+        for n in ("city", "town", "river", "lake", "island", "volcano", "desert")
+    },
+    **{n: _described(n, "family order alias") for n in ("species", "genus")},
+    "element": _described("chemical element", "symbol atomic-number"),
+    **{
+        n: _described(n, "creator release-year")
+        for n in ("film", "novel", "opera", "album", "painting", "poem", "symphony")
+    },
+}
+"""Categories of linked page → how to name one, which pages might be one, what to ask."""
+
+
+@dataclass(frozen=True)
+class LinkRow:
+    """A link question before the search checks: page ``first`` links to page ``second``."""
+
+    template: str  # "person:birth-year", "country:capital", "hop:creator+nationality"
+    question: str
+    golds: tuple[str, ...]
+    first: int  # article A, named by the question
+    second: int  # article B, holding the answer
+
+
+def link_rows(view: SiteView, ctx: Context, hops: Sequence[Built] = ()) -> list[LinkRow]:
+    """Every link question over ``view``'s articles (before the search checks and caps), in
+    article order, then those of the two-hop reading questions ``hops`` that qualify."""
+    facts: dict[int, list[Fact]] = {}
+    out = []
+    for a in view.articles.values():
+        taken: set[str] = set()
+        for target in view.links[a.index]:
+            b = view.articles[target]
+            for name, category in CATEGORIES.items():
+                if name in taken:
+                    continue
+                noun = category.noun(b, ctx)
+                if noun is None:
+                    if category.maybe(b):
+                        taken.add(name)  # B might be one: "the first" is in doubt after it
+                    continue
+                taken.add(name)  # the first of its category among A's links, only
+                subject = f"the first {noun} linked from the page on {subject_name(a)}"
+                if b.index not in facts:
+                    facts[b.index] = article_facts(b, ctx)
+                for fact in facts[b.index]:
+                    if fact.kind not in category.kinds:
+                        continue
+                    question = fact.ask.replace("{s}", subject)
+                    row = LinkRow(f"{name}:{fact.kind}", question, fact.golds, a.index, b.index)
+                    if is_link_question(view, row):
+                        out.append(row)
+    for built in hops:
+        first, second = built.articles[0], built.articles[-1]
+        q = built.question
+        row = LinkRow(f"hop:{q.kind}", q.question, q.golds, first, second)
+        if len(built.articles) == 2 and second in view.links[first] and is_link_question(view, row):
+            out.append(row)
+    return out
+
+
+def is_link_question(view: SiteView, row: LinkRow) -> bool:
+    """The checks of the module docstring, and the lead questions' own (``is_valid``)."""
+    a, b = view.articles[row.first], view.articles[row.second]
+    kind = row.template.split(":", 1)[1]
+    return (
+        a.index != b.index
+        and b.index in view.links[a.index]
+        and row.golds[0] in b.extract
+        and is_valid(kind.split("+")[-1], row.question, row.golds, passage(b))
+        and not any(is_span(g, view.page_text(a.index)) for g in row.golds)
+    )

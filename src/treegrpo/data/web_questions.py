@@ -1,0 +1,218 @@
+"""Questions for web agents on the offline website (``treegrpo serve-web``), by what it takes
+to find the answer there. Source "wiki-web"; ``Question.kind`` is one of ``KINDS``:
+
+- ``in-snippet``: the answer is in the first sentence of the article's lead, the snippet a
+  search result shows: search, read the snippet;
+- ``in-page``: the answer is in the lead but not in its first sentence, nor in the snippet of
+  any of the first ``TOPK`` results of a search for the question itself: open the page;
+- ``link``: the question names article A and asks about an article B that A's page links to;
+  the answer is in B's lead, not on A's page, and not in the snippet of any of the first
+  ``TOPK`` results of a search for the question, while A is among those results (A is found
+  by search, B by following its link): ``web_links``.
+
+The single-page kinds reuse the reading questions (``lead_questions.build_questions``: their
+templates, checks, one-wording-one-answer rule and answer caps), each placed by where its
+answer sits. Link questions go through the same caps: one wording, one answer; at most
+``MAX_PER_TARGET`` per page B and template, and at most ``MAX_SAME_ANSWER`` (and
+``MAX_ANSWER_SHARE`` of them) with one answer.
+
+Split by article (``split_web_questions``): a hash of the seed and the title holds out one
+article in about ``1 / held_out_share``; a question is train when every article it touches is
+train, held-out when every one is held-out, and dropped otherwise (a link question across the
+two), so no article has questions on both sides. ``write_web_questions`` writes both as FlashRAG
+jsonl, with ``metadata.kind``, for ``treegrpo eval --data`` and ``treegrpo prepare``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from treegrpo.core.rewards import is_span, normalize_answer
+from treegrpo.data.flashrag import write_flashrag
+from treegrpo.data.lead_questions import (
+    MAX_ANSWER_SHARE,
+    MAX_PER_BRIDGE,
+    MAX_SAME_ANSWER,
+    Built,
+    Context,
+    all_built,
+    build_questions,
+)
+from treegrpo.data.types import Question
+from treegrpo.data.web_links import LinkRow, link_rows
+from treegrpo.data.web_view import SiteView
+from treegrpo.data.wiki import Article, load_articles
+
+SOURCE = "wiki-web"
+KINDS = ("in-snippet", "in-page", "link")
+TOPK = 10
+"""Search results whose snippets a question's checks read: one page of results."""
+MAX_PER_TARGET = MAX_PER_BRIDGE
+"""At most this many link questions of one template lead to one page B (every film would
+otherwise ask for the birth year of its director's most famous colleague)."""
+HELD_OUT_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class WebQuestion:
+    """A web question, the template it came from and the articles it touches (in order: the
+    one it names first, the one holding the answer last)."""
+
+    question: Question
+    template: str
+    touches: tuple[int, ...]
+
+
+def build_web_questions(
+    articles: Sequence[Article],
+    built: Sequence[Built] | None = None,
+    *,
+    topk: int = TOPK,
+    cache_dir: str | Path | None = None,
+    use_cache: bool = False,
+) -> list[WebQuestion]:
+    """Every web question over ``articles``: in-snippet and in-page in article order, then
+    link. ``built``: the reading questions over the same articles (default: built here)."""
+    if built is None:
+        built = build_questions(articles)
+    view = SiteView(articles, cache_dir=cache_dir, use_cache=use_cache)
+    single = [b for b in built if len(b.articles) == 1]
+    results = view.search([b.question.question for b in single], topk)
+    out = []
+    for b, found in zip(single, results, strict=True):
+        kind = page_kind(view, b.question.golds, b.articles[0], found)
+        if kind is not None:
+            suffix = b.question.uid.removeprefix(f"{b.question.source}-")
+            q = _question(f"{kind}-{suffix}", b.question, kind, hops=1)
+            out.append(WebQuestion(q, b.question.kind, b.articles))
+    rows = link_rows(view, Context.of(articles), [b for b in built if len(b.articles) == 2])
+    results = view.search([r.question for r in rows], topk)
+    rows = [
+        r
+        for r, found in zip(rows, results, strict=True)
+        if r.first in found and not view.in_snippets(r.golds, found)
+    ]
+    out += _link_questions(_cap(rows))
+    return out
+
+
+def page_kind(
+    view: SiteView, golds: Sequence[str], index: int, results: Sequence[int]
+) -> str | None:
+    """ "in-snippet" when the first gold is in article ``index``'s snippet (verbatim, as a
+    span); "in-page" when it is in its lead while no gold is in its snippet nor in the
+    snippets of ``results``; else None."""
+    snippet = view.snippets[index]
+    if golds[0] in snippet and is_span(golds[0], snippet):
+        return "in-snippet"
+    lead = view.articles[index].extract
+    if golds[0] in lead and not view.in_snippets(golds, [index, *results]):
+        return "in-page"
+    return None
+
+
+def _question(rest: str, q: Question, kind: str, hops: int) -> Question:
+    return Question(f"{SOURCE}-{rest}", q.question, q.golds, SOURCE, hops, rest, kind=kind)
+
+
+def _cap(rows: Sequence[LinkRow]) -> list[LinkRow]:
+    """One wording, one answer (a wording asked twice with different answers is dropped, with
+    the same answers kept once); ``MAX_PER_TARGET`` per (page B, template); the answer caps.
+    A hash of the question picks which rows a cap keeps; the order is kept."""
+    answers: dict[str, set[frozenset[str]]] = defaultdict(set)
+    for r in rows:
+        answers[normalize_answer(r.question)].add(frozenset(map(normalize_answer, r.golds)))
+    seen: set[str] = set()
+    unique = []
+    for r in rows:
+        key = normalize_answer(r.question)
+        if len(answers[key]) == 1 and key not in seen:
+            seen.add(key)
+            unique.append(r)
+    limit = min(MAX_SAME_ANSWER, max(1, int(MAX_ANSWER_SHARE * len(unique))))
+    per_target: Counter[tuple[int, str]] = Counter()
+    per_answer: Counter[str] = Counter()
+    keep = set()
+    for i in sorted(range(len(unique)), key=lambda i: _hash(unique[i].question)):
+        r = unique[i]
+        target, answer = (r.second, r.template), normalize_answer(r.golds[0])
+        if per_target[target] < MAX_PER_TARGET and per_answer[answer] < limit:
+            per_target[target] += 1
+            per_answer[answer] += 1
+            keep.add(i)
+    return [r for i, r in enumerate(unique) if i in keep]
+
+
+def _link_questions(rows: Sequence[LinkRow]) -> list[WebQuestion]:
+    counter: Counter[str] = Counter()
+    out = []
+    for r in rows:
+        prefix = f"link-{r.first}-{r.second}"
+        rest = f"{prefix}-{counter[prefix]}"
+        counter[prefix] += 1
+        q = Question(f"{SOURCE}-{rest}", r.question, r.golds, SOURCE, 2, rest, kind="link")
+        out.append(WebQuestion(q, r.template, (r.first, r.second)))
+    return out
+
+
+def _hash(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+def is_held_out(title: str, seed: int = 0, share: float = HELD_OUT_SHARE) -> bool:
+    """Whether an article is held out: a hash of the seed and its title, below ``share``."""
+    return _hash(f"{seed}:{title}") < share * 2**64
+
+
+def split_web_questions(
+    web: Sequence[WebQuestion],
+    articles: Sequence[Article],
+    seed: int = 0,
+    held_out_share: float = HELD_OUT_SHARE,
+) -> tuple[list[Question], list[Question]]:
+    """(train, held-out): by the articles each question touches, as the module docstring says;
+    the same seed gives the same split."""
+    if not 0 < held_out_share < 1:
+        raise ValueError(f"held_out_share must be in (0, 1), got {held_out_share}")
+    title = {a.index: a.title for a in articles}
+    train, held_out = [], []
+    for w in web:
+        sides = {is_held_out(title[i], seed, held_out_share) for i in w.touches}
+        if sides == {False}:
+            train.append(w.question)
+        elif sides == {True}:
+            held_out.append(w.question)
+    return train, held_out
+
+
+def web_questions(
+    seed: int = 0, held_out_share: float = HELD_OUT_SHARE
+) -> tuple[list[Question], list[Question]]:
+    """(train, held-out) web questions over the offline wiki corpus (``data.wiki``), built once
+    per process (about 10 s; the BM25 index is cached on disk)."""
+    return split_web_questions(all_web_questions(), load_articles(), seed, held_out_share)
+
+
+@lru_cache(maxsize=1)
+def all_web_questions() -> tuple[WebQuestion, ...]:
+    """Every web question over the offline wiki corpus, both sides of any split."""
+    return tuple(build_web_questions(load_articles(), all_built(), use_cache=True))
+
+
+def write_web_questions(
+    directory: str | Path, seed: int = 0, held_out_share: float = HELD_OUT_SHARE
+) -> dict[str, Path]:
+    """Write ``<directory>/wiki-web-train.jsonl`` and ``wiki-web-held-out.jsonl`` (FlashRAG
+    jsonl, ``metadata.kind`` the web kind) and return them by side."""
+    train, held_out = web_questions(seed, held_out_share)
+    out = {}
+    for side, questions in (("train", train), ("held-out", held_out)):
+        path = Path(directory) / f"{SOURCE}-{side}.jsonl"
+        write_flashrag(path, questions)
+        out[side] = path
+    return out
