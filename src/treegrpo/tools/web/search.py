@@ -126,7 +126,8 @@ class HttpSearch:
         try:
             return self._hits(response.json())[:topk]
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-            return f"search {self.url}: unexpected answer ({exc}): {_excerpt(response.text)}"
+            why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # unquoted
+            return f"search {self.url}: unexpected answer ({why}): {_excerpt(response.text)}"
 
     def _send(self, request: httpx.Request) -> httpx.Response:
         """Send with retries on transport errors, 5xx and 429; raise when they run out."""
