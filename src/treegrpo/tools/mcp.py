@@ -151,8 +151,9 @@ class McpConnection:
         """Open a session (closing any old one first) and list the server's tools."""
         self._drop()
         session = _Session()
-        self.tools = self._run(self._open(session), self.config.start_timeout_s + CLOSE_TIMEOUT_S)
+        listed = self._run(self._open(session), self.config.start_timeout_s + CLOSE_TIMEOUT_S)
         self._session = session
+        self.tools = self._chosen(listed)
         self.broken = False
 
     def _drop(self) -> None:
@@ -230,11 +231,11 @@ class McpConnection:
                 tools = await _list_tools(client)
                 session.client = client
                 if not ready.done():
-                    ready.set_result(self._chosen(tools))
+                    ready.set_result(tools)
                 await session.stop.wait()
         except BaseException as exc:
             if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+                ready.set_exception(_cause(exc))
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise
             log.debug("MCP server %s: session ended: %r", self.config.name, exc)
@@ -302,6 +303,13 @@ async def _list_tools(client: Client) -> list[mcp_types.Tool]:
         if cursor is None:
             break
     return tools
+
+
+def _cause(exc: BaseException) -> Exception:
+    """The one exception inside anyio's task-group wrappers, or ``exc`` itself."""
+    while isinstance(inner := getattr(exc, "exceptions", None), tuple) and len(inner) == 1:
+        exc = inner[0]
+    return exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
 
 
 def _is_outage(result: Any) -> bool:

@@ -34,19 +34,21 @@ SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "boo
 
 
 def render_usage(schema: Mapping[str, Any]) -> str:
-    """The usage line of an input schema: ``{"name": type, "opt"?: type}``, nested objects and
-    arrays drawn two levels deep, or one when that is too long, or cut at the last argument
-    that fits (``…``)."""
+    """The usage line of an input schema: ``{"name": type, "opt"?: type}``, nested objects
+    drawn two levels deep (a list's items on the list's level), or one when that is too long,
+    or cut at the last argument that fits (``…``); ``{}`` for a tool without arguments."""
+    if not schema.get("properties"):
+        return "{}"
     for depth in (2, 1):
-        text = _render(schema, depth)
+        text = _render(schema, depth, schema)
         if len(text) <= MAX_USAGE_CHARS:
             return text
-    text = _render(schema, 1)
     cut = text.rfind(", ", 0, MAX_USAGE_CHARS - 2)
     return text[: cut if cut > 0 else MAX_USAGE_CHARS - 2] + ", …}"
 
 
-def _render(schema: Any, depth: int) -> str:
+def _render(schema: Any, depth: int, root: Mapping[str, Any]) -> str:
+    schema = _resolve(schema, root)
     if not isinstance(schema, Mapping):
         return "any"
     if "enum" in schema and isinstance(schema["enum"], list):
@@ -55,14 +57,12 @@ def _render(schema: Any, depth: int) -> str:
         return json.dumps(schema["const"], ensure_ascii=False)
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
-            return "|".join(dict.fromkeys(_render(s, depth) for s in schema[key]))
+            return "|".join(dict.fromkeys(_render(s, depth, root) for s in schema[key]))
     kind = schema.get("type")
     if isinstance(kind, list):
-        return "|".join(_render({**schema, "type": k}, depth) for k in kind)
-    if kind == "array":
-        if depth <= 0:
-            return "list"
-        return f"list[{_render(schema.get('items'), depth - 1)}]"
+        return "|".join(_render({**schema, "type": k}, depth, root) for k in kind)
+    if kind == "array":  # a list takes no level: list[{"id": int}] reads as one
+        return f"list[{_render(schema.get('items'), depth, root)}]"
     if kind == "object" or (kind is None and "properties" in schema):
         props = schema.get("properties")
         if not isinstance(props, Mapping) or not props:
@@ -71,11 +71,24 @@ def _render(schema: Any, depth: int) -> str:
             return "object"
         required = set(schema.get("required") or ())
         parts = [
-            f"{json.dumps(name)}{'' if name in required else '?'}: {_render(sub, depth - 1)}"
+            f"{json.dumps(name)}{'' if name in required else '?'}: {_render(sub, depth - 1, root)}"
             for name, sub in props.items()
         ]
         return "{" + ", ".join(parts) + "}"
     return SCALARS.get(kind, "any") if isinstance(kind, str) else "any"
+
+
+def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
+    """``{"$ref": "#/$defs/Place"}`` → the schema it points to in ``root`` (local refs only;
+    a few hops at most, so a cycle cannot loop)."""
+    for _ in range(8):
+        if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
+            return schema
+        target: Any = root
+        for part in schema["$ref"].removeprefix("#/").split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        schema = target
+    return schema
 
 
 def bare_string_argument(schema: Mapping[str, Any]) -> str | None:
