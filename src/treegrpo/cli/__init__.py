@@ -199,6 +199,30 @@ def serve(
 
 
 @_runs_in_commands
+def serve_mcp(
+    corpus: Path | None = None,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8001,
+    cache_dir: Path | None = None,
+) -> None:
+    """Serve a corpus as MCP tools with the official MCP SDK: wiki_search (BM25, the top
+    passages) and wiki_page (an article's full text, by title). Over stdio an MCP client runs
+    this command and speaks over its stdin and stdout; over http the endpoint is
+    http://HOST:PORT/mcp. An agent attaches it with treegrpo.tools.mcp.McpServer (docs/mcp.md).
+
+    Args:
+        corpus: Search-R1 jsonl corpus (default: the offline wiki corpus, built on first use as
+            `treegrpo prepare-corpus wiki` builds it).
+        transport: stdio, or http (streamable HTTP).
+        host: http only: interface to bind; the default is loopback only.
+        port: http only: TCP port.
+        cache_dir: Cache root of the corpus and the BM25 index (default $TREEGRPO_CACHE_DIR or
+            ~/.cache/treegrpo).
+    """
+
+
+@_runs_in_commands
 def train(
     config: Path | None = None,
     dry_run: bool = False,
@@ -372,6 +396,7 @@ def main(args: Sequence[str] | None = None) -> None:
         "budget": budget,
         "bench-budget": bench_budget,
         "serve": serve,
+        "serve-mcp": serve_mcp,
         "view": view,
     }
     if argv[:1] == ["bench"] and len(argv) > 1:  # `treegrpo bench budget` = `bench-budget`

@@ -44,6 +44,7 @@ from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.dense import DenseRetriever
+from treegrpo.tools.mcp_server import run as run_mcp_server
 from treegrpo.tools.server import serve as run_server
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.config import (
@@ -181,6 +182,24 @@ def serve(
         max_body_bytes=max_body_bytes,
         max_response_bytes=max_response_bytes,
     )
+
+
+def serve_mcp(
+    *,
+    corpus: Path | None,
+    transport: Literal["stdio", "http"],
+    host: str,
+    port: int,
+    cache_dir: Path | None,
+) -> None:
+    """`treegrpo serve-mcp` (``treegrpo.cli.serve_mcp`` documents the flags). Over stdio the
+    protocol owns stdout: nothing else is printed there."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        path = corpus if corpus is not None else wiki_corpus(cache_dir)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"treegrpo serve-mcp: {exc}") from None
+    run_mcp_server(path, transport=transport, host=host, port=port, cache_dir=cache_dir)
 
 
 def train(

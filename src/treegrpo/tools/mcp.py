@@ -139,6 +139,12 @@ class McpConnection:
     def __enter__(self) -> McpConnection:
         return self
 
+    def __reduce__(self) -> tuple[type[McpConnection], tuple[McpServer]]:
+        """A copy (a pickle sent to a Ray worker) opens its own session from the config; it
+        closes with ``close`` or, at the latest, when its process exits (a stdio server reads
+        the end of its input and stops)."""
+        return (McpConnection, (self.config,))
+
     def __exit__(self, *exc: object) -> None:
         self.close()
 
@@ -191,7 +197,10 @@ class McpConnection:
             self.broken = True
             raise ToolFailed(f"MCP server {self.config.name}: {exc!r}") from exc
         if any(_is_outage(r) for r in results):
-            self.broken = not self._run(self._answers(session), wait)
+            try:
+                self.broken = not self._run(self._answers(session), wait)
+            except Exception:
+                self.broken = True
         return results
 
     def close(self) -> None:

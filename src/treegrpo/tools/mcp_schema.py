@@ -119,6 +119,10 @@ class ArgumentParser:
             log.warning("tool %s: invalid input schema, arguments go unchecked: %s", tool, exc)
             self.validator = None
 
+    def __reduce__(self) -> tuple[type[ArgumentParser], tuple[str, dict[str, Any]]]:
+        """Pickled as its schema (jsonschema's validators do not pickle)."""
+        return (ArgumentParser, (self.tool, self.schema))
+
     def __call__(self, text: str) -> dict[str, Any]:
         """The arguments in ``text``; ``BadArgument`` saying what to fix otherwise."""
         text = text.strip()
