@@ -15,17 +15,23 @@ from treegrpo.data.errors import DataError
 from treegrpo.data.flashrag import read_flashrag
 from treegrpo.data.searchr1 import read_searchr1
 from treegrpo.data.types import Question
+from treegrpo.data.webqa import READERS, webqa_reader
+from treegrpo.data.webqa_rows import SUFFIXES as WEBQA_SUFFIXES
 
 FORMATS = {".parquet": "Search-R1 parquet", ".jsonl": "FlashRAG jsonl"}
+WEBQA = "a web-QA file (.jsonl, .json or .csv with WebWalkerQA, SimpleQA, GAIA or BrowseComp rows)"
+"""A ``.jsonl``, ``.json`` or ``.csv`` file whose first row has one of these datasets' fields is
+read by its reader (``data.webqa.webqa_reader``); another ``.jsonl`` file is FlashRAG's."""
 
 
 def load_questions(
     paths: str | Path | Sequence[str | Path],
     sources: Sequence[str | None] | None = None,
 ) -> list[Question]:
-    """The questions of one or more files, in order: Search-R1 ``.parquet`` or FlashRAG
-    ``.jsonl``. ``sources``, one per file (None keeps the file's own), overrides the data
-    source of every row of that file. Raises DataError naming the file, row and field."""
+    """The questions of one or more files, in order: Search-R1 ``.parquet``, FlashRAG
+    ``.jsonl`` or a web-QA file (``WEBQA``). ``sources``, one per file (None keeps the file's
+    own), overrides the data source of every row of that file. Raises DataError naming the
+    file, row and field."""
     if isinstance(paths, str | Path):
         paths = [paths]
     files = [Path(p) for p in paths]
@@ -51,9 +57,11 @@ def load_questions(
 def _read(path: Path, source: str | None) -> list[Question]:
     if path.suffix == ".parquet":
         return read_searchr1(path, source)
+    if path.suffix in WEBQA_SUFFIXES and (name := webqa_reader(path)) is not None:
+        return READERS[name](path, source).questions
     if path.suffix == ".jsonl":
         return read_flashrag(path, source)
-    known = " or ".join(f"{name} ({ext})" for ext, name in FORMATS.items())
+    known = ", ".join(f"{name} ({ext})" for ext, name in FORMATS.items()) + f" or {WEBQA}"
     raise DataError(path, f"unknown format {path.suffix or '(no extension)'!r}: expected {known}")
 
 

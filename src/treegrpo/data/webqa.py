@@ -1,0 +1,254 @@
+"""Readers for public web-QA files, read as they ship, each row to a ``Question``.
+
+- WebWalkerQA (``WebWalkerQA_dataset.jsonl``, the silver set, or the Hub's
+  ``data/*.jsonl``): ``{"Question", "Answer", "Root_Url", "Info": {"Hop", "Domain",
+  "Language", "Difficulty_Level", "Source_Website", "Golden_Path"}}``. The agent starts from
+  the root URL, so ``with_root_url`` (default) adds it to the question as a last line,
+  "Root URL: …"; ``hops`` is 1 for a single-source question, 2 for a multi-source one, and
+  ``kind`` the hop type. Its answers are sentences, graded by a judge in the original: exact
+  match on them means little.
+- SimpleQA (``simple_qa_test_set.csv`` of simple-evals, or its rows as jsonl): ``problem``,
+  ``answer``, ``metadata`` (in the CSV a Python dict literal ``{'topic', 'answer_type',
+  'urls'}``; an object in JSON; or ``topic``/``answer_type`` columns); ``kind`` is the answer
+  type ("Person", "Date", …).
+- GAIA (``2023/validation/metadata.jsonl``): ``task_id``, ``Question``, ``Level``,
+  ``Final answer``, ``file_name``, ``Annotator Metadata``. Rows that need an attached file
+  (a non-empty ``file_name``) are skipped and counted, as are rows whose answer is private
+  ("?" in the test split); ``kind`` is "level-<n>", the uid's id the task id.
+- BrowseComp (``browse_comp_test_set.csv`` of simple-evals): ``problem``, ``answer``,
+  ``problem_topic``, ``canary``. The public file is encrypted: ``problem`` and ``answer`` are
+  base64 of the text XORed with a key stretched from the SHA-256 of the row's ``canary``
+  string (simple-evals' ``decrypt``). A row with a canary whose problem is strict base64 is
+  decrypted that way as it is read; a decrypted file (``problem``, ``answer``, optional
+  ``problem_topic``, with or without the canary) is read as is. ``kind`` is the topic.
+
+Each reader gives a ``WebQARead``: the questions, in file order, with uids ``<source>-<id>``
+(the id a GAIA task id, else the 0-based row number, unique within a file), and the count of
+rows skipped by reason. A bad row (a missing or empty field, a wrong type, a row that is not an
+object) is a ``DataError`` naming the file, the row, the line (jsonl and CSV) and the field.
+``webqa_reader(path)`` tells which reader a file's first row is for (``data.load`` uses it).
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import binascii
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from treegrpo.data.errors import DataError
+from treegrpo.data.types import Question
+from treegrpo.data.webqa_rows import Row, first_row, read_rows
+
+log = logging.getLogger(__name__)
+
+SOURCES = {
+    "webwalkerqa": "WebWalkerQA",
+    "simpleqa": "SimpleQA",
+    "gaia": "GAIA",
+    "browsecomp": "BrowseComp",
+}
+"""Default data source of each reader → the dataset's name."""
+
+
+@dataclass
+class WebQARead:
+    """What a reader got from a file: its questions and the rows it skipped, by reason."""
+
+    questions: list[Question]
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+class _Rows:
+    """Field access on one row that fails with the file, row, line and field."""
+
+    def __init__(self, path: Path, row: Row) -> None:
+        self.path, self.row = path, row
+
+    def fail(self, name: str | None, problem: str) -> DataError:
+        return DataError(self.path, problem, row=self.row.row, line=self.row.line, field=name)
+
+    def text(self, name: str, *, empty: bool = False) -> str:
+        """A string field, stripped; a number is taken as its text (GAIA answers "17")."""
+        if name not in self.row.fields:
+            raise self.fail(name, "missing")
+        value = self.row.fields[name]
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise self.fail(name, f"expected a string, got {_kind(value)}")
+        if not empty and not value.strip():
+            raise self.fail(name, "empty")
+        return value.strip()
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        """An object field ({} when absent or null); a string is read as a JSON object or a
+        Python dict literal (SimpleQA's CSV writes ``{'topic': …}``)."""
+        value = self.row.fields.get(name)
+        if value is None or value == "":
+            return {}
+        if isinstance(value, str):
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                raise self.fail(name, "expected an object or a dict literal") from None
+        if not isinstance(value, dict):
+            raise self.fail(name, f"expected an object, got {_kind(value)}")
+        return value
+
+
+def read_webwalkerqa(
+    path: str | Path, source: str | None = None, *, with_root_url: bool = True
+) -> WebQARead:
+    """WebWalkerQA rows (see the module docstring)."""
+    path, source = Path(path), source or "webwalkerqa"
+    out = WebQARead([])
+    for row in read_rows(path):
+        r = _Rows(path, row)
+        question, answer = r.text("Question"), r.text("Answer")
+        root = r.text("Root_Url")
+        info = r.mapping("Info")
+        hop = info.get("Hop", "")
+        if not isinstance(hop, str):
+            raise r.fail("Info.Hop", f"expected a string, got {_kind(hop)}")
+        hops = 1 if hop.startswith("single") else 2 if hop.startswith("multi") else 0
+        if with_root_url:
+            question = f"{question}\nRoot URL: {root}"
+        out.questions.append(_question(source, row.row, question, (answer,), hops, hop))
+    return _done(path, out)
+
+
+def read_simpleqa(path: str | Path, source: str | None = None) -> WebQARead:
+    """SimpleQA rows (see the module docstring)."""
+    path, source = Path(path), source or "simpleqa"
+    out = WebQARead([])
+    for row in read_rows(path):
+        r = _Rows(path, row)
+        problem, answer = r.text("problem"), r.text("answer")
+        meta = r.mapping("metadata")
+        kind = meta.get("answer_type", row.fields.get("answer_type", ""))
+        if not isinstance(kind, str):
+            raise r.fail("metadata.answer_type", f"expected a string, got {_kind(kind)}")
+        out.questions.append(_question(source, row.row, problem, (answer,), 0, kind))
+    return _done(path, out)
+
+
+def read_gaia(path: str | Path, source: str | None = None) -> WebQARead:
+    """GAIA's text questions (see the module docstring): rows with an attached file, or
+    without a public answer, are skipped and counted."""
+    path, source = Path(path), source or "gaia"
+    out = WebQARead([])
+    for row in read_rows(path):
+        r = _Rows(path, row)
+        task, question = r.text("task_id"), r.text("Question")
+        answer = r.text("Final answer")
+        attached = row.fields.get("file_name") not in (None, "") and r.text("file_name")
+        if attached:
+            out.skipped["needs an attached file"] += 1
+            continue
+        if answer == "?":
+            out.skipped["answer not public"] += 1
+            continue
+        level = row.fields.get("Level", "")
+        kind = f"level-{level}" if level not in ("", None) else ""
+        out.questions.append(_question(source, task, question, (answer,), 0, kind))
+    return _done(path, out)
+
+
+def read_browsecomp(path: str | Path, source: str | None = None) -> WebQARead:
+    """BrowseComp rows, encrypted (decrypted with each row's canary) or already decrypted
+    (see the module docstring)."""
+    path, source = Path(path), source or "browsecomp"
+    out = WebQARead([])
+    for row in read_rows(path):
+        r = _Rows(path, row)
+        problem, answer = r.text("problem"), r.text("answer")
+        canary = r.text("canary", empty=True) if "canary" in row.fields else ""
+        if canary and _is_base64(problem):
+            problem, answer = (_decrypt(r, name, canary) for name in ("problem", "answer"))
+        topic = r.text("problem_topic", empty=True) if "problem_topic" in row.fields else ""
+        out.questions.append(_question(source, row.row, problem, (answer,), 0, topic))
+    return _done(path, out)
+
+
+def decrypt(ciphertext_b64: str, password: str) -> str:
+    """BrowseComp's cipher (simple-evals): base64-decode, XOR with the SHA-256 digest of
+    ``password`` repeated to length, decode UTF-8."""
+    data = base64.b64decode(ciphertext_b64)
+    digest = hashlib.sha256(password.encode()).digest()
+    key = digest * (len(data) // len(digest) + 1)
+    return bytes(a ^ b for a, b in zip(data, key, strict=False)).decode("utf-8")
+
+
+READERS: dict[str, Callable[..., WebQARead]] = {
+    "webwalkerqa": read_webwalkerqa,
+    "simpleqa": read_simpleqa,
+    "gaia": read_gaia,
+    "browsecomp": read_browsecomp,
+}
+
+
+def webqa_reader(path: str | Path) -> str | None:
+    """The reader for a file by its first row's fields ("webwalkerqa", "simpleqa", "gaia",
+    "browsecomp"), or None when it is none of these shapes (FlashRAG's, for one)."""
+    row = first_row(path)
+    if row is None:
+        return None
+    keys = set(row)
+    if {"Question", "Answer", "Root_Url"} <= keys:
+        return "webwalkerqa"
+    if {"task_id", "Question", "Final answer"} <= keys:
+        return "gaia"
+    if {"problem", "answer"} <= keys:
+        return "browsecomp" if keys & {"canary", "problem_topic"} else "simpleqa"
+    return None
+
+
+def read_webqa(path: str | Path, source: str | None = None) -> WebQARead:
+    """A web-QA file read by the reader its first row calls for (``webqa_reader``)."""
+    name = webqa_reader(path)
+    if name is None:
+        expected = "WebWalkerQA, SimpleQA, GAIA or BrowseComp"
+        raise DataError(path, f"not a web-QA file: its first row has none of {expected}'s fields")
+    return READERS[name](path, source)
+
+
+def _question(
+    source: str, index: int | str, text: str, golds: tuple[str, ...], hops: int, kind: str
+) -> Question:
+    return Question(f"{source}-{index}", text, golds, source, hops, index=index, kind=kind)
+
+
+def _done(path: Path, read: WebQARead) -> WebQARead:
+    if read.skipped:
+        counts = ", ".join(f"{n} {why}" for why, n in read.skipped.items())
+        log.warning("%s: skipped %s", path, counts)
+    if not read.questions:
+        why = f" (skipped: {dict(read.skipped)})" if read.skipped else ""
+        raise DataError(path, f"no questions{why}")
+    return read
+
+
+def _is_base64(text: str) -> bool:
+    try:
+        base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def _decrypt(r: _Rows, name: str, canary: str) -> str:
+    try:
+        return decrypt(r.text(name), canary)
+    except (binascii.Error, UnicodeDecodeError):
+        raise r.fail(name, "does not decrypt with the row's canary") from None
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__

@@ -1,0 +1,111 @@
+"""The rows of a question file as it ships: JSON lines, one JSON list of objects, or CSV.
+
+Public web-QA sets come in all three (WebWalkerQA and GAIA as jsonl, SimpleQA and BrowseComp
+as CSV from simple-evals, mirrors as JSON lists). ``read_rows`` yields each row as a dict with
+where it came from, so a reader's error can name the file, the 0-based row and, for jsonl and
+CSV, the 1-based line; a row that is not an object, or a file that is not the format its
+extension says, is a ``DataError`` at once.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from treegrpo.data.errors import DataError
+
+SUFFIXES = (".jsonl", ".json", ".csv")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a file: its fields, its 0-based number, its 1-based line (None in a JSON
+    list, where lines do not separate rows)."""
+
+    fields: dict[str, Any]
+    row: int
+    line: int | None
+
+
+def read_rows(path: str | Path) -> Iterator[Row]:
+    """The rows of a ``.jsonl`` (blank lines skipped), ``.json`` (a list of objects) or
+    ``.csv`` (a header line, then one row a record) file, in order."""
+    path = Path(path)
+    if path.suffix == ".jsonl":
+        yield from _jsonl(path)
+    elif path.suffix == ".json":
+        yield from _json_list(path)
+    elif path.suffix == ".csv":
+        yield from _csv(path)
+    else:
+        raise DataError(path, f"unknown format {path.suffix!r}: expected one of {SUFFIXES}")
+
+
+def first_row(path: str | Path) -> dict[str, Any] | None:
+    """The first row's fields, or None when the file has none or is not readable as its
+    extension says (the caller then tries another format, which reports the problem)."""
+    try:
+        return next(read_rows(path)).fields
+    except (DataError, StopIteration, OSError):
+        return None
+
+
+def _jsonl(path: Path) -> Iterator[Row]:
+    with open(path, "rb") as f:
+        row = 0
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise DataError(path, f"not UTF-8 ({exc.reason})", row=row, line=lineno) from None
+            except json.JSONDecodeError as exc:
+                problem = f"unreadable JSON ({exc.msg} at column {exc.colno})"
+                raise DataError(path, problem, row=row, line=lineno) from None
+            yield Row(_object(path, value, row, lineno), row, lineno)
+            row += 1
+
+
+def _json_list(path: Path) -> Iterator[Row]:
+    try:
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DataError(path, f"not UTF-8 ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        problem = f"unreadable JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        raise DataError(path, problem) from None
+    if not isinstance(value, list):
+        raise DataError(path, f"expected a JSON list of objects, got {_kind(value)}")
+    for row, item in enumerate(value):
+        yield Row(_object(path, item, row, None), row, None)
+
+
+def _csv(path: Path) -> Iterator[Row]:
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(path, f"not UTF-8 ({exc.reason})") from None
+    reader = csv.DictReader(text.splitlines(keepends=True))
+    if not reader.fieldnames:
+        raise DataError(path, "no header line (a CSV file names its columns first)")
+    line = reader.line_num + 1
+    for row, record in enumerate(reader):
+        if None in record:  # more cells than the header has names
+            raise DataError(path, "more cells than the header has columns", row=row, line=line)
+        yield Row(dict(record), row, line)
+        line = reader.line_num + 1
+
+
+def _object(path: Path, value: Any, row: int, line: int | None) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DataError(path, f"expected a JSON object, got {_kind(value)}", row=row, line=line)
+    return value
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
