@@ -4,6 +4,7 @@ timeouts and odd schemas. Every call goes through ``Toolbox.run``, as the rollou
 
 from __future__ import annotations
 
+import pickle
 import socket
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from tests.tools.live import free_port
 from treegrpo.agent.prompt import ToolLine, instruction_text
 from treegrpo.tools.mcp import McpServer, McpTools, mcp_tools
 from treegrpo.tools.registry import Outcome, Toolbox
+
+pytestmark = pytest.mark.slow  # every test talks to a server process
 
 TEST_SERVER = str(Path(__file__).with_name("mcp_test_server.py"))
 
@@ -108,6 +111,26 @@ def test_refused_arguments_never_reach_the_server(box: Toolbox) -> None:
     assert low.text == 'wiki_search: argument "topk": 0 is less than the minimum of 1'
     assert wrong.text == "wiki_search: argument \"query\": 7 is not of type 'string'"
     assert absent.text == "wiki_search: 'query' is a required property"
+
+
+def test_a_pickled_toolbox_opens_its_own_session(box: Toolbox) -> None:
+    running = pids()
+    copy = pickle.loads(pickle.dumps(box))  # what a Ray worker gets
+    search, page = copy["wiki_search"], copy["wiki_page"]
+    assert search.connection is page.connection is not box["wiki_search"].connection
+    assert len(pids() - running) == 1
+    assert copy.run("wiki_page", [("Coffee", ())])[0].text.startswith("Coffee is a brewed")
+    search.connection.close()
+    assert pids() == running
+
+
+def test_the_cli_command_serves_over_stdio(wiki_corpus: Path) -> None:
+    args = ("-m", "treegrpo.cli", "serve-mcp", "--corpus", str(wiki_corpus))
+    cache = ("--cache-dir", str(wiki_corpus.parent / "cache"))
+    config = McpServer("cli", command=sys.executable, args=args + cache)
+    with mcp_tools([config]) as tools:
+        [page] = run(Toolbox(tools.tools), "wiki_page", "Sahara")
+    assert page.text.startswith("The Sahara is the largest hot desert")
 
 
 @pytest.fixture(scope="module")
