@@ -5,8 +5,8 @@ opened.
 end with a goal after ``|``: ``<visit> 2 | year of birth </visit>``. Without a goal, the goal is
 the last search's query (what the agent was looking for when it chose the page). The
 observation is the page's title and URL, then the page's passages that best match the goal in
-page order (``text.select_passages``), then a few of the page's links whose anchor text or
-address shares words with the goal, so the agent can follow one with ``<visit> URL </visit>``::
+page order (``text.select_passages``), then a few of the page's links that bear on the goal,
+so the agent can follow one with ``<visit> URL </visit>``::
 
     Title: Marie Curie
     URL: https://en.wikipedia.org/wiki/Marie_Curie
@@ -16,15 +16,16 @@ address shares words with the goal, so the agent can follow one with ``<visit> U
     Links:
     - Warsaw: https://en.wikipedia.org/wiki/Warsaw
 
-Links are ranked by BM25 of the goal against their anchor text and address words, and only
-those that share a word with the goal are listed: with a page of hundreds of links (menus,
-footers), listing the first few would show boilerplate, and listing them all would drown the
-text. The whole observation stays within ``max_chars``: title, URL and links first, the passages
-get the rest.
+Links listed: first those whose anchor text or address shares words with the goal (ranked by
+BM25), then those whose anchor text appears in the passages shown (the links of the text the
+agent is reading, in reading order), at most ``max_links``. A page has hundreds of links (menus,
+footers): the first few would be boilerplate, and all of them would drown the text. The whole
+observation stays within ``max_chars``: the passages get what the title, URL and links leave,
+and links are dropped before the passages would shrink below ``MIN_PASSAGE_CHARS``.
 
 ``find``'s argument is a word or phrase; the observation lists the sentences of the last
 visited page that contain it (case ignored; failing that, sentences with all of its words), each
-with a sentence of context either side::
+with a sentence of context either side from its paragraph::
 
     2 matches for "Nobel" on https://en.wikipedia.org/wiki/Marie_Curie:
     [1] She shared the 1903 Nobel Prize in Physics with Pierre Curie. In 1911 she …
@@ -176,28 +177,38 @@ class VisitTool:
         if page.truncated:
             head.append("(only the start of this long page was read)")
         header = "\n".join(head)
-        links = self._links(page, result.goal)
         room = self.max_chars - len(header) - 1
-        if links and room - len(links) - 1 < MIN_PASSAGE_CHARS:
-            links = ""
-        if links:
-            room -= len(links) + 1
-        body = select_passages(page.text, result.goal, room) or "(the page has no text)"
-        text = "\n".join(part for part in (header, cut(body, room), links) if part)
-        return cut(text, self.max_chars)
+        body = select_passages(page.text, result.goal, room)
+        links = self._links(page, result.goal, body)
+        if links and len(body) + len(links) + 1 > room:  # select again in the room links leave
+            rest = room - len(links) - 1
+            body = select_passages(page.text, result.goal, max(rest, MIN_PASSAGE_CHARS))
+            links = self._links(page, result.goal, body)
+            if len(body) + len(links) + 1 > room:
+                links = ""
+        body = body or "(the page has no text)"
+        return cut("\n".join(part for part in (header, body, links) if part), self.max_chars)
 
-    def _links(self, page: Page, goal: str | None) -> str:
-        """Up to ``max_links`` links that share words with the goal, best first."""
-        if not goal or not self.max_links or not page.links:
+    def _links(self, page: Page, goal: str | None, shown: str) -> str:
+        """Up to ``max_links`` links: those that share words with the goal, best first, then
+        those whose anchor text is in the ``shown`` passages, in their order there."""
+        if not self.max_links or not page.links:
             return ""
         docs = [f"{link.text} {_URL_WORDS.sub(' ', link.url)}" for link in page.links]
-        scores = bm25_scores(goal, docs)
-        best = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: -scores[i])
+        scores = bm25_scores(goal or "", docs)
+        by_goal = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: -scores[i])
+        named = [i for i, link in enumerate(page.links) if scores[i] <= 0 and _named(link, shown)]
+        named.sort(key=lambda i: shown.index(page.links[i].text))
         lines = [
             f"- {cut(page.links[i].text, 80) or '(no text)'}: {cut(page.links[i].url, 200)}"
-            for i in best[: self.max_links]
+            for i in (by_goal + named)[: self.max_links]
         ]
         return "\n".join(["Links:", *lines]) if lines else ""
+
+
+def _named(link: Link, shown: str) -> bool:
+    """Whether the link's anchor text (three characters or more) is in the shown text."""
+    return len(link.text) >= 3 and link.text in shown
 
 
 @dataclass(frozen=True)
