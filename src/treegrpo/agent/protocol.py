@@ -25,8 +25,9 @@ from typing import Any, Protocol
 
 from treegrpo.agent.prompt import ToolLine, render_prompt
 from treegrpo.tools.base import format_passages
+from treegrpo.tools.registry import FAILED_SEARCH, RetrieverTool
 
-__all__ = ["format_passages"]  # re-exported: the search observation's body
+__all__ = ["FAILED_SEARCH", "format_passages"]  # re-exported: the search observation's texts
 
 ActionKind = str
 """A tool's name, ``"answer"`` or ``"invalid"``."""
@@ -35,7 +36,6 @@ INVALID_FEEDBACK = (
     "\nThat step had no valid action. To look something up, write a query between <search> and "
     "</search>. To finish, write the final answer between <answer> and </answer>.\n"
 )
-FAILED_SEARCH = "The search failed: the retriever did not answer, so no passages came back."
 OPEN_INFO, CLOSE_INFO = "\n\n<information>", "</information>\n\n"
 
 
@@ -104,7 +104,7 @@ class ToolInfo(Protocol):
     def description(self) -> str: ...
 
 
-SEARCH_TOOL = ToolLine("search", "query", "searches the corpus; the top passages come back")
+SEARCH_TOOL = ToolLine(RetrieverTool.name, RetrieverTool.usage, RetrieverTool.description)
 """Search-R1's one tool (``tools.registry.RetrieverTool`` registers the same line)."""
 
 

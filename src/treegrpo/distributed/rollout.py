@@ -228,7 +228,8 @@ class RayRollout:
     """Forests sampled by ``workers`` rollout workers on Ray (see the module docstring).
 
     spec: what each worker runs; tool: the search tool (a ``/retrieve`` client goes to each
-    worker as it is; any other tool is held once by a ``RetrieverActor``); workers: how many;
+    worker as it is; any other tool is held once by a ``RetrieverActor``) or the agent's
+    toolbox (it goes to each worker as it is, so its tools must pickle); workers: how many;
     cpus_per_worker / gpus_per_worker: what Ray reserves for each; max_restarts: how often a
     dead worker is restarted before the run fails; start_timeout: seconds to wait for all
     workers to be placed and started (more than the cluster has is refused at once:
@@ -238,7 +239,7 @@ class RayRollout:
     def __init__(
         self,
         spec: WorkerSpec,
-        tool: SearchTool,
+        tool: SearchTool | Toolbox,
         workers: int,
         cpus_per_worker: float = 1.0,
         gpus_per_worker: float = 0.0,
@@ -254,9 +255,9 @@ class RayRollout:
         )
         self.spec = spec
         self.max_restarts = max_restarts
-        remote_tool: SearchTool = tool
+        remote_tool: SearchTool | Toolbox = tool
         self._retriever: Any = None  # Ray actor handles, typed loosely
-        if not isinstance(tool, RemoteRetriever):  # an in-process index: held once, shared
+        if not isinstance(tool, RemoteRetriever | Toolbox):  # an in-process index: held once
             name = f"treegrpo-retriever-{uuid.uuid4().hex}"
             retriever: Any = ray.remote(num_cpus=0)(RetrieverActor)
             self._retriever = retriever.options(name=name).remote(tool)
@@ -440,7 +441,7 @@ class RayRollout:
 def start_workers(
     cluster: ClusterConfig,
     model_dir: Path,
-    tool: SearchTool,
+    tool: SearchTool | Toolbox,
     max_obs_tokens: int,
     engine: EngineKind,
     cpu_speedups: bool | None,

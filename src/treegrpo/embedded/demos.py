@@ -22,6 +22,11 @@ samples but a greedy start that depends on the build: at 0.55 the warm start ans
 held-out questions, most two-hop ones among them.) The thought before each step names the
 relations left ("Tevu's boss"), so the policy can learn when it is done.
 
+In the web variant (``embedded.web``: a search lists page titles, a visit opens a page)
+``WebFlawedAgent`` makes the same decisions hop by hop, each hop a search and a visit, with one
+flaw more: ``skip``, answering the entity in hand straight from the result list, which names who
+a page is about but never the fact.
+
 A demonstration is a token sequence with a loss mask: 1 on the agent's own step tokens, 0 on
 the prompt and on observations (ALGORITHM.md §1), exactly the layout of a rollout leaf.
 """
@@ -32,13 +37,20 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from treegrpo.agent.prompt import render_prompt
-from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.embedded.names import NAME_POOL
-from treegrpo.embedded.oracle import Episode, answer_step, plan_text, run_episode, search_step
+from treegrpo.embedded.oracle import (
+    Episode,
+    answer_step,
+    plan_text,
+    run_episode,
+    search_step,
+    tool_step,
+)
 from treegrpo.embedded.relations import find_object, query
 from treegrpo.embedded.synthetic import Plan, World
 from treegrpo.tools.base import SearchTool
+from treegrpo.tools.registry import Toolbox
 
 
 @dataclass(frozen=True)
@@ -116,18 +128,65 @@ class FlawedAgent:
         return search_step(think, query(self.current, self.rest[0]))
 
 
+class WebFlawedAgent:
+    """``FlawedAgent`` in the web variant: a hop is ``search`` (the fact's title) then ``visit 1``
+    (the page, read as the passage is), with the flaws of ``Flaws`` after each page read, and
+    ``skip`` after each search: answer the entity in hand without visiting."""
+
+    def __init__(self, plan: Plan, flaws: Flaws, skip: float, rng: random.Random) -> None:
+        self.plan, self.p, self.skip, self.rng = plan, flaws, skip, rng
+        self.current: str | None = plan.start  # the entity in hand
+        self.rest = plan.relations  # relations still to follow
+        self.searched = plan.start  # the entity of the last search
+        self.last = ""  # the tool the last step called
+        self.flaws: list[str] = []
+
+    def __call__(self, observations: Sequence[str]) -> str:
+        if self.last == "visit":  # read the page's fact about the entity that was searched
+            self.current = find_object(observations[-1], self.rest[0], self.searched)
+            self.rest = self.rest[1:]
+        if self.current is None:
+            return answer_step("the fact is missing", "unknown")
+        think = plan_text(self.current, self.rest)
+        if not observations and self.rng.random() < self.p.early:
+            self.flaws.append("early")
+            return answer_step(think, self.rng.choice(NAME_POOL))
+        if self.last == "search":
+            if self.rng.random() < self.skip:
+                self.flaws.append("skip")
+                return answer_step(think, self.current)
+            self.last = "visit"
+            return tool_step(think, "visit", "1")
+        if not self.rest:
+            return answer_step(self.current, self.current)
+        if self.last == "visit":
+            read = len(self.plan.relations) - len(self.rest)
+            draw, stop = self.rng.random(), self.p.stop if read == 1 else self.p.later
+            if draw < stop:
+                self.flaws.append("stop")
+                return answer_step(think, self.current)
+            if draw < stop + self.p.vague and self.current != self.plan.start:
+                self.flaws.append("vague")
+                self.searched, self.last = self.plan.start, "search"
+                return search_step(think, query(self.plan.start, self.rest[0]))
+        self.searched, self.last = self.current, "search"
+        return search_step(think, query(self.current, self.rest[0]))
+
+
 def build_demos(
-    worlds: Sequence[tuple[World, SearchTool]],
+    worlds: Sequence[tuple[World, SearchTool | Toolbox]],
     tokenizer: object,
-    protocol: SearchProtocol,
+    protocol: ToolProtocol,
     n: int,
     flaws: Flaws,
     seed: int = 0,
     max_turns: int = 4,
     topk: int = 3,
+    skip: float | None = None,
 ) -> list[Demo]:
-    """``n`` demonstrations over the questions of ``worlds`` (each with its own search tool),
-    visited in a seeded order and cycled."""
+    """``n`` demonstrations over the questions of ``worlds`` (each with its own search tool, or
+    with the web variant's toolbox when ``skip`` is given: ``WebFlawedAgent``), visited in a
+    seeded order and cycled."""
     rng = random.Random(f"treegrpo-demos:{seed}")
     pool = [(k, q) for k, (w, _) in enumerate(worlds) for q in range(len(w.questions))]
     order: list[tuple[int, int]] = []
@@ -138,9 +197,14 @@ def build_demos(
         k, qi = order.pop()
         world, tool = worlds[k]
         q = world.questions[qi]
-        agent = FlawedAgent(world.plans[q.uid], flaws, rng)
+        plan = world.plans[q.uid]
+        agent = (
+            FlawedAgent(plan, flaws, rng)
+            if skip is None
+            else WebFlawedAgent(plan, flaws, skip, rng)
+        )
         episode = run_episode(agent, protocol, tool, max_turns, topk)
-        prompt = render_prompt(tokenizer, q.question)
+        prompt = protocol.prompt_ids(q.question)
         demos.append(
             demo_from_episode(prompt, episode, q.hops, protocol, q.golds, tuple(agent.flaws))
         )
@@ -151,7 +215,7 @@ def demo_from_episode(
     prompt: list[int],
     episode: Episode,
     hops: int,
-    protocol: SearchProtocol,
+    protocol: ToolProtocol,
     golds: Sequence[str],
     flaws: tuple[str, ...] = (),
 ) -> Demo:

@@ -1,9 +1,9 @@
 """A scripted search agent that searches perfectly, and the episode loop it runs in.
 
 ``run_episode`` plays one question the way ``treegrpo.rollout.sampler`` does (steps 1..max_turns
-may search, one final step must answer; an invalid step gets the protocol's feedback), with the
-real ``SearchProtocol`` observation tokens and any real search tool. Policies are plain functions
-from the observation texts seen so far to the next step's text.
+may call a tool, one final step must answer; an invalid step gets the protocol's feedback), with
+the real protocol's observation tokens and any real search tool or toolbox. Policies are plain
+functions from the observation texts seen so far to the next step's text.
 
 ``OracleAgent`` asks the right query at every hop and takes each bridge entity from the
 observation text it received (``relations.find_object``), not from the world's tables; so a 100%
@@ -17,17 +17,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.core.rewards import exact_match, extract_answer, is_valid_format, search_r1_reward
 from treegrpo.embedded.relations import find_object, query
 from treegrpo.embedded.synthetic import Plan
-from treegrpo.tools.base import SearchTool
+from treegrpo.tools.base import Passage, SearchTool
+from treegrpo.tools.registry import PastCall, Toolbox
 
 Policy = Callable[[Sequence[str]], str]  # observation texts so far → the next step's text
 
 
 def search_step(think: str, text: str) -> str:
-    return f"<think> {think} </think><search> {text} </search>"
+    return tool_step(think, "search", text)
+
+
+def tool_step(think: str, tool: str, text: str) -> str:
+    return f"<think> {think} </think><{tool}> {text} </{tool}>"
 
 
 def answer_step(think: str, answer: str) -> str:
@@ -46,6 +51,7 @@ class Turn:
     obs_ids: list[int]  # observation or feedback (mask 0); empty after the last step
     query: str | None = None  # the executed search, if any
     passages: tuple[str, ...] = ()  # retrieved contents, best first
+    tool: str = ""  # the tool called, if any
 
 
 @dataclass
@@ -58,39 +64,49 @@ class Episode:
     def response_ids(self) -> list[int]:
         return [t for turn in self.turns for t in (*turn.action_ids, *turn.obs_ids)]
 
-    def score(self, protocol: SearchProtocol, golds: Sequence[str]) -> dict[str, float]:
+    def score(self, protocol: ToolProtocol, golds: Sequence[str]) -> dict[str, float]:
         """Reward, EM and format exactly as ``treegrpo.rollout.scoring`` computes them."""
         response = protocol.decode(self.response_ids())
         model_text = protocol.decode(self.turns[-1].action_ids)  # an answer ends the episode
         answer = extract_answer(model_text)
+        tools = protocol.names
         return {
-            "reward": search_r1_reward(response, golds, model_text=model_text),
+            "reward": search_r1_reward(response, golds, model_text=model_text, tools=tools),
             "em": exact_match(answer, golds),
-            "valid_format": float(is_valid_format(response)),
+            "valid_format": float(is_valid_format(response, tools)),
             "searches": float(sum(t.query is not None for t in self.turns)),
+            "tool_calls": float(sum(bool(t.tool) for t in self.turns)),
         }
 
 
 def run_episode(
     policy: Policy,
-    protocol: SearchProtocol,
-    tool: SearchTool,
+    protocol: ToolProtocol,
+    tool: SearchTool | Toolbox,
     max_turns: int = 3,
     topk: int = 3,
 ) -> Episode:
-    """Play one episode: the Search-R1 turn rules of ``treegrpo.rollout.sampler``."""
+    """Play one episode: the turn rules of ``treegrpo.rollout.sampler``. ``tool``: a retriever
+    (Search-R1's ``search``, ``topk`` passages) or the toolbox the protocol offers."""
+    tools = tool if isinstance(tool, Toolbox) else Toolbox.search_r1(tool, topk)
     turns: list[Turn] = []
     observations: list[str] = []
+    history: list[PastCall] = []
     for step in range(max_turns + 1):
         ids = list(protocol.tokenizer(policy(observations), add_special_tokens=False)["input_ids"])
         action = protocol.parse(ids)
         if action.kind == "answer" or step == max_turns:
             turns.append(Turn(ids, []))
             break
-        if action.kind == "search":
-            passages = tuple(p.contents for p in tool.search([action.text], topk)[0])
-            obs = protocol.observation_ids(passages)
-            turns.append(Turn(ids, obs, action.text, passages))
+        if action.kind in tools:
+            (out,) = tools.run(action.kind, [(action.text, tuple(history))])
+            history.append(PastCall(action.kind, out.argument, out.result))
+            obs = protocol.text_ids(out.text)
+            searched = action.kind == "search"
+            hits = out.result if searched and isinstance(out.result, list) else []
+            passages = tuple(p.contents for p in hits if isinstance(p, Passage))
+            query = action.text if searched else None
+            turns.append(Turn(ids, obs, query, passages, action.kind))
         else:
             obs = protocol.invalid_ids()
             turns.append(Turn(ids, obs))

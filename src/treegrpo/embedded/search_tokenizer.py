@@ -5,7 +5,9 @@ fact sentences, questions and thoughts) with every name of the synthetic world's
 (``treegrpo.embedded.names``) repeated until BPE merges it into one token, in both spellings a name
 takes (" Kalo" inside text, "Kalo" after the quote of a passage title). So copying a name out of
 a passage is copying one token. The eight protocol tags are special tokens, so a step-end tag is
-one token and no text can split it.
+one token and no text can split it. The web variant's tokenizer (``web=True``) also learns the
+instruction that lists its tools, their feedback and result lines, with ``<visit>`` and
+``</visit>`` as special tokens too.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from __future__ import annotations
 from transformers import PreTrainedTokenizerFast
 
 from treegrpo.agent.prompt import instruction_text
-from treegrpo.agent.protocol import CLOSE_INFO, INVALID_FEEDBACK, OPEN_INFO
+from treegrpo.agent.protocol import CLOSE_INFO, INVALID_FEEDBACK, OPEN_INFO, invalid_feedback
 from treegrpo.embedded.names import NAME_POOL
 from treegrpo.embedded.relations import RELATIONS, fact_sentence, question_text
+from treegrpo.embedded.web import WEB_TOOLS
 from treegrpo.models.tiny import train_bpe_tokenizer
 
 TAGS = (
@@ -28,6 +31,14 @@ TAGS = (
     "<answer>",
     "</answer>",
 )
+WEB_TAGS = ("<visit>", "</visit>")
+
+
+def web_texts() -> list[str]:
+    """The web variant's fixed wording: its instruction, feedback and result lines."""
+    texts = [instruction_text("", WEB_TOOLS), invalid_feedback(WEB_TOOLS)] * 50
+    texts += [f"[{i}] " for i in range(1, 6)] * 50
+    return texts
 
 
 def tokenizer_texts() -> list[str]:
@@ -44,10 +55,13 @@ def tokenizer_texts() -> list[str]:
     return texts
 
 
-def train_search_tokenizer(vocab_size: int = 768) -> PreTrainedTokenizerFast:
-    """The tokenizer (a few seconds at most); deterministic for a given ``vocab_size``. Raises
-    ValueError when the vocabulary is too small to hold every name as one token."""
-    tok = train_bpe_tokenizer(tokenizer_texts(), vocab_size=vocab_size, special_tokens=TAGS)
+def train_search_tokenizer(vocab_size: int = 768, web: bool = False) -> PreTrainedTokenizerFast:
+    """The tokenizer (a few seconds at most); deterministic for a given ``vocab_size``; ``web``:
+    the web variant's. Raises ValueError when the vocabulary is too small to hold every name as
+    one token."""
+    texts = web_texts() + tokenizer_texts() if web else tokenizer_texts()
+    tags = TAGS + WEB_TAGS if web else TAGS
+    tok = train_bpe_tokenizer(texts, vocab_size=vocab_size, special_tokens=tags)
     split = [n for n in NAME_POOL for s in (n, " " + n) if len(tok(s)["input_ids"]) != 1]
     if split:
         raise ValueError(

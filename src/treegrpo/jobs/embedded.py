@@ -5,7 +5,9 @@
 
 Training and evaluation questions come from different generated worlds (the same names, other
 facts), so the agent cannot answer from memory: it has to search. Everything here is real: the
-BM25 retriever over each world's corpus, the transformers model, the engine, the trainer.
+BM25 retriever over each world's corpus, the transformers model, the engine, the trainer. The
+web variant (``EmbeddedConfig.web``) gives the agent a search that lists page titles and a
+``visit`` that opens a page (``embedded.web``), with a warm start of its own.
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from typing import Any
 import numpy as np
 
 from treegrpo.embedded.synthetic import World, train_eval_worlds
+from treegrpo.embedded.web import world_web
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, before_after_rows, evaluate
 from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.jobs.runner import Evaluator, Job, Report, run_job, start_run
 from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.tools.base import SearchTool
 from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
@@ -43,11 +48,18 @@ def held_out_items(world: Any, n: int) -> list[EvalItem]:
     return [EvalItem.of(world.questions[i]) for i in sorted(set(pick.tolist()))]
 
 
+def world_tools(cfg: EmbeddedConfig, world: World) -> SearchTool | Toolbox:
+    """The agent's tools in ``world``: BM25 over its corpus, as a search (the default) or as the
+    web variant's search and visit."""
+    retriever = BM25Retriever(world.passages)
+    return world_web(retriever, world.passages, cfg.topk) if cfg.web else retriever
+
+
 def held_out_evaluator(cfg: EmbeddedConfig, eval_world: World) -> Evaluator:
     """evaluate(model, tokenizer) → the greedy report on ``cfg.eval_questions`` questions of
     ``eval_world``, searched with BM25 over its own corpus, with the job's agent limits: what
     the job reports before and after RL."""
-    tool = BM25Retriever(eval_world.passages)
+    tool = world_tools(cfg, eval_world)
     held_out = held_out_items(eval_world, cfg.eval_questions)
     limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
 
@@ -91,6 +103,8 @@ def run_embedded(
     t0 = time.perf_counter()
     start_run(run)  # before the warm start: a refused run costs nothing
     warm = warm or WarmStartConfig()
+    if cfg.web:  # the web variant's demonstrations take as many turns as its episodes
+        warm = replace(warm, web=True, max_turns=cfg.max_turns)
     model_dir = warm_start(warm, progress=progress)
     if warm.induction and model_cfg.lora_rank == 0:
         # RL keeps the hand-built copying circuits fixed too (see warmstart.tiny.CIRCUIT_PARAMS).
@@ -98,7 +112,7 @@ def run_embedded(
     train_world, eval_world = rl_and_eval_worlds(cfg)
     job = Job(
         model_dir=model_dir,
-        tool=BM25Retriever(train_world.passages),
+        tool=world_tools(cfg, train_world),
         items=[TrainItem(q.question, tuple(q.golds), q.uid, q.hops) for q in train_world.questions],
         sampling=SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens),
         limits=AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context),

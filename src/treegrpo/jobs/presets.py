@@ -47,6 +47,9 @@ class EmbeddedConfig(Checked):
     """Prompt plus all steps, in tokens."""
     temperature: float = 1.0
     """Sampling temperature during training, the paper's (evaluation is greedy)."""
+    web: bool = False
+    """The web variant (``embedded.web``): a search lists page titles only, the fact needs a
+    ``visit``; its own warm start (configs/embedded-web.yaml; give it max_turns 8)."""
 
     def _check(self) -> None:
         people = f"in [{len(RELATIONS) + 2}, {POOL_SIZE}]"  # someone else for every relation

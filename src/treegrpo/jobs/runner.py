@@ -30,6 +30,7 @@ from treegrpo.models.load import load_model, resolve_device
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
 from treegrpo.tools.cache import write_atomic
+from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import discard_newer, latest_checkpoint
 from treegrpo.train.config import (
     AlgorithmConfig,
@@ -62,8 +63,8 @@ class Job:
 
     model_dir: Path
     """The starting model: a Hugging Face model directory."""
-    tool: SearchTool
-    """The search tool of the training questions."""
+    tool: SearchTool | Toolbox
+    """The search tool of the training questions, or the agent's toolbox."""
     items: list[TrainItem]
     """The training questions."""
     sampling: SamplingParams

@@ -488,12 +488,7 @@ class _Runner:
             out = outcomes.get(i)
             obs: list[int] = []
             if not done:
-                if out is None:
-                    obs = self.protocol.invalid_ids()
-                elif out.status == "failed" and a.kind == "search":
-                    obs = self.protocol.failed_search_ids()
-                else:
-                    obs = self.protocol.text_ids(out.text)
+                obs = self.protocol.invalid_ids() if out is None else self.protocol.text_ids(out.text)
                 # No room to feed the observation and sample one more token: a length leaf.
                 done = r.end.length + 1 + len(obs) >= cap
                 obs = [] if done else obs

@@ -8,7 +8,9 @@ A tool is
 - a batched call (``call``: every call of one agent step across the batch at once), which may
   fail as a whole (``ToolFailed``: the server is down) or call by call (a ``Failure`` in place
   of a result: a page that does not exist);
-- a formatter (``format``: a result → the text of the observation).
+- a formatter (``format``: a result → the text of the observation);
+- optionally ``unavailable``, what a call observes when the tool did not answer (default: "The
+  <name> tool did not answer.").
 
 ``Toolbox.run`` does the rest for every tool alike: parse, call, turn failures into outcomes
 that say what went wrong. The rollout (``rollout.sampler``) puts each outcome's text between
@@ -41,6 +43,9 @@ from typing import Any, Literal, Protocol, TypeVar
 from treegrpo.tools.base import Passage, SearchTool, ToolFailed, format_passages
 
 log = logging.getLogger(__name__)
+
+FAILED_SEARCH = "The search failed: the retriever did not answer, so no passages came back."
+"""What a search that got no answer observes (``RetrieverTool.unavailable``)."""
 
 RESERVED = ("think", "answer", "information")
 """Tags of the protocol itself: no tool may take these names."""
@@ -218,7 +223,8 @@ class Toolbox:
         for j, (i, call) in enumerate(zip(todo, parsed, strict=True)):
             r = results[j]
             if j in down:
-                out[i] = Outcome("failed", f"The {name} tool did not answer.", call.argument)
+                said = getattr(tool, "unavailable", f"The {name} tool did not answer.")
+                out[i] = Outcome("failed", said, call.argument)
             elif isinstance(r, Failure):
                 out[i] = Outcome("error", f"{name}: {r.reason}", call.argument)
             else:
@@ -235,6 +241,7 @@ class RetrieverTool:
     name: str = "search"
     usage: str = "query"
     description: str = "searches the corpus; the top passages come back"
+    unavailable: str = FAILED_SEARCH
 
     def parse(self, text: str) -> str:
         return text

@@ -29,11 +29,12 @@ from typing import Any
 
 import torch
 
-from treegrpo.agent.protocol import SearchProtocol
+from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.embedded.demos import Flaws, build_demos
 from treegrpo.embedded.induction import induction_init
 from treegrpo.embedded.search_tokenizer import name_ids, train_search_tokenizer
 from treegrpo.embedded.synthetic import World, WorldConfig, make_world
+from treegrpo.embedded.web import WEB_TOOLS, world_web
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
@@ -102,6 +103,19 @@ class WarmStartConfig:
     """Warm-up updates."""
     max_batch_tokens: int = 1024
     """Padded tokens per SFT batch (sequences of similar length are batched together)."""
+    web: bool = False
+    """The web variant (``embedded.web``): demonstrations search for a page title, then visit
+    the page to read the fact (``demos.WebFlawedAgent``); the tokenizer knows ``<visit>``."""
+    skip: float = 0.3
+    """Web variant: after a search, answer the entity in hand without visiting the page."""
+
+    def key(self) -> dict[str, Any]:
+        """The settings the cache key hashes: all of them, the web variant's only when on (so
+        the search world's warm starts keep the keys they had before the web variant)."""
+        fields = asdict(self)
+        if not self.web:
+            del fields["web"], fields["skip"]
+        return fields
 
 
 def demo_worlds(cfg: WarmStartConfig) -> list[World]:
@@ -120,7 +134,7 @@ _DEMO_SEED = 1_000_000  # extra demonstration worlds: seeds far from the train/e
 def warm_start_dir(cfg: WarmStartConfig, cache_dir: str | Path | None = None) -> Path:
     """Where the model of ``cfg`` lives (whether or not it was built yet)."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_root()
-    return root / "warmstart" / cache_key(format=FORMAT_VERSION, **asdict(cfg))
+    return root / "warmstart" / cache_key(format=FORMAT_VERSION, **cfg.key())
 
 
 def warm_start(
@@ -131,7 +145,7 @@ def warm_start(
     """The directory of the warm-started model for ``cfg``, built on first use (about five
     minutes on two CPU cores with the defaults), loaded from the cache afterwards."""
     entry = warm_start_dir(cfg, cache_dir)
-    meta = {"format": FORMAT_VERSION, "config": asdict(cfg)}
+    meta = {"format": FORMAT_VERSION, "config": cfg.key()}
     hit = cached_dir(entry, lambda tmp: build(cfg, tmp, progress), meta)
     log.info("warm start %s (%s)", entry, "cached" if hit else "built")
     return entry
@@ -142,11 +156,18 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
     ``warmstart.json`` with the demonstration mix, the SFT losses and the timings."""
     t0 = time.perf_counter()
     worlds = demo_worlds(cfg)
-    tokenizer = train_search_tokenizer(cfg.vocab_size)
-    protocol = SearchProtocol(tokenizer, cfg.max_obs_tokens)
+    tokenizer = train_search_tokenizer(cfg.vocab_size, web=cfg.web)
     log.info("warm start: %d demonstrations from %d worlds", cfg.n_demos, len(worlds))
+    retrievers = [BM25Retriever(w.passages, use_cache=False) for w in worlds]
+    if cfg.web:
+        protocol = ToolProtocol(tokenizer, cfg.max_obs_tokens, WEB_TOOLS)
+        tools: list[Any] = [
+            world_web(r, w.passages, cfg.topk) for r, w in zip(retrievers, worlds, strict=True)
+        ]
+    else:
+        protocol, tools = ToolProtocol(tokenizer, cfg.max_obs_tokens), retrievers
     demos = build_demos(
-        [(w, BM25Retriever(w.passages, use_cache=False)) for w in worlds],
+        list(zip(worlds, tools, strict=True)),
         tokenizer,
         protocol,
         cfg.n_demos,
@@ -154,6 +175,7 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         seed=cfg.seed,
         max_turns=cfg.max_turns,
         topk=cfg.topk,
+        skip=cfg.skip if cfg.web else None,
     )
     t_demos = time.perf_counter()
     model = tiny_qwen2(
@@ -195,7 +217,9 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
             "n": len(demos),
             "tokens": sum(len(d.ids) for d in demos),
             "action_tokens": sum(sum(d.mask) for d in demos),
-            "flaws": {f: sum(f in d.flaws for d in demos) for f in ("early", "stop", "vague")},
+            "flaws": {
+                f: sum(f in d.flaws for d in demos) for f in ("early", "stop", "vague", "skip")
+            },
             "mean_reward": sum(d.reward for d in demos) / len(demos),
         },
         "sft_loss_first": losses[0],

@@ -1,0 +1,99 @@
+"""The embedded world as a small web: a search that lists pages, and ``visit`` that opens one.
+
+Each fact of a world (``synthetic``) is a page titled by whom and what it is about ("Kalo's
+boss"); its text is the fact ("Kalo's boss is Tevu."). The web variant's tools:
+
+- ``search``: BM25 over the world's pages (the same index as the search world); each result is a
+  numbered line with the page's title only, ``[1] Kalo's boss``: who the page is about, never
+  the fact, so an answer needs a visit;
+- ``visit``: opens result ``n`` of the episode's last search (or a page by its exact title) and
+  returns its text.
+
+A hop is therefore two calls, search then visit, and a four-hop question eight; the agent must
+learn that a search alone answers nothing (``demos.WebFlawedAgent`` demonstrates the habit of
+answering straight from the result list). The tools are in-process over the world, as the search
+world's retriever is: the world lives in memory and is rebuilt from its seed. The offline web of
+``treegrpo serve-web`` is the same pair of tools over HTTP, on real articles.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from treegrpo.agent.prompt import ToolLine
+from treegrpo.tools.base import Passage, SearchTool
+from treegrpo.tools.registry import Call, Failure, Toolbox
+
+SEARCH_DESCRIPTION = "searches the pages; each result is a number and a page title"
+VISIT_DESCRIPTION = "opens a result of the last search; the page's text comes back"
+_NUMBER = re.compile(r"\[?(\d+)\]?")
+
+
+def _title(p: Passage) -> str:
+    return p.title.strip().strip('"')
+
+
+@dataclass(frozen=True)
+class TitleSearch:
+    """``search``: the ranked page titles of a retriever's passages (``[k] Title`` lines)."""
+
+    retriever: SearchTool
+    topk: int = 1
+    name: str = "search"
+    usage: str = "query"
+    description: str = SEARCH_DESCRIPTION
+
+    def parse(self, text: str) -> str:
+        return text
+
+    def call(self, calls: Sequence[Call]) -> list[list[Passage]]:
+        return self.retriever.search([c.argument for c in calls], self.topk)
+
+    def format(self, result: list[Passage]) -> str:
+        return "\n".join(f"[{k}] {_title(p)}" for k, p in enumerate(result, start=1))
+
+
+class PageVisit:
+    """``visit``: the text of result ``n`` of the episode's last search, or of the page with
+    this exact title (``pages``: every page of the world, for the titles)."""
+
+    name = "visit"
+    usage = "result number"
+    description = VISIT_DESCRIPTION
+
+    def __init__(self, pages: Sequence[Passage]) -> None:
+        self._by_title = {_title(p): p for p in pages}
+
+    def parse(self, text: str) -> int | str:
+        m = _NUMBER.fullmatch(text)
+        return int(m[1]) if m else text
+
+    def call(self, calls: Sequence[Call]) -> list[Passage | Failure]:
+        return [self._open(c) for c in calls]
+
+    def _open(self, call: Call) -> Passage | Failure:
+        if isinstance(call.argument, str):
+            page = self._by_title.get(call.argument.strip('"'))
+            return page if page is not None else Failure(f"no page is titled {call.argument!r}")
+        last = call.last("search")
+        if last is None:
+            return Failure("there are no results to open yet: search first")
+        results: list[Passage] = last.result
+        k = int(call.argument)
+        if not 1 <= k <= len(results):
+            return Failure(f"the last search has results 1 to {len(results)}")
+        return results[k - 1]
+
+    def format(self, result: Passage) -> str:
+        return result.text
+
+
+def world_web(retriever: SearchTool, pages: Sequence[Passage], topk: int = 1) -> Toolbox:
+    """The web variant's toolbox over a world's pages (``retriever`` indexes ``pages``)."""
+    return Toolbox([TitleSearch(retriever, topk), PageVisit(pages)])
+
+
+WEB_TOOLS = tuple(ToolLine(t.name, t.usage, t.description) for t in (TitleSearch, PageVisit))
+"""The web variant's tools as the prompt lists them (what ``world_web`` registers)."""
