@@ -92,6 +92,8 @@ def test_a_bare_domain_is_a_url_and_a_long_page_says_it_was_cut(site: str) -> No
     assert tool.parse("en.wikipedia.org/wiki/Radium | discovery") == VisitArgument(
         "https://en.wikipedia.org/wiki/Radium", "discovery"
     )
+    for text in ("2", "[2]", "#2", "2.", "[ 2 ]"):
+        assert tool.parse(text) == VisitArgument(2), text
     with pytest.raises(BadArgument):
         tool.parse("radium discovery")
     page = Page(f"{site}/huge", "Huge", "Paragraph 0.", truncated=True)

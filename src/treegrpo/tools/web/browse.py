@@ -49,6 +49,8 @@ from treegrpo.tools.web.search import SearchHit
 from treegrpo.tools.web.text import Link, bm25_scores, cut, find_sentences, select_passages
 
 _DOMAIN = re.compile(r"(?:www\.)?[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}(?:[/?#]\S*)?", re.I)
+_NUMBER = re.compile(r"\[?#?\s*(\d{1,4})\s*\]?\.?")
+"""A result number as written, or as the search observation shows it: ``2``, ``[2]``, ``#2``."""
 _URL_WORDS = re.compile(r"[/._\-?=&+%#:]+")
 
 MIN_PASSAGE_CHARS = 200
@@ -113,10 +115,11 @@ class VisitTool:
             raise BadArgument(
                 f"nothing after '|': write <{self.name}> 2 | what to look for </{self.name}>"
             )
-        if target.isdigit():
-            if int(target) < 1:
+        number = _NUMBER.fullmatch(target)
+        if number:
+            if int(number.group(1)) < 1:
                 raise BadArgument("search results are numbered from 1")
-            return VisitArgument(int(target), goal or None)
+            return VisitArgument(int(number.group(1)), goal or None)
         if re.match(r"https?://\S+$", target, re.I):
             return VisitArgument(target, goal or None)
         if _DOMAIN.fullmatch(target):

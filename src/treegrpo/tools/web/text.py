@@ -12,8 +12,10 @@ their targets, which trafilatura's text does not.
 What an agent sees of a page is chosen here too (``select_passages``): the text is cut into
 passages (paragraphs; a long paragraph into windows of whole sentences), each passage is scored
 against the agent's goal with BM25 (the page's passages are the collection, so a word common on
-this page counts little), and the best passages are shown **in page order** within a character
-budget. With no goal, or no passage sharing a word with it, the page's beginning is shown.
+this page counts little; words are stemmed as the retrievers stem them), and the best passages
+are shown **in page order** within a character budget. Passages that share no word with the
+goal are left out even where room remains: the agent reads what bears on its goal, not filler.
+With no goal, or no passage sharing a word with it, the page's beginning is shown.
 ``find_sentences`` is the page's Ctrl-F: the sentences that contain a phrase, with context.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +34,10 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
+from treegrpo.tools.tokenizer import Tokenizer
+
 log = logging.getLogger(__name__)
+_local = threading.local()
 
 GAP = "…"
 """The line shown between two passages that are not next to each other on the page."""
@@ -41,7 +47,7 @@ PASSAGE_CHARS = 600
 
 _STOPWORDS = (
     "a an and are as at be but by for from has have he her his in is it its of on or she that "
-    "the their they this to was were which who will with what when where why how"
+    "the their they this to was were which who will with what when where why how it"
 )
 STOPWORDS = frozenset(_STOPWORDS.split())
 """Words too common to say whether a passage answers a goal."""
@@ -172,8 +178,13 @@ def passages(text: str, size: int = PASSAGE_CHARS) -> list[str]:
 
 
 def terms(text: str) -> list[str]:
-    """Lower-cased words, stopwords left out."""
-    return [w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+    """Lower-cased, stemmed words, stopwords left out: the retrievers' tokenizer
+    (``tools.tokenizer``, Snowball stems where PyStemmer is installed, so "prizes" meets
+    "prize"), less ``STOPWORDS``. One tokenizer per thread: a stemmer is not thread-safe."""
+    tokenizer = getattr(_local, "tokenizer", None)
+    if tokenizer is None:
+        tokenizer = _local.tokenizer = Tokenizer(stemmer="auto", stopwords=True)
+    return [w for w in tokenizer(text) if w not in STOPWORDS]
 
 
 def bm25_scores(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
