@@ -69,9 +69,10 @@ def test_a_huge_page_is_cut_at_the_byte_limit(site: str, fetcher: PageFetcher) -
 
 def test_a_huge_page_is_refused_when_asked(site: str) -> None:
     with PageFetcher(max_bytes=100_000, oversize="refuse") as fetcher:
-        assert failure(fetcher.fetch(f"{site}/huge")).startswith("too large (over the limit")
+        huge = failure(fetcher.fetch(f"{site}/huge"))
+        assert huge == f"too large (over 100,000 bytes): {site}/huge"
         sized = failure(fetcher.fetch(f"{site}/huge-sized"))
-        assert sized.startswith("too large (3,200,026 bytes; the limit is 100,000)")
+        assert sized == f"too large (3,200,026 bytes; the limit is 100,000): {site}/huge-sized"
 
 
 def test_a_slow_server_times_out(site: str, fetcher: PageFetcher) -> None:

@@ -199,7 +199,9 @@ class PageFetcher:
                 raise _Refused(f"binary content ({kind}), not shown: {final}")
             size = int(response.headers.get("content-length") or 0)
             if self.oversize == "refuse" and size > self.max_bytes:
-                raise _Refused(f"too large ({size:,} bytes; the limit is {self.max_bytes:,})")
+                raise _Refused(
+                    f"too large ({size:,} bytes; the limit is {self.max_bytes:,}): {final}"
+                )
             body, truncated = self._read(response, deadline, final)
             charset = response.charset_encoding
         if not kind:
@@ -221,7 +223,7 @@ class PageFetcher:
             size += len(chunk)
             if size > self.max_bytes:
                 if self.oversize == "refuse":
-                    raise _Refused(f"too large (over the limit of {self.max_bytes:,} bytes)")
+                    raise _Refused(f"too large (over {self.max_bytes:,} bytes): {url}")
                 return b"".join(chunks)[: self.max_bytes], True
             if time.monotonic() > deadline:
                 raise _Refused(f"timed out: {url} (still sending after {self.total_timeout} s)")

@@ -143,7 +143,7 @@ class HttpSearch:
                 if response.status_code < 500 and response.status_code != 429:
                     return response
                 problem = f"HTTP {response.status_code}: {_excerpt(response.text)}"
-            log.debug("search %s: %s (attempt %d)", self.url, problem, attempt + 1)
+            log.warning("search %s: %s (attempt %d)", self.url, problem, attempt + 1)
         raise SearchBackendError(
             f"search {self.url} failed after {self.retries + 1} attempts; last: {problem}"
         )
