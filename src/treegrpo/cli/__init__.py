@@ -223,6 +223,37 @@ def serve_mcp(
 
 
 @_runs_in_commands
+def serve_web(
+    corpus: Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    max_query_chars: int = 512,
+    max_results: int = 100,
+    max_batch: int = 64,
+    batch_wait_ms: float = 1.0,
+    cache_dir: Path | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve a corpus as an offline website for web agents: a page per article at
+    /wiki/<Title> (title, short description, lead, links wherever the lead names another
+    article), BM25 search at /search?q=... as HTML or, with format=json, as SearXNG's JSON
+    (snippet: the lead's first sentence), /healthz. Loopback only by default.
+
+    Args:
+        corpus: Search-R1 jsonl corpus, one article a passage (its title quoted on the first
+            line); default: the offline wiki corpus, with its short descriptions.
+        host: Interface to bind; the default is loopback only.
+        port: TCP port.
+        max_query_chars: Longest search query in characters; longer is answered 422.
+        max_results: Most search results of one query over all its pages (10 a page).
+        max_batch: Most queries per BM25 call when batching concurrent searches.
+        batch_wait_ms: How long an idle server waits for more searches to batch together.
+        cache_dir: BM25 index cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo).
+        log_level: uvicorn log level.
+    """
+
+
+@_runs_in_commands
 def train(
     config: Path | None = None,
     dry_run: bool = False,
@@ -397,6 +428,7 @@ def main(args: Sequence[str] | None = None) -> None:
         "bench-budget": bench_budget,
         "serve": serve,
         "serve-mcp": serve_mcp,
+        "serve-web": serve_web,
         "view": view,
     }
     if argv[:1] == ["bench"] and len(argv) > 1:  # `treegrpo bench budget` = `bench-budget`

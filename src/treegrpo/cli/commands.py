@@ -27,7 +27,7 @@ from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER, expected_cost, expec
 from treegrpo.data.flashrag import write_flashrag
 from treegrpo.data.load import load_questions
 from treegrpo.data.searchr1 import searchr1_rows, write_searchr1
-from treegrpo.data.wiki import wiki_corpus
+from treegrpo.data.wiki import load_articles, wiki_corpus
 from treegrpo.distributed.cluster import join_ray
 from treegrpo.engine.cpu.speedups import start_process
 from treegrpo.eval.evaluate import compare_table, format_table
@@ -46,6 +46,8 @@ from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.dense import DenseRetriever
 from treegrpo.tools.mcp_server import run as run_mcp_server
 from treegrpo.tools.server import serve as run_server
+from treegrpo.tools.web.site import Site, serve_site
+from treegrpo.tools.web.site_corpus import WebArticle, read_site_corpus
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.config import (
     AlgorithmConfig,
@@ -200,6 +202,46 @@ def serve_mcp(
     except FileNotFoundError as exc:
         raise SystemExit(f"treegrpo serve-mcp: {exc}") from None
     run_mcp_server(path, transport=transport, host=host, port=port, cache_dir=cache_dir)
+
+
+def serve_web(
+    *,
+    corpus: Path | None,
+    host: str,
+    port: int,
+    max_query_chars: int,
+    max_results: int,
+    max_batch: int,
+    batch_wait_ms: float,
+    cache_dir: Path | None,
+    log_level: str,
+) -> None:
+    """`treegrpo serve-web` (``treegrpo.cli.serve_web`` documents the flags)."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("treegrpo").setLevel(logging.INFO)  # index build/load, start-up time
+    try:
+        if corpus is None:
+            articles = [WebArticle(a.title, a.extract, a.description) for a in load_articles()]
+        else:
+            articles = read_site_corpus(corpus)
+        site = Site(articles, cache_dir=cache_dir)
+    except (FileNotFoundError, ValueError) as exc:  # no wiki package, a broken corpus line
+        raise SystemExit(f"treegrpo serve-web: {exc}") from None
+    print(
+        f"serving {len(site.articles)} pages ({site.n_links} links, ready in "
+        f"{site.startup_s:.1f} s) on http://{host}:{port}/",
+        flush=True,
+    )
+    serve_site(
+        site,
+        host=host,
+        port=port,
+        log_level=log_level,
+        max_query_chars=max_query_chars,
+        max_results=max_results,
+        max_batch=max_batch,
+        batch_wait_ms=batch_wait_ms,
+    )
 
 
 def train(
