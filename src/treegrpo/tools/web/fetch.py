@@ -40,6 +40,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
@@ -52,7 +53,7 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"application/json", "application/xml", "application/ld+json"})
 """Non-``text/*`` types shown as plain text (``text/*`` other than HTML always is)."""
 
-USER_AGENT = "treegrpo-web/0.1 (+https://github.com/treegrpo; research agent)"
+USER_AGENT = "treegrpo-web/0.1 (research agent)"
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
@@ -97,7 +98,7 @@ class PageFetcher:
         read_timeout: float = 10.0,
         total_timeout: float = 20.0,
         max_bytes: int = 2_000_000,
-        oversize: str = "truncate",
+        oversize: Literal["truncate", "refuse"] = "truncate",
         max_redirects: int = 5,
         cache_size: int = 256,
         workers: int = 8,
@@ -197,7 +198,8 @@ class PageFetcher:
             kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
             if kind and kind not in HTML_TYPES and not _is_text(kind):
                 raise _Refused(f"binary content ({kind}), not shown: {final}")
-            size = int(response.headers.get("content-length") or 0)
+            length = response.headers.get("content-length", "")
+            size = int(length) if length.isdigit() else 0
             if self.oversize == "refuse" and size > self.max_bytes:
                 raise _Refused(
                     f"too large ({size:,} bytes; the limit is {self.max_bytes:,}): {final}"
