@@ -212,6 +212,8 @@ def test_close_leaves_no_process_and_configs_are_checked(wiki_corpus: Path) -> N
         mcp_tools([McpServer("t", command=sys.executable, args=(TEST_SERVER,), tools=("nope",))])
     with pytest.raises(ValueError, match="give their servers a prefix"):
         mcp_tools([wiki_config(wiki_corpus, cache), wiki_config(wiki_corpus, cache)])
+    with pytest.raises(ConnectionError, match=r"did not start: .*Connection closed"):
+        mcp_tools([wiki_config(wiki_corpus.parent / "missing.jsonl", cache)])
     assert pids() == running
 
 

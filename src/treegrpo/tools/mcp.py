@@ -139,14 +139,14 @@ class McpConnection:
     def __enter__(self) -> McpConnection:
         return self
 
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __reduce__(self) -> tuple[type[McpConnection], tuple[McpServer]]:
         """A copy (a pickle sent to a Ray worker) opens its own session from the config; it
         closes with ``close`` or, at the latest, when its process exits (a stdio server reads
         the end of its input and stops)."""
         return (McpConnection, (self.config,))
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --- on the caller's thread ---------------------------------------------------------
 
@@ -157,7 +157,15 @@ class McpConnection:
         """Open a session (closing any old one first) and list the server's tools."""
         self._drop()
         session = _Session()
-        listed = self._run(self._open(session), self.config.start_timeout_s + CLOSE_TIMEOUT_S)
+        try:
+            listed = self._run(self._open(session), self.config.start_timeout_s + CLOSE_TIMEOUT_S)
+        except Exception as exc:
+            where = self.config.url or " ".join((self.config.command or "", *self.config.args))
+            what = "did not start" if self.config.command else "cannot be reached"
+            hint = " (its stderr says why)" if self.config.command else ""
+            raise ConnectionError(
+                f"MCP server {self.config.name} ({where}) {what}: {exc!r}{hint}"
+            ) from exc
         self._session = session
         self.tools = self._chosen(listed)
         self.broken = False
@@ -185,9 +193,7 @@ class McpConnection:
                     self._connect()
                 except Exception as exc:
                     self.broken = True
-                    raise ToolFailed(
-                        f"MCP server {self.config.name}: cannot connect: {exc}"
-                    ) from exc
+                    raise ToolFailed(str(exc)) from exc
             session = self._session
         assert session is not None
         wait = self.config.timeout_s * 2 + 5  # the SDK times calls out; this guards the loop
@@ -226,10 +232,7 @@ class McpConnection:
             session.task.cancel()  # the holder unwinds: a started server process is stopped
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(session.task, CLOSE_TIMEOUT_S)
-            raise TimeoutError(
-                f"MCP server {self.config.name} did not start within "
-                f"{self.config.start_timeout_s:g} s"
-            ) from None
+            raise TimeoutError(f"no answer in {self.config.start_timeout_s:g} s") from None
 
     async def _hold(self, session: _Session, ready: asyncio.Future[list[mcp_types.Tool]]) -> None:
         """Enter the client, list the tools, wait for ``stop``, leave the client."""
