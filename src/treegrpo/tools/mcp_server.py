@@ -125,7 +125,7 @@ def run(
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m treegrpo.tools.mcp_server``: parse the flags and ``run``."""
     parser = argparse.ArgumentParser(
-        prog="python -m treegrpo.tools.mcp_server", description=__doc__.split("\n\n")[0]
+        prog="python -m treegrpo.tools.mcp_server", description=(__doc__ or "").split("\n\n")[0]
     )
     parser.add_argument(
         "--corpus", type=Path, help="Search-R1 jsonl corpus (default: the cached wiki corpus)"
