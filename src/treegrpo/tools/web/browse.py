@@ -98,7 +98,7 @@ class VisitTool:
     max_chars: int = 3000
     max_links: int = 5
     name: str = "visit"
-    usage: str = "URL or search result number, optionally | goal"
+    usage: str = "URL or result number [| goal]"
     description: str = (
         "opens a web page; its title, URL, the passages that match the goal (by default the "
         "last search's query) and related links come back"
