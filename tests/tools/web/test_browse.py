@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.tools.live import free_port
-from treegrpo.tools.registry import BadArgument, Outcome, PastCall, Toolbox
+from treegrpo.tools.registry import BadArgument, Call, Outcome, PastCall, Toolbox
 from treegrpo.tools.web.browse import FindResult, FindTool, Visit, VisitArgument, VisitTool
 from treegrpo.tools.web.fetch import Page, PageFetcher
 from treegrpo.tools.web.search import SearchHit, SearxngSearch, WebSearchTool
@@ -196,3 +196,32 @@ def test_the_tools_refuse_silly_settings(fetcher: PageFetcher) -> None:
     with pytest.raises(ValueError):
         VisitTool(fetcher, max_chars=100)
     assert SearchHit("t", "u").snippet == ""
+
+
+def test_links_that_bear_on_the_goal_come_first_then_those_of_the_text(
+    fetcher: PageFetcher,
+) -> None:
+    nav = [Link(f"https://w.test/wiki/Menu_{i}", f"Menu item {i}") for i in range(50)]
+    links = (
+        *nav,
+        Link("https://w.test/wiki/Pierre_Curie", "her husband"),
+        Link("https://w.test/wiki/Radium", "element 88"),
+        Link("https://w.test/wiki/Sorbonne", "Sorbonne"),
+    )
+    text = "Intro.\nShe studied at the Sorbonne and found radium with Pierre."
+    page = Page("https://w.test/wiki/Marie_Curie", "Marie Curie", text, links)
+    shown = VisitTool(fetcher, max_chars=1000, max_links=2).format(Visit(page, "radium pierre"))
+    assert shown.splitlines()[-3:] == [
+        "Links:",
+        "- her husband: https://w.test/wiki/Pierre_Curie",  # by its address
+        "- element 88: https://w.test/wiki/Radium",
+    ]
+    plain = VisitTool(fetcher, max_chars=1000).format(Visit(page, "study"))
+    assert plain.endswith("Links:\n- Sorbonne: https://w.test/wiki/Sorbonne")  # in the text
+
+
+def test_visit_numbers_name_the_results_of_a_renamed_search_tool(fetcher: PageFetcher) -> None:
+    hits = [SearchHit("A", "https://a.test/"), SearchHit("B", "https://b.test/")]
+    history = (PastCall("web_search", "query b", hits),)
+    tool = VisitTool(fetcher, search_tool="web_search")
+    assert tool._resolve(Call(VisitArgument(2), history)) == ("https://b.test/", "query b")

@@ -16,12 +16,13 @@ so the agent can follow one with ``<visit> URL </visit>``::
     Links:
     - Warsaw: https://en.wikipedia.org/wiki/Warsaw
 
-Links listed: first those whose anchor text or address shares words with the goal (ranked by
-BM25), then those whose anchor text appears in the passages shown (the links of the text the
-agent is reading, in reading order), at most ``max_links``. A page has hundreds of links (menus,
-footers): the first few would be boilerplate, and all of them would drown the text. The whole
-observation stays within ``max_chars``: the passages get what the title, URL and links leave,
-and links are dropped before the passages would shrink below ``MIN_PASSAGE_CHARS``.
+Links listed: first those whose anchor text or last path segment (``/wiki/Marie_Curie``)
+shares words with the goal (ranked by BM25), then those whose anchor text appears in the passages
+shown (the links of the text the agent is reading, in reading order), at most ``max_links``. A
+page has hundreds of links (menus, footers): the first few would be boilerplate, and all of them
+would drown the text. The whole observation stays within ``max_chars``: the passages get what
+the title, URL and links leave, and links are dropped before the passages would shrink below
+``MIN_PASSAGE_CHARS``.
 
 ``find``'s argument is a word or phrase; the observation lists the sentences of the last
 visited page that contain it (case ignored; failing that, sentences with all of its words), each
@@ -42,6 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
 from treegrpo.tools.registry import BadArgument, Call, Failure
 from treegrpo.tools.web.fetch import Page, PageFetcher
@@ -97,6 +99,7 @@ class VisitTool:
     fetcher: PageFetcher
     max_chars: int = 3000
     max_links: int = 5
+    search_tool: str = "search"  # whose results the numbers name
     name: str = "visit"
     usage: str = "URL or result number [| goal]"
     description: str = (
@@ -150,7 +153,7 @@ class VisitTool:
     def _resolve(self, call: Call) -> tuple[str, str | None]:
         """The URL to fetch and the goal; ``BadArgument`` for a result that is not there."""
         argument: VisitArgument = call.argument
-        search = call.last("search")
+        search = call.last(self.search_tool)
         query = search.argument if search is not None and isinstance(search.argument, str) else None
         goal = argument.goal or query
         if isinstance(argument.target, str):
@@ -185,9 +188,11 @@ class VisitTool:
         links = self._links(page, result.goal, body)
         if links and len(body) + len(links) + 1 > room:  # select again in the room links leave
             rest = room - len(links) - 1
-            body = select_passages(page.text, result.goal, max(rest, MIN_PASSAGE_CHARS))
-            links = self._links(page, result.goal, body)
-            if len(body) + len(links) + 1 > room:
+            fewer = select_passages(page.text, result.goal, max(rest, MIN_PASSAGE_CHARS))
+            fewer_links = self._links(page, result.goal, fewer)
+            if len(fewer) + len(fewer_links) + 1 <= room:
+                body, links = fewer, fewer_links
+            else:  # the text comes first
                 links = ""
         body = body or "(the page has no text)"
         return cut("\n".join(part for part in (header, body, links) if part), self.max_chars)
@@ -197,7 +202,7 @@ class VisitTool:
         those whose anchor text is in the ``shown`` passages, in their order there."""
         if not self.max_links or not page.links:
             return ""
-        docs = [f"{link.text} {_URL_WORDS.sub(' ', link.url)}" for link in page.links]
+        docs = [f"{link.text} {_slug(link.url)}" for link in page.links]
         scores = bm25_scores(goal or "", docs)
         by_goal = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: -scores[i])
         named = [i for i, link in enumerate(page.links) if scores[i] <= 0 and _named(link, shown)]
@@ -207,6 +212,13 @@ class VisitTool:
             for i in (by_goal + named)[: self.max_links]
         ]
         return "\n".join(["Links:", *lines]) if lines else ""
+
+
+def _slug(url: str) -> str:
+    """The words of a URL's last path segment (``/wiki/Marie_Curie`` → "Marie Curie"): the part
+    that names the page, where host and directories are common to most links of a page."""
+    segments = [p for p in urlsplit(url).path.split("/") if p]
+    return _URL_WORDS.sub(" ", unquote(segments[-1])) if segments else ""
 
 
 def _named(link: Link, shown: str) -> bool:
