@@ -21,6 +21,7 @@ With no goal, or no passage sharing a word with it, the page's beginning is show
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import re
@@ -82,9 +83,12 @@ class Extracted:
 def extract(html: str, url: str) -> Extracted:
     """Title, main text and links (absolute, against ``url``) of an HTML page; never raises."""
     root = _parse(html)
-    title = _title(root) if root is not None else ""
-    links = _links(root, url) if root is not None else ()
-    text = _main_text(html, url) or (_body_text(root) if root is not None else "")
+    if root is None or not root.text_content().strip():
+        return Extracted(_title(root) if root is not None else "", "", ())
+    title, links = _title(root), _links(root, url)
+    # trafilatura gets a copy of the tree: it prunes the tree it reads, and parsing the text
+    # again would log errors of its own for what lxml reads fine (fragments, stray bytes).
+    text = _main_text(copy.deepcopy(root), url) or _body_text(root)
     return Extracted(title, text, links)
 
 
@@ -97,9 +101,9 @@ def _parse(html: str) -> lxml.html.HtmlElement | None:
         return None
 
 
-def _main_text(html: str, url: str) -> str:
+def _main_text(root: lxml.html.HtmlElement, url: str) -> str:
     try:
-        text = trafilatura.extract(html, url=url, include_comments=False, include_tables=True)
+        text = trafilatura.extract(root, url=url, include_comments=False, include_tables=True)
     except Exception:  # a bug on odd input must not lose the page: the fallback reads it
         log.debug("trafilatura failed on %s", url, exc_info=True)
         return ""
