@@ -83,7 +83,7 @@ class Extracted:
 def extract(html: str, url: str) -> Extracted:
     """Title, main text and links (absolute, against ``url``) of an HTML page; never raises."""
     root = _parse(html)
-    if root is None or not root.text_content().strip():
+    if root is None or not "".join(root.xpath("//body//text()")).strip():  # nothing to read
         return Extracted(_title(root) if root is not None else "", "", ())
     title, links = _title(root), _links(root, url)
     # trafilatura gets a copy of the tree: it prunes the tree it reads, and parsing the text
