@@ -4,9 +4,13 @@ as SearXNG JSON, snippets, limits, and many concurrent clients on a live loopbac
 from __future__ import annotations
 
 import asyncio
+import importlib
+import inspect
 import re
 from collections.abc import Iterator
 from html import unescape
+from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import httpx
@@ -14,8 +18,23 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.tools.live import LiveServer
-from treegrpo.tools.web.site import RESULTS_PER_PAGE, Site, create_site_app
-from treegrpo.tools.web.site_corpus import LinkIndex, WebArticle, first_sentence, slug
+from treegrpo import cli
+from treegrpo.tools.base import Passage
+from treegrpo.tools.corpus import make_contents, write_corpus
+from treegrpo.tools.web.site import (
+    MAX_QUERY_CHARS,
+    MAX_RESULTS,
+    RESULTS_PER_PAGE,
+    Site,
+    create_site_app,
+)
+from treegrpo.tools.web.site_corpus import (
+    LinkIndex,
+    WebArticle,
+    first_sentence,
+    read_site_corpus,
+    slug,
+)
 
 ARTICLES = [
     WebArticle(
@@ -169,3 +188,34 @@ def test_many_concurrent_clients_on_a_live_server(site: Site) -> None:
         alone = asyncio.run(drive(server.url, concurrent=False))
     assert all(status == 200 for status, _ in together)
     assert together == alone  # answers under load are the answers one at a time
+
+
+def test_read_site_corpus(tmp_path: Path) -> None:
+    passages = [Passage("0", make_contents(a.title, a.text)) for a in ARTICLES]
+    passages.append(Passage("x9", "A passage without a quoted title line."))
+    path = tmp_path / "corpus.jsonl"
+    write_corpus(path, passages)
+    read = read_site_corpus(path)
+    assert [(a.title, a.text) for a in read[:-1]] == [(a.title, a.text) for a in ARTICLES]
+    assert (read[-1].title, read[-1].text) == ("x9", "A passage without a quoted title line.")
+
+
+def test_cli_defaults_match_the_site() -> None:
+    defaults = inspect.signature(cli.serve_web).parameters
+    assert defaults["max_query_chars"].default == MAX_QUERY_CHARS
+    assert defaults["max_results"].default == MAX_RESULTS
+
+
+@pytest.mark.slow  # imports treegrpo.cli.commands, which loads torch
+def test_serve_web_flags_reach_the_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "corpus.jsonl"
+    write_corpus(
+        path, [Passage(str(i), make_contents(a.title, a.text)) for i, a in enumerate(ARTICLES)]
+    )
+    commands = importlib.import_module(cli.COMMANDS)
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(commands, "serve_site", lambda site, **kw: seen.update(kw, site=site))
+    flags = ["--max-query-chars", "7", "--max-results", "20", "--port", "9"]
+    cli.main(["serve-web", "--corpus", str(path), "--cache-dir", str(tmp_path), *flags])
+    assert (seen["max_query_chars"], seen["max_results"], seen["port"]) == (7, 20, 9)
+    assert [a.title for a in seen["site"].articles] == [a.title for a in ARTICLES]

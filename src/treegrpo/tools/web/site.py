@@ -114,7 +114,13 @@ class Site:
 
     @property
     def n_links(self) -> int:
+        """Links on all pages together."""
         return sum(map(len, self.links))
+
+    @property
+    def pages_rendered(self) -> int:
+        """Pages rendered so far (each once, then kept)."""
+        return len(self._pages)
 
     def find(self, path: str) -> int | None:
         """The article whose page is ``/wiki/<path>`` (``path`` decoded), or None."""
@@ -222,7 +228,7 @@ def create_site_app(
             "articles": len(site.articles),
             "links": site.n_links,
             "startup_s": round(site.startup_s, 3),
-            "pages_rendered": len(site._pages),
+            "pages_rendered": site.pages_rendered,
             "searches": batcher.queries,
             "search_batches": batcher.batches,
         }
