@@ -128,5 +128,5 @@ def test_a_batch_is_fetched_concurrently_in_order(site: str, stats: Stats) -> No
         results = fetcher.fetch_many(urls)
     assert [page(r).title for r in results[:6]] == [f"Page {i}" for i in range(6)]
     assert isinstance(results[6], Failure) and results[7] is results[0]
-    assert stats.most_in_flight == 3  # at once, and never more than the pool
+    assert 1 < stats.most_in_flight <= 3  # at once, and never more than the pool
     assert fetcher.fetch_many([]) == []
