@@ -36,6 +36,7 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, compare_table, evaluate, paper_table
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.jobs.runner import Job, Report, run_job
+from treegrpo.jobs.tools import make_toolbox, search_r1_only
 from treegrpo.models.load import load_model, resolve_device
 from treegrpo.models.smollm2 import prepare_smollm2
 from treegrpo.rollout.sampler import AgentLimits
@@ -43,6 +44,7 @@ from treegrpo.tools.base import SearchTool
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.dense import DenseRetriever
 from treegrpo.tools.http_client import RemoteRetriever
+from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
@@ -91,7 +93,7 @@ class DataInputs:
     model_dir: Path
     train: list[Question]
     held_out: list[Question]  # already cut to eval_questions
-    tool: SearchTool
+    tool: SearchTool | Toolbox
     train_source: list[int]  # the file of each training question: its index in train_files
     dropped: int = 0  # training questions left out because they are held out
 
@@ -114,16 +116,30 @@ def check_data(data: DataConfig) -> list[str]:
             problem = _check_name(name, BUILTIN_QUESTIONS)
             if problem:
                 problems.append(f"data.{field}: {problem}")
-    if (data.corpus is None) == (data.retriever_url is None):
+    passages = "search" in data.tools and data.search_url is None
+    if passages and (data.corpus is None) == (data.retriever_url is None):
         problems.append(
             "data.corpus / data.retriever_url: give exactly one (a Search-R1 jsonl corpus to "
-            "search in-process, or the URL of a running /retrieve server)"
+            "search in-process, or the URL of a running /retrieve server), or data.search_url "
+            "for web search"
         )
-    elif data.corpus is not None:
+    elif not passages and (data.corpus is not None or data.retriever_url is not None):
+        problems.append(
+            "data.corpus / data.retriever_url: no tool searches passages (data.search_url is "
+            "set, or data.tools has no search): drop them"
+        )
+    if {"visit", "find"} & set(data.tools) and data.search_url is None:
+        problems.append(
+            "data.tools: visit and find open web pages; give data.search_url (SearXNG, a JSON "
+            "search API, or `treegrpo serve-web`) so that results have URLs"
+        )
+    if "find" in data.tools and "visit" not in data.tools:
+        problems.append("data.tools: find reads the page last visited: add visit")
+    if data.corpus is not None and data.retriever_url is None:
         problem = _check_name(data.corpus, BUILTIN_CORPORA)
         if problem:
             problems.append(f"data.corpus: {problem}")
-    elif data.retriever != "bm25":
+    elif data.retriever_url is not None and data.retriever != "bm25":
         problems.append(
             "data.retriever: applies to a corpus; a /retrieve server searches its own way"
         )
@@ -206,8 +222,17 @@ def resolve_corpus(name: str) -> Path:
     return Path(name)
 
 
-def make_tool(data: DataConfig) -> SearchTool:
-    """The search tool: a /retrieve server, or BM25 or dense search over the corpus."""
+def make_tool(data: DataConfig) -> SearchTool | Toolbox:
+    """The agent's tools: Search-R1's search alone (a /retrieve server, or BM25 or dense search
+    over the corpus), or the toolbox that ``data.tools`` and ``data.mcp_servers`` name
+    (``jobs.tools``)."""
+    if search_r1_only(data):
+        return make_retriever(data)
+    return make_toolbox(data, partial(make_retriever, data))
+
+
+def make_retriever(data: DataConfig) -> SearchTool:
+    """The passage retriever: a /retrieve server, or BM25 or dense search over the corpus."""
     if data.retriever_url is not None:
         return RemoteRetriever(data.retriever_url)
     assert data.corpus is not None

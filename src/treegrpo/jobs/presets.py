@@ -14,6 +14,7 @@ from treegrpo.train.config import (
     AlgorithmConfig,
     Checked,
     ClusterConfig,
+    ConfigValueError,
     HealthConfig,
     ModelConfig,
     OptimConfig,
@@ -116,6 +117,25 @@ class DataConfig(Checked):
     """A running Search-R1 /retrieve server, e.g. http://127.0.0.1:8000/retrieve."""
     retriever: Literal["bm25", "dense"] = "bm25"
     """How the corpus is searched: bm25 (bm25s) or dense (sentence-transformers + FAISS)."""
+    tools: tuple[str, ...] = ("search",)
+    """The agent's tools, in the prompt's order (docs/tools.md): search (the corpus's or the
+    /retrieve server's passages, or web results with search_url), visit (opens a result or a
+    URL), find (a phrase in the page last visited), calculate (arithmetic); search alone is
+    Search-R1's agent."""
+    search_url: str | None = None
+    """A web search back-end for search, instead of corpus or retriever_url: a SearXNG instance
+    or `treegrpo serve-web` (http://127.0.0.1:8080), or a JSON API (search_api json)."""
+    search_api: Literal["searxng", "json"] = "searxng"
+    """How search_url answers: SearXNG's JSON API, or any JSON API read with json_fields."""
+    json_fields: tuple[str, ...] = ("results", "title", "url", "snippet")
+    """search_api json: the dotted path of the results list, then each result's title, URL and
+    snippet fields."""
+    visit_chars: int = 2000
+    """Characters of a visited page's observation (its passages that match the goal)."""
+    mcp_servers: tuple[str, ...] = ()
+    """MCP servers whose tools the agent may call too (docs/mcp.md): a command line run over
+    stdio ("python -m treegrpo.tools.mcp_server --corpus c.jsonl") or an http(s) URL
+    (streamable HTTP)."""
     max_turns: int = 3
     """Steps that may search before the final step."""
     topk: int = 3
@@ -135,7 +155,23 @@ class DataConfig(Checked):
         # Names, paths and train_weights against train_files: treegrpo.jobs.data.check_data.
         check_ranges(self, eval_questions=">= 1", max_turns=">= 0", topk=">= 1")
         check_ranges(self, max_new_tokens=">= 1", max_obs_tokens=">= 1", max_context=">= 1")
-        check_ranges(self, temperature="> 0", top_p="in (0, 1]")
+        check_ranges(self, temperature="> 0", top_p="in (0, 1]", visit_chars=">= 200")
+        for name in self.tools:
+            if name not in BUILTIN_TOOLS:
+                known = ", ".join(BUILTIN_TOOLS)
+                raise ConfigValueError("tools", f"must each be one of {known}", self.tools)
+        if len(set(self.tools)) < len(self.tools):
+            raise ConfigValueError("tools", "must name each tool once", self.tools)
+        if not self.tools and not self.mcp_servers:
+            raise ConfigValueError("tools", "must name a tool (or give mcp_servers)", self.tools)
+        if len(self.json_fields) != 4:
+            raise ConfigValueError(
+                "json_fields", "must be 4: results path, title, URL, snippet", self.json_fields
+            )
+
+
+BUILTIN_TOOLS = ("search", "visit", "find", "calculate")
+"""The tools ``DataConfig.tools`` names (``jobs.data.make_tool`` builds them)."""
 
 
 DEFAULT_DATA = DataConfig()

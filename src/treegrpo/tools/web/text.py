@@ -102,8 +102,13 @@ def _parse(html: str) -> lxml.html.HtmlElement | None:
 
 
 def _main_text(root: lxml.html.HtmlElement, url: str) -> str:
+    # favor_precision: on a short page (a wiki lead) the default falls back to the whole body,
+    # menus included, with a line break at every inline link; the precise mode keeps the
+    # article's paragraphs whole.
     try:
-        text = trafilatura.extract(root, url=url, include_comments=False, include_tables=True)
+        text = trafilatura.extract(
+            root, url=url, include_comments=False, include_tables=True, favor_precision=True
+        )
     except Exception:  # a bug on odd input must not lose the page: the fallback reads it
         log.debug("trafilatura failed on %s", url, exc_info=True)
         return ""

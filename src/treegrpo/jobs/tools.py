@@ -1,0 +1,77 @@
+"""The data job's tools, from its settings (``DataConfig``): Search-R1's retriever alone by
+default, or a toolbox (``tools.registry``) with web search, ``visit``, ``find``, ``calculate``
+and the tools of any MCP servers given by configuration (docs/tools.md, docs/mcp.md)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+
+from treegrpo.jobs.presets import DataConfig
+from treegrpo.tools.base import SearchTool
+from treegrpo.tools.calculator import calculate
+from treegrpo.tools.mcp import mcp_tools
+from treegrpo.tools.mcp_connection import McpServer
+from treegrpo.tools.registry import FunctionTool, RetrieverTool, Tool, Toolbox
+from treegrpo.tools.web.browse import FindTool, VisitTool
+from treegrpo.tools.web.fetch import PageFetcher
+from treegrpo.tools.web.search import JsonSearch, SearxngSearch, WebSearch, WebSearchTool
+
+CALCULATE = ("calculate", "expression", "evaluates arithmetic; the value comes back")
+"""The calculator's name, usage and description in the prompt."""
+
+
+def search_r1_only(data: DataConfig) -> bool:
+    """Whether the agent is Search-R1's: ``search`` over passages, nothing else."""
+    return data.tools == ("search",) and data.search_url is None and not data.mcp_servers
+
+
+def make_toolbox(data: DataConfig, retriever: Callable[[], SearchTool]) -> Toolbox:
+    """The toolbox ``data`` names, in its order, then the MCP servers' tools. ``retriever``
+    makes the passage retriever, called only when ``search`` searches passages."""
+    box = Toolbox()
+    fetcher = PageFetcher() if {"visit", "find"} & set(data.tools) else None
+    for name in data.tools:
+        tool: Tool
+        if name == "search" and data.search_url is None:
+            tool = RetrieverTool(retriever(), data.topk)
+        elif name == "search":
+            tool = WebSearchTool(web_search(data), data.topk)
+        elif name == "visit":
+            assert fetcher is not None
+            tool = VisitTool(fetcher, data.visit_chars)
+        elif name == "find":
+            tool = FindTool(data.visit_chars)
+        else:
+            tool = FunctionTool(CALCULATE[0], calculate, *CALCULATE[1:])
+        box.register(tool)
+    if data.mcp_servers:
+        for tool in mcp_tools(mcp_servers(data.mcp_servers)).tools:
+            box.register(tool)
+    return box
+
+
+def web_search(data: DataConfig) -> WebSearch:
+    """The client of ``data.search_url``: SearXNG's JSON API, or a JSON API by field names."""
+    assert data.search_url is not None
+    if data.search_api == "searxng":
+        return SearxngSearch(data.search_url)
+    path, title, url, snippet = data.json_fields
+    return JsonSearch(
+        data.search_url, results_path=path, title_field=title, url_field=url, snippet_field=snippet
+    )
+
+
+def mcp_servers(specs: tuple[str, ...]) -> list[McpServer]:
+    """``DataConfig.mcp_servers`` entries as servers: an http(s) URL (streamable HTTP), else a
+    command line run over stdio."""
+    out = []
+    for i, spec in enumerate(specs):
+        if spec.startswith(("http://", "https://")):
+            out.append(McpServer(f"mcp{i}", url=spec))
+            continue
+        argv = shlex.split(spec)
+        if not argv:
+            raise ValueError(f"data.mcp_servers[{i}]: empty command")
+        out.append(McpServer(f"mcp{i}", command=argv[0], args=tuple(argv[1:])))
+    return out
