@@ -18,8 +18,10 @@ from treegrpo.core.budget import TreeShape
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, agent_protocol, sample_forest
 from treegrpo.rollout.scoring import score_leaves
+from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.tools.calculator import calculate
 from treegrpo.tools.registry import Call, Toolbox
+from treegrpo.viz.trees import render_step
 
 SAMPLING = SamplingParams(max_new_tokens=64)
 LIMITS = AgentLimits(max_turns=3, topk=1, max_context=2048)
@@ -108,3 +110,23 @@ def test_a_protocol_that_offers_other_tools_than_the_toolbox_is_refused(split_to
         sample_forest(
             engine, SearchProtocol(split_tokenizer, 200), _box(), [[1, 2]], TreeShape(1), SAMPLING
         )
+
+
+def test_the_tree_page_shows_each_call_its_result_and_what_went_wrong(split_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    tok, box = split_tokenizer, _box()
+    proto = agent_protocol(tok, box, 200)
+    script = [
+        "<think>a</think><calculate>1/0</calculate>",
+        "<think>b</think><calculate>6*7</calculate>",
+        "<think>c</think><answer>42</answer>",
+    ]
+    engine = ScriptedEngine(tok, script, tags=proto.stop_tags)
+    ro = sample_forest(
+        engine, proto, box, [proto.prompt_ids("6*7?")], TreeShape(1), SAMPLING, LIMITS
+    )
+    leaves = [int(v) for v in ro.kept]
+    scores = score_leaves(ro, leaves, [["42"]], proto.decode, tools=proto.names)
+    prompts = forest_snapshot(ro, leaves, scores, [0], [0.0], [0], proto.decode, [["42"]], ["6*7?"])
+    page = render_step({"step": 1, "algo": {}, "prompts": prompts})
+    assert "calculate: 1/0" in page and "calculate error" in page
+    assert "<summary>calculate result</summary><pre>\n\n&lt;information&gt;42" in page

@@ -79,6 +79,7 @@ def forest_snapshot(
                         "action_text": rec.action.text,
                         "observation": decode(rec.obs_ids),
                         "finish": rec.finish,
+                        "tool_status": rec.tool_status,  # ok / error / failed, "" if no call
                     }
                 if n in row:
                     i = row[n]

@@ -109,6 +109,9 @@ def _node_html(node: dict[str, Any], children: dict[int, list[dict[str, Any]]], 
     else:
         kind = node.get("action", "")
         label = f'<span class="action">{_e(kind)}: {_e(node.get("action_text", ""))}</span>'
+        status = node.get("tool_status", "")
+        if status in ("error", "failed"):  # the call went wrong: the observation says how
+            badges += f'<span class="badge r0">{_e(kind)} {status}</span>'
     if node["kept"]:
         r = node["reward"]
         badges += f'<span class="badge leaf {"r1" if r > 0 else "r0"}">reward {r:g}</span>'
@@ -128,8 +131,9 @@ def _node_html(node: dict[str, Any], children: dict[int, list[dict[str, Any]]], 
     if node["depth"] > 0:
         out += f"<details><summary>thought</summary><pre>{_e(node['text'])}</pre></details>"
         if node.get("observation"):
+            what = f"{node['action']} result" if node.get("tool_status") else "observation"
             out += (
-                f"<details><summary>observation</summary><pre>{_e(node['observation'])}</pre>"
+                f"<details><summary>{_e(what)}</summary><pre>{_e(node['observation'])}</pre>"
                 "</details>"
             )
     if kids:
