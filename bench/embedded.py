@@ -9,6 +9,8 @@ S --run.out-dir …``; the warm start is shared and cached, so only the first se
 - the learning curve's rise: mean training reward of the last five steps minus the first five;
 - the first step's share of prompts whose leaves all scored alike;
 - wall time (warm start, RL, total) and peak resident memory of the run's process tree;
+- in the web variant (``-- --config configs/embedded-web.yaml``): visits per question before and
+  after, and the training curve of visits per leaf;
 - the update's padding waste (``train/pad_fraction``: padded ÷ computed positions, mean over
   steps) and the rollout's token efficiency (processed ÷ distinct tokens).
 
@@ -72,6 +74,7 @@ def run_seed(seed: int, out_dir: Path, cache_dir: Path, extra: list[str]) -> dic
         "token_efficiency": statistics.mean(m["spend/token_efficiency"] for m in train_steps),
         "steps": len(train_steps),
         "reward_curve": [m["reward/mean"] for m in train_steps],
+        "visit_curve": [m.get("agent/calls_per_leaf/visit") for m in train_steps],
         "uniform_first_step": train_steps[0]["adv/uniform_prompts"],
     }
 
@@ -88,15 +91,19 @@ def table(runs: list[dict[str, Any]]) -> str:
         "| seeds |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
+    web = "calls/visit" in runs[0]["before"]["overall"]  # the web variant: visits counted
+    if web:
+        rows[0] += " visits before | after |"
+        rows[1] += "---:|---:|"
     for name, key in [*((f"{h}-hop", h) for h in hops), ("overall", None)]:
 
         def em(r: dict[str, Any], when: str, key: Any = key) -> float:
             part = r[when]["overall"] if key is None else r[when]["by_hops"][key]
             return 100 * float(part["em"])
 
-        def calls(r: dict[str, Any], when: str, key: Any = key) -> float:
+        def calls(r: dict[str, Any], when: str, key: Any = key, what: str = "tool_calls") -> float:
             part = r[when]["overall"] if key is None else r[when]["by_hops"][key]
-            return float(part["tool_calls"])
+            return float(part[what])
 
         b = mean_std([em(r, "before") for r in runs])
         a = mean_std([em(r, "after") for r in runs])
@@ -107,6 +114,10 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"| {name} | {b[0]:.1f} ± {b[1]:.1f} | {a[0]:.1f} ± {a[1]:.1f} | "
             f"{g[0]:+.1f} ± {g[1]:.1f} | {cb[0]:.2f} | {ca[0]:.2f} ± {ca[1]:.2f} | {len(runs)} |"
         )
+        if web:
+            vb = mean_std([calls(r, "before", what="calls/visit") for r in runs])
+            va = mean_std([calls(r, "after", what="calls/visit") for r in runs])
+            rows[-1] += f" {vb[0]:.2f} | {va[0]:.2f} ± {va[1]:.2f} |"
     return "\n".join(rows)
 
 
@@ -132,7 +143,8 @@ def main() -> None:
         print(
             f"seed {seed}: EM {100 * r['before']['overall']['em']:.1f} → "
             f"{100 * r['after']['overall']['em']:.1f}, {r['wall_s']:.0f} s "
-            f"(warm start {r['seconds']['warm_start']:.0f} s), peak {r['peak_rss_gb']:.2f} GB",
+            f"(warm start {r['seconds']['warm_start']:.0f} s, RL {r['seconds']['train']:.0f} s), "
+            f"peak {r['peak_rss_gb']:.2f} GB",
             flush=True,
         )
     result = {
