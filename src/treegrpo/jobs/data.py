@@ -30,6 +30,7 @@ import numpy as np
 from treegrpo.data.lead_questions import lead_questions
 from treegrpo.data.load import load_questions
 from treegrpo.data.types import Question
+from treegrpo.data.web_questions import web_questions
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
@@ -70,12 +71,18 @@ BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
     "wiki-qa2:train": partial(lead_questions, "train", hops=2),
     "wiki-qa2:val": partial(lead_questions, "val", hops=2),
     "wiki-qa2:test": partial(lead_questions, "test", hops=2),
+    "wiki-web:train": lambda: web_questions(held_out_share=WEB_HELD_OUT)[0],
+    "wiki-web:test": lambda: web_questions(held_out_share=WEB_HELD_OUT)[1],
 }
 """Built-in question sets → the function that makes them: ``wiki`` / ``wiki-hard`` answer with
 an article's title (``treegrpo.data.wiki.wiki_questions``); ``wiki-qa`` (single-hop) and
 ``wiki-qa2`` (two-hop) with a span inside the passages (``treegrpo.data.lead_questions``); their
 ``val`` sets are a part of ``train`` for choosing settings (evaluating on them drops them from
-training, ``prepare_inputs``)."""
+training, ``prepare_inputs``); ``wiki-web`` for web agents on ``treegrpo serve-web``, of kinds
+in-snippet, in-page and link (``treegrpo.data.web_questions``)."""
+WEB_HELD_OUT = 0.2
+"""Share of the articles whose web questions are ``wiki-web:test`` (0.2: 48 link questions;
+0.1 would leave 22)."""
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
 BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader")
