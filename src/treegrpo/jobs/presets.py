@@ -88,7 +88,8 @@ class DataConfig(Checked):
     "wiki-hard:test" (the same, the short description the only clue), "wiki-qa:train",
     "wiki-qa:val" and "wiki-qa:test" (the answer is a span of a passage), "wiki-qa2:train",
     "wiki-qa2:val" and "wiki-qa2:test" (the same through two articles); a val set is a part of
-    train, for choosing settings. Corpus "wiki:corpus"; models "smollm2", "smollm2-protocol"
+    train, for choosing settings. "wiki-web:train" and "wiki-web:test": web questions for
+    `treegrpo serve-web` (in a snippet, in a page, one link away). Corpus "wiki:corpus"; models "smollm2", "smollm2-protocol"
     and "smollm2-reader"."""
 
     model: str | None = None
