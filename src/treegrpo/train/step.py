@@ -243,6 +243,7 @@ def rl_step(
             "reward/answered": float(scores.answered.mean()),
             "agent/tool_calls_per_leaf": float(scores.tool_calls.mean()),
             "agent/failed_searches": float(failed),  # tool calls that got no answer
+            "agent/tool_errors": float(sum(s.tool_status == "error" for s in rollout.steps)),
             **{f"agent/calls_per_leaf/{t}": float(c.mean()) for t, c in scores.calls.items()},
             "agent/leaves": float(len(leaves)),
             "adv/abs_mean": float(np.abs(adv).mean()),
