@@ -21,11 +21,11 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from treegrpo.agent.prompt import ToolLine, render_prompt
 from treegrpo.tools.base import format_passages
-from treegrpo.tools.registry import FAILED_SEARCH, RetrieverTool
+from treegrpo.tools.registry import FAILED_SEARCH, Described, RetrieverTool
 
 __all__ = ["FAILED_SEARCH", "format_passages"]  # re-exported: the search observation's texts
 
@@ -92,18 +92,6 @@ def parse_passages(text: str) -> list[tuple[int, str, str]]:
     return [(int(m[1]), m[2], m[3]) for m in _PASSAGE.finditer(text)]
 
 
-class ToolInfo(Protocol):
-    """What the protocol reads of a tool (``tools.registry.Tool`` has it): its tag and its line
-    in the prompt."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def usage(self) -> str: ...
-    @property
-    def description(self) -> str: ...
-
-
 SEARCH_TOOL = ToolLine(RetrieverTool.name, RetrieverTool.usage, RetrieverTool.description)
 """Search-R1's one tool (``tools.registry.RetrieverTool`` registers the same line)."""
 
@@ -119,7 +107,7 @@ class ToolProtocol:
     """
 
     def __init__(
-        self, tokenizer: Any, max_obs_tokens: int = 500, tools: Iterable[ToolInfo] = (SEARCH_TOOL,)
+        self, tokenizer: Any, max_obs_tokens: int = 500, tools: Iterable[Described] = (SEARCH_TOOL,)
     ) -> None:
         self.tokenizer = tokenizer
         self.max_obs_tokens = max_obs_tokens

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from treegrpo.agent.prompt import ToolLine
 from treegrpo.tools.base import Passage, SearchTool
-from treegrpo.tools.registry import Call, Failure, Toolbox
+from treegrpo.tools.registry import Call, Failure, RetrieverTool, Toolbox
 
 SEARCH_DESCRIPTION = "searches the pages; each result is a number and a page title"
 VISIT_DESCRIPTION = "opens a result of the last search; the page's text comes back"
@@ -36,20 +36,11 @@ def _title(p: Passage) -> str:
 
 
 @dataclass(frozen=True)
-class TitleSearch:
-    """``search``: the ranked page titles of a retriever's passages (``[k] Title`` lines)."""
+class TitleSearch(RetrieverTool):
+    """``search``: a retriever's ranked passages, shown as page titles (``[k] Title`` lines)."""
 
-    retriever: SearchTool
     topk: int = 1
-    name: str = "search"
-    usage: str = "query"
     description: str = SEARCH_DESCRIPTION
-
-    def parse(self, text: str) -> str:
-        return text
-
-    def call(self, calls: Sequence[Call]) -> list[list[Passage]]:
-        return self.retriever.search([c.argument for c in calls], self.topk)
 
     def format(self, result: list[Passage]) -> str:
         return "\n".join(f"[{k}] {_title(p)}" for k, p in enumerate(result, start=1))

@@ -108,8 +108,8 @@ class Outcome:
     result: Any = None  # the result (None unless ok)
 
 
-class Tool(Protocol):
-    """What ``Toolbox`` needs of a tool (see the module docstring)."""
+class Described(Protocol):
+    """A tool as the prompt lists it: its tag, ``<name> usage </name>: description``."""
 
     @property
     def name(self) -> str: ...
@@ -117,6 +117,10 @@ class Tool(Protocol):
     def usage(self) -> str: ...
     @property
     def description(self) -> str: ...
+
+
+class Tool(Described, Protocol):
+    """What ``Toolbox`` needs of a tool (see the module docstring)."""
 
     def parse(self, text: str) -> Any:
         """The argument in ``text`` (stripped, never empty); raise ``BadArgument`` otherwise."""
