@@ -32,6 +32,7 @@ from treegrpo.data.load import load_questions
 from treegrpo.data.types import Question
 from treegrpo.data.web_questions import web_questions
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
+from treegrpo.data.wiki_web import WIKI_WEB
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, compare_table, evaluate, paper_table
@@ -57,6 +58,7 @@ from treegrpo.train.config import (
 from treegrpo.train.trainer import TrainItem
 from treegrpo.warmstart.protocol import protocol_warm_start
 from treegrpo.warmstart.reader import reader_warm_start
+from treegrpo.warmstart.web import web_warm_start
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +87,17 @@ WEB_HELD_OUT = 0.2
 0.1 would leave 22)."""
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
-BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader")
+BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader", "smollm2-web")
 """Built-in models: ``smollm2`` is ``treegrpo.models.smollm2.prepare_smollm2()``;
 ``smollm2-protocol`` is it after the protocol warm start on the wiki train questions
 (``treegrpo.warmstart.protocol``; built once, a few minutes on a CPU); ``smollm2-reader`` after
 the reader warm start on the reading questions (``treegrpo.warmstart.reader``; built once, up to
-an hour on a CPU)."""
+an hour on a CPU); ``smollm2-web`` after the web warm start on ``wiki-web:train`` through
+search and visit on the in-process offline wiki (``treegrpo.warmstart.web``; built once, its
+build time not measured yet)."""
+BUILTIN_SEARCH_URLS = (WIKI_WEB,)
+"""Built-in search URLs: ``wiki:web`` is the offline wiki site started in this process
+(``treegrpo.data.wiki_web``)."""
 
 
 @dataclass
@@ -135,10 +142,13 @@ def check_data(data: DataConfig) -> list[str]:
             "data.corpus / data.retriever_url: no tool searches passages (data.search_url is "
             "set, or data.tools has no search): drop them"
         )
+    problem = _check_search_url(data)
+    if problem:
+        problems.append(problem)
     if {"visit", "find"} & set(data.tools) and data.search_url is None:
         problems.append(
             "data.tools: visit and find open web pages; give data.search_url (SearXNG, a JSON "
-            "search API, or `treegrpo serve-web`) so that results have URLs"
+            "search API, `treegrpo serve-web`, or wiki:web) so that results have URLs"
         )
     if "find" in data.tools and "visit" not in data.tools:
         problems.append("data.tools: find reads the page last visited: add visit")
@@ -173,6 +183,19 @@ def check_data(data: DataConfig) -> list[str]:
     if not 0 < data.top_p <= 1 or data.temperature <= 0:
         problems.append("data.temperature must be > 0 and data.top_p in (0, 1]")
     return problems
+
+
+def _check_search_url(data: DataConfig) -> str | None:
+    """What is wrong with ``data.search_url`` as a name: an http(s) URL, or a built-in one."""
+    url = data.search_url
+    if url is None or url.startswith(("http://", "https://")):
+        return None
+    if url not in BUILTIN_SEARCH_URLS:
+        known = ", ".join(BUILTIN_SEARCH_URLS)
+        return f"data.search_url: {url}: give an http(s):// URL or a built-in one ({known})"
+    if data.search_api != "searxng":
+        return f"data.search_api: {url} answers as SearXNG does: use searxng"
+    return None
 
 
 def _check_name(name: str, builtin: Collection[str]) -> str | None:
@@ -218,6 +241,8 @@ def resolve_model(name: str) -> Path:
             return protocol_warm_start(base)
         if name == "smollm2-reader":
             return reader_warm_start(base)
+        if name == "smollm2-web":
+            return web_warm_start(base)
         return base
     return Path(name)
 

@@ -89,13 +89,14 @@ class DataConfig(Checked):
     "wiki-qa:val" and "wiki-qa:test" (the answer is a span of a passage), "wiki-qa2:train",
     "wiki-qa2:val" and "wiki-qa2:test" (the same through two articles); a val set is a part of
     train, for choosing settings. "wiki-web:train" and "wiki-web:test": web questions for
-    `treegrpo serve-web` (in a snippet, in a page, one link away). Corpus "wiki:corpus"; models "smollm2", "smollm2-protocol"
-    and "smollm2-reader"."""
+    `treegrpo serve-web` (in a snippet, in a page, one link away). Corpus "wiki:corpus";
+    models "smollm2", "smollm2-protocol", "smollm2-reader" and "smollm2-web"."""
 
     model: str | None = None
     """Hugging Face model directory to start from, or a built-in one: "smollm2"
     (SmolLM2-135M-Instruct, built offline by `treegrpo prepare-model smollm2`),
-    "smollm2-protocol" or "smollm2-reader" (it after a warm start, built once and cached)."""
+    "smollm2-protocol", "smollm2-reader" or "smollm2-web" (it after a warm start, built once
+    and cached)."""
     train_files: tuple[str, ...] = ()
     """Training questions: Search-R1 parquet or FlashRAG jsonl files, or built-in sets such as
     "wiki-qa:train" (given: the data-driven job runs instead of the embedded one)."""
@@ -125,7 +126,8 @@ class DataConfig(Checked):
     Search-R1's agent."""
     search_url: str | None = None
     """A web search back-end for search, instead of corpus or retriever_url: a SearXNG instance
-    or `treegrpo serve-web` (http://127.0.0.1:8080), or a JSON API (search_api json)."""
+    or `treegrpo serve-web` (http://127.0.0.1:8080), or a JSON API (search_api json); or
+    wiki:web, the offline wiki site started in this process (pages at http://wiki.test/...)."""
     search_api: Literal["searxng", "json"] = "searxng"
     """How search_url answers: SearXNG's JSON API, or any JSON API read with json_fields."""
     json_fields: tuple[str, ...] = ("results", "title", "url", "snippet")

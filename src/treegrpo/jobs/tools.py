@@ -1,12 +1,14 @@
 """The data job's tools, from its settings (``DataConfig``): Search-R1's retriever alone by
 default, or a toolbox (``tools.registry``) with web search, ``visit``, ``find``, ``calculate``
-and the tools of any MCP servers given by configuration (docs/tools.md, docs/mcp.md)."""
+and the tools of any MCP servers given by configuration (docs/tools.md, docs/mcp.md). Search URL
+``"wiki:web"`` is the offline wiki site started in this process (``data.wiki_web``)."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
 
+from treegrpo.data.wiki_web import WIKI_WEB, wiki_web
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.tools.base import SearchTool
 from treegrpo.tools.calculator import calculate
@@ -30,7 +32,7 @@ def make_toolbox(data: DataConfig, retriever: Callable[[], SearchTool]) -> Toolb
     """The toolbox ``data`` names, in its order, then the MCP servers' tools. ``retriever``
     makes the passage retriever, called only when ``search`` searches passages."""
     box = Toolbox()
-    fetcher = PageFetcher() if {"visit", "find"} & set(data.tools) else None
+    fetcher = web_fetcher(data) if {"visit", "find"} & set(data.tools) else None
     for name in data.tools:
         tool: Tool
         if name == "search" and data.search_url is None:
@@ -51,9 +53,18 @@ def make_toolbox(data: DataConfig, retriever: Callable[[], SearchTool]) -> Toolb
     return box
 
 
+def web_fetcher(data: DataConfig) -> PageFetcher:
+    """The page fetcher of ``visit`` and ``find``; with ``"wiki:web"`` it reaches the in-process
+    site's pages by their public name."""
+    return wiki_web().fetcher() if data.search_url == WIKI_WEB else PageFetcher()
+
+
 def web_search(data: DataConfig) -> WebSearch:
-    """The client of ``data.search_url``: SearXNG's JSON API, or a JSON API by field names."""
+    """The client of ``data.search_url``: SearXNG's JSON API, or a JSON API by field names; the
+    in-process offline wiki site for ``"wiki:web"`` (started on first use)."""
     assert data.search_url is not None
+    if data.search_url == WIKI_WEB:
+        return wiki_web().search_client()
     if data.search_api == "searxng":
         return SearxngSearch(data.search_url)
     path, title, url, snippet = data.json_fields

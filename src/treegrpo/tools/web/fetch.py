@@ -45,6 +45,7 @@ from typing import Literal
 import httpx
 
 from treegrpo.tools.registry import Failure
+from treegrpo.tools.web.hosts import host_mounts
 from treegrpo.tools.web.text import Link, clean_lines, extract
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ class PageFetcher:
         workers: Pages fetched at once in a batch.
         user_agent: The User-Agent header (some sites refuse clients without one).
         proxy: An HTTP(S) proxy for every request, e.g. one that enforces an allow-list.
+        hosts: Host names answered by a fixed address (``{"wiki.test": "127.0.0.1:41234"}``,
+            ``tools.web.hosts``): pages keep the name in their URLs, never the port.
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class PageFetcher:
         workers: int = 8,
         user_agent: str = USER_AGENT,
         proxy: str | None = None,
+        hosts: dict[str, str] | None = None,
     ) -> None:
         if min(connect_timeout, read_timeout, total_timeout) <= 0 or max_bytes < 1:
             raise ValueError("timeouts must be > 0 and max_bytes >= 1")
@@ -120,6 +124,7 @@ class PageFetcher:
             headers={"User-Agent": user_agent, "Accept": "text/html, text/plain;q=0.9, */*;q=0.5"},
             limits=httpx.Limits(max_connections=2 * workers, max_keepalive_connections=workers),
             proxy=proxy,
+            mounts=host_mounts(hosts),
         )
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fetch")
         self._cache: OrderedDict[str, Page] = OrderedDict()

@@ -1,0 +1,40 @@
+"""The offline wiki as a website inside this process: ``data.search_url: "wiki:web"``.
+
+``wiki_web()`` builds the site of the offline wiki corpus (``tools.web.site.Site``: the same
+pages, links and BM25 search that ``treegrpo serve-web`` serves; the index is cached on disk)
+and starts it on loopback the first time it is called, then returns the same running site for
+the life of the process (``tools.web.local.LocalSite``: a port the system picks, pages
+addressed as ``http://wiki.test/wiki/<Title>`` whatever the port, so the URLs in a warm start's
+demonstrations are the URLs of a later training run). Start-up: the link index (about a second)
+and the BM25 index (seconds when cached).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from treegrpo.data.web_view import web_article
+from treegrpo.data.wiki import load_articles
+from treegrpo.tools.web.local import LocalSite
+from treegrpo.tools.web.site import Site
+
+WIKI_WEB = "wiki:web"
+"""The built-in search URL: the offline wiki served in-process."""
+
+_lock = threading.Lock()
+_running: LocalSite | None = None
+
+
+def wiki_site(cache_dir: str | Path | None = None) -> Site:
+    """The site of the offline wiki corpus (positions are the articles' indices)."""
+    return Site([web_article(a) for a in load_articles()], cache_dir=cache_dir)
+
+
+def wiki_web() -> LocalSite:
+    """The offline wiki site running in this process, started on first use (thread-safe)."""
+    global _running
+    with _lock:
+        if _running is None:
+            _running = LocalSite.start(wiki_site())
+        return _running

@@ -1,0 +1,89 @@
+"""A website served in this process, reached under a fixed name: the offline site
+(``tools.web.site``) for a data job or a warm start without a separate ``treegrpo serve-web``.
+
+``LocalSite.start(site)`` runs uvicorn in a daemon thread on 127.0.0.1, on a port the system
+picks (bound before the thread starts, so two processes never race for one port), for as long
+as the process lives or until ``close``. Its pages are addressed as ``http://wiki.test/...``
+(``HOST``, a reserved name that no resolver answers), never by the port: the search client
+sends ``Host: wiki.test``, so the site writes its result URLs on that name, and the page
+fetcher routes the name to the port (``tools.web.hosts``). So every URL an agent reads or writes
+is the same in every process and run: demonstrations recorded in one process stay valid in a
+training run in another, whatever ports they got; a URL that escapes (a log, a model's
+memory) points nowhere on the real web.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+from treegrpo.tools.web.fetch import PageFetcher
+from treegrpo.tools.web.search import SearxngSearch
+from treegrpo.tools.web.site import Site, create_site_app
+
+HOST = "wiki.test"
+"""The name the site's pages are addressed by (RFC 2606 reserves ``.test``)."""
+START_TIMEOUT_S = 30.0
+
+
+class LocalSite:
+    """A site served by uvicorn in a background thread (use ``LocalSite.start``).
+
+    Attributes:
+        address: ``127.0.0.1:<port>``, where it really listens.
+        url: ``http://<address>``, for a client that names the port (health checks).
+        host: The public name its pages are addressed by.
+        public_url: ``http://<host>``, the start of every URL an agent sees.
+    """
+
+    def __init__(self, server: Any, thread: threading.Thread, port: int, host: str) -> None:
+        self._server, self._thread = server, thread
+        self.address = f"127.0.0.1:{port}"
+        self.url = f"http://{self.address}"
+        self.host = host
+        self.public_url = f"http://{host}"
+
+    @classmethod
+    def start(cls, site: Site, host: str = HOST, **app_kwargs: Any) -> LocalSite:
+        """Serve ``site`` (``create_site_app(site, **app_kwargs)``) and return once it answers;
+        RuntimeError when uvicorn does not start within ``START_TIMEOUT_S``."""
+        import uvicorn
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            create_site_app(site, **app_kwargs), log_level="warning", access_log=False
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="local-site", daemon=True
+        )
+        thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                server.should_exit = True
+                sock.close()
+                raise RuntimeError(f"the local site did not start on 127.0.0.1:{port}")
+            time.sleep(0.01)
+        return cls(server, thread, port, host)
+
+    def search_client(self, **http: Any) -> SearxngSearch:
+        """A SearXNG client of the site's search whose result URLs are on ``public_url``
+        (``http``: ``HttpSearch`` options)."""
+        headers = {**http.pop("headers", {}), "Host": self.host}
+        return SearxngSearch(self.url, headers=headers, **http)
+
+    def fetcher(self, **options: Any) -> PageFetcher:
+        """A page fetcher that reaches ``public_url`` here (``options``: ``PageFetcher``'s)."""
+        hosts = {**options.pop("hosts", {}), self.host: self.address}
+        return PageFetcher(hosts=hosts, **options)
+
+    def close(self) -> None:
+        """Stop serving and wait for the thread (at most 10 s)."""
+        self._server.should_exit = True
+        self._thread.join(timeout=10)

@@ -1,0 +1,117 @@
+"""The web warm start (``smollm2-web``): the protocol warm start's LoRA SFT
+(``warmstart.protocol.tune_and_save``) on the web demonstrations of ``web_demos``, merged and
+cached.
+
+The demonstrations are played through ``search`` and ``visit`` on the offline wiki site started
+in this process (``data.wiki_web``), with the toolbox and the observation limits that the web
+presets give the data job (``topk``, ``visit_chars``, ``max_obs_tokens``, ``max_turns``,
+``max_context``: configs/real-smollm2-web.yaml uses the same values), so the tokens imitated are
+the tokens RL later samples after. Pages are addressed as ``http://wiki.test/...`` whatever the
+port, so the URLs in the demonstrations are those of any later run. Train split only: the
+``wiki-web:train`` questions (``held_out_share`` is the share ``jobs.data`` holds out), and no
+episode opens a held-out article.
+
+``web_warm_start(base)`` builds once per (base model, settings) into ``<cache>/web/<key>/`` and
+returns the directory (a plain transformers checkpoint, the tokenizer and ``protocol.json`` with
+the settings, the demonstrations per category and the SFT losses).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import AutoTokenizer
+
+from treegrpo.agent.protocol import ToolProtocol
+from treegrpo.data.web_questions import all_web_questions, is_held_out, web_questions
+from treegrpo.data.wiki import load_articles
+from treegrpo.data.wiki_web import wiki_web
+from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
+from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, tune_and_save
+from treegrpo.warmstart.web_demos import WebMix, build_web_demos, site_toolbox
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1  # bump when a code change alters what a configuration builds
+
+
+@dataclass(frozen=True)
+class WebWarmStartConfig:
+    """Every setting of the web warm start (all of them go into its cache key)."""
+
+    sft: ProtocolWarmStartConfig = field(
+        default_factory=lambda: ProtocolWarmStartConfig(
+            n_demos=768, steps=300, warmup=10, max_batch_tokens=3072, max_obs_tokens=384
+        )
+    )
+    """Demonstration count and SFT settings (as the protocol warm start's): with about 1,000
+    tokens a demonstration, three a batch, a little over one pass; ``max_obs_tokens`` is the
+    web presets' observation limit."""
+    mix: WebMix = field(default_factory=WebMix)
+    """Shares of the question kinds and of their variants (``web_demos``)."""
+    topk: int = 3
+    """Search results per search (the presets' data.topk)."""
+    visit_chars: int = 1200
+    """Characters of a visit's observation (the presets' data.visit_chars): within
+    ``max_obs_tokens`` SmolLM2 tokens."""
+    max_turns: int = 4
+    """Steps that may call a tool before the final step (the presets' data.max_turns)."""
+    max_context: int = 3072
+    """Longest demonstration in tokens, prompt included (the presets' data.max_context)."""
+    held_out_share: float = 0.2
+    """Share of the articles held out, as ``jobs.data.WEB_HELD_OUT`` splits wiki-web."""
+
+
+def web_warm_start(
+    base: str | Path,
+    cfg: WebWarmStartConfig = WebWarmStartConfig(),
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+) -> Path:
+    """The directory of ``base`` warm-started on web demonstrations, built on first use."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
+    meta = {"format": FORMAT_VERSION, "base": str(Path(base).resolve()), "config": asdict(cfg)}
+    entry = root / "web" / cache_key(**meta)
+    cached_dir(entry, lambda tmp: build(Path(base), cfg, tmp, progress), meta)
+    return entry
+
+
+def build(
+    base: Path, cfg: WebWarmStartConfig, out_dir: Path, progress: bool = True
+) -> dict[str, Any]:
+    """Web demonstrations over the train split through the in-process site, then LoRA SFT of
+    ``base``, merged and saved into ``out_dir``."""
+    log.info("web warm start of %s: building it once (cached under %s)", base, out_dir.parent)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    site = wiki_web()
+    tools = site_toolbox(site, cfg.topk, cfg.visit_chars)
+    protocol = ToolProtocol(tokenizer, cfg.sft.max_obs_tokens, tools)
+    train_uids = {q.uid for q in web_questions(held_out_share=cfg.held_out_share)[0]}
+    questions = [w for w in all_web_questions() if w.question.uid in train_uids]
+    titles = {a.index: a.title for a in load_articles()}
+    log.info("web warm start: %d demonstrations through %s", cfg.sft.n_demos, site.public_url)
+    demos = build_web_demos(
+        questions,
+        titles,
+        tools,
+        protocol,
+        cfg.sft.n_demos,
+        cfg.mix,
+        seed=cfg.sft.seed,
+        max_turns=cfg.max_turns,
+        max_context=cfg.max_context,
+        held_out=lambda title: is_held_out(title, 0, cfg.held_out_share),
+    )
+    every = [d for ds in demos.values() for d in ds]
+    if not every:
+        raise ValueError("web warm start: no question gave a demonstration")
+    about = {
+        "web": asdict(cfg),
+        "categories": {c: len(ds) for c, ds in demos.items()},
+        "mean_reward": sum(d.reward for d in every) / len(every),
+    }
+    log.info("web warm start: LoRA SFT on %d demonstrations", len(every))
+    return tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress, about)

@@ -1,0 +1,278 @@
+"""Scripted demonstrations of a web agent on the offline wiki site (``data.web_questions``): the
+material of the web warm start (``warmstart.web``), played through the real ``search`` and
+``visit`` tools over the real site, with the observation tokens a rollout gets.
+
+By question kind, the script does what a careful agent would (every episode searches the
+question first, and reads result numbers, URLs and text from the observations it received):
+
+- ``in-snippet``: search, then answer from the result whose snippet holds the answer, quoting
+  the words before it: ``<think> Result 1 (Ada Lovelace) says: "… in 1815". </think>``;
+- ``in-page``: search, open the result that is the question's page (``<visit> 2 </visit>``),
+  answer from the passages the visit shows;
+- ``link``: search, open page A, then the link to page B that A's observation lists
+  (``<visit> http://wiki.test/wiki/B </visit>``), answer from B's passages.
+
+Where the page to open is not among the results, the script searches again with the page's
+subject as the question writes it, or its key terms (``reader_demos.rewrite``). An episode that
+did not end with the right answer gives no demonstration, so the script never answers what it
+did not read; nor does one longer than ``max_context`` tokens.
+
+Controlled imperfections, each a share of its kind's demonstrations (``WebMix``), so a policy
+sampled from the warm start sometimes takes the shortcut and RL has something to correct:
+
+- ``skip`` (in-page and link questions): answer straight from the result list, with the title
+  of the result that should have been opened, instead of visiting it (always wrong: the answer
+  is in no snippet of the results);
+- ``stop`` (link questions): after opening A, answer with the title of page B instead of
+  opening it (the bridge, not the fact asked about it);
+- ``snippet-visit`` (in-snippet questions, not a mistake): open the page anyway before
+  answering; right, one turn longer. The other in-snippet episodes answer without a visit.
+
+Flawed episodes that happen to answer right are not kept as flawed ones. Articles of the
+held-out split never have a question here, and no episode opens one: the script only visits
+the articles its question touches. Search result lists, which are observations (mask 0), may
+show a held-out article's title and snippet, as they do in training.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from treegrpo.agent.protocol import CLOSE_INFO, OPEN_INFO, ToolProtocol
+from treegrpo.data.web_questions import WebQuestion
+from treegrpo.embedded.demos import Demo, demo_from_episode
+from treegrpo.embedded.oracle import answer_step, run_episode, tool_step
+from treegrpo.tools.registry import Toolbox
+from treegrpo.tools.web.browse import VisitTool
+from treegrpo.tools.web.local import LocalSite
+from treegrpo.tools.web.search import WebSearchTool
+from treegrpo.warmstart.reader_demos import rewrite
+
+FIRST_THINK = "I need a page that answers this."
+CONTEXT_WORDS = 6  # words quoted before the answer in the answering thought
+CATEGORIES = ("in-snippet", "snippet-visit", "in-page", "link", "skip", "stop")
+"""Demonstration categories: the three kinds played right, then the variants."""
+
+
+@dataclass(frozen=True)
+class WebMix:
+    """Shares of the demonstrations: by question kind (of ``n``; in-page fills the rest), and
+    the variants of each kind (of that kind's demonstrations; module docstring)."""
+
+    in_snippet: float = 0.3
+    """In-snippet questions."""
+    link: float = 0.3
+    """Link questions (in-page questions: the rest, 0.4 by default)."""
+    snippet_visit: float = 0.3
+    """In-snippet demonstrations that open the page anyway before answering (right)."""
+    skip: float = 0.15
+    """In-page and link demonstrations that answer from the result list without a visit
+    (wrong)."""
+    stop: float = 0.1
+    """Link demonstrations that answer page B's title instead of opening it (wrong)."""
+
+    def __post_init__(self) -> None:
+        shares = (self.in_snippet, self.link, self.snippet_visit, self.skip, self.stop)
+        if not all(0 <= s <= 1 for s in shares) or self.in_snippet + self.link > 1:
+            raise ValueError(f"shares must lie in [0, 1], in_snippet + link at most 1: {self}")
+        if self.skip + self.stop > 1:
+            raise ValueError(f"skip + stop must be at most 1: {self}")
+
+
+def site_toolbox(site: LocalSite, topk: int, visit_chars: int) -> Toolbox:
+    """``search`` and ``visit`` over ``site``, built as the data job builds them for
+    ``data.tools: [search, visit]`` (``jobs.tools.make_toolbox``: the tools' defaults)."""
+    return Toolbox(
+        [WebSearchTool(site.search_client(), topk), VisitTool(site.fetcher(), visit_chars)]
+    )
+
+
+@dataclass(frozen=True)
+class Result:
+    """One entry of a search observation as the agent reads it."""
+
+    k: int
+    title: str
+    url: str
+    snippet: str
+
+
+_ENTRY = re.compile(r"\[(\d+)\] (.*)")
+
+
+def information(observation: str) -> str:
+    """The text between the information tags of a decoded observation (all of it if none)."""
+    body = observation.split(OPEN_INFO.strip(), 1)[-1]
+    return body.split(CLOSE_INFO.strip(), 1)[0]
+
+
+def parse_results(observation: str) -> list[Result]:
+    """The numbered results of a search observation (``WebSearchTool.format``): ``[k] title``,
+    its URL on the next line, then its snippet when there is one."""
+    lines = information(observation).split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        m = _ENTRY.fullmatch(line)
+        if m is None or i + 1 >= len(lines):
+            continue
+        snippet = lines[i + 2] if i + 2 < len(lines) and not _ENTRY.fullmatch(lines[i + 2]) else ""
+        out.append(Result(int(m[1]), m[2], lines[i + 1].strip(), snippet))
+    return out
+
+
+def quote(text: str, span: str) -> str | None:
+    """``span`` with up to ``CONTEXT_WORDS`` words before it in its sentence (and its line),
+    from its first occurrence in ``text``; None when ``text`` does not hold it."""
+    at = text.find(span)
+    if at < 0:
+        return None
+    before = re.split(r"(?<=[.;:!?])\s|\n", text[:at])[-1].split()[-CONTEXT_WORDS:]
+    return " ".join([*before, span])
+
+
+def link_url(observation: str, title: str) -> str | None:
+    """The URL a visit observation lists for the link named ``title`` (``- title: URL``)."""
+    m = re.search(rf"^- {re.escape(title)}: (\S+)$", information(observation), re.M)
+    return m[1] if m else None
+
+
+class WebOracle:
+    """The script of one episode (module docstring). ``pages``: the titles of the pages to
+    open, in order (the question's page; for a link question A then B); ``variant``: "right",
+    "skip", "stop" or "snippet-visit"."""
+
+    def __init__(self, q: WebQuestion, pages: Sequence[str], variant: str = "right") -> None:
+        self.q, self.pages, self.variant = q.question, list(pages), variant
+        self.gold = q.question.golds[0]
+        self.searches: list[str] = []
+        self.visited: list[str] = []  # titles of the pages opened
+
+    def __call__(self, observations: Sequence[str]) -> str:
+        if not observations:
+            return self._search(FIRST_THINK, self.q.question)
+        last = observations[-1]
+        if not self.visited:
+            return self._after_search(last)
+        if len(self.visited) < len(self.pages):  # on page A of a link question
+            b = self.pages[len(self.visited)]
+            url = link_url(last, b)
+            if self.variant == "stop":
+                return answer_step(f"The page links to {b}.", b)
+            if url is None:
+                return answer_step("The link is not listed.", "unknown")
+            self.visited.append(b)
+            return tool_step(f"The page links to {b}; I open it.", "visit", url)
+        return self._answer_from(information(last), "The page says")
+
+    def _after_search(self, observation: str) -> str:
+        results = parse_results(observation)
+        page = self.pages[0]
+        from_snippet = self.q.kind == "in-snippet" and self.variant != "snippet-visit"
+        if from_snippet:
+            for r in sorted(results, key=lambda r: r.title != page):
+                said = quote(r.snippet, self.gold)
+                if said is not None:
+                    return answer_step(f'Result {r.k} ({r.title}) says: "{said}".', self.gold)
+        hit = next((r for r in results if r.title == page), None)
+        if hit is None or from_snippet:
+            if len(self.searches) == 1:
+                again = rewrite(self.q.question, page)
+                return self._search("No result is the page I need; I search again.", again)
+            return answer_step("No result is the page I need.", "unknown")
+        if self.variant == "skip":
+            return answer_step(f"Result {hit.k} ({hit.title}) is about this.", hit.title)
+        self.visited.append(page)
+        why = "to follow its link" if len(self.pages) > 1 else "to read it"
+        return tool_step(
+            f"Result {hit.k} ({hit.title}) is the page; I open it {why}.", "visit", str(hit.k)
+        )
+
+    def _answer_from(self, text: str, lead: str) -> str:
+        said = quote(text, self.gold)
+        if said is None:
+            return answer_step("The page does not say.", "unknown")
+        return answer_step(f'{lead}: "{said}".', self.gold)
+
+    def _search(self, think: str, query: str) -> str:
+        self.searches.append(query)
+        return tool_step(think, "search", query)
+
+
+def play(
+    q: WebQuestion,
+    pages: Sequence[str],
+    variant: str,
+    tools: Toolbox,
+    protocol: ToolProtocol,
+    max_turns: int,
+    max_context: int,
+) -> Demo | None:
+    """The demonstration of one scripted episode; None when it does not fit ``max_context``, a
+    right variant does not answer right, or a flawed one does."""
+    oracle = WebOracle(q, pages, variant)
+    episode = run_episode(oracle, protocol, tools, max_turns)
+    question = q.question
+    em = episode.score(protocol, question.golds)["em"]
+    if em != (0.0 if variant in ("skip", "stop") else 1.0):
+        return None
+    flaws = (variant,) if variant != "right" else ()
+    prompt = protocol.prompt_ids(question.question)
+    demo = demo_from_episode(prompt, episode, question.hops, protocol, question.golds, flaws)
+    return demo if len(demo.ids) <= max_context else None
+
+
+def _plan(kind: str, n: int, mix: WebMix, rng: random.Random) -> list[str]:
+    """The variants of ``n`` demonstrations of ``kind``, exact shares, in a seeded order."""
+    if kind == "in-snippet":
+        shares = {"snippet-visit": mix.snippet_visit}
+    elif kind == "link":
+        shares = {"skip": mix.skip, "stop": mix.stop}
+    else:
+        shares = {"skip": mix.skip}
+    plan = [v for v, s in shares.items() for _ in range(round(n * s))]
+    plan += ["right"] * (n - len(plan))
+    rng.shuffle(plan)
+    return plan
+
+
+def build_web_demos(
+    questions: Sequence[WebQuestion],
+    titles: Mapping[int, str],
+    tools: Toolbox,
+    protocol: ToolProtocol,
+    n: int,
+    mix: WebMix = WebMix(),
+    seed: int = 0,
+    max_turns: int = 4,
+    max_context: int = 3072,
+    held_out: Callable[[str], bool] = lambda title: False,
+) -> dict[str, list[Demo]]:
+    """About ``n`` demonstrations by category (``CATEGORIES``; right in-snippet, in-page and
+    link ones under their kind, the variants under their own names): ``mix``'s shares of each
+    kind, each kind's variants in exact shares of what it gets. ``titles``: article index →
+    title (``WebQuestion.touches``); a question touching an article for which ``held_out`` is
+    true is refused (ValueError: the caller passed a held-out question). Each question is used
+    at most once, in a seeded order; a kind with too few questions that play gives fewer."""
+    rng = random.Random(f"treegrpo-web-demos:{seed}")
+    n_snippet, n_link = round(n * mix.in_snippet), round(n * mix.link)
+    want = {"in-snippet": n_snippet, "link": n_link, "in-page": n - n_snippet - n_link}
+    out: dict[str, list[Demo]] = {c: [] for c in CATEGORIES}
+    for kind, count in want.items():
+        pending = _plan(kind, count, mix, rng)
+        pool = [w for w in questions if w.question.kind == kind]
+        for w in rng.sample(pool, len(pool)):
+            if not pending:
+                break
+            pages = [titles[i] for i in w.touches]
+            bad = [t for t in pages if held_out(t)]
+            if bad:
+                raise ValueError(f"{w.question.uid} touches held-out articles: {bad}")
+            variant = pending[-1]
+            demo = play(w, pages, variant, tools, protocol, max_turns, max_context)
+            if demo is not None:
+                pending.pop()
+                out[kind if variant == "right" else variant].append(demo)
+    return out
