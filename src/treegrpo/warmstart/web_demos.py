@@ -5,8 +5,9 @@ material of the web warm start (``warmstart.web``), played through the real ``se
 By question kind, the script does what a careful agent would (every episode searches the
 question first, and reads result numbers, URLs and text from the observations it received):
 
-- ``in-snippet``: search, then answer from the result whose snippet holds the answer, quoting
-  the words before it: ``<think> Result 1 (Ada Lovelace) says: "… in 1815". </think>``;
+- ``in-snippet``: search, then answer from the snippet of the result that is the question's
+  page, quoting the words before the answer
+  (``<think> Result 1 (Ada Lovelace) says: "… in 1815". </think>``);
 - ``in-page``: search, open the result that is the question's page (``<visit> 2 </visit>``),
   answer from the passages the visit shows;
 - ``link``: search, open page A, then the link to page B that A's observation lists
@@ -171,13 +172,13 @@ class WebOracle:
         results = parse_results(observation)
         page = self.pages[0]
         from_snippet = self.q.kind == "in-snippet" and self.variant != "snippet-visit"
-        if from_snippet:
-            for r in sorted(results, key=lambda r: r.title != page):
-                said = quote(r.snippet, self.gold)
-                if said is not None:
-                    return answer_step(f'Result {r.k} ({r.title}) says: "{said}".', self.gold)
         hit = next((r for r in results if r.title == page), None)
-        if hit is None or from_snippet:
+        if from_snippet and hit is not None:  # only the question's own page is read
+            said = quote(hit.snippet, self.gold)
+            if said is None:
+                return answer_step("The snippet does not say.", "unknown")
+            return answer_step(f'Result {hit.k} ({hit.title}) says: "{said}".', self.gold)
+        if hit is None:
             if len(self.searches) == 1:
                 again = rewrite(self.q.question, page)
                 return self._search("No result is the page I need; I search again.", again)
