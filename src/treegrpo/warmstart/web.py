@@ -44,12 +44,13 @@ class WebWarmStartConfig:
 
     sft: ProtocolWarmStartConfig = field(
         default_factory=lambda: ProtocolWarmStartConfig(
-            n_demos=768, steps=300, warmup=10, max_batch_tokens=3072, max_obs_tokens=384
+            n_demos=1024, steps=300, warmup=10, max_batch_tokens=3072, max_obs_tokens=384
         )
     )
-    """Demonstration count and SFT settings (as the protocol warm start's): with about 1,000
-    tokens a demonstration, three a batch, a little over one pass; ``max_obs_tokens`` is the
-    web presets' observation limit."""
+    """Demonstration count and SFT settings (as the protocol warm start's). A demonstration is
+    about 720 SmolLM2 tokens (on a sample: in-snippet 470, in-page 750, link 930), so 300
+    batches of 3,072 padded tokens are about one pass; ``max_obs_tokens`` is the web presets'
+    observation limit."""
     mix: WebMix = field(default_factory=WebMix)
     """Shares of the question kinds and of their variants (``web_demos``)."""
     topk: int = 3
