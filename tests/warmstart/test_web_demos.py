@@ -145,6 +145,8 @@ def test_reading_the_observations() -> None:
         "four five six seven eight nine 1815"
     )
     assert wd.quote("Description\nHe was born", "He") == "He" and wd.quote("a", "b") is None
+    body = "Title: A 1815\nURL: http://wiki.test/wiki/A\nA was born in 1815.\nLinks:\n- B: http://x"
+    assert wd.page_text(body) == "A was born in 1815."
     page = "<information>Title: A\n- Charles Babbage: http://wiki.test/wiki/Charles_Babbage\n"
     assert wd.link_url(page, "Charles Babbage") == "http://wiki.test/wiki/Charles_Babbage"
     assert wd.link_url(page, "Babbage") is None

@@ -134,6 +134,15 @@ def quote(text: str, span: str) -> str | None:
     return " ".join([*before, span])
 
 
+def page_text(body: str) -> str:
+    """What a visit observation's body shows of the page itself: without its ``Title:`` and
+    ``URL:`` lines and its list of links (``VisitTool.format``)."""
+    lines = body.split("\n")
+    if "Links:" in lines:
+        lines = lines[: lines.index("Links:")]
+    return "\n".join(line for line in lines if not line.startswith(("Title: ", "URL: ")))
+
+
 def link_url(observation: str, title: str) -> str | None:
     """The URL a visit observation lists for the link named ``title`` (``- title: URL``)."""
     m = re.search(rf"^- {re.escape(title)}: (\S+)$", information(observation), re.M)
@@ -192,7 +201,7 @@ class WebOracle:
         )
 
     def _answer_from(self, text: str, lead: str) -> str:
-        said = quote(text, self.gold)
+        said = quote(page_text(text), self.gold) or quote(text, self.gold)
         if said is None:
             return answer_step("The page does not say.", "unknown")
         return answer_step(f'{lead}: "{said}".', self.gold)
