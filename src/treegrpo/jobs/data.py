@@ -6,8 +6,9 @@
 
 ``treegrpo train --data.train-files …`` runs this instead of the embedded synthetic job. Names
 with a colon are built-in, offline sets: questions ``wiki:train`` and ``wiki:test`` (and the
-others of ``BUILTIN_QUESTIONS``) and corpus ``wiki:corpus`` (``treegrpo.data.wiki``), and model
-``smollm2`` (``treegrpo.models.smollm2``).
+others of ``BUILTIN_QUESTIONS``) and corpus ``wiki:corpus`` (``treegrpo.data.wiki``), search URL
+``wiki:web`` (``treegrpo.data.wiki_web``), and model ``smollm2`` (``treegrpo.models.smollm2``)
+and its warm starts (``BUILTIN_MODELS``).
 
 Inputs are checked in two stages so a mistake costs seconds, not a model load: ``check_data``
 only looks at names and paths (``treegrpo train --dry-run`` stops there); ``prepare_inputs``
