@@ -22,14 +22,13 @@ Controlled imperfections, each a share of its kind's demonstrations (``WebMix``)
 sampled from the warm start sometimes takes the shortcut and RL has something to correct:
 
 - ``skip`` (in-page and link questions): answer straight from the result list, with the title
-  of the result that should have been opened, instead of visiting it (always wrong: the answer
-  is in no snippet of the results);
+  of the result that should have been opened, instead of visiting it (wrong);
 - ``stop`` (link questions): after opening A, answer with the title of page B instead of
   opening it (the bridge, not the fact asked about it);
 - ``snippet-visit`` (in-snippet questions, not a mistake): open the page anyway before
   answering; right, one turn longer. The other in-snippet episodes answer without a visit.
 
-Flawed episodes that happen to answer right are not kept as flawed ones. Articles of the
+A flawed episode is kept only when its answer is wrong (EM 0). Articles of the
 held-out split never have a question here, and no episode opens one: the script only visits
 the articles its question touches. Search result lists, which are observations (mask 0), may
 show a held-out article's title and snippet, as they do in training.
