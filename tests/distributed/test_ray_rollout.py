@@ -32,9 +32,11 @@ from treegrpo.jobs.embedded import run_embedded
 from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
 from treegrpo.models.load import load_model
 from treegrpo.rollout.records import Rollout
-from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.sampler import AgentLimits, agent_protocol, sample_forest
 from treegrpo.tools.base import Passage
 from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.tools.calculator import calculate
+from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
 
 pytestmark = pytest.mark.slow
@@ -99,6 +101,25 @@ def test_two_workers_sample_the_forests_of_one_process(cluster, model_dir) -> No
         again = one_process(model_dir, prompts, 3, moved, bm25)
         assert trees_by_prompt(pushed) == trees_by_prompt(again)
         assert trees_by_prompt(pushed) != trees_by_prompt(got)
+    finally:
+        workers.close()
+
+
+def test_a_toolbox_goes_to_each_worker_and_gives_the_forests_of_one_process(  # type: ignore[no-untyped-def]
+    cluster, model_dir
+) -> None:
+    tools = Toolbox.search_r1(BM25Retriever(CORPUS, use_cache=False), topk=3)
+    tools.function("calculate", "expression", "evaluates arithmetic")(calculate)
+    model, tok = load_model(model_dir)
+    protocol = agent_protocol(tok, tools, 120)
+    prompts = [protocol.prompt_ids(agent_fixtures.question(p)) for p in PEOPLE[:4]]
+    workers = RayRollout(WorkerSpec(str(model_dir), max_obs_tokens=120), tools, workers=2)
+    try:
+        got = workers.sample(prompts, SHAPE, SAMPLING, LIMITS, seed=5)
+        engine = HFEngine(model.eval(), tok, StepStopper(tok, protocol.stop_tags))
+        want = sample_forest(engine, protocol, tools, prompts, SHAPE, SAMPLING, LIMITS, 5)
+        assert trees_by_prompt(got) == trees_by_prompt(want)
+        assert [s.tool for s in got.steps if s.called] != []  # the tools were called
     finally:
         workers.close()
 
