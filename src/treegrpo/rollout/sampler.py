@@ -488,7 +488,8 @@ class _Runner:
             out = outcomes.get(i)
             obs: list[int] = []
             if not done:
-                obs = self.protocol.invalid_ids() if out is None else self.protocol.text_ids(out.text)
+                proto = self.protocol
+                obs = proto.invalid_ids() if out is None else proto.text_ids(out.text)
                 # No room to feed the observation and sample one more token: a length leaf.
                 done = r.end.length + 1 + len(obs) >= cap
                 obs = [] if done else obs
