@@ -47,10 +47,10 @@ class WebWarmStartConfig:
             n_demos=1024, steps=300, warmup=10, max_batch_tokens=3072, max_obs_tokens=384
         )
     )
-    """Demonstration count and SFT settings (as the protocol warm start's). A demonstration is
-    about 720 SmolLM2 tokens (on a sample: in-snippet 470, in-page 750, link 930), so 300
-    batches of 3,072 padded tokens are about one pass; ``max_obs_tokens`` is the web presets'
-    observation limit."""
+    """Demonstration count and SFT settings (as the protocol warm start's). The default 1,024
+    demonstrations are 0.71M SmolLM2 tokens (about 480 an in-snippet one, 730 in-page, 950
+    link), so 300 batches of at most 3,072 padded tokens are a little over one pass;
+    ``max_obs_tokens`` is the web presets' observation limit."""
     mix: WebMix = field(default_factory=WebMix)
     """Shares of the question kinds and of their variants (``web_demos``)."""
     topk: int = 3
