@@ -78,6 +78,7 @@ def test_the_data_jobs_toolbox_is_the_warm_starts(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.real
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec(wiki.PACKAGE) is None, reason=wiki.INSTALL_HINT)
 def test_the_real_site_starts_once_and_answers() -> None:
     site = wiki_web.wiki_web()

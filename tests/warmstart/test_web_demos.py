@@ -153,6 +153,7 @@ def test_reading_the_observations() -> None:
 
 
 @pytest.mark.real
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec(wiki.PACKAGE) is None, reason=wiki.INSTALL_HINT)
 def test_real_train_questions_on_the_real_site(tag_tokenizer) -> None:  # type: ignore[no-untyped-def]
     from treegrpo.data.web_questions import all_web_questions, is_held_out, web_questions
