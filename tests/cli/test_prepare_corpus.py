@@ -11,7 +11,7 @@ import pytest
 
 from tests.data.test_lead_questions import ARTICLES
 from treegrpo import cli
-from treegrpo.data import wiki
+from treegrpo.data import web_questions, wiki
 from treegrpo.data.lead_questions import splits
 from treegrpo.data.load import load_questions
 from treegrpo.eval.evaluate import EvalItem
@@ -25,7 +25,14 @@ def small_corpus(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(wiki, "load_articles", lambda: ARTICLES)
     monkeypatch.setattr(splits, "load_articles", lambda: ARTICLES)
     monkeypatch.setattr(splits, "VAL_SHARE", 1)
-    caches = (wiki._all_questions, splits._split, splits.all_built, splits._plans)
+    # the web questions too: they are built from the reading questions' split
+    caches = (
+        wiki._all_questions,
+        splits._split,
+        splits.all_built,
+        splits._plans,
+        web_questions.all_web_questions,
+    )
     for cache in caches:
         cache.cache_clear()
     yield

@@ -106,7 +106,7 @@ def test_check_data_on_names_only() -> None:
     problems = datarun.check_data(DataConfig(train_files=("wiki:train",), corpus="wiki:corpus"))
     assert problems == [
         "data.model: give a Hugging Face model directory, or a built-in one: smollm2, "
-        "smollm2-protocol, smollm2-reader"
+        "smollm2-protocol, smollm2-reader, smollm2-web"
     ]
     dense_url = DataConfig(
         model="smollm2", train_files=("wiki:test",), retriever_url="http://x", retriever="dense"
