@@ -70,8 +70,8 @@ def test_registration_refuses_names_that_cannot_be_tags_or_clash() -> None:
     for bad in ("", "two words", "1st", "a<b", "x" * 65):
         with pytest.raises(ValueError, match="cannot be a tag"):
             box.register(Echo(name=bad))
-    for reserved in ("answer", "think", "information"):
-        with pytest.raises(ValueError, match="protocol's own tags"):
+    for reserved in ("answer", "think", "information", "invalid"):
+        with pytest.raises(ValueError, match="protocol's own names"):
             box.register(Echo(name=reserved))
     with pytest.raises(ValueError, match="already registered"):
         box.register(Echo())

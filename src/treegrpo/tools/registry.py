@@ -47,8 +47,9 @@ log = logging.getLogger(__name__)
 FAILED_SEARCH = "The search failed: the retriever did not answer, so no passages came back."
 """What a search that got no answer observes (``RetrieverTool.unavailable``)."""
 
-RESERVED = ("think", "answer", "information")
-"""Tags of the protocol itself: no tool may take these names."""
+RESERVED = ("think", "answer", "information", "invalid")
+"""Tags of the protocol itself, and the action kind of a step without a valid action: no tool
+may take these names."""
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 """A tool name: it becomes an XML-like tag, so letters, digits, ``_``, ``.`` and ``-``."""
@@ -160,7 +161,7 @@ class Toolbox:
                 "(64 characters at most), starting with a letter or '_'"
             )
         if tool.name in RESERVED:
-            raise ValueError(f"tool name {tool.name!r} is one of the protocol's own tags")
+            raise ValueError(f"tool name {tool.name!r} is one of the protocol's own names")
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
