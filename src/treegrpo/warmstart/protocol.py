@@ -16,7 +16,7 @@ the tokenizer and ``protocol.json`` (the settings, the demonstration count and t
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -73,10 +73,33 @@ def protocol_warm_start(
     """The directory of ``base`` warm-started on the protocol, built on first use. ``questions``
     and ``tool`` default to the wiki train questions and BM25 over the wiki corpus (given: tests
     or other title-question sets; then they are part of what the caller keys the cache on)."""
+    return cached_build(
+        "protocol",
+        base,
+        cfg,
+        FORMAT_VERSION,
+        lambda tmp: build(Path(base), cfg, tmp, progress, questions, tool),
+        cache_dir,
+        custom=questions is not None,
+    )
+
+
+def cached_build(
+    kind: str,
+    base: str | Path,
+    cfg: Any,
+    format_version: int,
+    make: Callable[[Path], object],
+    cache_dir: str | Path | None = None,
+    **key: Any,
+) -> Path:
+    """``<cache>/<kind>/<key>``, the warm start of ``base`` with settings ``cfg`` (a dataclass),
+    made by ``make(tmp)`` on first use; the key hashes the format version, the base model's
+    path, every setting and ``key``."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_root()
-    meta = {"format": FORMAT_VERSION, "base": str(Path(base).resolve()), "config": asdict(cfg)}
-    entry = root / "protocol" / cache_key(**meta, custom=questions is not None)
-    cached_dir(entry, lambda tmp: build(Path(base), cfg, tmp, progress, questions, tool), meta)
+    meta = {"format": format_version, "base": str(Path(base).resolve()), "config": asdict(cfg)}
+    entry = root / kind / cache_key(**meta, **key)
+    cached_dir(entry, make, meta)
     return entry
 
 

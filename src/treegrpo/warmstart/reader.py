@@ -29,9 +29,8 @@ from treegrpo.data.lead_questions import hop_plan, lead_questions
 from treegrpo.data.types import Question
 from treegrpo.data.wiki import load_articles, wiki_corpus, wiki_questions
 from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
 from treegrpo.warmstart.closed_book import closed_book, known_answer
-from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, tune_and_save
+from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, cached_build, tune_and_save
 from treegrpo.warmstart.reader_demos import ReaderMix, build_reader_demos
 
 log = logging.getLogger(__name__)
@@ -62,11 +61,8 @@ def reader_warm_start(
     progress: bool = True,
 ) -> Path:
     """The directory of ``base`` warm-started on reading demonstrations, built on first use."""
-    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
-    meta = {"format": FORMAT_VERSION, "base": str(Path(base).resolve()), "config": asdict(cfg)}
-    entry = root / "reader" / cache_key(**meta)
-    cached_dir(entry, lambda tmp: build(Path(base), cfg, tmp, progress), meta)
-    return entry
+    make = lambda tmp: build(Path(base), cfg, tmp, progress)  # noqa: E731
+    return cached_build("reader", base, cfg, FORMAT_VERSION, make, cache_dir)
 
 
 def build(

@@ -29,8 +29,7 @@ from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.data.web_questions import all_web_questions, is_held_out, web_questions
 from treegrpo.data.wiki import load_articles
 from treegrpo.data.wiki_web import wiki_web
-from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
-from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, tune_and_save
+from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, cached_build, tune_and_save
 from treegrpo.warmstart.web_demos import WebMix, build_web_demos, site_toolbox
 
 log = logging.getLogger(__name__)
@@ -73,11 +72,8 @@ def web_warm_start(
     progress: bool = True,
 ) -> Path:
     """The directory of ``base`` warm-started on web demonstrations, built on first use."""
-    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
-    meta = {"format": FORMAT_VERSION, "base": str(Path(base).resolve()), "config": asdict(cfg)}
-    entry = root / "web" / cache_key(**meta)
-    cached_dir(entry, lambda tmp: build(Path(base), cfg, tmp, progress), meta)
-    return entry
+    make = lambda tmp: build(Path(base), cfg, tmp, progress)  # noqa: E731
+    return cached_build("web", base, cfg, FORMAT_VERSION, make, cache_dir)
 
 
 def build(
