@@ -24,6 +24,7 @@ from treegrpo.tools.registry import PastCall, Toolbox
 from treegrpo.tools.web.local import LocalSite
 from treegrpo.tools.web.site import Site
 from treegrpo.train.yaml_config import apply_config, load_config
+from treegrpo.warmstart import protocol as warm_protocol
 from treegrpo.warmstart import web
 from treegrpo.warmstart.web_demos import WebMix, site_toolbox
 
@@ -112,7 +113,7 @@ def test_the_cache_key_covers_every_setting(
         entries.append(entry)
         return True
 
-    monkeypatch.setattr(web, "cached_dir", record)
+    monkeypatch.setattr(warm_protocol, "cached_dir", record)  # where cached_build calls it
     cfg = web.WebWarmStartConfig()
     variants = [
         cfg,
