@@ -26,6 +26,9 @@ import unicodedata
 from collections.abc import Iterable
 
 from treegrpo.core.rewards import normalize_answer
+from treegrpo.tools.web.site_corpus import first_sentence
+
+__all__ = ["first_sentence"]  # re-exported: the lead questions read clues with it
 
 _FUNCTION_WORDS = """and for with from into onto upon over under its his her their our who what
 which that this these those are was were not but nor yet all any out off per via than about after
@@ -39,11 +42,6 @@ MAX_CLUE_WORDS = 45  # keep questions short (a first sentence of 80 words is a p
 MIN_STEM = 4  # shorter title tokens must match exactly, longer ones also as a prefix
 
 _PARENS = re.compile(r"\s*\([^()]*\)")
-_ABBREVIATIONS_TEXT = (
-    "st mr mrs ms dr jr sr mt no vs ca c e.g i.e u.s u.k etc approx fl gen col lt sgt"
-)
-_ABBREVIATIONS = frozenset(_ABBREVIATIONS_TEXT.split())
-_END = re.compile(r"[.!?][\"”’')]*\s+(?=[\"“(]?[A-Z0-9])")
 _QUOTES = "\"”’'"
 
 
@@ -99,18 +97,6 @@ def leaks(question: str, title: str) -> bool:
     """Whether ``question`` gives away ``title`` (see the module docstring)."""
     answer = answer_tokens(title)
     return any(clashes(t, answer) for t in tokens(question))
-
-
-def first_sentence(text: str) -> str:
-    """The first sentence of ``text``: up to the first ".", "!" or "?" followed by a space and
-    a capital or digit, skipping initials and common abbreviations ("Arthur C. Clarke")."""
-    for m in _END.finditer(text):
-        before = text[: m.start()].split()
-        word = before[-1].lower().lstrip('"“(') if before else ""
-        if (len(word) == 1 and word.isalpha()) or word in _ABBREVIATIONS:
-            continue
-        return text[: m.end()].strip()
-    return text.strip()
 
 
 def hide_title(sentence: str, title: str) -> str:

@@ -32,33 +32,10 @@ MIN_TITLE_CHARS = 2
 
 _WORD = re.compile(r"\w+")
 _END = re.compile(r"[.!?][\"”’')]*\s+(?=[\"“(]?[A-Z0-9])")
-_ABBREVIATIONS = frozenset(
-    [
-        "st",
-        "mr",
-        "mrs",
-        "ms",
-        "dr",
-        "jr",
-        "sr",
-        "mt",
-        "no",
-        "vs",
-        "ca",
-        "c",
-        "e.g",
-        "i.e",
-        "u.s",
-        "u.k",
-        "etc",
-        "approx",
-        "fl",
-        "gen",
-        "col",
-        "lt",
-        "sgt",
-    ]
+_ABBREVIATIONS_TEXT = (
+    "st mr mrs ms dr jr sr mt no vs ca c e.g i.e u.s u.k etc approx fl gen col lt sgt"
 )
+_ABBREVIATIONS = frozenset(_ABBREVIATIONS_TEXT.split())
 _SAFE = "()_,'!:;*@$&+=-."
 """Characters a slug keeps as they are (Wikipedia's addresses keep these too)."""
 
@@ -96,8 +73,8 @@ def slug_key(path: str) -> str:
 
 def first_sentence(text: str) -> str:
     """The first sentence of ``text``: up to the first ".", "!" or "?" followed by a space and
-    a capital or digit, skipping initials and common abbreviations ("Arthur C. Clarke"). The
-    same rule as ``data.title_questions.first_sentence``."""
+    a capital or digit, skipping initials and common abbreviations ("Arthur C. Clarke"): what a
+    search result's snippet shows, and where the title questions take their clues from."""
     for m in _END.finditer(text):
         before = text[: m.start()].split()
         word = before[-1].lower().lstrip('"“(') if before else ""
