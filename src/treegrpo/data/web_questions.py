@@ -26,7 +26,7 @@ jsonl, with ``metadata.kind``, for ``treegrpo eval --data`` and ``treegrpo prepa
 from __future__ import annotations
 
 import hashlib
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,6 +43,7 @@ from treegrpo.data.lead_questions import (
     all_built,
     build_questions,
 )
+from treegrpo.data.lead_questions.build import unambiguous
 from treegrpo.data.types import Question
 from treegrpo.data.web_links import LinkRow, link_rows
 from treegrpo.data.web_view import SiteView
@@ -124,16 +125,7 @@ def _cap(rows: Sequence[LinkRow]) -> list[LinkRow]:
     """One wording, one answer (a wording asked twice with different answers is dropped, with
     the same answers kept once); ``MAX_PER_TARGET`` per (page B, template); the answer caps.
     A hash of the question picks which rows a cap keeps; the order is kept."""
-    answers: dict[str, set[frozenset[str]]] = defaultdict(set)
-    for r in rows:
-        answers[normalize_answer(r.question)].add(frozenset(map(normalize_answer, r.golds)))
-    seen: set[str] = set()
-    unique = []
-    for r in rows:
-        key = normalize_answer(r.question)
-        if len(answers[key]) == 1 and key not in seen:
-            seen.add(key)
-            unique.append(r)
+    unique = unambiguous(rows)
     limit = min(MAX_SAME_ANSWER, max(1, int(MAX_ANSWER_SHARE * len(unique))))
     per_target: Counter[tuple[int, str]] = Counter()
     per_answer: Counter[str] = Counter()

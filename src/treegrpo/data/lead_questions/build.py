@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 from treegrpo.core.rewards import is_span, normalize_answer
 from treegrpo.data.lead_questions.cloze import cloze_fact
@@ -147,7 +147,7 @@ def build_questions(
     out: list[Built] = []
     for source, rows in ((SOURCE, single), (SOURCE_2HOP, _per_bridge(double))):
         counter: Counter[str] = Counter()
-        rows = _unambiguous(rows)
+        rows = unambiguous(rows)
         limit = min(max_same_answer, max(1, int(max_answer_share * len(rows))))
         for row in _cap_answers(rows, limit):
             prefix = f"{source}-" + "-".join(map(str, row.articles))
@@ -175,7 +175,19 @@ def _per_bridge(rows: Sequence[tuple[Row, str]]) -> list[Row]:
     return sorted(keep, key=lambda r: (r.articles, r.question))
 
 
-def _unambiguous(rows: Sequence[Row]) -> list[Row]:
+class Asked(Protocol):
+    """A question with its gold answers (a ``Row``, or a web question's ``LinkRow``)."""
+
+    @property
+    def question(self) -> str: ...
+    @property
+    def golds(self) -> tuple[str, ...]: ...
+
+
+A = TypeVar("A", bound=Asked)
+
+
+def unambiguous(rows: Sequence[A]) -> list[A]:
     """``rows`` without the questions asked twice with different answers; of one asked twice
     with the same answers, the first."""
     answers: dict[str, set[frozenset[str]]] = defaultdict(set)
