@@ -25,7 +25,8 @@ from treegrpo.data.errors import DataError
 from treegrpo.data.flashrag import default_source
 from treegrpo.data.load import load_questions
 from treegrpo.data.searchr1 import normalize_answers, question_from_prompt, searchr1_question
-from treegrpo.eval.run import eval_set
+from treegrpo.jobs.data import eval_inputs
+from treegrpo.jobs.presets import DataConfig
 
 NQ = [
     flashrag_row(0, "who wrote hamlet", ["Shakespeare", "William Shakespeare"]),
@@ -206,7 +207,7 @@ def test_default_source() -> None:
 def test_eval_reads_parquet(tmp_path: Path) -> None:
     rows = [searchr1_row("nq", i, f"q{i}", [f"a{i}"]) for i in range(3)]
     data = write_parquet(tmp_path / "nq_test.parquet", rows)
-    items, _ = eval_set(str(data), retriever_url="http://127.0.0.1:9/retrieve", limit=2)
+    items, _ = eval_inputs(str(data), DataConfig(retriever_url="http://127.0.0.1:9/retrieve"), 2)
     assert [(it.question, it.golds, it.source) for it in items] == [
         ("q0", ["a0"], "nq"),
         ("q1", ["a1"], "nq"),

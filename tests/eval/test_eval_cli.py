@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 
 from agent_fixtures import CORPUS, FACTS, PEOPLE
+from tests.tools.live import LiveServer
+from tests.web_fixtures import ARTICLES
 from treegrpo import cli
-from treegrpo.eval.run import eval_set
+from treegrpo.eval.run import synthetic_set
+from treegrpo.jobs import data as data_job
+from treegrpo.jobs.data import eval_inputs
+from treegrpo.jobs.presets import DataConfig
 from treegrpo.tools.corpus import write_corpus
 from treegrpo.tools.http_client import RemoteRetriever
+from treegrpo.tools.web.site import Site, create_site_app
 
 
 @pytest.fixture
@@ -85,10 +91,16 @@ def test_the_cli_stops_with_the_message(model_dir: Path, corpus: Path, tmp_path:
     cases = [
         (["--data", str(bad), "--corpus", str(corpus)], f"{bad}:3: row 1: unreadable JSON"),
         (["--data", str(garbage), "--corpus", str(corpus)], f"{garbage}: unreadable parquet"),
-        (["--data", str(tmp_path / "d.parquet"), "--corpus", str(corpus)], "No such file"),
-        (["--data", str(bad)], "exactly one of a corpus or a retriever URL"),
+        (["--data", str(tmp_path / "d.parquet"), "--corpus", str(corpus)], "parquet: no such"),
+        (["--data", str(bad)], "--corpus / --retriever_url: give exactly one"),
+        (["--data", "wiki-qa:tset", "--corpus", str(corpus)], "--data: wiki-qa:tset: unknown"),
+        (
+            ["--data", str(bad), "--tools", "search", "visit", "--corpus", str(corpus)],
+            "--search_url",
+        ),
+        (["--data", str(bad), "--tools", "browse"], "tools must each be one of"),
         (["--data", "synthetic-eval", "--corpus", str(corpus)], "searches its own world"),
-        (["--data", str(tmp_path / "none.jsonl"), "--corpus", str(corpus)], "No such file"),
+        (["--data", str(tmp_path / "n.jsonl"), "--corpus", str(corpus)], "n.jsonl: no such"),
     ]
     for extra, message in cases:
         with pytest.raises(SystemExit) as err:
@@ -101,11 +113,38 @@ def test_the_cli_stops_with_the_message(model_dir: Path, corpus: Path, tmp_path:
 
 def test_eval_sets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
-    items, tool = eval_set("synthetic-eval", limit=5)  # the embedded job's held-out world
+    items, tool = synthetic_set(limit=5)  # the embedded job's held-out world
     assert len(items) == 5 and all(it.hops is not None and it.source for it in items)
     hits = tool.search([items[0].question], topk=3)[0]
     assert any(items[0].golds[0] in h.contents for h in hits)  # BM25 over the world's corpus
     data = _write(tmp_path / "toy.jsonl", _rows(PEOPLE[:2]))
-    items, tool = eval_set(str(data), retriever_url="http://127.0.0.1:9/retrieve")
+    items, tool = eval_inputs(str(data), DataConfig(retriever_url="http://127.0.0.1:9/retrieve"))
     assert isinstance(tool, RemoteRetriever) and tool.url.endswith("/retrieve")
     assert [it.hops for it in items] == [1, 2]  # nothing is contacted until a search
+
+
+@pytest.mark.slow
+def test_eval_with_web_tools_on_a_live_site(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[str] = []  # a built-in model name is built (here: stands for the tiny agent)
+    monkeypatch.setattr(data_job, "resolve_model", lambda name: built.append(name) or model_dir)
+    rows = [
+        {"id": "a", "question": "When was Ada Lovelace born", "golden_answers": ["1815"]},
+        {"id": "b", "question": "Who designed the Analytical Engine", "golden_answers": ["Ada"]},
+    ]
+    data = _write(tmp_path / "web.jsonl", rows)
+    out = tmp_path / "eval"
+    with LiveServer(create_site_app(Site(ARTICLES, cache_dir=tmp_path))) as live:
+        args = ["eval", "--model", "smollm2-web", "--data", str(data), "--out", str(out)]
+        args += ["--tools", "search", "visit", "--search-url", live.url, "--visit-chars", "600"]
+        args += ["--max-turns", "2", "--max-new-tokens", "24", "--max-context", "1024"]
+        cli.main(args)
+    assert built == ["smollm2-web"]
+    report = json.loads((out / "eval.json").read_text())
+    assert report["overall"]["n"] == 2 and report["config"]["model"] == str(model_dir)
+    cfg = report["config"]
+    assert cfg["tools"] == ["search", "visit"] and cfg["search_url"] == live.url
+    assert cfg["visit_chars"] == 600 and cfg["corpus"] is None
+    for row in report["rows"]:  # every row counts the calls of each offered tool
+        assert {"calls/search", "calls/visit"} <= set(row)

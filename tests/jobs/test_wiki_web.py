@@ -17,7 +17,8 @@ import yaml
 from tests.web_fixtures import ARTICLES
 from treegrpo import cli
 from treegrpo.data import wiki, wiki_web
-from treegrpo.jobs.data import WEB_HELD_OUT, check_data
+from treegrpo.data.web_questions import KINDS
+from treegrpo.jobs.data import WEB_HELD_OUT, check_data, resolve_questions, web_side
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.jobs.tools import make_toolbox
 from treegrpo.tools.registry import PastCall, Toolbox
@@ -98,7 +99,8 @@ def test_the_warm_start_is_played_with_the_presets_limits() -> None:
         data = load_config(REPO / "configs" / name, cli.TRAIN_SECTIONS)["data"]
         assert data.model == "smollm2-web" and data.tools == ("search", "visit"), name
         assert data.search_url == "wiki:web" and check_data(data) == [], name
-        assert data.train_files == ("wiki-web:train",) and data.eval_files == ("wiki-web:test",)
+        assert data.train_files == ("wiki-web:train",)
+        assert data.eval_files in (("wiki-web:test",), tuple(f"wiki-web:test:{k}" for k in KINDS))
         got = (data.topk, data.visit_chars, data.max_obs_tokens, data.max_turns, data.max_context)
         want = (cfg.topk, cfg.visit_chars, cfg.sft.max_obs_tokens, cfg.max_turns, cfg.max_context)
         assert got == want, name
@@ -148,3 +150,17 @@ def test_the_web_presets_resolve(
     cfg = apply_config(yaml.safe_load(printed), cli.TRAIN_SECTIONS, "stdout")
     assert cfg == {**load_config(preset, cli.TRAIN_SECTIONS), "run": cfg["run"]}
     assert not out.exists()
+
+
+@pytest.mark.real
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec(wiki.PACKAGE) is None, reason=wiki.INSTALL_HINT)
+def test_the_kind_sets_split_each_side_by_kind() -> None:
+    for side in ("train", "test"):
+        whole = web_side(side)
+        parts = {k: resolve_questions([f"wiki-web:{side}:{k}"]) for k in KINDS}
+        assert all(q.kind == k for k, part in parts.items() for q in part)
+        assert sorted(q.uid for part in parts.values() for q in part) == sorted(
+            q.uid for q in whole
+        )
+    assert len(parts["link"]) == 48  # the preset evaluates every held-out link question

@@ -295,6 +295,12 @@ def evaluate(
     data: str = "synthetic-eval",
     corpus: Path | None = None,
     retriever_url: str | None = None,
+    tools: tuple[str, ...] = ("search",),
+    search_url: str | None = None,
+    search_api: Literal["searxng", "json"] = "searxng",
+    json_fields: tuple[str, ...] = ("results", "title", "url", "snippet"),
+    visit_chars: int = 2000,
+    mcp_servers: tuple[str, ...] = (),
     out: Path = Path("runs/eval"),
     limit: int | None = None,
     max_turns: int | None = None,
@@ -310,15 +316,31 @@ def evaluate(
     """Evaluate a model greedily: EM and F1 per data source and per hop count, tool calls per
     question and the share of valid-format answers; writes <out>/eval.json and <out>/eval.md.
 
+    The tool flags are those of `treegrpo train`'s data section (docs/tools.md): give a
+    trained web agent the tools and limits it was trained with.
+
     Args:
         model: A Hugging Face model directory (a run's checkpoints/step-N/model, or step-N
-            itself, or the warm start directory).
+            itself, or the warm start directory), or a built-in model (smollm2,
+            smollm2-protocol, smollm2-reader, smollm2-web; built once and cached).
         data: "synthetic-eval" (the embedded job's held-out world, searched with BM25 over its
-            own corpus), a Search-R1 parquet file (e.g. from `treegrpo prepare`) or a FlashRAG
+            own corpus), a Search-R1 parquet file (e.g. from `treegrpo prepare`), a FlashRAG
             jsonl file ({"id", "question", "golden_answers"} a line; optional "data_source",
-            "metadata": {"hops": n}).
-        corpus: For a dataset file: a Search-R1 jsonl corpus searched with BM25.
+            "metadata": {"hops": n}), a web-QA file (docs/data.md) or a built-in set
+            (wiki-qa:test, wiki-web:test, wiki-web:test:link, ...).
+        corpus: For a dataset file: a Search-R1 jsonl corpus searched with BM25 (or wiki:corpus).
         retriever_url: For a dataset file: a /retrieve server instead of a corpus.
+        tools: The agent's tools, in the prompt's order: search, visit, find, calculate
+            (search alone: Search-R1's agent).
+        search_url: A web search back-end for search instead of a corpus: SearXNG, `treegrpo
+            serve-web`, a JSON API (--search-api json), or wiki:web (the offline wiki site,
+            started in this process).
+        search_api: How search_url answers: searxng, or json read with json_fields.
+        json_fields: search_api json: the results list's dotted path, then the title, URL and
+            snippet fields.
+        visit_chars: Characters of a visited page's observation.
+        mcp_servers: MCP servers whose tools the agent may call too: stdio command lines or
+            http(s) URLs (docs/mcp.md).
         out: Directory for eval.json and eval.md.
         limit: Evaluate only the first this many questions.
         max_turns: Steps that may search before the final step (default: the embedded job's 4

@@ -29,9 +29,10 @@ from treegrpo.data.load import load_questions
 from treegrpo.data.searchr1 import searchr1_rows, write_searchr1
 from treegrpo.data.wiki import load_articles, wiki_corpus
 from treegrpo.distributed.cluster import join_ray
+from treegrpo.embedded.synthetic import SYNTHETIC_EVAL
 from treegrpo.engine.cpu.speedups import start_process
-from treegrpo.eval.evaluate import compare_table, format_table
-from treegrpo.eval.run import eval_set, evaluate_checkpoint, model_directory
+from treegrpo.eval.evaluate import EvalItem, compare_table, format_table
+from treegrpo.eval.run import evaluate_checkpoint, model_directory, synthetic_set
 from treegrpo.jobs import data as data_job
 from treegrpo.jobs import embedded as embedded_job
 from treegrpo.jobs.budget import plan as budget_plan
@@ -45,6 +46,7 @@ from treegrpo.tools.base import SearchTool
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.dense import DenseRetriever
 from treegrpo.tools.mcp_server import run as run_mcp_server
+from treegrpo.tools.registry import Toolbox
 from treegrpo.tools.server import serve as run_server
 from treegrpo.tools.web.site import Site, serve_site
 from treegrpo.tools.web.site_corpus import WebArticle, read_site_corpus
@@ -362,6 +364,12 @@ def evaluate(
     data: str,
     corpus: Path | None,
     retriever_url: str | None,
+    tools: tuple[str, ...],
+    search_url: str | None,
+    search_api: Literal["searxng", "json"],
+    json_fields: tuple[str, ...],
+    visit_chars: int,
+    mcp_servers: tuple[str, ...],
     out: Path,
     limit: int | None,
     max_turns: int | None,
@@ -385,15 +393,26 @@ def evaluate(
     max_obs_tokens = base.max_obs_tokens if max_obs_tokens is None else max_obs_tokens
     max_context = base.max_context if max_context is None else max_context
 
+    tool_flags = {
+        "tools": tools,
+        "search_url": search_url,
+        "search_api": search_api,
+        "json_fields": json_fields,
+        "visit_chars": visit_chars,
+        "mcp_servers": mcp_servers,
+    }
     try:  # inputs first: a broken file fails before a model loads or an index builds
-        model = model_directory(model)
-        items, tool = eval_set(data, corpus, retriever_url, world_seed, limit)
+        built_in = str(model) in data_job.BUILTIN_MODELS  # built (once) after the inputs
+        model = model if built_in else model_directory(model)
+        items, tool = _eval_inputs(data, corpus, retriever_url, tool_flags, world_seed, limit)
+        model = data_job.resolve_model(str(model)) if built_in else model
     except (ValueError, OSError) as exc:  # bad rows, missing files, flags that do not fit
         raise SystemExit(f"treegrpo eval: {exc}") from None
     settings = {
         "data": data,
         "corpus": None if corpus is None else str(corpus),
         "retriever_url": retriever_url,
+        **({} if tools == ("search",) and search_url is None else tool_flags),
         "questions": len(items),
         "max_turns": max_turns,
         "topk": topk,
@@ -417,6 +436,26 @@ def evaluate(
     )
     Console().print(format_table(report, f"{model} on {data}"))
     Console().print(f"wrote {out / 'eval.json'} and {out / 'eval.md'}")
+
+
+def _eval_inputs(
+    data: str,
+    corpus: Path | None,
+    retriever_url: str | None,
+    tool_flags: dict[str, Any],
+    world_seed: int,
+    limit: int | None,
+) -> tuple[list[EvalItem], SearchTool | Toolbox]:
+    """`treegrpo eval`'s questions and tools: the embedded job's held-out world, or a file or
+    built-in set with the tools the flags name (``jobs.data.eval_inputs``)."""
+    if data == SYNTHETIC_EVAL:
+        if corpus is not None or retriever_url is not None or tool_flags["search_url"]:
+            raise ValueError(f"{SYNTHETIC_EVAL} searches its own world: drop the corpus/retriever")
+        return synthetic_set(world_seed, limit)
+    cfg = DataConfig(
+        corpus=None if corpus is None else str(corpus), retriever_url=retriever_url, **tool_flags
+    )
+    return data_job.eval_inputs(data, cfg, limit)
 
 
 def prepare(*, input: tuple[Path, ...], out: Path, source: tuple[str, ...], split: str) -> None:
@@ -454,6 +493,8 @@ def prepare_corpus(
         raise SystemExit(f"treegrpo prepare-corpus: {exc}") from None
     if questions_dir is not None:  # every built-in set is one of the wiki corpus
         for set_name, make in data_job.BUILTIN_QUESTIONS.items():
+            if set_name in data_job.WEB_KIND_SETS:  # parts of the wiki-web files (metadata.kind)
+                continue
             out = questions_dir / f"{set_name.replace(':', '-')}.jsonl"  # wiki-qa:val → wiki-qa-val
             questions = make()
             if not questions:  # an empty file would not read back as a question file

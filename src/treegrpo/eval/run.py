@@ -6,47 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from treegrpo.data.load import load_questions
-from treegrpo.embedded.synthetic import SYNTHETIC_EVAL, synthetic_eval
+from treegrpo.embedded.synthetic import synthetic_eval
 from treegrpo.engine.base import EngineKind
 from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.models.load import load_model, resolve_device
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
 from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.http_client import RemoteRetriever
+from treegrpo.tools.registry import Toolbox
 
 
-def eval_set(
-    data: str,
-    corpus: Path | None = None,
-    retriever_url: str | None = None,
-    world_seed: int = 0,
-    limit: int | None = None,
+def synthetic_set(
+    world_seed: int = 0, limit: int | None = None
 ) -> tuple[list[EvalItem], SearchTool]:
-    """Questions and the search tool to answer them with. ``data`` is ``synthetic-eval`` (the
-    embedded job's held-out world, with BM25 over its own corpus) or a Search-R1 parquet or
-    FlashRAG jsonl path with ``corpus`` (BM25 over a Search-R1 jsonl corpus) or
-    ``retriever_url`` (a /retrieve server).
-    The questions are read before any index is built, so a broken file fails at once."""
-    tool: SearchTool
-    if data == SYNTHETIC_EVAL:
-        if corpus is not None or retriever_url is not None:
-            raise ValueError(f"{SYNTHETIC_EVAL} searches its own world: drop the corpus/retriever")
-        questions, passages = synthetic_eval(world_seed)
-        questions = questions[:limit]
-        tool = BM25Retriever(passages)
-    else:
-        if (corpus is None) == (retriever_url is None):
-            raise ValueError(f"{data}: give exactly one of a corpus or a retriever URL")
-        questions = load_questions(data)[:limit]
-        if corpus is not None:
-            tool = BM25Retriever(corpus)
-        else:
-            assert retriever_url is not None
-            tool = RemoteRetriever(retriever_url)
-    items = [EvalItem.of(q) for q in questions]
-    return items, tool
+    """The embedded job's held-out world (``synthetic-eval``): its first ``limit`` questions and
+    BM25 over its own corpus. Question files and built-in sets: ``jobs.data.eval_inputs``."""
+    questions, passages = synthetic_eval(world_seed)
+    return [EvalItem.of(q) for q in questions[:limit]], BM25Retriever(passages)
 
 
 def model_directory(path: Path) -> Path:
@@ -62,7 +38,7 @@ def model_directory(path: Path) -> Path:
 def evaluate_checkpoint(
     model_dir: Path,
     items: list[EvalItem],
-    tool: SearchTool,
+    tool: SearchTool | Toolbox,
     out: Path,
     limits: AgentLimits,
     max_new_tokens: int,

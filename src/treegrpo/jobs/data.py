@@ -31,6 +31,7 @@ import numpy as np
 from treegrpo.data.lead_questions import lead_questions
 from treegrpo.data.load import load_questions
 from treegrpo.data.types import Question
+from treegrpo.data.web_questions import KINDS as WEB_KINDS
 from treegrpo.data.web_questions import web_questions
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
 from treegrpo.data.wiki_web import WIKI_WEB
@@ -63,6 +64,16 @@ from treegrpo.warmstart.web import web_warm_start
 
 log = logging.getLogger(__name__)
 
+
+def web_side(side: str, kind: str | None = None) -> list[Question]:
+    """The wiki-web questions of ``side`` ("train" or "test", ``WEB_HELD_OUT`` of the articles
+    held out), all kinds or one."""
+    train, test = web_questions(held_out_share=WEB_HELD_OUT)
+    return [q for q in (train if side == "train" else test) if kind in (None, q.kind)]
+
+
+WEB_KIND_SETS = tuple(f"wiki-web:{side}:{kind}" for side in ("train", "test") for kind in WEB_KINDS)
+"""The wiki-web sets of one kind each (parts of ``wiki-web:train`` and ``wiki-web:test``)."""
 BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
     "wiki:train": partial(wiki_questions, "train"),
     "wiki:test": partial(wiki_questions, "test"),
@@ -74,15 +85,18 @@ BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
     "wiki-qa2:train": partial(lead_questions, "train", hops=2),
     "wiki-qa2:val": partial(lead_questions, "val", hops=2),
     "wiki-qa2:test": partial(lead_questions, "test", hops=2),
-    "wiki-web:train": lambda: web_questions(held_out_share=WEB_HELD_OUT)[0],
-    "wiki-web:test": lambda: web_questions(held_out_share=WEB_HELD_OUT)[1],
+    "wiki-web:train": partial(web_side, "train"),
+    "wiki-web:test": partial(web_side, "test"),
+    **{name: partial(web_side, *name.split(":")[1:]) for name in WEB_KIND_SETS},
 }
 """Built-in question sets → the function that makes them: ``wiki`` / ``wiki-hard`` answer with
 an article's title (``treegrpo.data.wiki.wiki_questions``); ``wiki-qa`` (single-hop) and
 ``wiki-qa2`` (two-hop) with a span inside the passages (``treegrpo.data.lead_questions``); their
 ``val`` sets are a part of ``train`` for choosing settings (evaluating on them drops them from
 training, ``prepare_inputs``); ``wiki-web`` for web agents on ``treegrpo serve-web``, of kinds
-in-snippet, in-page and link (``treegrpo.data.web_questions``)."""
+in-snippet, in-page and link (``treegrpo.data.web_questions``), and ``wiki-web:<side>:<kind>``
+one kind of them (so an evaluation can take all 48 held-out link questions beside 50 of each
+other kind: ``data.eval_per_file``)."""
 WEB_HELD_OUT = 0.2
 """Share of the articles whose web questions are ``wiki-web:test`` (0.2: 48 link questions;
 0.1 would leave 22)."""
@@ -131,36 +145,7 @@ def check_data(data: DataConfig) -> list[str]:
             problem = _check_name(name, BUILTIN_QUESTIONS)
             if problem:
                 problems.append(f"data.{field}: {problem}")
-    passages = "search" in data.tools and data.search_url is None
-    if passages and (data.corpus is None) == (data.retriever_url is None):
-        problems.append(
-            "data.corpus / data.retriever_url: give exactly one (a Search-R1 jsonl corpus to "
-            "search in-process, or the URL of a running /retrieve server), or data.search_url "
-            "for web search"
-        )
-    elif not passages and (data.corpus is not None or data.retriever_url is not None):
-        problems.append(
-            "data.corpus / data.retriever_url: no tool searches passages (data.search_url is "
-            "set, or data.tools has no search): drop them"
-        )
-    problem = _check_search_url(data)
-    if problem:
-        problems.append(problem)
-    if {"visit", "find"} & set(data.tools) and data.search_url is None:
-        problems.append(
-            "data.tools: visit and find open web pages; give data.search_url (SearXNG, a JSON "
-            "search API, `treegrpo serve-web`, or wiki:web) so that results have URLs"
-        )
-    if "find" in data.tools and "visit" not in data.tools:
-        problems.append("data.tools: find reads the page last visited: add visit")
-    if data.corpus is not None and data.retriever_url is None:
-        problem = _check_name(data.corpus, BUILTIN_CORPORA)
-        if problem:
-            problems.append(f"data.corpus: {problem}")
-    elif data.retriever_url is not None and data.retriever != "bm25":
-        problems.append(
-            "data.retriever: applies to a corpus; a /retrieve server searches its own way"
-        )
+    problems += check_tools(data)
     if data.train_weights:
         if len(data.train_weights) != len(data.train_files):
             problems.append(
@@ -186,16 +171,54 @@ def check_data(data: DataConfig) -> list[str]:
     return problems
 
 
-def _check_search_url(data: DataConfig) -> str | None:
+def check_tools(data: DataConfig, p: str = "data.") -> list[str]:
+    """What is wrong with ``data``'s search tool and tools (corpus or /retrieve server, web
+    search URL, visit and find); [] if nothing. ``p`` prefixes the field names in the problems
+    (``--`` for ``treegrpo eval``'s flags)."""
+    problems = []
+    passages = "search" in data.tools and data.search_url is None
+    if passages and (data.corpus is None) == (data.retriever_url is None):
+        problems.append(
+            f"{p}corpus / {p}retriever_url: give exactly one (a Search-R1 jsonl corpus to "
+            f"search in-process, or the URL of a running /retrieve server), or {p}search_url "
+            "for web search"
+        )
+    elif not passages and (data.corpus is not None or data.retriever_url is not None):
+        problems.append(
+            f"{p}corpus / {p}retriever_url: no tool searches passages ({p}search_url is "
+            f"set, or {p}tools has no search): drop them"
+        )
+    problem = _check_search_url(data, p)
+    if problem:
+        problems.append(problem)
+    if {"visit", "find"} & set(data.tools) and data.search_url is None:
+        problems.append(
+            f"{p}tools: visit and find open web pages; give {p}search_url (SearXNG, a JSON "
+            "search API, `treegrpo serve-web`, or wiki:web) so that results have URLs"
+        )
+    if "find" in data.tools and "visit" not in data.tools:
+        problems.append(f"{p}tools: find reads the page last visited: add visit")
+    if data.corpus is not None and data.retriever_url is None:
+        problem = _check_name(data.corpus, BUILTIN_CORPORA)
+        if problem:
+            problems.append(f"{p}corpus: {problem}")
+    elif data.retriever_url is not None and data.retriever != "bm25":
+        problems.append(
+            f"{p}retriever: applies to a corpus; a /retrieve server searches its own way"
+        )
+    return problems
+
+
+def _check_search_url(data: DataConfig, p: str = "data.") -> str | None:
     """What is wrong with ``data.search_url`` as a name: an http(s) URL, or a built-in one."""
     url = data.search_url
     if url is None or url.startswith(("http://", "https://")):
         return None
     if url not in BUILTIN_SEARCH_URLS:
         known = ", ".join(BUILTIN_SEARCH_URLS)
-        return f"data.search_url: {url}: give an http(s):// URL or a built-in one ({known})"
+        return f"{p}search_url: {url}: give an http(s):// URL or a built-in one ({known})"
     if data.search_api != "searxng":
-        return f"data.search_api: {url} answers as SearXNG does: use searxng"
+        return f"{p}search_api: {url} answers as SearXNG does: use searxng"
     return None
 
 
@@ -273,6 +296,22 @@ def make_retriever(data: DataConfig) -> SearchTool:
     if data.retriever == "dense":
         return DenseRetriever(corpus)
     return BM25Retriever(corpus)
+
+
+def eval_inputs(
+    name: str, data: DataConfig, limit: int | None = None
+) -> tuple[list[EvalItem], SearchTool | Toolbox]:
+    """``treegrpo eval``'s questions and tools: the first ``limit`` questions of ``name`` (a
+    question file or a built-in set such as "wiki-web:test:link") and the search tool or
+    toolbox that ``data``'s tool fields name (``make_tool``). The names are checked and the
+    questions read before any index is built or site started, so a mistake fails at once.
+    Raises ValueError (the problems, by flag) or OSError (missing files)."""
+    problem = _check_name(name, BUILTIN_QUESTIONS)
+    problems = ([f"--data: {problem}"] if problem else []) + check_tools(data, "--")
+    if problems:
+        raise ValueError("; ".join(problems))
+    questions = resolve_questions([name])[:limit]
+    return [EvalItem.of(q) for q in questions], make_tool(data)
 
 
 def evenly_spaced(items: Sequence[Question], n: int | None) -> list[Question]:

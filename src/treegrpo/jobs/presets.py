@@ -89,7 +89,8 @@ class DataConfig(Checked):
     "wiki-qa:val" and "wiki-qa:test" (the answer is a span of a passage), "wiki-qa2:train",
     "wiki-qa2:val" and "wiki-qa2:test" (the same through two articles); a val set is a part of
     train, for choosing settings. "wiki-web:train" and "wiki-web:test": web questions for
-    `treegrpo serve-web` (in a snippet, in a page, one link away). Corpus "wiki:corpus";
+    `treegrpo serve-web` (in a snippet, in a page, one link away), and one kind of them as
+    "wiki-web:test:link" (in-snippet, in-page, link; train too). Corpus "wiki:corpus";
     models "smollm2", "smollm2-protocol", "smollm2-reader" and "smollm2-web"."""
 
     model: str | None = None
