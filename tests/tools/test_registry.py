@@ -102,6 +102,40 @@ def test_an_outage_fails_the_calls_it_did_not_answer() -> None:
     assert [o.result for o in out] == ["x", None, "z"]
 
 
+@dataclass
+class Buggy:
+    """A third-party tool with bugs: its parser raises on "crash", its call on any "boom"."""
+
+    name: str = "buggy"
+    usage: str = "x"
+    description: str = "raises what it should not"
+
+    def parse(self, text: str) -> str:
+        if text == "crash":
+            raise KeyError(text)
+        return text
+
+    def call(self, calls: Sequence[Call]) -> list[Any]:
+        if any(c.argument == "boom" for c in calls):
+            raise ZeroDivisionError("division by zero")
+        return [c.argument for c in calls]
+
+    def format(self, result: Any) -> str:
+        return str(result)
+
+
+def test_a_tool_that_raises_fails_its_calls_and_the_episodes_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    box = Toolbox([Buggy()])
+    out = box.run("buggy", [("a", ()), ("crash", ()), ("boom", ())])
+    assert [o.status for o in out] == ["failed", "error", "failed"]
+    assert out[0].text == "The buggy tool did not answer."
+    assert out[1].text.startswith("buggy: the argument could not be read")
+    assert "ZeroDivisionError" in caplog.text and "KeyError" in caplog.text  # tracebacks
+    assert [o.status for o in box.run("buggy", [("a", ()), ("b", ())])] == ["ok", "ok"]
+
+
 def test_the_retriever_tool_is_search_r1_search() -> None:
     class Retriever:
         def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:

@@ -199,7 +199,9 @@ class Toolbox:
     def run(self, name: str, calls: Sequence[tuple[str, tuple[PastCall, ...]]]) -> list[Outcome]:
         """Run the calls of one step to tool ``name``: ``calls[i] = (argument text, history)``.
         Arguments the tool refuses get an error outcome and are not sent; the others go in one
-        batch. Never raises for a tool's failure: each call's outcome says what happened."""
+        batch. Never raises for a tool's failure: each call's outcome says what happened. A tool
+        that raises anything but ``ToolFailed`` (a bug) fails its batch the same way, logged
+        with its traceback."""
         tool = self._tools[name]
         out: list[Outcome | None] = [None] * len(calls)
         todo: list[int] = []
@@ -209,6 +211,10 @@ class Toolbox:
                 argument = tool.parse(text)
             except BadArgument as exc:
                 out[i] = Outcome("error", f"{name}: {exc}")
+                continue
+            except Exception as exc:  # a parser's own bug: this call is refused, logged
+                log.exception("tool %r could not parse %r", name, text)
+                out[i] = Outcome("error", f"{name}: the argument could not be read ({exc})")
                 continue
             todo.append(i)
             parsed.append(Call(argument, history))
@@ -225,6 +231,10 @@ class Toolbox:
             results = exc.results or [None] * len(parsed)
             down = {j for j, r in enumerate(results) if r is None}
             log.warning("%d of %d %s calls failed: %s", len(down), len(parsed), name, exc)
+        except Exception:  # a tool's own bug (a third-party or MCP tool): an outage as well,
+            # with the traceback in the log, rather than a crashed rollout hours into a run
+            log.exception("tool %r raised on a batch of %d calls; they fail", name, len(parsed))
+            results, down = [None] * len(parsed), set(range(len(parsed)))
         for j, (i, call) in enumerate(zip(todo, parsed, strict=True)):
             r = results[j]
             if j in down:
