@@ -5,6 +5,7 @@ refused with what to write instead."""
 
 from __future__ import annotations
 
+import pickle
 import sys
 from pathlib import Path
 
@@ -66,6 +67,10 @@ def test_a_web_agents_tools_work_against_the_offline_website(tmp_path: Path) -> 
         assert found.status == "ok" and "1815" in found.text
         (missing,) = box.run("visit", [(f"{live.url}/wiki/Atlantis", ())])
         assert missing.status == "error" and "404" in missing.text
+        copy = pickle.loads(pickle.dumps(box))  # as a Ray rollout worker receives it
+        assert copy.names == box.names
+        assert copy.run("search", [("Ada Lovelace mathematician", ())])[0].text == hits.text
+        assert copy.run("visit", [("1 | year of birth", history[:1])])[0].text == page.text
 
 
 @pytest.mark.slow

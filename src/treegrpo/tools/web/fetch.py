@@ -46,6 +46,7 @@ import httpx
 
 from treegrpo.tools.registry import Failure
 from treegrpo.tools.web.hosts import host_mounts
+from treegrpo.tools.web.reopen import Reopens
 from treegrpo.tools.web.text import Link, clean_lines, extract
 
 log = logging.getLogger(__name__)
@@ -76,8 +77,9 @@ class _Refused(Exception):
     """A page that will not be read; the message is the ``Failure``'s reason."""
 
 
-class PageFetcher:
-    """Fetches pages; see the module docstring for the rules.
+class PageFetcher(Reopens):
+    """Fetches pages; see the module docstring for the rules. Pickles as its settings
+    (``reopen``): a Ray worker's copy opens its own connections.
 
     Args:
         connect_timeout: Seconds to open a connection.

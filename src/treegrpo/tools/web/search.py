@@ -41,6 +41,7 @@ import httpx
 
 from treegrpo.tools.base import ToolFailed
 from treegrpo.tools.registry import BadArgument, Call
+from treegrpo.tools.web.reopen import Reopens
 from treegrpo.tools.web.text import cut
 
 log = logging.getLogger(__name__)
@@ -70,8 +71,9 @@ class SearchBackendError(ToolFailed):
     """The search backend could not be reached or answered with an error."""
 
 
-class HttpSearch:
+class HttpSearch(Reopens):
     """What both clients share: the HTTP client, retries, the thread pool, the batch's errors.
+    Pickles as its settings (``reopen``): a Ray worker's copy opens its own connections.
     A subclass says how one query becomes a request (``_request``) and how the answer becomes
     hits (``_hits``)."""
 

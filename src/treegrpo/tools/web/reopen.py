@@ -1,0 +1,33 @@
+"""Web clients that travel to other processes (Ray rollout workers) as their settings.
+
+An ``httpx.Client`` and a thread pool do not pickle, and should not: connections and threads
+belong to one process. A ``Reopens`` object remembers the arguments it was made with and pickles
+as them, so the copy a worker receives opens its own connections and threads (and starts with
+an empty cache). Addresses stay as they are: a worker on another machine reaches what those
+addresses reach from there (a loopback site only on the same machine).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+R = TypeVar("R", bound="Reopens")
+
+
+class Reopens:
+    """Pickles as ``type(self)(*args, **kwargs)`` of its construction (see module docstring)."""
+
+    _made_with: tuple[tuple[Any, ...], dict[str, Any]]
+
+    def __new__(cls: type[R], *args: Any, **kwargs: Any) -> R:
+        self = super().__new__(cls)
+        self._made_with = (args, kwargs)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        args, kwargs = self._made_with
+        return (_reopen, (type(self), args, kwargs))
+
+
+def _reopen(cls: type[Reopens], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Reopens:
+    return cls(*args, **kwargs)
