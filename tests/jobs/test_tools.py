@@ -80,16 +80,14 @@ def test_an_mcp_servers_tools_come_by_configuration_alone(tmp_path: Path) -> Non
     command = f"{sys.executable} -m treegrpo.tools.mcp_server --corpus {corpus}"
     data = DataConfig(**BASE, corpus=str(corpus), mcp_servers=(command,))  # type: ignore[arg-type]
     box = make_tool(data)
-    try:
-        assert isinstance(box, Toolbox)
+    assert isinstance(box, Toolbox)
+    with box:  # the toolbox owns the MCP connection: closing it ends the server
         assert box.names == ("search", "wiki_search", "wiki_page")
         (o,) = box.run("wiki_search", [('{"query": "Ada born"}', ())])
         assert o.status == "ok" and "London" in o.text
-    finally:
-        for tool in box:
-            close = getattr(getattr(tool, "connection", None), "close", None)
-            if close is not None:
-                close()
+        connections = {id(t.connection): t.connection for t in box if hasattr(t, "connection")}
+        assert len(connections) == 1 and not any(c.closed for c in connections.values())
+    assert all(c.closed for c in connections.values())
 
 
 def test_mcp_servers_are_urls_or_command_lines() -> None:

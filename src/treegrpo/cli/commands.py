@@ -327,6 +327,9 @@ def train(
         except (TrainingUnhealthy, SearchOutage) as exc:  # the checkpoints so far are kept
             logging.getLogger("treegrpo").error("stopped: %s", exc)
             raise SystemExit(f"treegrpo train: stopped: {exc}; --run.resume continues") from None
+        finally:  # a toolbox's web clients and MCP connections (stdio servers exit)
+            if job == "data" and isinstance(inputs.tool, Toolbox):
+                inputs.tool.close()
     if job == "data" and summary["before"] is not None and summary["after"] is not None:
         console.print(compare_table(summary["before"], summary["after"]))
     elif job == "embedded":
@@ -421,19 +424,23 @@ def evaluate(
         "max_context": max_context,
         "engine": engine,
     }
-    report = evaluate_checkpoint(
-        model,
-        items,
-        tool,
-        out,
-        AgentLimits(max_turns, topk, max_context),
-        max_new_tokens,
-        max_obs_tokens,
-        batch_size,
-        device,
-        settings,
-        engine,
-    )
+    try:
+        report = evaluate_checkpoint(
+            model,
+            items,
+            tool,
+            out,
+            AgentLimits(max_turns, topk, max_context),
+            max_new_tokens,
+            max_obs_tokens,
+            batch_size,
+            device,
+            settings,
+            engine,
+        )
+    finally:  # a toolbox's web clients and MCP connections (stdio servers exit)
+        if isinstance(tool, Toolbox):
+            tool.close()
     Console().print(format_table(report, f"{model} on {data}"))
     Console().print(f"wrote {out / 'eval.json'} and {out / 'eval.md'}")
 

@@ -30,15 +30,20 @@ def search_r1_only(data: DataConfig) -> bool:
 
 def make_toolbox(data: DataConfig, retriever: Callable[[], SearchTool]) -> Toolbox:
     """The toolbox ``data`` names, in its order, then the MCP servers' tools. ``retriever``
-    makes the passage retriever, called only when ``search`` searches passages."""
+    makes the passage retriever, called only when ``search`` searches passages. The toolbox
+    owns its web clients and MCP connections: ``close()`` it when done."""
     box = Toolbox()
     fetcher = web_fetcher(data) if {"visit", "find"} & set(data.tools) else None
+    if fetcher is not None:
+        box.owns(fetcher)
     for name in data.tools:
         tool: Tool
         if name == "search" and data.search_url is None:
             tool = RetrieverTool(retriever(), data.topk)
         elif name == "search":
-            tool = WebSearchTool(web_search(data), data.topk)
+            client = web_search(data)
+            box.owns(client)
+            tool = WebSearchTool(client, data.topk)
         elif name == "visit":
             assert fetcher is not None
             tool = VisitTool(fetcher, data.visit_chars)
@@ -48,7 +53,9 @@ def make_toolbox(data: DataConfig, retriever: Callable[[], SearchTool]) -> Toolb
             tool = FunctionTool(CALCULATE[0], calculate, *CALCULATE[1:])
         box.register(tool)
     if data.mcp_servers:
-        for tool in mcp_tools(mcp_servers(data.mcp_servers)).tools:
+        servers = mcp_tools(mcp_servers(data.mcp_servers))
+        box.owns(servers)
+        for tool in servers.tools:
             box.register(tool)
     return box
 

@@ -145,8 +145,25 @@ class Toolbox:
 
     def __init__(self, tools: Sequence[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._owned: list[Any] = []  # what close() closes: connections, clients, fetchers
         for tool in tools:
             self.register(tool)
+
+    def owns(self, *resources: Any) -> None:
+        """Close ``resources`` (anything with ``close()``: MCP connections, HTTP clients) when
+        the toolbox closes."""
+        self._owned.extend(resources)
+
+    def close(self) -> None:
+        """Close what the toolbox owns (``owns``), last first; a stdio MCP server exits."""
+        while self._owned:
+            self._owned.pop().close()
+
+    def __enter__(self) -> Toolbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def search_r1(cls, retriever: SearchTool, topk: int = 3) -> Toolbox:
