@@ -160,6 +160,8 @@ def test_too_many_failed_searches_stop_the_step_before_its_update(agent: Agent) 
         policy, None, opt, None, rollouts, agent.protocol, batch, *args, seed=0
     )  # fmt: skip
     assert metrics["agent/failed_searches"] > 0
+    assert metrics["agent/tool_calls_per_leaf"] > 0  # Search-R1's agent: no per-tool copy of it
+    assert not [k for k in metrics if k.startswith("agent/calls_per_leaf/")]
 
 
 class Server:
