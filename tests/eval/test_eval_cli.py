@@ -99,6 +99,8 @@ def test_the_cli_stops_with_the_message(model_dir: Path, corpus: Path, tmp_path:
             "--search_url",
         ),
         (["--data", str(bad), "--tools", "browse"], "tools must each be one of"),
+        (["--data", str(bad), "--corpus", str(corpus), "--max-turns", "-1"], "max_turns must be"),
+        (["--data", str(bad), "--corpus", str(corpus), "--limit", "0"], "--limit and --batch"),
         (["--data", "synthetic-eval", "--corpus", str(corpus)], "searches its own world"),
         (["--data", str(tmp_path / "n.jsonl"), "--corpus", str(corpus)], "n.jsonl: no such"),
     ]

@@ -396,7 +396,7 @@ def evaluate(
     max_obs_tokens = base.max_obs_tokens if max_obs_tokens is None else max_obs_tokens
     max_context = base.max_context if max_context is None else max_context
 
-    tool_flags = {
+    tool_flags: dict[str, Any] = {
         "tools": tools,
         "search_url": search_url,
         "search_api": search_api,
@@ -405,9 +405,21 @@ def evaluate(
         "mcp_servers": mcp_servers,
     }
     try:  # inputs first: a broken file fails before a model loads or an index builds
+        if (limit is not None and limit < 1) or batch_size < 1:
+            raise ValueError(f"--limit and --batch-size must be >= 1 (got {limit}, {batch_size})")
+        cfg = DataConfig(  # checks the limits' and the tools' ranges
+            corpus=None if corpus is None else str(corpus),
+            retriever_url=retriever_url,
+            max_turns=max_turns,
+            topk=topk,
+            max_new_tokens=max_new_tokens,
+            max_obs_tokens=max_obs_tokens,
+            max_context=max_context,
+            **tool_flags,
+        )
         built_in = str(model) in data_job.BUILTIN_MODELS  # built (once) after the inputs
         model = model if built_in else model_directory(model)
-        items, tool = _eval_inputs(data, corpus, retriever_url, tool_flags, world_seed, limit)
+        items, tool = _eval_inputs(data, cfg, world_seed, limit)
         model = data_job.resolve_model(str(model)) if built_in else model
     except (ValueError, OSError) as exc:  # bad rows, missing files, flags that do not fit
         raise SystemExit(f"treegrpo eval: {exc}") from None
@@ -446,22 +458,14 @@ def evaluate(
 
 
 def _eval_inputs(
-    data: str,
-    corpus: Path | None,
-    retriever_url: str | None,
-    tool_flags: dict[str, Any],
-    world_seed: int,
-    limit: int | None,
+    data: str, cfg: DataConfig, world_seed: int, limit: int | None
 ) -> tuple[list[EvalItem], SearchTool | Toolbox]:
     """`treegrpo eval`'s questions and tools: the embedded job's held-out world, or a file or
-    built-in set with the tools the flags name (``jobs.data.eval_inputs``)."""
+    built-in set with the tools ``cfg`` names (``jobs.data.eval_inputs``)."""
     if data == SYNTHETIC_EVAL:
-        if corpus is not None or retriever_url is not None or tool_flags["search_url"]:
+        if cfg.corpus is not None or cfg.retriever_url is not None or cfg.search_url:
             raise ValueError(f"{SYNTHETIC_EVAL} searches its own world: drop the corpus/retriever")
         return synthetic_set(world_seed, limit)
-    cfg = DataConfig(
-        corpus=None if corpus is None else str(corpus), retriever_url=retriever_url, **tool_flags
-    )
     return data_job.eval_inputs(data, cfg, limit)
 
 
