@@ -39,6 +39,28 @@ def test_answer_source(answer: str | None, source: str) -> None:
     assert answer_source(answer, RESPONSE + f"<answer> {answer} </answer>") == source
 
 
+WEB = (  # a web agent's episode: search results, then a visited page
+    "<search> Who wrote A Doll's House? </search>\n\n<information>[1] A Doll's House\n"
+    "http://wiki.test/wiki/A_Doll's_House\nA Doll's House is a three-act play.\n[2] Henrik Ibsen\n"
+    "http://wiki.test/wiki/Henrik_Ibsen\nHenrik Ibsen was a playwright.</information>\n\n"
+    "<visit> 2 </visit>\n\n<information>Title: Henrik Ibsen\nURL: http://wiki.test/wiki/Henrik_Ibsen\n"
+    "Henrik Johan Ibsen was a Norwegian playwright.</information>\n\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "source"),
+    [
+        ("Henrik Ibsen", "title"),  # a result's title
+        ("three-act play", "span"),  # a snippet's words
+        ("Henrik Johan Ibsen", "span"),  # the visited page's words
+        ("Norway", "other"),
+    ],
+)
+def test_answer_source_of_a_web_agent(answer: str, source: str) -> None:
+    assert answer_source(answer, WEB + f"<answer> {answer} </answer>") == source
+
+
 def test_nothing_retrieved_means_own_words() -> None:
     assert answer_source("Joseph Conrad", "<think> x </think><answer> Joseph Conrad </answer>") == (
         "other"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -179,16 +180,26 @@ ANSWER_SOURCES = ("title", "span", "other", "none")
 
 
 def answer_source(answer: str | None, response: str) -> str:
-    """Where an answer comes from: "title" (the title of a Doc the episode retrieved: what a
-    model trained on title questions answers by habit), "span" (a run of whole tokens of a
-    retrieved passage's text), "other" (neither: the model's own words) or "none" (no answer).
+    """Where an answer comes from: "title" (the title of a Doc the episode retrieved, or of a
+    web search result: what a model trained on title questions answers by habit), "span" (a run
+    of whole tokens of a retrieved passage's text, or of any other observation: a result's
+    snippet, a visited page), "other" (neither: the model's own words) or "none" (no answer).
     ``response``: the episode after the prompt, observations included."""
     if answer is None or not normalize_answer(answer):
         return "none"
     docs = parse_passages(response)
-    if any(normalize_answer(answer) == normalize_answer(title) for _, title, _ in docs):
+    if docs:  # Search-R1's passages
+        titles, texts = [title for _, title, _ in docs], [text for _, _, text in docs]
+    else:  # other tools' observations; web results list "[k] Title" lines
+        texts = _OBSERVATION.findall(response)
+        titles = [t for text in texts for t in _RESULT_TITLE.findall(text)]
+    if any(normalize_answer(answer) == normalize_answer(title) for title in titles):
         return "title"
-    return "span" if any(is_span(answer, text) for _, _, text in docs) else "other"
+    return "span" if any(is_span(answer, text) for text in texts) else "other"
+
+
+_OBSERVATION = re.compile(r"<information>(.*?)</information>", re.DOTALL)
+_RESULT_TITLE = re.compile(r"^\[\d+\] (.+)$", re.MULTILINE)
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
