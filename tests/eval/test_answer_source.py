@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from treegrpo.agent.protocol import CLOSE_INFO, OPEN_INFO, format_passages
-from treegrpo.eval.evaluate import answer_source, summarize
+from treegrpo.eval.evaluate import answer_seen, answer_source, summarize
 
 OBSERVATION = (
     f"\n\n{OPEN_INFO}"
@@ -80,3 +80,11 @@ def test_summary_shares() -> None:
         "none": 0.25,
     }
     assert summarize([])["answer_from"] == {}
+
+
+def test_answer_seen_in_any_observation_as_whole_tokens() -> None:
+    assert answer_seen(["Henrik Johan Ibsen"], WEB)  # the visited page
+    assert answer_seen(["three-act"], WEB) and answer_seen(["x", "Polish-British"], RESPONSE)
+    assert not answer_seen(["Ibse"], WEB)  # not whole tokens
+    assert not answer_seen(["Norway"], WEB)
+    assert not answer_seen(["Ibsen"], "<answer> Ibsen </answer>")  # the model's words only

@@ -51,7 +51,9 @@ PAPER_NAMES = {
 }
 """Column names of the paper's table (ALGORITHM.md §7), by Search-R1 data_source."""
 AVERAGES = {"single-hop avg": SINGLE_HOP, "multi-hop avg": MULTI_HOP}
-METRICS = ("em", "f1", "valid_format", "tool_calls")
+METRICS = ("em", "f1", "valid_format", "tool_calls", "answer_seen")
+"""Means per group. ``answer_seen``: a gold answer stood, as whole tokens, in one of the
+episode's observations (the search found it; a miss with it seen is a reading miss)."""
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +118,7 @@ def evaluate(
                     "f1": float(scores.f1[i]),
                     "valid_format": float(scores.valid_format[i]),
                     "tool_calls": float(scores.tool_calls[i]),
+                    "answer_seen": float(answer_seen(it.golds, response)),
                     **{f"calls/{t}": float(c[i]) for t, c in per_tool.items()},
                     "generated_tokens": getattr(rollout.spend.by_prompt.get(i), "generated", 0),
                     "answer": answer,
@@ -198,6 +201,12 @@ def answer_source(answer: str | None, response: str) -> str:
     return "span" if any(is_span(answer, text) for text in texts) else "other"
 
 
+def answer_seen(golds: Sequence[str], response: str) -> bool:
+    """Whether a gold answer stands, as a run of whole tokens, in one of ``response``'s
+    observations (passages, results, pages)."""
+    return any(is_span(g, text) for text in _OBSERVATION.findall(response) for g in golds)
+
+
 _OBSERVATION = re.compile(r"<information>(.*?)</information>", re.DOTALL)
 _RESULT_TITLE = re.compile(r"^\[\d+\] (.+)$", re.MULTILINE)
 
@@ -211,7 +220,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         ends = Counter(r.get("outcome") for r in rs)
         misses = {k: ends[k] for k in OUTCOMES[1:] if ends[k]}  # counts, commonest first
         calls = sorted({k for r in rs for k in r if k.startswith("calls/")})
-        return {k: float(np.mean([r.get(k, 0.0) for r in rs])) for k in (*METRICS, *calls)} | {
+        keys = [k for k in METRICS if any(k in r for r in rs)] + calls  # rows of older reports
+        return {k: float(np.mean([r.get(k, 0.0) for r in rs])) for k in keys} | {
             "n": len(rs),
             "misses": dict(sorted(misses.items(), key=lambda kv: -kv[1])),
         }
@@ -259,7 +269,8 @@ def source_averages(by_source: dict[str, dict[str, float]]) -> dict[str, dict[st
             continue
         label = name if len(present) == len(group) else f"{name} ({', '.join(present)})"
         ms = [by_source[s] for s in present]
-        out[label] = {k: float(np.mean([m[k] for m in ms])) for k in METRICS}
+        keys = [k for k in METRICS if all(k in m for m in ms)]
+        out[label] = {k: float(np.mean([m[k] for m in ms])) for k in keys}
         out[label]["n"] = sum(int(m["n"]) for m in ms)
     return out
 
@@ -287,13 +298,14 @@ def format_table(report: dict[str, Any], title: str = "evaluation") -> str:
     lines = [
         f"### {title}",
         "",
-        "| group | n | EM | F1 | valid format | tool calls |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| group | n | EM | F1 | valid format | tool calls | answer seen |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, m in report_groups(report):
+        seen = f"{100 * m['answer_seen']:.1f}" if "answer_seen" in m else ""  # older reports
         lines.append(
             f"| {name} | {m['n']} | {100 * m['em']:.1f} | {100 * m['f1']:.1f} | "
-            f"{100 * m['valid_format']:.1f} | {m['tool_calls']:.2f} |"
+            f"{100 * m['valid_format']:.1f} | {m['tool_calls']:.2f} | {seen} |"
         )
     paper = paper_table(report)
     if paper:
