@@ -108,8 +108,8 @@ BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader", "smollm2-web"
 (``treegrpo.warmstart.protocol``; built once, a few minutes on a CPU); ``smollm2-reader`` after
 the reader warm start on the reading questions (``treegrpo.warmstart.reader``; built once, up to
 an hour on a CPU); ``smollm2-web`` after the web warm start on ``wiki-web:train`` through
-search and visit on the in-process offline wiki (``treegrpo.warmstart.web``; built once, its
-build time not measured yet)."""
+search and visit on the in-process offline wiki (``treegrpo.warmstart.web``; built once,
+about 50 minutes on 2 CPU cores)."""
 BUILTIN_SEARCH_URLS = (WIKI_WEB,)
 """Built-in search URLs: ``wiki:web`` is the offline wiki site started in this process
 (``treegrpo.data.wiki_web``)."""
