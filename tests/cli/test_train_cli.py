@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -55,7 +56,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     monkeypatch.setattr(embedded, "before_after_table", lambda before, after: "")
     monkeypatch.setattr(datarun, "run_data", fake_data)
     monkeypatch.setattr(datarun, "read_questions", lambda data: None)  # reads nothing
-    monkeypatch.setattr(datarun, "prepare_inputs", lambda data, questions: None)
+    nothing = SimpleNamespace(tool=None)  # prepared: no model, no tools to close
+    monkeypatch.setattr(datarun, "prepare_inputs", lambda data, questions: nothing)
     monkeypatch.setattr(commands, "join_ray", lambda cluster: cluster)  # no Ray cluster here
     return seen
 

@@ -15,7 +15,7 @@ from treegrpo.jobs.presets import DataConfig
 
 DATA_MD = Path(__file__).resolve().parents[2] / "docs" / "data.md"
 RESOLVED = (*BUILTIN_QUESTIONS, *BUILTIN_CORPORA, *BUILTIN_MODELS)
-WITH_COLON = re.compile(r"[a-z0-9-]+:[a-z]+")  # "wiki-qa:val", not a YAML "data:" key
+WITH_COLON = re.compile(r"[a-z0-9-]+(?::[a-z-]+)+")  # "wiki-qa:val", "wiki-web:test:link"
 
 
 def test_data_config_names_every_built_in_name_and_no_other() -> None:
