@@ -39,6 +39,7 @@ from treegrpo.jobs.budget import plan as budget_plan
 from treegrpo.jobs.budget import run as budget_run
 from treegrpo.jobs.presets import DEFAULT_DATA, DEFAULT_EMBEDDED, DataConfig, EmbeddedConfig
 from treegrpo.jobs.runner import start_run
+from treegrpo.jobs.tools import search_r1_only
 from treegrpo.models.load import resolve_device
 from treegrpo.models.smollm2 import prepare_smollm2
 from treegrpo.rollout.sampler import AgentLimits
@@ -427,7 +428,7 @@ def evaluate(
         "data": data,
         "corpus": None if corpus is None else str(corpus),
         "retriever_url": retriever_url,
-        **({} if tools == ("search",) and search_url is None else tool_flags),
+        **({} if search_r1_only(cfg) else tool_flags),
         "questions": len(items),
         "max_turns": max_turns,
         "topk": topk,

@@ -105,7 +105,6 @@ def evaluate(
         leaves = leaf_per_prompt(rollout.forest)
         golds = [it.golds for it in chunk]
         scores = score_leaves(rollout, leaves, golds, protocol.decode, tools=protocol.names)
-        per_tool = {} if protocol.search_only else scores.calls
         for i, it in enumerate(chunk):
             answer = _answer(rollout, leaves[i], protocol)
             response = _response(rollout, leaves[i], protocol)
@@ -119,7 +118,7 @@ def evaluate(
                     "valid_format": float(scores.valid_format[i]),
                     "tool_calls": float(scores.tool_calls[i]),
                     "answer_seen": float(answer_seen(it.golds, response)),
-                    **{f"calls/{t}": float(c[i]) for t, c in per_tool.items()},
+                    **{f"calls/{t}": float(c[i]) for t, c in scores.calls.items()},
                     "generated_tokens": getattr(rollout.spend.by_prompt.get(i), "generated", 0),
                     "answer": answer,
                     "answer_from": answer_source(answer, response),

@@ -33,7 +33,8 @@ class LeafScores:
     valid_format: FloatArray
     answered: FloatArray  # the model gave an answer at all
     tool_calls: FloatArray  # executed tool calls on the leaf's path
-    calls: dict[str, FloatArray] = field(default_factory=dict)  # tool → its calls on the path
+    # tool → its calls on the path; empty for Search-R1's agent (search alone: tool_calls)
+    calls: dict[str, FloatArray] = field(default_factory=dict)
 
 
 def score_leaves(
@@ -82,7 +83,8 @@ def score_leaves(
         for col, v in zip(cols, values, strict=True):
             col.append(v)
         counts.append(Counter(rollout.step(int(n)).tool for n in path))
-    calls = {t: np.array([c[t] for c in counts], dtype=np.float64) for t in tools}
+    per_tool = tuple(tools) != ("search",)  # Search-R1's agent: tool_calls says it all
+    calls = {t: np.array([c[t] for c in counts], dtype=np.float64) for t in tools if per_tool}
     r, em, f1, valid, answered, n_calls = (np.array(c, dtype=np.float64) for c in cols)
     return LeafScores(r, em, f1, valid, answered, n_calls, calls)
 
