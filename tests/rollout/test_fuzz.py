@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from treegrpo.agent.protocol import Action, SearchProtocol, parse_action
 from treegrpo.agent.stops import STEP_END_TAGS, StepStopper
 from treegrpo.core.budget import SpendAccountant, TreeShape
-from treegrpo.core.rewards import PROTOCOL_TAGS
+from treegrpo.core.rewards import PROTOCOL_TAGS, is_well_formed_step
 from treegrpo.core.tree import Forest
 from treegrpo.engine.base import Finish, StepRequest, StepResult
 from treegrpo.engine.hf import HFEngine
@@ -269,10 +269,18 @@ def test_scores_come_from_the_models_steps_only(tag_tokenizer: Any, data: st.Dat
         executed = [r for r in path if r.searched]
         assert s.tool_calls[j] == len(executed)
         assert all(r.action.kind == "search" and not r.final for r in executed)
+        # how it ended, and its void turns (steps with neither a tool call nor an answer)
+        assert s.void_turns[j] == sum(r.action.kind == "invalid" for r in path)
+        texts = [proto.decode(r.action_ids) for r in path]
+        assert s.broken_turns[j] == sum(not is_well_formed_step(t) for t in texts)
+        assert s.broken_turns[j] >= s.void_turns[j]  # a void turn is broken
+        assert s.outcome[j] == (
+            "wrong" if answered else "turn_limit" if last.final else "no_answer"
+        )
         # the answer is the last step's, as parsed: right when graded against it
         if answered and last.action.text:
             own = score_leaves(ro, [leaf], [[last.action.text]] * len(ro.prompts), proto.decode)
-            assert own.em[0] == 1.0 and own.reward[0] >= 0.8
+            assert own.em[0] == 1.0 and own.reward[0] >= 0.8 and own.outcome == ["right"]
     # every executed search sent the model's own query, never a passage's
     assert d.tool.queries == [r.action.text for r in ro.steps if r.searched]
     assert GOLD not in " ".join(d.tool.queries)

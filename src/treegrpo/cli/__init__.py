@@ -97,6 +97,8 @@ def bench_budget(
     difficulty: tuple[str, ...] | None = None,
     quarter: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False,
     world_seed: int | None = None,
+    warm_starts: tuple[str, ...] | None = None,
+    warm_cross: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False,
     eval_every: int | None = None,
     workers: int | None = None,
     out: Path | None = None,
@@ -137,6 +139,11 @@ def bench_budget(
         world_seed: Seed of the embedded RL and held-out worlds (default 0). Another seed is a
             validation world for choosing settings before the held-out world is measured; its
             outputs get "-world<seed>" in their default names.
+        warm_starts: Warm starts to sample, each SEED or SEED:PATH (PATH auto, mkl or onednn:
+            the linear-layer path of its SFT), e.g. 0:mkl 1:onednn; each is built once and
+            cached. Run seed i starts from the i-th (cycling), so the intervals see the warm
+            start's share of the variance. Default: the embedded job's one warm start.
+        warm_cross: Every warm start with every seed (--warm-starts × --seeds runs per method).
         eval_every: Held-out evaluation every this many RL steps, for each run's curve of EM
             against generated tokens and wall time (default 5, quick 2, data mode the config's
             run.eval_every; 0: before and after only).

@@ -123,22 +123,45 @@ def is_valid_format(response: str, tools: Sequence[str] = ("search",)) -> bool:
         "answer": set(),
     }
     nxt |= {t: {"information"} for t in tools}
-    state = "start"
+    seq = _tag_sequence(response, tools)
+    if seq is None or not seq or seq[-1] != "answer":
+        return False
+    return all(b in nxt[a] for a, b in zip(("start", *seq[:-1]), seq, strict=True))
+
+
+def is_well_formed_step(step: str, tools: Sequence[str] = ("search",)) -> bool:
+    """Whether one agent step (the model's own text of it) is exactly ``<think>…</think>`` and
+    then one action, ``<tool>…</tool>`` for a tool of ``tools`` or ``<answer>…</answer>``, with
+    only whitespace between tags and no protocol tag inside a tag's content: a step of a
+    response that ``is_valid_format`` accepts. A step that is not (no action, an unclosed tag,
+    an ``<information>`` block the model wrote itself, two actions) is a broken turn."""
+    tools = tuple(tools)
+    seq = _tag_sequence(step, tools)
+    return seq is not None and len(seq) == 2 and seq[0] == "think" and seq[1] in (*tools, "answer")
+
+
+def _tag_sequence(text: str, tools: tuple[str, ...]) -> list[str] | None:
+    """The protocol tags of ``text`` in order, each opened and closed before the next opens,
+    with only whitespace outside them; None when ``text`` is not made of such blocks."""
+    seq: list[str] = []
     pos = 0
     open_tag: str | None = None
-    for m in _tag(tools).finditer(response):
-        between = response[pos : m.start()]
+    for m in _tag(tools).finditer(text):
+        between = text[pos : m.start()]
         closing, name = m.group(1) == "/", m.group(2)
         if open_tag is None:
-            if closing or between.strip() or name not in nxt[state]:
-                return False
+            if closing or between.strip():
+                return None
             open_tag = name
         else:
             if not closing or name != open_tag:
-                return False  # a tag inside another tag's content, or a mismatched close
-            state, open_tag = name, None
+                return None  # a tag inside another tag's content, or a mismatched close
+            seq.append(name)
+            open_tag = None
         pos = m.end()
-    return open_tag is None and state == "answer" and not response[pos:].strip()
+    if open_tag is not None or text[pos:].strip():
+        return None
+    return seq
 
 
 def search_r1_reward(

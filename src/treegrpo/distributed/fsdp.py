@@ -310,11 +310,7 @@ class FSDPLearner:
         )
         stats = out[0]  # grad norms and skips are the same on every rank
         for other in out[1:]:
-            for k, v in other.sums.items():
-                stats.sums[k] += v
-            stats.share += other.share
-            for k, n in other.tokens.items():
-                stats.tokens[k] += n
+            stats.merge(other)
         return stats
 
     def load_into(self, policy: Any, scheduler: Any | None) -> None:

@@ -97,12 +97,13 @@ def run_embedded(
 ) -> dict[str, Any]:
     """Run the default job; returns the summary also written to ``<run>/summary.json``.
 
+    ``warm``: the warm start (default: the recipe's with ``cfg``'s seed and linear path).
     ``before``: the warm start's held-out report (``evaluate``'s output) to use instead of
     evaluating it again; runs that share the warm start and held-out questions can share it.
     """
     t0 = time.perf_counter()
     start_run(run)  # before the warm start: a refused run costs nothing
-    warm = warm or WarmStartConfig()
+    warm = warm or WarmStartConfig(seed=cfg.warm_start_seed, linear=cfg.warm_start_linear)
     if cfg.web:  # the web variant's demonstrations take as many turns as its episodes
         warm = replace(warm, web=True, max_turns=cfg.max_turns)
     model_dir = warm_start(warm, progress=progress)

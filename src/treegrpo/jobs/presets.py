@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from treegrpo.embedded.names import POOL_SIZE
 from treegrpo.embedded.relations import RELATIONS
+from treegrpo.engine.cpu.onednn import LinearPath
 from treegrpo.train.config import (
     AlgorithmConfig,
     Checked,
@@ -51,13 +52,19 @@ class EmbeddedConfig(Checked):
     web: bool = False
     """The web variant (``embedded.web``): a search lists page titles only, the fact needs a
     ``visit``; its own warm start (configs/embedded-web.yaml; give it max_turns 8)."""
+    warm_start_seed: int = 0
+    """Seed of the warm start (model initialization, demonstrations, batch order): another
+    seed is another starting policy of the same recipe, built once and cached."""
+    warm_start_linear: LinearPath = "auto"
+    """Linear-layer path of the warm start's SFT: mkl, onednn, or auto (this CPU's default).
+    The two differ by fp32 rounding only, yet give different starting policies."""
 
     def _check(self) -> None:
         people = f"in [{len(RELATIONS) + 2}, {POOL_SIZE}]"  # someone else for every relation
         check_ranges(self, world_seed=">= 0", people=people, questions=">= 1")
         check_ranges(self, eval_questions=">= 1", max_turns=">= 0", topk=">= 1")
         check_ranges(self, max_new_tokens=">= 1", max_obs_tokens=">= 1", max_context=">= 1")
-        check_ranges(self, temperature="> 0")
+        check_ranges(self, temperature="> 0", warm_start_seed=">= 0")
 
 
 # The embedded default: Tree-GRPO at budget ≈ 8, (M, N, L) = (2, 6, 1), 14 leaves per prompt, sized

@@ -15,6 +15,7 @@ from treegrpo.core.rewards import (
     extract_answer,
     f1_score,
     is_valid_format,
+    is_well_formed_step,
     search_r1_f1_reward,
     search_r1_reward,
 )
@@ -35,6 +36,27 @@ class LeafScores:
     tool_calls: FloatArray  # executed tool calls on the leaf's path
     # tool → its calls on the path; empty for Search-R1's agent (search alone: tool_calls)
     calls: dict[str, FloatArray] = field(default_factory=dict)
+    # how each episode ended (``OUTCOMES``); its void turns, steps on the path whose action was
+    # neither a tool call nor an answer (the protocol's invalid action); and its broken turns,
+    # steps that are not one well-formed think-then-action block (``is_well_formed_step``: void
+    # turns, and actions beside text the model wrote in place of an observation)
+    outcome: list[str] = field(default_factory=list)
+    void_turns: FloatArray = field(default_factory=lambda: np.zeros(0))
+    broken_turns: FloatArray = field(default_factory=lambda: np.zeros(0))
+
+
+OUTCOMES = ("right", "wrong", "turn_limit", "no_answer")
+"""How a leaf's episode ended: an answer that matched a gold (exact match), an answer that did
+not, the forced final step without an answer (the turn limit), or an end without an answer
+before it (a void last step at the context limit, an empty step)."""
+
+
+def outcome_of(em: float, answered: bool, final: bool) -> str:
+    """The ``OUTCOMES`` entry of a leaf from its exact match, whether it answered, and whether
+    its last step was the forced final one."""
+    if answered:
+        return "right" if em > 0 else "wrong"
+    return "turn_limit" if final else "no_answer"
 
 
 def score_leaves(
@@ -45,19 +67,23 @@ def score_leaves(
     reward: Literal["em", "f1"] = "em",
     format_score: float = 0.2,
     tools: Sequence[str] = ("search",),
+    broken_penalty: float = 0.0,
 ) -> LeafScores:
     """Score ``leaves``; ``golds[p]`` are the gold answers of the forest's prompt p. The answer is
     read from the model's own tokens of the leaf's last step, the format from the whole response.
     ``format_score``: Search-R1's bonus for a valid format (half of it for a wrong answer in
-    invalid format); ``tools``: the agent's tool names (the format's action tags).
+    invalid format); ``tools``: the agent's tool names (the format's action tags);
+    ``broken_penalty``: subtracted from the reward of a leaf whose path holds a broken turn.
 
     Only the last step can hold the answer: an answer ends the episode. The model's tokens of
     all steps joined would let an ``<answer>`` cut off at one step's token limit pair with a
     ``</answer>`` of the next step, across the feedback between them, though the protocol parsed
     no answer in either."""
     fn = search_r1_reward if reward == "em" else search_r1_f1_reward
-    cols: list[list[float]] = [[] for _ in range(6)]
+    cols: list[list[float]] = [[] for _ in range(8)]
+    broken: dict[int, bool] = {}  # node → its step is broken (a shared step is decoded once)
     counts: list[Counter[str]] = []
+    outcomes: list[str] = []
     for leaf in leaves:
         seq = rollout.leaf_sequence(int(leaf))
         response = decode(seq.ids[seq.prompt_len :])
@@ -79,14 +105,31 @@ def score_leaves(
             float(is_valid_format(response, tools)),
             float(answer is not None),
             float(sum(rollout.step(int(n)).called for n in path)),
+            float(sum(rollout.step(int(n)).action.kind == "invalid" for n in path)),
+            float(sum(_broken(rollout, int(n), decode, tools, broken) for n in path)),
         )
         for col, v in zip(cols, values, strict=True):
             col.append(v)
         counts.append(Counter(rollout.step(int(n)).tool for n in path))
+        outcomes.append(outcome_of(values[1], answer is not None, rollout.step(int(leaf)).final))
     per_tool = tuple(tools) != ("search",)  # Search-R1's agent: tool_calls says it all
     calls = {t: np.array([c[t] for c in counts], dtype=np.float64) for t in tools if per_tool}
-    r, em, f1, valid, answered, n_calls = (np.array(c, dtype=np.float64) for c in cols)
-    return LeafScores(r, em, f1, valid, answered, n_calls, calls)
+    r, em, f1, valid, answered, n_calls, void, bad = (np.array(c, np.float64) for c in cols)
+    r = r - broken_penalty * (bad > 0)
+    return LeafScores(r, em, f1, valid, answered, n_calls, calls, outcomes, void, bad)
+
+
+def _broken(
+    rollout: Rollout,
+    node: int,
+    decode: Callable[[list[int]], str],
+    tools: Sequence[str],
+    seen: dict[int, bool],
+) -> bool:
+    """Whether the step of ``node`` is a broken turn (``seen`` caches the answers)."""
+    if node not in seen:
+        seen[node] = not is_well_formed_step(decode(rollout.step(node).action_ids), tools)
+    return seen[node]
 
 
 @dataclass(frozen=True)
@@ -99,11 +142,12 @@ class LeafRewards:
     reward: Literal["em", "f1"] = "em"
     format_score: float = 0.2
     tools: tuple[str, ...] = ("search",)  # the agent's tool names (the format's action tags)
+    broken_penalty: float = 0.0  # off a leaf's reward when its path holds a broken turn
 
     def only(self, prompts: Sequence[int]) -> LeafRewards:
         """The same reward for a part of the batch: its prompts ``prompts``, renumbered 0.."""
         golds = [self.golds[p] for p in prompts]
-        return LeafRewards(golds, self.reward, self.format_score, self.tools)
+        return LeafRewards(golds, self.reward, self.format_score, self.tools, self.broken_penalty)
 
     def scorer(
         self, decode: Callable[[list[int]], str]
@@ -112,7 +156,8 @@ class LeafRewards:
 
         def score(rollout: Rollout, leaves: Sequence[int]) -> FloatArray:
             return score_leaves(
-                rollout, leaves, self.golds, decode, self.reward, self.format_score, self.tools
-            ).reward
+                rollout, leaves, self.golds, decode, self.reward, self.format_score, self.tools,
+                self.broken_penalty,
+            ).reward  # fmt: skip
 
         return score

@@ -25,6 +25,8 @@ from treegrpo.core.expansion import Rule as ExpansionRule
 
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
 KLEstimator = Literal["k1", "k2", "k3"]
+Correction = Literal["none", "tis", "mis"]  # sampler–trainer importance weights (train.offpolicy)
+Level = Literal["token", "sequence"]
 
 DEVICE = re.compile(r"auto|cpu|mps|(cuda|xpu)(:\d+)?")
 """The devices ``model.device`` takes (``models.load.resolve_device`` hands them to torch)."""
@@ -180,6 +182,26 @@ class AlgorithmConfig(Checked):
     alike): they carry only the KL and entropy terms, and the update's compute goes to the
     prompts that teach something. DAPO's dynamic-sampling filter (Yu et al. 2025), without
     re-sampling; token means then run over the kept prompts' tokens."""
+    broken_turn_penalty: float = 0.0
+    """Subtracted from the reward of a leaf whose path holds a broken turn, a step that is not
+    one well-formed think-then-action block (no action, an unclosed tag, an observation the
+    model wrote itself: ``core.rewards.is_well_formed_step``), so such a leaf ranks below a
+    well-formed one of the same outcome; it cannot be earned, only avoided (docs/algorithm.md,
+    "Learning that does not collapse")."""
+    void_turn_filter: bool = False
+    """Leave out of the update the leaves whose path holds a void turn, a step with neither a
+    tool call nor an answer (SimpleTIR, Xue et al. 2025, arXiv 2509.02479); their group's
+    advantages are computed with them."""
+    sampler_correction: Correction = "none"
+    """Importance-sampling correction for the gap between the engine's log-probs of the
+    sampled tokens and the trainer's (``train.offpolicy``): none; tis (truncated, min(ρ, C));
+    mis (masked, ρ·1[ρ ≤ C])."""
+    sampler_correction_level: Level = "token"
+    """token: one ratio per token; sequence: one per leaf, the product of its tokens' ratios
+    (trains each path whole: not packed by shared_prefix)."""
+    sampler_correction_cap: float = 2.0
+    """C of tis and mis; the gap metric ``offpolicy/over_cap`` counts tokens with ρ outside
+    [1/C, C]."""
     shared_prefix: bool = True
     """Train each prompt's kept paths packed once (``train.shared``): a step shared by k leaves
     is computed once, not k times, with loss weights that give the same update; needs a model
@@ -190,6 +212,7 @@ class AlgorithmConfig(Checked):
         check_ranges(self, m=">= 1", n=">= 0", l=">= 0", k=">= 1", format_score="in [0, 1)")
         check_ranges(self, clip_eps="in (0, 1)", dual_clip="> 1", kl_coef=">= 0")
         check_ranges(self, entropy_coef=">= 0", expansion_tokens=">= 1")
+        check_ranges(self, sampler_correction_cap="> 1", broken_turn_penalty=">= 0")
         check_ranges(self, expansion_temperature="> 0", expansion_repeat_penalty="in (0, 1]")
         check_ranges(self, expansion_bonus=">= 0", expansion_prior="> 0")
         check_ranges(self, expansion_budget_floor=">= 0", expansion_budget_cap=">= 1")

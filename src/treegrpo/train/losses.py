@@ -41,6 +41,7 @@ def ppo_clip_loss(
     clip_eps: float = 0.2,
     dual_clip: float | None = 3.0,
     aggregation: Aggregation = "token-mean",
+    is_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Clipped surrogate of PPO (Schulman et al. 2017) with dual clip (Ye et al. 2020, "Mastering
     Complex Control in MOBA Games"), per token:
@@ -49,8 +50,10 @@ def ppo_clip_loss(
         L = max(−A·r, −A·clip(r, 1 − ε, 1 + ε))
         L = min(L, −c·A)  where A < 0   (dual clip: bounds the loss of a very unlikely bad token)
 
-    logp, logp_old, advantages, mask: (B, T). Returns the aggregated loss and diagnostics (the
-    clipped-token fraction and the approximate KL to the old policy).
+    logp, logp_old, advantages, mask: (B, T). ``is_weight`` (B, T): a detached factor on each
+    token's term, the sampler–trainer importance weight (``train.offpolicy``; None: 1). Returns
+    the aggregated loss and diagnostics (the clipped-token fraction and the approximate KL to
+    the old policy).
     """
     log_ratio = torch.clamp(logp - logp_old, -20.0, 20.0)
     ratio = torch.exp(log_ratio)
@@ -64,6 +67,8 @@ def ppo_clip_loss(
         per_token = torch.where(
             advantages < 0, torch.minimum(clipped, -dual_clip * advantages), clipped
         )
+    if is_weight is not None:
+        per_token = per_token * is_weight
     m = mask.to(logp.dtype)
     with torch.no_grad():
         stats = {

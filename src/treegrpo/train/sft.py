@@ -112,16 +112,21 @@ def train_sft(
     progress: bool = True,
     context_weight: float = 0.0,
     cpu_speedups: bool | None = None,
+    onednn: bool | None = None,
 ) -> list[float]:
     """``steps`` AdamW updates, one length-grouped batch each (the data is cycled, reshuffled
     every epoch). The loss is the mean NLL per action token, plus ``context_weight`` × the mean
     NLL of the context tokens (``weighted_nll``). ``cpu_speedups``: ``engine.cpu.speedups``'s
-    switch (None = on for a model on CPU). Returns each step's loss."""
+    switch (None = on for a model on CPU); ``onednn``: whether its linear layers train on oneDNN
+    (None: where ``engine.cpu.onednn.preferred``; True needs the switch on). Returns each
+    step's loss."""
     if not examples:
         raise ValueError("no examples to train on")
     fast = speedups.enabled(model, cpu_speedups)
     if fast:
-        CpuSpeedups.attach(model)
+        CpuSpeedups.attach(model, trainable=onednn)
+    elif onednn:
+        raise ValueError("oneDNN linear layers are a CPU speed-up: cpu_speedups must be on")
     rng = random.Random(f"treegrpo-sft:{seed}")
     torch.manual_seed(seed)
     params = [p for p in model.parameters() if p.requires_grad]

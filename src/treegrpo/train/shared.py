@@ -372,11 +372,13 @@ def packed_ppo_loss(
     batch: PackedBatch,
     clip_eps: float = 0.2,
     dual_clip: float | None = 3.0,
+    is_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Σ_t pg_t (module docstring): the duplicated update's clipped PPO loss of these targets'
     leaves, already weighted into the mini-batch's loss; and, as ``losses.ppo_clip_loss``
     reports them, the clipped fraction and approximate KL over the targets counted once per
-    leaf."""
+    leaf. ``is_weight`` (n,): a detached token-level importance weight on each target's term
+    (``train.offpolicy``; the same for every leaf through it, since they share the token)."""
     log_ratio = torch.clamp(logp - logp_old, -20.0, 20.0)  # (n,)
     ratio = torch.exp(log_ratio)
     up = torch.clamp(ratio, max=1.0 + clip_eps)  # min(r, 1 + ε)
@@ -385,7 +387,10 @@ def packed_ppo_loss(
         if dual_clip <= 1.0:
             raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
         down = torch.clamp(down, max=dual_clip)
-    loss = -(batch.adv_pos * up + batch.adv_neg * down).sum()
+    per_target = batch.adv_pos * up + batch.adv_neg * down  # (n,)
+    if is_weight is not None:
+        per_target = per_target * is_weight
+    loss = -per_target.sum()
     with torch.no_grad():
         total = batch.count.sum().clamp(min=1.0)
         clipped = batch.count_pos * (ratio > 1.0 + clip_eps) + batch.count_neg * (

@@ -24,7 +24,7 @@ from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.rollout.scoring import LeafRewards, LeafScores, score_leaves
+from treegrpo.rollout.scoring import OUTCOMES, LeafRewards, LeafScores, score_leaves
 from treegrpo.rollout.source import RolloutSource
 from treegrpo.train.batch import make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
@@ -140,7 +140,9 @@ def rl_step(
     log.debug("sampling the forests of %d prompts", len(batch.prompts))
     policy.eval()
     tools = protocol.names
-    rewards = LeafRewards(batch.golds, algo.reward, algo.format_score, tools)  # informed, ...
+    rewards = LeafRewards(  # for the informed expansion rule, on rollout workers too
+        batch.golds, algo.reward, algo.format_score, tools, algo.broken_turn_penalty
+    )
     rollout = rollouts.sample(batch.prompts, algo.shape(), sampling, limits, seed, rewards)
     t_rollout = time.perf_counter() - t0
     called = sum(s.called for s in rollout.steps)
@@ -156,8 +158,9 @@ def rl_step(
 
     # 2. rewards on every kept leaf
     scores = score_leaves(
-        rollout, leaves, batch.golds, protocol.decode, algo.reward, algo.format_score, tools
-    )
+        rollout, leaves, batch.golds, protocol.decode, algo.reward, algo.format_score, tools,
+        algo.broken_turn_penalty,
+    )  # fmt: skip
 
     # 3. advantages: groups are prompts (by uid, never by row index) and trees within them
     prompt_of, tree_of = rollout.forest.leaf_groups(np.array(leaves, dtype=np.int64))
@@ -168,17 +171,22 @@ def rl_step(
 
     # 4. token batch, cut into mini-batches of whole prompts, each into micro-batches. With
     # skip_uniform_prompts only the prompts with a nonzero advantage on some leaf take part
-    shared = algo.shared_prefix and _can_pack(policy)
+    # sequence-level importance weights need each leaf's tokens in a row of its own
+    whole = algo.sampler_correction != "none" and algo.sampler_correction_level == "sequence"
+    shared = algo.shared_prefix and not whole and _can_pack(policy)
     seqs = [] if shared else [rollout.leaf_sequence(leaf) for leaf in leaves]
     rng = np.random.default_rng(seed)
     trained = np.arange(len(batch.prompts))
     if algo.skip_uniform_prompts:
         trained = np.unique(prompt_of[adv != 0])
     order = rng.permutation(trained)
+    trains = scores.void_turns == 0 if algo.void_turn_filter else np.ones(len(leaves), bool)
     minis: list[list[Part]] = []
     for start in range(0, len(order), optim.mini_batch_prompts):
         chosen = set(order[start : start + optim.mini_batch_prompts].tolist())
-        idx = [i for i, p in enumerate(prompt_of.tolist()) if p in chosen]
+        idx = [i for i, p in enumerate(prompt_of.tolist()) if p in chosen and trains[i]]
+        if not idx:  # every leaf of these prompts filtered out
+            continue
         advs = [float(adv[i]) for i in idx]
         if shared:  # each prompt's paths packed once, weights carrying the share (train.shared)
             packed = pack_batches(
@@ -241,6 +249,12 @@ def rl_step(
             "reward/f1": float(scores.f1.mean()),
             "reward/valid_format": float(scores.valid_format.mean()),
             "reward/answered": float(scores.answered.mean()),
+            # how the leaves ended, and the shares holding a void turn (no valid action) and a
+            # broken turn (not one well-formed think-then-action step)
+            **{f"leaves/{o}": float(scores.outcome.count(o)) for o in OUTCOMES},
+            "agent/void_turn_leaves": float((scores.void_turns > 0).mean()),
+            "agent/broken_turn_leaves": float((scores.broken_turns > 0).mean()),
+            **stats.gap_metrics(),
             "agent/tool_calls_per_leaf": float(scores.tool_calls.mean()),
             "agent/failed_searches": float(failed),  # tool calls that got no answer
             "agent/tool_errors": float(sum(s.tool_status == "error" for s in rollout.steps)),

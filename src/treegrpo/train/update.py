@@ -23,6 +23,7 @@ from treegrpo.train.batch import MicroBatch
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.logprobs import reference_logprobs, token_logprobs
 from treegrpo.train.losses import aggregate, kl_penalty, ppo_clip_loss
+from treegrpo.train.offpolicy import GAP_TERMS, gap_sums, is_weights
 from treegrpo.train.shared import (
     PackedBatch,
     packed_logprobs,
@@ -63,6 +64,42 @@ class UpdateStats:
     # (each leaf's whole path, as a duplicated update holds them; counted micro-batches only)
     seconds: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
+    # the sampler–trainer gap over the counted action targets, each counted once per leaf
+    # through it (``train.offpolicy.gap_sums``): its sums and its maximum |Δ log p|
+    gap: dict[str, float] = field(default_factory=lambda: dict.fromkeys(GAP_TERMS, 0.0))
+    gap_max: float = 0.0
+
+    def merge(self, other: UpdateStats) -> None:
+        """Add another rank's sums (its counted micro-batches; the optimizer steps, grad norms
+        and skips are every rank's alike)."""
+        for k, v in other.sums.items():
+            self.sums[k] += v
+        self.share += other.share
+        for k, n in other.tokens.items():
+            self.tokens[k] += n
+        for k, v in other.gap.items():
+            self.gap[k] += v
+        self.gap_max = max(self.gap_max, other.gap_max)
+
+    def add_gap(self, d: MicroBatch | PackedBatch, logp_old: torch.Tensor, cap: float) -> None:
+        """Count the gap between ``d``'s sampled log-probs and the trainer's ``logp_old``."""
+        weight = d.count if isinstance(d, PackedBatch) else d.action_mask
+        sums, top = gap_sums(logp_old, d.sampled_logprobs, weight, cap)
+        for k, v in sums.items():
+            self.gap[k] += v
+        self.gap_max = max(self.gap_max, top)
+
+    def gap_metrics(self) -> dict[str, float]:
+        """``offpolicy/*``: mean and max |Δ log p|, the k3 KL and the share of tokens whose
+        ratio lies outside [1/C, C] (zeros without tokens)."""
+        n = self.gap["tokens"]
+        mean = {k: self.gap[k] / n if n else 0.0 for k in ("abs_sum", "k3_sum", "over_cap")}
+        return {
+            "offpolicy/abs_logp_gap": mean["abs_sum"],
+            "offpolicy/max_logp_gap": self.gap_max,
+            "offpolicy/k3": mean["k3_sum"],
+            "offpolicy/over_cap": mean["over_cap"],
+        }
 
 
 def weighted(mbs: Sequence[MicroBatch], aggregation: str) -> list[Part]:
@@ -109,6 +146,8 @@ def ppo_update(
             if id(part) not in first:
                 old[id(part)] = _policy_logprobs(policy, d, False, autocast_dtype, temperature)[0]
                 tokens["old_logprobs"] += held
+                if part.counted:
+                    stats.add_gap(d, old[id(part)], algo.sampler_correction_cap)
             t1 = _now(device)
             clock["old_logprobs"] += t1 - t0
             if algo.kl_coef > 0:
@@ -129,7 +168,11 @@ def ppo_update(
             d = part.batch.to(device)
             with_entropy = algo.entropy_coef > 0
             logp, ent = _policy_logprobs(policy, d, with_entropy, autocast_dtype, temperature)
-            logp_old = old.setdefault(id(part), logp.detach())  # first update: its own
+            if id(part) not in old:  # first update: its own, detached
+                old[id(part)] = logp.detach()
+                if part.counted:
+                    stats.add_gap(d, old[id(part)], algo.sampler_correction_cap)
+            logp_old = old[id(part)]
             loss, terms = _loss(logp, logp_old, ref.get(id(part)), ent, d, algo)
             (loss * part.weight).backward()
             if part.counted:  # the mini-batch's means: each micro-batch's by its share
@@ -207,9 +250,16 @@ def _loss(
     """The micro-batch's loss, PPO's clipped term + β·KL − entropy bonus (ALGORITHM.md §4), and
     its terms for the metrics (each the micro-batch's own mean). A packed batch's weights carry
     the mini-batch's normalisation already; its terms are divided by its share to report the
-    same means."""
+    same means. With ``algo.sampler_correction`` the policy-gradient term of each token carries
+    its importance weight (``train.offpolicy``)."""
+    mask = d.count if isinstance(d, PackedBatch) else d.action_mask
+    level = algo.sampler_correction_level
+    w = is_weights(
+        logp_old, d.sampled_logprobs, mask, algo.sampler_correction, level,
+        algo.sampler_correction_cap,
+    )  # fmt: skip
     if isinstance(d, PackedBatch):
-        pg, terms = packed_ppo_loss(logp, logp_old, d, algo.clip_eps, algo.dual_clip)
+        pg, terms = packed_ppo_loss(logp, logp_old, d, algo.clip_eps, algo.dual_clip, w)
 
         def reduce(x: torch.Tensor) -> torch.Tensor:
             return (d.weight * x).sum()
@@ -218,7 +268,7 @@ def _loss(
     else:
         pg, terms = ppo_clip_loss(
             logp, logp_old, d.advantages, d.action_mask, algo.clip_eps, algo.dual_clip,
-            algo.aggregation,
+            algo.aggregation, w,
         )  # fmt: skip
 
         def reduce(x: torch.Tensor) -> torch.Tensor:

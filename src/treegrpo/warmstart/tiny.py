@@ -35,6 +35,7 @@ from treegrpo.embedded.induction import induction_init
 from treegrpo.embedded.search_tokenizer import name_ids, train_search_tokenizer
 from treegrpo.embedded.synthetic import World, WorldConfig, make_world
 from treegrpo.embedded.web import WEB_TOOLS, world_web
+from treegrpo.engine.cpu.onednn import LinearPath, resolve_path
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root
@@ -109,10 +110,19 @@ class WarmStartConfig:
     skip: float = 0.3
     """Web variant: after a search, answer the entity in hand without visiting the page."""
 
+    linear: LinearPath = "auto"
+    """Which path trains the linear layers in SFT (``engine.cpu.onednn``): mkl (``F.linear``),
+    onednn, or auto (this CPU's default: oneDNN on AMD CPUs with AVX-512). The two compute the
+    same products up to fp32 rounding, yet RL from their warm starts can differ as much as two
+    seeds' (docs/algorithm.md, "Learning that does not collapse"): a setting, so a benchmark
+    can sample it. The cache key holds the resolved path."""
+
     def key(self) -> dict[str, Any]:
-        """The settings the cache key hashes: all of them, the web variant's only when on (so
-        the search world's warm starts keep the keys they had before the web variant)."""
+        """The settings the cache key hashes: all of them, with the linear path resolved on
+        this CPU; the web variant's only when on (so the search world's warm starts keep the
+        keys they had before the web variant)."""
         fields = asdict(self)
+        fields["linear"] = resolve_path(self.linear)
         if not self.web:
             del fields["web"], fields["skip"]
         return fields
@@ -206,6 +216,7 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         warmup=min(cfg.warmup, cfg.steps),
         progress=progress,
         context_weight=cfg.context_weight,
+        onednn=resolve_path(cfg.linear) == "onednn",
     )
     t_sft = time.perf_counter()
     model.save_pretrained(out_dir)
@@ -231,6 +242,7 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
             "total": time.perf_counter() - t0,
         },
         "threads": torch.get_num_threads(),
+        "linear": resolve_path(cfg.linear),
     }
     (out_dir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
     log.info("warm start built in %.0f s", stats["seconds"]["total"])  # type: ignore[index]

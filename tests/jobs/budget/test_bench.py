@@ -138,7 +138,7 @@ def test_budget_benchmark_data_mode(
     assert (s["steps"], s["prompts_per_step"], s["eval_questions"]) == (1, 2, 3)  # flag, file
     assert s["workers"] == 1 and s["seeds"] == [0] and s["budgets"] == [2]
     assert s["job"]["data"]["train_files"] == [str(files["train"])]
-    assert s["job"]["config"] == str(config) and saved["warm_start_config"] is None
+    assert s["job"]["config"] == str(config) and saved["warm_starts"] == {}
     assert evaluated == [3, 3, 3]  # the starting model once, then each run after training
 
     start = saved["warm_start"]  # the starting model's report

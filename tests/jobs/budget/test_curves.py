@@ -76,7 +76,7 @@ def test_matched_reads_both_runs_at_the_smaller_final_spend() -> None:
         _record("chain", 4, 1, [0.0, 100.0], [0.2, 0.7]),
     ]
     m = matched(records, "tree", "chain", 4)
-    assert m is not None and m["seeds"] == [0, 1] and m["at"] == [100.0, 100.0]
+    assert m is not None and m["seeds"] == ["s0", "s1"] and m["at"] == [100.0, 100.0]
     # seed 0: the tree at 100 of its 120 tokens is 0.2 + 0.6·100/120 = 0.7; the chain 0.6
     assert m["em_diffs"] == pytest.approx([0.1, -0.1])
     # areas: tree (0.2 + 0.7)/2 = .45 vs chain (0.2 + 0.6)/2 = .40; seed 1: .40 vs .45

@@ -92,8 +92,8 @@ def test_reuse_takes_a_setting_added_since_at_its_default(tmp_path: Any) -> None
         return out
 
     tree = specs["tree"]
-    check_reusable(tree, s, warm, summary(tree.algo, drop="expansion_budget"))  # per-tree ran
+    check_reusable(tree, s, summary(tree.algo, drop="expansion_budget"))  # per-tree ran
     hard = specs["tree-uniform+difficulty"]
-    check_reusable(hard, s, warm, summary(hard.algo))
+    check_reusable(hard, s, summary(hard.algo))
     with pytest.raises(SystemExit, match="other settings"):  # that old run was per-tree
-        check_reusable(hard, s, warm, summary(hard.algo, drop="expansion_budget"))
+        check_reusable(hard, s, summary(hard.algo, drop="expansion_budget"))

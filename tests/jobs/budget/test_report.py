@@ -201,7 +201,7 @@ def test_paired_differences_pair_by_seed_with_a_t_interval() -> None:
     records.append(rec("tree", 8, 0, 0.9))  # no chain run to pair with
     (p,) = paired_differences(records)
     diffs = [t - c for t, c in zip(tree, chain, strict=True)]
-    assert p["budget"] == 4 and p["seeds"] == [0, 1, 2]
+    assert p["budget"] == 4 and p["seeds"] == ["s0", "s1", "s2"]
     assert p["diffs"] == pytest.approx(diffs)
     half = 4.302652729911275 * statistics.stdev(diffs) / math.sqrt(3)  # t(0.975, df 2)
     assert p["ci95"] == pytest.approx(
@@ -384,14 +384,14 @@ def test_reuse_refuses_a_run_with_another_expansion_rule(tmp_path: Any) -> None:
         )
         return out
 
-    check_reusable(spec, s, warm, summary(spec.algo))  # the same settings: reused
+    check_reusable(spec, s, summary(spec.algo))  # the same settings: reused
     for rule in ("uniform", "informed"):
         with pytest.raises(SystemExit, match=f"expansion rule {rule}, not entropy"):
-            check_reusable(spec, s, warm, summary(replace(spec.algo, expansion=rule)))
+            check_reusable(spec, s, summary(replace(spec.algo, expansion=rule)))
     old = summary(spec.algo)
     del old["config"]["algo"]["expansion"]  # a run from before the rules: uniform
     with pytest.raises(SystemExit, match="expansion rule uniform, not entropy"):
-        check_reusable(spec, s, warm, old)
+        check_reusable(spec, s, old)
 
 
 def test_expansion_rules_are_paired_with_the_tree_and_the_chain_and_tabled() -> None:

@@ -39,10 +39,7 @@ ENV = "TREEGRPO_ONEDNN"  # "auto" (by CPU vendor), "1" (wherever supported) or "
 
 def supported(model: nn.Module) -> bool:
     """Whether oneDNN linear layers can run: oneDNN present, the model on CPU in fp32."""
-    mkldnn = getattr(torch.ops, "mkldnn", None)
-    if not torch.backends.mkldnn.is_available() or mkldnn is None:
-        return False
-    if not hasattr(mkldnn, "_linear_pointwise") or not hasattr(mkldnn, "_reorder_linear_weight"):
+    if not _kernels():
         return False
     p = next(model.parameters(), None)
     return p is not None and p.device.type == "cpu" and p.dtype == torch.float32
@@ -58,15 +55,46 @@ def preferred(model: nn.Module) -> bool:
     Xeon (the warm start's SFT step 0.33 vs 0.48 s), 8.6-9.9 s vs 10.1-10.7 s on an AVX2 EPYC
     (60 SFT updates 28-29 s vs 31-33 s). Other CPUs (unmeasured) keep oneDNN.
     ``TREEGRPO_ONEDNN`` overrides: "1" wherever supported, "0" never."""
+    return supported(model) and cpu_prefers()
+
+
+LinearPath = Literal["auto", "mkl", "onednn"]
+"""Which path trains an fp32 model's linear layers on CPU: ``F.linear`` (MKL's sgemm) or
+oneDNN (``trainable_linear``); auto: ``preferred``'s choice on this CPU."""
+
+
+def resolve_path(path: LinearPath) -> Literal["mkl", "onednn"]:
+    """The path ``path`` names on this CPU, for a CPU fp32 model: auto resolved as ``preferred``
+    would (``TREEGRPO_ONEDNN`` included). Builds that hash their settings (the warm starts)
+    hash this, so two paths' builds are cached apart. Raises ValueError for onednn where this
+    torch has no oneDNN linear kernels."""
+    if path == "mkl":
+        return "mkl"
+    if not _kernels():
+        if path == "onednn":
+            raise ValueError("linear path onednn: this torch build has no oneDNN linear kernels")
+        return "mkl"
+    return "onednn" if path == "onednn" or cpu_prefers() else "mkl"
+
+
+def cpu_prefers() -> bool:
+    """``preferred``'s choice for a supported model: ``TREEGRPO_ONEDNN`` first, then this CPU's
+    vendor and vector width."""
     choice = os.environ.get(ENV, "auto")
-    if choice == "0" or not supported(model):
-        return False
-    if choice == "1":
-        return True
+    if choice in ("0", "1"):
+        return choice == "1"
     vendor = _cpu_vendor()
     if vendor == "AuthenticAMD":
         return _cpu_capability().startswith("AVX512")
     return vendor != "GenuineIntel"
+
+
+def _kernels() -> bool:
+    """Whether this torch has the oneDNN linear kernels."""
+    mkldnn = getattr(torch.ops, "mkldnn", None)
+    if not torch.backends.mkldnn.is_available() or mkldnn is None:
+        return False
+    return hasattr(mkldnn, "_linear_pointwise") and hasattr(mkldnn, "_reorder_linear_weight")
 
 
 # Model width from which packed weights pay at decode even where MKL runs AVX-512 (see

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from treegrpo.jobs.budget.stats import t_interval
+from treegrpo.jobs.budget.stats import t_interval, unit
 
 AXES = {"tokens": "generated tokens per prompt", "seconds": "training wall seconds"}
 """The spends a curve is read against: cumulative generated tokens per prompt, or cumulative
@@ -88,7 +88,7 @@ def matched(
     if axis not in AXES:
         raise ValueError(f"axis must be one of {', '.join(AXES)}, got {axis!r}")
     other = budget if against_budget is None else against_budget
-    by = {(r["method"], r["budget"], r["seed"]): r for r in records if r.get("held_out_curve")}
+    by = {(r["method"], r["budget"], unit(r)): r for r in records if r.get("held_out_curve")}
     seeds = sorted(s for m, b, s in by if (m, b) == (method, budget) and (against, other, s) in by)
     if not seeds:
         return None

@@ -6,14 +6,15 @@ check that a finished run may be reused (the same settings). The protocol and th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from treegrpo.core.advantage import Mode
 from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER
 from treegrpo.core.expansion import RULES, Rule
+from treegrpo.engine.cpu.onednn import LinearPath, resolve_path
 from treegrpo.jobs.budget.report import (
     ABLATION_BUDGET,
     EXPANSION_RULES,
@@ -66,10 +67,22 @@ class RunSpec:
     algo: AlgorithmConfig
     """The embedded preset's (data mode: the config's) algorithm settings with this run's shape,
     advantage mode and expansion rule."""
+    warm: WarmStartConfig | None = None
+    """Embedded mode: the warm start the run starts from (None: data mode's model)."""
+    warm_tag: str = ""
+    """Names the warm start when the benchmark samples several ("w1-onednn"; "": one)."""
 
     @property
     def name(self) -> str:
-        return f"{self.method}-b{self.budget}-s{self.seed}"
+        return f"{self.method}-b{self.budget}-s{self.seed}" + (
+            f"-{self.warm_tag}" * bool(self.warm_tag)
+        )
+
+    @property
+    def unit(self) -> str:
+        """What pairs runs across methods: the seed, and the warm start where several are
+        sampled ("s3", "s3-w1-onednn")."""
+        return f"s{self.seed}" + (f"-{self.warm_tag}" * bool(self.warm_tag))
 
     def identity(self) -> dict[str, Any]:
         """What names the run in the benchmark's records."""
@@ -80,6 +93,8 @@ class RunSpec:
             "method": self.method,
             "budget": self.budget,
             "seed": self.seed,
+            "unit": self.unit,
+            "warm_start": self.warm_tag or None,
             "shape": {"m": a.m, "n": a.n if tree else 0, "l": a.l if tree else 0},
             "advantage_mode": a.mode(),
             "expansion": a.expansion if tree else None,
@@ -177,6 +192,39 @@ class BenchSettings:
     """Root of the run directories."""
     job: DataJob | None = None
     """Data mode: the run config every run starts from (None: the embedded world)."""
+    warm_starts: tuple[str, ...] = ()
+    """Embedded mode: the warm starts the runs start from, each "SEED" or "SEED:PATH"
+    (``WarmStartConfig.seed`` and ``.linear``: auto, mkl or onednn), built and cached apart.
+    Run seed i starts from warm start i (cycling), or every one with ``warm_cross``. Empty: the
+    embedded job's one warm start."""
+    warm_cross: bool = False
+    """Every warm start of ``warm_starts`` with every seed (else paired, seed i with the i-th)."""
+
+
+def parse_warm_start(text: str) -> tuple[int, LinearPath]:
+    """ "SEED" or "SEED:PATH" → (seed, linear path); raises ValueError naming the problem."""
+    seed, _, path = text.partition(":")
+    path = path or "auto"
+    if not seed.isdigit() or path not in get_args(LinearPath):
+        raise ValueError(
+            f"warm start {text!r}: give SEED or SEED:PATH, a seed >= 0 and a path among "
+            f"{', '.join(get_args(LinearPath))} (e.g. 1:onednn)"
+        )
+    return int(seed), cast(LinearPath, path)
+
+
+def warm_start_choices(
+    s: BenchSettings, base: WarmStartConfig
+) -> list[tuple[str, WarmStartConfig]]:
+    """(tag, config) of each warm start of ``s`` on top of ``base`` (one, untagged, without
+    ``s.warm_starts``); the tag names the resolved path ("w1-mkl")."""
+    if not s.warm_starts:
+        return [("", base)]
+    out = []
+    for text in s.warm_starts:
+        seed, path = parse_warm_start(text)
+        out.append((f"w{seed}-{resolve_path(path)}", replace(base, seed=seed, linear=path)))
+    return out
 
 
 def bench_settings(
@@ -256,6 +304,11 @@ def bench_settings(
         raise ValueError("world_seed and eval_every must be >= 0")
     if s.job is not None and s.world_seed != DEFAULT_EMBEDDED.world_seed:
         raise ValueError("world_seed is the embedded world's; data mode has no world")
+    if s.job is not None and s.warm_starts:
+        raise ValueError("warm_starts are the embedded job's; data mode starts from its model")
+    tags = [tag for tag, _ in warm_start_choices(s, WarmStartConfig())]  # checks each
+    if len(set(tags)) < len(tags):
+        raise ValueError(f"warm starts named twice: {', '.join(s.warm_starts)}")
     if s.job is not None:
         data = data_config(s)
         problems = check_data(data)
@@ -274,6 +327,8 @@ def plan_runs(
     expansions: Iterable[Rule] = (),
     difficulty: Iterable[Rule] = (),
     quarter: bool = False,
+    warms: Sequence[tuple[str, WarmStartConfig | None]] = (("", WarmStartConfig()),),
+    cross: bool = False,
 ) -> list[RunSpec]:
     """Chain and tree at each budget for each seed, plus one tree run per expansion rule of
     ``expansions`` at each budget ("tree-<rule>"), one per rule of ``difficulty`` with budgets
@@ -285,28 +340,33 @@ def plan_runs(
     mode's config). Chain runs change only ``algo`` and ``m`` of it, exactly as
     ``treegrpo train --algo.algo chain --algo.m B`` does; tree runs set (M, N, L) from the
     ladder (every leaf kept: k None) and the expansion rule (uniform but in the rule runs; the
-    rules' parameters are the base's); all use their algorithm's default advantage mode."""
+    rules' parameters are the base's); all use their algorithm's default advantage mode.
+    ``warms``: (tag, warm start) pairs, the i-th seed starting from the i-th (cycling), or with
+    ``cross`` every seed from every one."""
     rules, hard = tuple(expansions), tuple(difficulty)
     budgets = tuple(budgets)
     quarters = [
         4 * b for b in budgets if quarter and 4 * b in CHAIN_LADDER and 4 * b not in budgets
     ]
+    seeds = tuple(seeds)
+    units = (
+        [(seed, w) for w in warms for seed in seeds]
+        if cross
+        else [(seed, warms[i % len(warms)]) for i, seed in enumerate(seeds)]
+    )
     specs = []
-    for seed in seeds:
+    for seed, (tag, warm) in units:
+        runs: list[tuple[str, int, AlgorithmConfig]] = []
         for b in budgets:
-            specs.append(RunSpec("chain", b, seed, _chain_algo(b, base)))
-            specs.append(RunSpec("tree", b, seed, _tree_algo(b, base)))
-            for rule in rules:
-                algo = _tree_algo(b, base, rule)
-                specs.append(RunSpec(expansion_method(rule), b, seed, algo))
-            for rule in hard:
-                algo = _tree_algo(b, base, rule, difficulty=True)
-                specs.append(RunSpec(difficulty_method(rule), b, seed, algo))
-        specs += [RunSpec("chain", b, seed, _chain_algo(b, base)) for b in quarters]
+            runs += [("chain", b, _chain_algo(b, base)), ("tree", b, _tree_algo(b, base))]
+            runs += [(expansion_method(r), b, _tree_algo(b, base, r)) for r in rules]
+            runs += [(difficulty_method(r), b, _tree_algo(b, base, r, True)) for r in hard]
+        runs += [("chain", b, _chain_algo(b, base)) for b in quarters]
         if ablation:
             for mode in ABLATION_MODES:
                 algo = replace(_tree_algo(ABLATION_BUDGET, base), advantage_mode=mode)
-                specs.append(RunSpec(f"tree-{mode}", ABLATION_BUDGET, seed, algo))
+                runs.append((f"tree-{mode}", ABLATION_BUDGET, algo))
+        specs += [RunSpec(m, b, seed, a, warm, tag) for m, b, a in runs]
     return specs
 
 
@@ -349,6 +409,15 @@ def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
     )
 
 
+def run_world(spec: RunSpec, s: BenchSettings) -> EmbeddedConfig:
+    """The embedded settings of one run: the benchmark's world with the run's warm start
+    named (its seed and linear path), as ``treegrpo train --world.*`` would give them."""
+    assert spec.warm is not None
+    return replace(
+        world_config(s), warm_start_seed=spec.warm.seed, warm_start_linear=spec.warm.linear
+    )
+
+
 def world_config(s: BenchSettings) -> EmbeddedConfig:
     """Embedded mode: the preset's world with the benchmark's world seed and held-out
     questions."""
@@ -363,9 +432,7 @@ def data_config(s: BenchSettings) -> DataConfig:
     return replace(s.job.data, eval_questions=s.eval_questions)
 
 
-def check_reusable(
-    spec: RunSpec, s: BenchSettings, warm: WarmStartConfig, summary: dict[str, Any]
-) -> None:
+def check_reusable(spec: RunSpec, s: BenchSettings, summary: dict[str, Any]) -> None:
     """Refuse to reuse a finished run made with other settings (the starting model, algorithm
     with its shape, advantage mode and expansion rule, optimizer, world or data and model
     sections, steps, prompts, seed): its numbers would silently mix into this one."""
@@ -374,10 +441,13 @@ def check_reusable(
     want: dict[str, Any] = {"algo": asdict(spec.algo)}
     have: dict[str, Any] = {"algo": cfg["algo"]}
     if s.job is None:
-        want["warm start"] = warm_start_dir(warm).name  # the cache key: every setting + format
+        assert spec.warm is not None  # embedded runs start from a warm start
+        want["warm start"] = warm_start_dir(spec.warm).name  # the key: every setting + format
         have["warm start"] = Path(summary["warm_start_dir"]).name
-        want |= {"optim": asdict(BENCH_OPTIM), "embedded": asdict(world_config(s))}
-        have |= {"optim": cfg["optim"], "embedded": cfg["embedded"]}
+        # runs from before the warm start settings: the defaults, which is what they ran
+        have_world = {**asdict(EmbeddedConfig()), **cfg["embedded"]}
+        want |= {"optim": asdict(BENCH_OPTIM), "embedded": asdict(run_world(spec, s))}
+        have |= {"optim": cfg["optim"], "embedded": have_world}
     else:
         data = data_config(s)
         assert data.model is not None  # bench_settings checked the data section

@@ -15,7 +15,7 @@ from typing import Any
 
 from treegrpo.core.expansion import RULES
 from treegrpo.jobs.budget.curves import AXES, held_out_curve, mean_curve
-from treegrpo.jobs.budget.stats import ci_text, mean_std, t_interval
+from treegrpo.jobs.budget.stats import ci_text, mean_std, t_interval, unit
 from treegrpo.jobs.budget.verdict import diagnostics_table, matched_table
 
 ABLATION_BUDGET = 4
@@ -64,8 +64,17 @@ NUMERIC = (
     "no_signal",
     "no_signal_first10",
     "selector_share",
+    "collapsed",
 )
 """Per-run numbers aggregated over seeds (mean and sample std)."""
+COLLAPSE_FORMAT = 0.8
+"""A run collapsed when its held-out valid-format share after RL is below this, or its
+held-out EM below its starting model's."""
+
+
+def collapsed(before_em: float, after_em: float, valid_format: float) -> bool:
+    """Whether a run collapsed (``COLLAPSE_FORMAT``)."""
+    return valid_format < COLLAPSE_FORMAT or after_em < before_em
 
 
 def per_1k_tokens(trajectories: float, tokens: float) -> float:
@@ -99,6 +108,12 @@ def run_record(
         "em": after["overall"]["em"],
         "f1": after["overall"]["f1"],
         "valid_format": after["overall"]["valid_format"],
+        "before_em": summary["before"]["overall"]["em"],
+        "collapsed": float(
+            collapsed(
+                summary["before"]["overall"]["em"], after_em, after["overall"]["valid_format"]
+            )
+        ),
         "tool_calls": after["overall"]["tool_calls"],
         "em_by_hops": {h: v["em"] for h, v in after.get("by_hops", {}).items()},
         "em_by_source": {s: v["em"] for s, v in after.get("by_source", {}).items()},
@@ -158,8 +173,8 @@ def paired_differences(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]
     interval (Student t over the seeds; None with fewer than two); then each expansion rule's
     tree run ("tree-<rule>") − the uniform tree and − the chain, per budget, the same way.
     Each entry names its ``method`` and what it is compared ``against``."""
-    by: dict[tuple[str, int, int], float] = {
-        (r["method"], r["budget"], r["seed"]): r["em"] for r in records
+    by: dict[tuple[str, int, str], float] = {
+        (r["method"], r["budget"], unit(r)): r["em"] for r in records
     }
     budgets = sorted({b for _, b, _ in by})
     out = [p for b in budgets if (p := _paired(by, "tree", "chain", b))]
@@ -171,9 +186,10 @@ def paired_differences(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def _paired(
-    by: dict[tuple[str, int, int], float], method: str, against: str, budget: int
+    by: dict[tuple[str, int, str], float], method: str, against: str, budget: int
 ) -> dict[str, Any] | None:
-    """``method`` − ``against`` at ``budget`` over the seeds both ran (None: no such seed)."""
+    """``method`` − ``against`` at ``budget`` over the units (seeds, with their warm starts
+    where several) both ran (None: no such unit)."""
     seeds = sorted(s for m, b, s in by if m == method and b == budget and (against, b, s) in by)
     if not seeds:
         return None
@@ -203,6 +219,8 @@ def aggregate(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             "shape": rs[0]["shape"],
             "expansion": rs[0].get("expansion"),
             "seeds": sorted(r["seed"] for r in rs),
+            "units": sorted(unit(r) for r in rs),
+            "collapses": int(sum(r.get("collapsed", 0.0) for r in rs)),
         }
         for key in NUMERIC:
             agg[key] = _ms([r[key] for r in rs])

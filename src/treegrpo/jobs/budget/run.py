@@ -75,7 +75,9 @@ from treegrpo.jobs.budget.plan import (
     data_config,
     plan_runs,
     run_config,
+    run_world,
     summary_path,
+    warm_start_choices,
     world_config,
 )
 from treegrpo.jobs.budget.report import (
@@ -122,11 +124,7 @@ def data_start(s: BenchSettings) -> tuple[Any, dict[str, Any]]:
 
 
 def execute_run(
-    spec: RunSpec,
-    s: BenchSettings,
-    warm: WarmStartConfig,
-    before: dict[str, Any],
-    inputs: Any = None,
+    spec: RunSpec, s: BenchSettings, before: dict[str, Any], inputs: Any = None
 ) -> None:
     """Run one benchmark run from scratch. A leftover directory of a killed run is removed
     first: the trainer would append to its metrics.jsonl. Data mode: ``inputs`` are the
@@ -135,7 +133,13 @@ def execute_run(
     shutil.rmtree(run.out_dir, ignore_errors=True)
     if s.job is None:
         run_embedded(
-            spec.algo, BENCH_OPTIM, run, world_config(s), warm=warm, progress=False, before=before
+            spec.algo,
+            BENCH_OPTIM,
+            run,
+            run_world(spec, s),
+            spec.warm,
+            progress=False,
+            before=before,
         )
         return
     data = data_config(s)
@@ -179,14 +183,14 @@ class _Clock:
 def run_pending(
     pending: Sequence[RunSpec],
     s: BenchSettings,
-    warm: WarmStartConfig,
-    before: dict[str, Any],
+    befores: dict[str, dict[str, Any]],
     clock: _Clock,
     inputs: Any = None,
 ) -> list[str]:
     """Run ``pending`` (costliest first) in ``s.workers`` pinned processes, or in this process
     when workers is 1 (data mode: with the ``inputs`` prepared here; worker processes prepare
-    their own); returns the names of runs that failed (their error is printed)."""
+    their own); ``befores``: the starting model's report by warm start tag. Returns the names
+    of runs that failed (their error is printed)."""
     order = sorted(pending, key=lambda sp: -sp.cost)
     failed: list[str] = []
 
@@ -209,20 +213,19 @@ def run_pending(
             started(spec)
             t0 = time.perf_counter()
             try:
-                execute_run(spec, s, warm, before, inputs)
+                execute_run(spec, s, befores[spec.warm_tag], inputs)
                 ended(spec, time.perf_counter() - t0, None)
             except Exception as exc:
                 ended(spec, time.perf_counter() - t0, exc)
     else:
-        _run_in_pool(order, s, warm, before, started, ended)
+        _run_in_pool(order, s, befores, started, ended)
     return failed
 
 
 def _run_in_pool(
     order: Sequence[RunSpec],
     s: BenchSettings,
-    warm: WarmStartConfig,
-    before: dict[str, Any],
+    befores: dict[str, dict[str, Any]],
     started: Callable[[RunSpec], None],
     ended: Callable[[RunSpec, float, BaseException | None], None],
 ) -> None:
@@ -243,7 +246,7 @@ def _run_in_pool(
             while queue and len(running) < s.workers:
                 spec = queue.pop(0)
                 started(spec)
-                fut = pool.submit(execute_run, spec, s, warm, before)
+                fut = pool.submit(execute_run, spec, s, befores[spec.warm_tag])
                 running[fut] = (spec, time.perf_counter())
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -300,14 +303,17 @@ def run_benchmark(
     from in embedded mode (default: the embedded job's; tests pass a tiny one); ``command``: for
     the header (default: this process's command line). In data mode (``s.job``) every run starts
     from the config's model; the result's "warm_start" is that model's report."""
-    warm = warm or WarmStartConfig()
+    warms = warm_start_choices(s, warm or WarmStartConfig()) if s.job is None else [("", None)]
     t0 = time.perf_counter()
     _quiet()
     base = BENCH_ALGO if s.job is None else s.job.algo
-    specs = plan_runs(s.budgets, s.seeds, s.ablation, base, s.expansions, s.difficulty, s.quarter)
+    specs = plan_runs(
+        s.budgets, s.seeds, s.ablation, base, s.expansions, s.difficulty, s.quarter, warms,
+        s.warm_cross,
+    )  # fmt: skip
     done = [sp for sp in specs if summary_path(s, sp).is_file()]
     for sp in done:
-        check_reusable(sp, s, warm, json.loads(summary_path(s, sp).read_text()))
+        check_reusable(sp, s, json.loads(summary_path(s, sp).read_text()))
     pending = [sp for sp in specs if sp not in done]
     workers = 1 if s.workers == 1 else min(s.workers, max(len(pending), 1))
     clock = _Clock(len(specs), sum(sp.cost for sp in pending), workers)
@@ -316,22 +322,33 @@ def run_benchmark(
         clock.line(f"reuse {sp.name} (summary.json exists)")
     start = "warm start" if s.job is None else "starting model"
     inputs = None
-    if pending and s.job is None:
-        print(f"warm start: build or load, evaluate on {s.eval_questions} questions", flush=True)
-        before = warm_start_report(world_config(s), warm)
-    elif pending:
-        inputs, before = data_start(s)
-    else:  # every run is reused: their summaries hold the same report
-        before = json.loads(summary_path(s, done[0]).read_text())["before"]
-    clock.line(f"{start} held-out EM {percent(before['overall']['em'])}")
-    failed = run_pending(pending, s, warm, before, clock, inputs) if pending else []
+    befores: dict[str, dict[str, Any]] = {}
+    for tag, cfg in warms:  # each starting model's report: evaluated here, or a reused run's
+        have = [sp for sp in done if sp.warm_tag == tag]
+        if have and not any(sp.warm_tag == tag for sp in pending):
+            befores[tag] = json.loads(summary_path(s, have[0]).read_text())["before"]
+        elif cfg is not None:
+            what = f"warm start {tag}" if tag else "warm start"
+            print(f"{what}: build or load, evaluate on {s.eval_questions} questions", flush=True)
+            befores[tag] = warm_start_report(world_config(s), cfg)
+        else:
+            inputs, befores[tag] = data_start(s)
+        clock.line(f"{start} {tag} held-out EM {percent(befores[tag]['overall']['em'])}")
+    failed = run_pending(pending, s, befores, clock, inputs) if pending else []
     records = [read_run(sp, s) for sp in specs if sp.name not in failed]
+    before = befores[warms[0][0]]
     result = {
         "command": command or invocation(),
         "machine": machine(1 if s.workers > 1 else None),
         "settings": json.loads(json.dumps(asdict(s), default=str)),
-        "warm_start": {k: v for k, v in before.items() if k != "rows"},  # the starting model's
-        "warm_start_config": asdict(warm) if s.job is None else None,
+        "warm_start": {
+            k: v for k, v in before.items() if k != "rows"
+        },  # the (first) starting model's
+        "warm_starts": {
+            tag: {"config": asdict(cfg), "em": befores[tag]["overall"]["em"]}
+            for tag, cfg in warms
+            if cfg is not None
+        },
         "wall_s": time.perf_counter() - t0,
         "counts": {"runs": len(specs), "ran": len(pending), "reused": len(done)},
         "failed": failed,

@@ -6,8 +6,15 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 from scipy import stats
+
+
+def unit(record: dict[str, Any]) -> str:
+    """What pairs a run with its counterparts of other methods: its seed, with its warm start
+    where the benchmark sampled several ("s3-w1-onednn"; records from before: "s3")."""
+    return str(record.get("unit", f"s{record['seed']}"))
 
 
 def mean_std(xs: Sequence[float]) -> tuple[float, float | None]:

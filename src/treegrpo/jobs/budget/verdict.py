@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from treegrpo.jobs.budget.curves import AXES, matched
-from treegrpo.jobs.budget.stats import ci_text, t_interval
+from treegrpo.jobs.budget.stats import ci_text, t_interval, unit
 
 ABLATION = ("tree-intra", "tree-inter")
 """The advantage ablation's methods: compared in their own table, not here."""
@@ -51,7 +51,7 @@ def final_difference(
     """Held-out EM after RL (equal steps), ``method`` at ``budget`` − ``against`` at
     ``against_budget``, paired by seed; shaped like ``curves.matched``'s entries (axis
     "steps", no area)."""
-    by = {(r["method"], r["budget"], r["seed"]): r for r in records}
+    by = {(r["method"], r["budget"], unit(r)): r for r in records}
     seeds = sorted(
         s for m, b, s in by if (m, b) == (method, budget) and (against, against_budget, s) in by
     )
