@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "rollout": {"core", "agent", "engine", "tools"},
     "train": {"core", "agent", "tools", "engine", "engine.cpu", "models", "rollout"},
     "eval": {"core", "agent", "tools", "engine", "models", "rollout", "data", "embedded"},
-    "warmstart": {"core", "agent", "tools", "data", "models", "embedded", "train"},
+    "warmstart": {"core", "agent", "tools", "data", "models", "embedded", "train", "engine.cpu"},
     "distributed": {"core", "agent", "tools", "engine", "engine.cpu", "models", "rollout", "train"},
 }
 ALLOWED["jobs"] = set(ALLOWED) | {"engine.cpu"}

@@ -259,6 +259,12 @@ def test_scores_come_from_the_models_steps_only(tag_tokenizer: Any, data: st.Dat
     # feedback's own "<answer> and </answer>" would give.
     golds = [[GOLD, "and"]] * len(ro.prompts)
     s = score_leaves(ro, leaves, golds, proto.decode)
+    # the format gate: a path with a broken turn scores at most as a wrong answer in broken
+    # format (half the format bonus), every other leaf as without it
+    gated = score_leaves(ro, leaves, golds, proto.decode, format_gate=True).reward
+    broken = s.broken_turns > 0
+    np.testing.assert_array_equal(gated[~broken], s.reward[~broken])
+    np.testing.assert_array_equal(gated[broken], np.minimum(s.reward[broken], 0.1))
     for j, leaf in enumerate(leaves):
         last = ro.step(leaf)
         answered = last.action.kind == "answer"
@@ -272,7 +278,11 @@ def test_scores_come_from_the_models_steps_only(tag_tokenizer: Any, data: st.Dat
         # how it ended, and its void turns (steps with neither a tool call nor an answer)
         assert s.void_turns[j] == sum(r.action.kind == "invalid" for r in path)
         texts = [proto.decode(r.action_ids) for r in path]
-        assert s.broken_turns[j] == sum(not is_well_formed_step(t) for t in texts)
+        bad = [
+            r.action.kind == "invalid" or not is_well_formed_step(t)
+            for r, t in zip(path, texts, strict=True)
+        ]
+        assert s.broken_turns[j] == sum(bad)
         assert s.broken_turns[j] >= s.void_turns[j]  # a void turn is broken
         assert s.outcome[j] == (
             "wrong" if answered else "turn_limit" if last.final else "no_answer"
@@ -281,6 +291,9 @@ def test_scores_come_from_the_models_steps_only(tag_tokenizer: Any, data: st.Dat
         if answered and last.action.text:
             own = score_leaves(ro, [leaf], [[last.action.text]] * len(ro.prompts), proto.decode)
             assert own.em[0] == 1.0 and own.reward[0] >= 0.8 and own.outcome == ["right"]
+            gold = [[last.action.text]] * len(ro.prompts)
+            gate = score_leaves(ro, [leaf], gold, proto.decode, format_gate=True).reward[0]
+            assert gate == (0.1 if broken[j] else own.reward[0])  # right, yet broken: no pay
     # every executed search sent the model's own query, never a passage's
     assert d.tool.queries == [r.action.text for r in ro.steps if r.searched]
     assert GOLD not in " ".join(d.tool.queries)

@@ -19,8 +19,9 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import load_model
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.train import health as health_module
+from treegrpo.train import trainer as trainer_module
 from treegrpo.train.config import AlgorithmConfig, HealthConfig, OptimConfig, RunConfig
-from treegrpo.train.health import HealthMonitor, TrainingUnhealthy
+from treegrpo.train.health import HealthMonitor, Rollback, TrainingUnhealthy
 from treegrpo.train.trainer import TrainItem, train
 
 
@@ -180,3 +181,90 @@ def test_rollback_resumes_from_the_last_healthy_checkpoint_with_a_smaller_learni
     final = torch.load(out / "checkpoints" / "step-000005" / "trainer_state.pt", weights_only=True)
     assert final["extra"]["lr_scale"] == 0.5
     assert final["scheduler"]["base_lrs"] == [5e-4]
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def _recorded(name: str) -> list[dict[str, Any]]:
+    """A recorded run's step metrics (the keys the health rules read): ``collapse.jsonl`` is
+    the embedded job's chain GRPO ≈8, seed 5, from a oneDNN-built warm start (held-out EM 25 →
+    41, valid format 0.95 → 0.44); ``healthy.jsonl`` the same from the MKL-built one (→ 92.5)."""
+    return [json.loads(x) for x in (DATA / name).read_text().splitlines()]
+
+
+def test_the_recorded_format_collapse_is_caught_and_the_healthy_run_is_not() -> None:
+    collapse = HealthMonitor(HealthConfig())
+    found, alarms = {}, []
+    for m in _recorded("collapse.jsonl"):
+        found[m["step"]] = collapse.check(m["step"], m)
+        alarms += [m["step"]] * collapse.alarm
+    first = min(step for step, f in found.items() if f)
+    assert first == 8 and "format collapsing" in found[8][0]  # rolling share 0.73 vs best 0.86
+    assert alarms[0] == 10  # patience 3: ten steps before the run's end, where EM was 41
+    healthy = HealthMonitor(HealthConfig())
+    assert not any(healthy.check(m["step"], m) for m in _recorded("healthy.jsonl"))
+    # the hard KL bound alone never saw it: the collapse's KL stayed below 0.35
+    old = HealthMonitor(HealthConfig(format_drop=None, kl_drift=None))
+    assert not any(old.check(m["step"], m) for m in _recorded("collapse.jsonl"))
+
+
+def test_kl_drift_is_judged_on_the_rolling_mean_of_updates() -> None:
+    mon = HealthMonitor(HealthConfig(kl_drift=0.1, window=3, format_drop=None, kl_max=None))
+    kls = [0.05, 0.2, 0.2, 0.2]  # means of the last 3: -, -, 0.15, 0.2
+    found = [mon.check(i + 1, metrics(kl=k)) for i, k in enumerate(kls)]
+    assert [bool(f) for f in found] == [False, False, True, True]
+    assert "KL drifting: mean of the last 3 updates 0.15 > kl_drift 0.1" in found[2][0]
+    mon.check(5, metrics(kl=5.0, updates=0))  # no update: its KL is not read
+    assert mon.kls == kls
+
+
+def _replay_collapse(
+    model_dir: Path, out: Path, monkeypatch: pytest.MonkeyPatch, health: HealthConfig
+) -> Path:
+    """The trainer's loop on the tiny agent, each step's metrics the recorded collapse's (the
+    RL step replaced), checkpoints every step: what the health actions do with a collapse."""
+    recorded = _recorded("collapse.jsonl")
+
+    def step(*args: Any, seed: int, **kwargs: Any) -> dict[str, float]:
+        return {k: v for k, v in recorded[seed].items() if k != "step"} | {
+            "agent/tool_calls_per_leaf": 1.0,
+            "adv/uniform_prompts": 0.5,
+            "time/step_s": 0.0,
+        }  # run.seed 0: the seed is the step's index
+
+    monkeypatch.setattr(trainer_module, "rl_step", step)
+    run = RunConfig(out_dir=str(out), steps=len(recorded), prompts_per_step=2, save_every=1)
+    return train(
+        model_dir,
+        load_model,
+        WordTool(),
+        ITEMS,
+        AlgorithmConfig(),
+        OptimConfig(lr=1e-3),
+        SamplingParams(max_new_tokens=40),
+        AgentLimits(max_turns=2, max_context=1024),
+        run,
+        health=health,
+    )
+
+
+def test_the_recorded_collapse_warns_stops_or_rolls_back(
+    model_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="treegrpo"):
+        _replay_collapse(model_dir, tmp_path / "warn", monkeypatch, HealthConfig(action="warn"))
+    alarms = [m["step"] for m in _steps(tmp_path / "warn") if m["health/alarm"]]
+    assert alarms and alarms[0] == 10  # problems from step 8, patience 3
+    assert "format collapsing" in caplog.text and "health alarm" in caplog.text
+    with pytest.raises(TrainingUnhealthy, match=r"since step 8.*checkpoint is .*step-000007"):
+        _replay_collapse(model_dir, tmp_path / "stop", monkeypatch, HealthConfig(action="stop"))
+    assert [m["step"] for m in _steps(tmp_path / "stop")][-1] == 10
+    with pytest.raises(Rollback, match="step-000007") as rolled:
+        _replay_collapse(model_dir, tmp_path / "back", monkeypatch, HealthConfig(action="rollback"))
+    assert rolled.value.checkpoint.endswith("step-000007")
+    record = json.loads((tmp_path / "back" / "health.json").read_text())
+    assert record["lr_scale"] == 0.5 and record["rollbacks"][0]["to"] == "step-000007"

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from treegrpo.embedded.names import POOL_SIZE
 from treegrpo.embedded.relations import RELATIONS
-from treegrpo.engine.cpu.onednn import LinearPath
+from treegrpo.engine.cpu.paths import LinearPath
 from treegrpo.train.config import (
     AlgorithmConfig,
     Checked,

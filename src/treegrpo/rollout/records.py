@@ -111,11 +111,30 @@ class Rollout:
         """The model's own tokens along the path to ``leaf`` (observations left out)."""
         return [t for node in self.forest.path(int(leaf)) for t in self.step(int(node)).action_ids]
 
+    def logprob_after_void(self) -> tuple[float, float]:
+        """Mean sampled log-prob per token of the steps that follow a void turn (a step whose
+        action was invalid, answered by the feedback observation), and of all other steps
+        (NaN where there are none): SimpleTIR's low-probability tokens after tool feedback."""
+        after: list[float] = []
+        other: list[float] = []
+        f = self.forest
+        for v in range(f.n_nodes):
+            parent = int(f.parent[v])
+            if parent < 0:
+                continue  # a root holds no step
+            void = f.parent[parent] >= 0 and self.step(parent).action.kind == "invalid"
+            (after if void else other).extend(self.step(v).action_logprobs)
+        return _mean(after), _mean(other)
+
     def distinct_tokens(self) -> int:
         """Tokens in the forest counting each prompt, step and observation once."""
         used = set(self.forest.prompt_id.tolist())
         steps = sum(len(s.action_ids) + len(s.obs_ids) for s in self.steps)
         return sum(len(self.prompts[p]) for p in used) + steps
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
 
 
 def merge_rollouts(parts: Sequence[tuple[Sequence[int], Rollout]], n_prompts: int) -> Rollout:

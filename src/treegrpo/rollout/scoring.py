@@ -67,13 +67,14 @@ def score_leaves(
     reward: Literal["em", "f1"] = "em",
     format_score: float = 0.2,
     tools: Sequence[str] = ("search",),
-    broken_penalty: float = 0.0,
+    format_gate: bool = False,
 ) -> LeafScores:
     """Score ``leaves``; ``golds[p]`` are the gold answers of the forest's prompt p. The answer is
     read from the model's own tokens of the leaf's last step, the format from the whole response.
     ``format_score``: Search-R1's bonus for a valid format (half of it for a wrong answer in
     invalid format); ``tools``: the agent's tool names (the format's action tags);
-    ``broken_penalty``: subtracted from the reward of a leaf whose path holds a broken turn.
+    ``format_gate``: a leaf whose path holds a broken turn scores as a wrong answer in invalid
+    format does (``format_score / 2``; 0 without the bonus), whatever it answered.
 
     Only the last step can hold the answer: an answer ends the episode. The model's tokens of
     all steps joined would let an ``<answer>`` cut off at one step's token limit pair with a
@@ -115,7 +116,8 @@ def score_leaves(
     per_tool = tuple(tools) != ("search",)  # Search-R1's agent: tool_calls says it all
     calls = {t: np.array([c[t] for c in counts], dtype=np.float64) for t in tools if per_tool}
     r, em, f1, valid, answered, n_calls, void, bad = (np.array(c, np.float64) for c in cols)
-    r = r - broken_penalty * (bad > 0)
+    if format_gate:  # a broken path earns at most what a wrong answer in broken format earns
+        r = np.where(bad > 0, np.minimum(r, format_score / 2), r)
     return LeafScores(r, em, f1, valid, answered, n_calls, calls, outcomes, void, bad)
 
 
@@ -126,9 +128,12 @@ def _broken(
     tools: Sequence[str],
     seen: dict[int, bool],
 ) -> bool:
-    """Whether the step of ``node`` is a broken turn (``seen`` caches the answers)."""
+    """Whether the step of ``node`` is a broken turn: a void turn, or a step that is not one
+    well-formed think-then-action block (``seen`` caches the answers)."""
     if node not in seen:
-        seen[node] = not is_well_formed_step(decode(rollout.step(node).action_ids), tools)
+        step = rollout.step(node)  # a void turn is broken even in well-formed tags (empty)
+        text = decode(step.action_ids)
+        seen[node] = step.action.kind == "invalid" or not is_well_formed_step(text, tools)
     return seen[node]
 
 
@@ -142,12 +147,12 @@ class LeafRewards:
     reward: Literal["em", "f1"] = "em"
     format_score: float = 0.2
     tools: tuple[str, ...] = ("search",)  # the agent's tool names (the format's action tags)
-    broken_penalty: float = 0.0  # off a leaf's reward when its path holds a broken turn
+    format_gate: bool = False  # a path with a broken turn scores as a wrong answer
 
     def only(self, prompts: Sequence[int]) -> LeafRewards:
         """The same reward for a part of the batch: its prompts ``prompts``, renumbered 0.."""
         golds = [self.golds[p] for p in prompts]
-        return LeafRewards(golds, self.reward, self.format_score, self.tools, self.broken_penalty)
+        return LeafRewards(golds, self.reward, self.format_score, self.tools, self.format_gate)
 
     def scorer(
         self, decode: Callable[[list[int]], str]
@@ -157,7 +162,7 @@ class LeafRewards:
         def score(rollout: Rollout, leaves: Sequence[int]) -> FloatArray:
             return score_leaves(
                 rollout, leaves, self.golds, decode, self.reward, self.format_score, self.tools,
-                self.broken_penalty,
+                self.format_gate,
             ).reward  # fmt: skip
 
         return score

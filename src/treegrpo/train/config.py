@@ -182,12 +182,13 @@ class AlgorithmConfig(Checked):
     alike): they carry only the KL and entropy terms, and the update's compute goes to the
     prompts that teach something. DAPO's dynamic-sampling filter (Yu et al. 2025), without
     re-sampling; token means then run over the kept prompts' tokens."""
-    broken_turn_penalty: float = 0.0
-    """Subtracted from the reward of a leaf whose path holds a broken turn, a step that is not
-    one well-formed think-then-action block (no action, an unclosed tag, an observation the
-    model wrote itself: ``core.rewards.is_well_formed_step``), so such a leaf ranks below a
-    well-formed one of the same outcome; it cannot be earned, only avoided (docs/algorithm.md,
-    "Learning that does not collapse")."""
+    format_gate: bool = False
+    """A leaf whose path holds a broken turn, a step that is not one well-formed
+    think-then-action block (no action, an unclosed tag, an observation the model wrote
+    itself: ``core.rewards.is_well_formed_step``), scores as a wrong answer in invalid format
+    (0 without a format bonus), whatever it answered. A right answer then pays only through
+    well-formed steps; nothing is paid for format alone, so no group gains a signal that
+    favours answering early (docs/algorithm.md, "Learning that does not collapse")."""
     void_turn_filter: bool = False
     """Leave out of the update the leaves whose path holds a void turn, a step with neither a
     tool call nor an answer (SimpleTIR, Xue et al. 2025, arXiv 2509.02479); their group's
@@ -212,7 +213,7 @@ class AlgorithmConfig(Checked):
         check_ranges(self, m=">= 1", n=">= 0", l=">= 0", k=">= 1", format_score="in [0, 1)")
         check_ranges(self, clip_eps="in (0, 1)", dual_clip="> 1", kl_coef=">= 0")
         check_ranges(self, entropy_coef=">= 0", expansion_tokens=">= 1")
-        check_ranges(self, sampler_correction_cap="> 1", broken_turn_penalty=">= 0")
+        check_ranges(self, sampler_correction_cap="> 1")
         check_ranges(self, expansion_temperature="> 0", expansion_repeat_penalty="in (0, 1]")
         check_ranges(self, expansion_bonus=">= 0", expansion_prior="> 0")
         check_ranges(self, expansion_budget_floor=">= 0", expansion_budget_cap=">= 1")
@@ -452,6 +453,14 @@ class HealthConfig(Checked):
     on a deterministic task legitimately goes near 0)."""
     entropy_max: float | None = None
     """Largest mean per-token entropy (None: not checked)."""
+    format_drop: float | None = 0.1
+    """A format collapse: the mean valid-format share of the last ``window`` steps' leaves
+    more than this below the best such mean so far (None: not checked). Measured on the
+    embedded job: healthy runs stay within 0.06 of their best, a collapsing one fell 0.16 by
+    step 9 (docs/algorithm.md, "Learning that does not collapse")."""
+    kl_drift: float | None = 0.15
+    """KL drifting: the mean ``loss/kl`` of the last ``window`` steps with an update above
+    this, a warning well before ``kl_max`` (None: not checked)."""
     reward_collapse: float | None = 0.25
     """A collapse: the last ``window`` steps' mean reward below this fraction of the best such
     mean so far (None: not checked)."""
@@ -469,6 +478,7 @@ class HealthConfig(Checked):
     def _check(self) -> None:
         check_ranges(self, patience=">= 1", kl_max="> 0", entropy_min=">= 0", entropy_max="> 0")
         check_ranges(self, reward_collapse="in (0, 1)", window=">= 1")
+        check_ranges(self, format_drop="in (0, 1)", kl_drift="> 0")
         check_ranges(self, max_failed_searches="in [0, 1]", rollback_lr_scale="in (0, 1]")
         check_ranges(self, max_rollbacks=">= 0")
         low, high = self.entropy_min, self.entropy_max

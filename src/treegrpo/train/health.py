@@ -16,6 +16,11 @@ raise an alarm, and ``HealthConfig.action`` (train.config) says what follows:
 Steps without an update (every prompt's leaves scored alike) carry no KL or entropy and are
 not judged on them. The reward rule compares the mean reward of the last ``window`` steps with
 the best such mean of the run so far: below ``reward_collapse`` times the best is a collapse.
+Two rules watch the slow drift into broken formats that RL on an agent's multi-turn output is
+prone to (docs/algorithm.md, "Learning that does not collapse"): the valid-format share of
+the leaves, whose rolling mean may not fall more than ``format_drop`` below its best, and the
+rolling mean of the KL to the reference, which may not pass ``kl_drift`` (a bound well below
+``kl_max``, which stays the hard one).
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ class Rollback(Exception):
         self.checkpoint, self.reason = checkpoint, reason
 
 
+def _last_mean(values: list[float], window: int) -> float | None:
+    """Mean of the last ``window`` values (None while there are fewer)."""
+    return sum(values[-window:]) / window if len(values) >= window else None
+
+
 @dataclass
 class HealthMonitor:
     """Judges each step's metrics (``check``); rebuilt on resume from the logged steps."""
@@ -50,6 +60,9 @@ class HealthMonitor:
     cfg: HealthConfig
     rewards: list[float] = field(default_factory=list)
     best: float = float("-inf")  # best rolling mean reward so far
+    formats: list[float] = field(default_factory=list)  # valid-format share per step
+    best_format: float = float("-inf")  # best rolling mean of it so far
+    kls: list[float] = field(default_factory=list)  # KL of the steps with an update
     streak: int = 0  # unhealthy steps in a row
     streak_start: int = 0  # first step of the current streak (0: none)
 
@@ -72,6 +85,26 @@ class HealthMonitor:
                 out.append(f"entropy {ent:.3g} < entropy_min {cfg.entropy_min:g}")
             if cfg.entropy_max is not None and ent is not None and ent > cfg.entropy_max:
                 out.append(f"entropy {ent:.3g} > entropy_max {cfg.entropy_max:g}")
+            if kl is not None:
+                self.kls.append(float(kl))
+                mean = _last_mean(self.kls, cfg.window)
+                if cfg.kl_drift is not None and mean is not None and mean > cfg.kl_drift:
+                    out.append(
+                        f"KL drifting: mean of the last {cfg.window} updates {mean:.3g} > "
+                        f"kl_drift {cfg.kl_drift:g}"
+                    )
+        if "reward/valid_format" in metrics:
+            self.formats.append(float(metrics["reward/valid_format"]))
+            mean = _last_mean(self.formats, cfg.window)
+            if mean is not None:
+                drop = cfg.format_drop
+                if drop is not None and mean < self.best_format - drop:
+                    out.append(
+                        f"format collapsing: valid-format share of the last {cfg.window} steps "
+                        f"{mean:.2f}, more than format_drop {drop:g} below the best "
+                        f"{self.best_format:.2f}"
+                    )
+                self.best_format = max(self.best_format, mean)
         self.rewards.append(float(metrics["reward/mean"]))
         if len(self.rewards) >= cfg.window:
             mean = sum(self.rewards[-cfg.window :]) / cfg.window

@@ -107,6 +107,11 @@ def depth_shares(starts: np.ndarray | None) -> dict[str, float]:
     return {f"tree/expansions_at_depth/{d}": float(c) for d, c in zip(DEPTHS, counts, strict=True)}
 
 
+def _mean_where(x: np.ndarray, where: np.ndarray) -> float:
+    """Mean of ``x`` where ``where`` holds (0 where it never does)."""
+    return float(x[where].mean()) if where.any() else 0.0
+
+
 def rl_step(
     policy: Any,
     reference: Any | None,
@@ -141,7 +146,7 @@ def rl_step(
     policy.eval()
     tools = protocol.names
     rewards = LeafRewards(  # for the informed expansion rule, on rollout workers too
-        batch.golds, algo.reward, algo.format_score, tools, algo.broken_turn_penalty
+        batch.golds, algo.reward, algo.format_score, tools, algo.format_gate
     )
     rollout = rollouts.sample(batch.prompts, algo.shape(), sampling, limits, seed, rewards)
     t_rollout = time.perf_counter() - t0
@@ -159,7 +164,7 @@ def rl_step(
     # 2. rewards on every kept leaf
     scores = score_leaves(
         rollout, leaves, batch.golds, protocol.decode, algo.reward, algo.format_score, tools,
-        algo.broken_turn_penalty,
+        algo.format_gate,
     )  # fmt: skip
 
     # 3. advantages: groups are prompts (by uid, never by row index) and trees within them
@@ -236,6 +241,7 @@ def rl_step(
     # score alike has no intra-tree signal), how many distinct trajectories, and how deep the
     # expansions branched off (0: at the root, a fresh chain)
     spend = rollout.spend.total()
+    after_void, elsewhere = rollout.logprob_after_void()
     tree_ids = dense_ids(tree_of)
     trajectories = [tuple(rollout.action_ids(leaf)) for leaf in leaves]
     starts = rollout.forest.depth[rollout.expansions] if rollout.expansions.size else None
@@ -254,6 +260,21 @@ def rl_step(
             **{f"leaves/{o}": float(scores.outcome.count(o)) for o in OUTCOMES},
             "agent/void_turn_leaves": float((scores.void_turns > 0).mean()),
             "agent/broken_turn_leaves": float((scores.broken_turns > 0).mean()),
+            # broken-turn leaves that answered right: ranked above every wrong well-formed leaf
+            # of their group unless format_gate says otherwise
+            "leaves/broken_right": float(((scores.broken_turns > 0) & (scores.em > 0)).sum()),
+            "adv/broken_mean": _mean_where(adv, scores.broken_turns > 0),
+            # sampled log-prob per token after a void turn's feedback and elsewhere (a key is
+            # left out when no step of its kind was sampled)
+            **{
+                k: v
+                for k, v in (
+                    ("agent/logp_after_void", after_void),
+                    ("agent/logp_elsewhere", elsewhere),
+                )
+                if v == v
+            },
+            "adv/well_formed_mean": _mean_where(adv, scores.broken_turns == 0),
             **stats.gap_metrics(),
             "agent/tool_calls_per_leaf": float(scores.tool_calls.mean()),
             "agent/failed_searches": float(failed),  # tool calls that got no answer

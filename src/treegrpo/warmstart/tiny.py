@@ -35,7 +35,8 @@ from treegrpo.embedded.induction import induction_init
 from treegrpo.embedded.search_tokenizer import name_ids, train_search_tokenizer
 from treegrpo.embedded.synthetic import World, WorldConfig, make_world
 from treegrpo.embedded.web import WEB_TOOLS, world_web
-from treegrpo.engine.cpu.onednn import LinearPath, resolve_path
+from treegrpo.engine.cpu.onednn import resolve_path
+from treegrpo.engine.cpu.paths import LinearPath
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.cache import cache_key, cached_dir, default_cache_root

@@ -34,6 +34,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from treegrpo.engine.cpu.paths import LinearPath
+
 ENV = "TREEGRPO_ONEDNN"  # "auto" (by CPU vendor), "1" (wherever supported) or "0" (never)
 
 
@@ -56,11 +58,6 @@ def preferred(model: nn.Module) -> bool:
     (60 SFT updates 28-29 s vs 31-33 s). Other CPUs (unmeasured) keep oneDNN.
     ``TREEGRPO_ONEDNN`` overrides: "1" wherever supported, "0" never."""
     return supported(model) and cpu_prefers()
-
-
-LinearPath = Literal["auto", "mkl", "onednn"]
-"""Which path trains an fp32 model's linear layers on CPU: ``F.linear`` (MKL's sgemm) or
-oneDNN (``trainable_linear``); auto: ``preferred``'s choice on this CPU."""
 
 
 def resolve_path(path: LinearPath) -> Literal["mkl", "onednn"]:

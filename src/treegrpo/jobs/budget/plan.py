@@ -14,7 +14,8 @@ from typing import Any, cast, get_args
 from treegrpo.core.advantage import Mode
 from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER
 from treegrpo.core.expansion import RULES, Rule
-from treegrpo.engine.cpu.onednn import LinearPath, resolve_path
+from treegrpo.engine.cpu.onednn import resolve_path
+from treegrpo.engine.cpu.paths import LinearPath
 from treegrpo.jobs.budget.report import (
     ABLATION_BUDGET,
     EXPANSION_RULES,
