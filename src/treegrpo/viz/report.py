@@ -25,8 +25,16 @@ CURVES = (
     ("agent/tool_calls_per_leaf", "tool calls per episode"),
     ("time/gen_tokens_per_s", "generated tokens/s"),
     ("adv/uniform_prompts", "share of uniform-reward prompts"),
+    ("reward/valid_format", "valid-format share of the leaves"),
+    ("agent/broken_turn_leaves", "leaves with a broken turn"),
+    (
+        ("leaves/right", "leaves/wrong", "leaves/turn_limit", "leaves/no_answer"),
+        "leaves by how they ended (right, wrong, turn limit, no answer)",
+    ),
+    ("offpolicy/abs_logp_gap", "sampler–trainer mean |Δ log p|"),
 )
-"""metrics.jsonl keys plotted, with their titles."""
+"""metrics.jsonl keys plotted, with their titles; a panel with several keys draws one line per
+key (and run)."""
 
 _CSS = (
     "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}"
@@ -61,15 +69,20 @@ def with_held_out(run_dir: Path) -> list[dict[str, Any]]:
 
 def curves_png(runs: dict[str, list[dict[str, Any]]]) -> bytes:
     """One panel per ``CURVES`` entry, one line per run (shared axes), as PNG bytes."""
-    fig = Figure(figsize=(11, 9))
-    axes = fig.subplots(4, 2).ravel()
-    for ax, (key, title) in zip(axes, CURVES, strict=True):
+    fig = Figure(figsize=(11, 15))
+    axes = fig.subplots(len(CURVES) // 2, 2).ravel()
+    for ax, (keys, title) in zip(axes, CURVES, strict=True):
+        several = not isinstance(keys, str)
         for name, rows in runs.items():
-            pts = sorted((r["step"], r[key]) for r in rows if key in r)
-            if pts:
-                ax.plot(*zip(*pts, strict=True), "o-" if key == "eval/em" else "-", label=name)
+            for key in keys if several else (keys,):
+                pts = sorted((r["step"], r[key]) for r in rows if key in r)
+                label = f"{name}: {key.split('/')[-1]}" if several else name
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), "o-" if key == "eval/em" else "-", label=label)
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
+        if several:
+            ax.legend(fontsize=7)
     axes[0].legend(fontsize=8)
     for ax in axes[-2:]:
         ax.set_xlabel("RL step")
