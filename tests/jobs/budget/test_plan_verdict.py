@@ -19,6 +19,8 @@ from treegrpo.jobs.budget.plan import (
     check_reusable,
     plan_runs,
     run_config,
+    run_world,
+    warm_start_choices,
     world_config,
 )
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start_dir
@@ -97,3 +99,46 @@ def test_reuse_takes_a_setting_added_since_at_its_default(tmp_path: Any) -> None
     check_reusable(hard, s, summary(hard.algo))
     with pytest.raises(SystemExit, match="other settings"):  # that old run was per-tree
         check_reusable(hard, s, summary(hard.algo, drop="expansion_budget"))
+
+
+def test_warm_starts_are_paired_with_seeds_or_crossed() -> None:
+    s = bench_settings(warm_starts=("0:mkl", "1:onednn", "2"), seeds=(5, 6, 7, 8), budgets=(8,))
+    warms = warm_start_choices(s, WarmStartConfig())
+    assert [t for t, _ in warms][:2] == ["w0-mkl", "w1-onednn"]
+    assert warms[2][0] in ("w2-mkl", "w2-onednn")  # auto: this CPU's path
+    assert [(w.seed, w.linear) for _, w in warms] == [(0, "mkl"), (1, "onednn"), (2, "auto")]
+    paired = plan_runs((8,), s.seeds, False, warms=warms)
+    chains = {sp.seed: sp for sp in paired if sp.method == "chain"}
+    assert chains[5].warm_tag == "w0-mkl" and chains[8].warm_tag == "w0-mkl"  # cycling
+    assert chains[6].name == "chain-b8-s6-w1-onednn" and chains[6].unit == "s6-w1-onednn"
+    assert chains[6].warm is not None and chains[6].warm.seed == 1
+    tree = next(sp for sp in paired if sp.method == "tree" and sp.seed == 6)
+    assert tree.warm == chains[6].warm  # both methods of a seed start alike
+    crossed = plan_runs((8,), (0, 1), False, warms=warms, cross=True)
+    assert len(crossed) == 2 * 3 * 2 and len({sp.name for sp in crossed}) == 12
+    # the run's settings name its warm start, as `treegrpo train --world.*` would
+    world = run_world(chains[6], s)
+    assert (world.warm_start_seed, world.warm_start_linear) == (1, "onednn")
+    # one warm start (the default): names as before
+    assert [sp.name for sp in plan_runs((8,), (0,), False)] == ["chain-b8-s0", "tree-b8-s0"]
+
+
+@pytest.mark.parametrize(
+    ("warm", "match"),
+    [(("x",), "give SEED or SEED:PATH"), (("1:fast",), "among auto, mkl, onednn"),
+     (("1:mkl", "1:mkl"), "named twice")],
+)  # fmt: skip
+def test_bad_warm_starts_are_refused(warm: tuple[str, ...], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        bench_settings(warm_starts=warm)
+
+
+def test_cli_takes_warm_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[BenchSettings] = []
+    monkeypatch.setattr(
+        budget_bench, "run_benchmark", lambda s, *a, **k: seen.append(s) or {"failed": []}
+    )
+    cli.main(["bench-budget", "--warm-starts", "0:mkl", "1:onednn", "--warm-cross"])
+    assert seen[0].warm_starts == ("0:mkl", "1:onednn") and seen[0].warm_cross
+    with pytest.raises(SystemExit, match="warm start '9:x'"):
+        cli.main(["bench-budget", "--warm-starts", "9:x"])

@@ -235,7 +235,7 @@ def test_table_without_hops_shows_sources_or_no_breakdown() -> None:
     assert "4 held-out questions" in table and "by hop" not in table
     result["warm_start"]["by_source"] = {"wiki": {"em": 0.1, "n": 4}}
     table = markdown_table(result)
-    assert "EM by" not in table and "| ≈2 | (2,2,1) | 50.0 | 50.0 | 1.50 / 1.50 |" in table
+    assert "EM by" not in table and "| ≈2 | (2,2,1) | 50.0 | 50.0 | 0/1 / 0/1 | 1.50 / 1.50 |" in table
     header, align = table.splitlines()[-3:-1]
     assert header.count("|") == align.count("|")
 
@@ -499,3 +499,34 @@ def test_outputs_with_expansion_rules_are_written(tmp_path: Any) -> None:
 
 def test_every_expansion_rule_has_a_plot_style() -> None:
     assert set(EXPANSION_METHODS) <= set(STYLE)
+
+
+def test_a_collapse_is_format_below_80_or_em_below_the_start_and_counted() -> None:
+    steps = [_step(24, 100, 2, 0.0)]
+    fine = run_record(_identity("chain", 8, 0), _summary(0.9, {}), steps)
+    assert fine["collapsed"] == 0.0 and fine["before_em"] == 0.25
+    low = _summary(0.2, {})  # EM below the warm start's 0.25
+    broken = _summary(0.9, {})
+    broken["after"]["overall"]["valid_format"] = 0.79
+    records = [
+        fine,
+        run_record(_identity("chain", 8, 1), low, steps),
+        run_record(_identity("chain", 8, 2), broken, steps),
+    ]
+    assert [r["collapsed"] for r in records] == [0.0, 1.0, 1.0]
+    (agg,) = aggregate(records)
+    assert agg["collapses"] == 2 and agg["collapsed"]["mean"] == pytest.approx(2 / 3)
+
+
+def test_runs_pair_by_seed_and_warm_start() -> None:
+    """Two warm starts with the same run seed are two units, never one pair."""
+    steps = [_step(24, 100, 2, 0.0)]
+    records = []
+    for warm, (chain, tree) in {"w0-mkl": (0.5, 0.7), "w1-onednn": (0.4, 0.4)}.items():
+        for method, em in (("chain", chain), ("tree", tree)):
+            ident = _identity(method, 8, 3) | {"unit": f"s3-{warm}", "warm_start": warm}
+            records.append(run_record(ident, _summary(em, {}), steps))
+    (p,) = paired_differences(records)
+    assert p["seeds"] == ["s3-w0-mkl", "s3-w1-onednn"]
+    assert p["diffs"] == pytest.approx([0.2, 0.0])
+    assert {a["method"]: a["units"] for a in aggregate(records)}["tree"] == p["seeds"]

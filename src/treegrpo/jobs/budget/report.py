@@ -349,11 +349,28 @@ def _header(result: dict[str, Any], groups: Groups | None) -> str:
         f"Settings: {s['steps']} RL steps x {s['prompts_per_step']} prompts, seeds "
         f"{' '.join(map(str, s['seeds']))}, {held_out} held-out questions; "
         f"{start} (before RL) EM {percent(before['overall']['em'])}{breakdown}.  ",
-        "EM %: held-out, greedy, after RL, mean ± sample std over seeds"
+        *_warm_line(result),
+        "EM %: held-out, greedy, after RL, mean ± sample std over seeds (each seed with its "
+        "warm start where several are sampled); a collapse: held-out valid format below "
+        f"{COLLAPSE_FORMAT:.0%} or EM below the starting model's after RL"
         + (f"; by {groups.label}: means" if groups else "")
         + ". Spend columns (chain / tree): per prompt per RL step, mean over steps and seeds.",
     ]
     return "\n".join(lines)
+
+
+def _warm_line(result: dict[str, Any]) -> list[str]:
+    """The sampled warm starts and their held-out EM, when there are several."""
+    warms = result.get("warm_starts") or {}
+    if len(warms) < 2:
+        return []
+    how = (
+        "every one with every seed"
+        if result["settings"].get("warm_cross")
+        else "seed i with the i-th"
+    )
+    cells = ", ".join(f"{tag} {percent(w['em'])}" for tag, w in warms.items())
+    return [f"Warm starts ({how}): {cells}.  "]
 
 
 def _budget_rows(
@@ -365,15 +382,16 @@ def _budget_rows(
         "tree (M,N,L)",
         "chain EM %",
         "tree EM %",
+        "collapses (chain / tree)",
         *by,
         *(c[0] for c in SPEND_COLUMNS),
     ]
-    align = "|---:|---|---:|---:|" + "---|" * len(by) + "---:|" * len(SPEND_COLUMNS)
+    align = "|---:|---|---:|---:|---:|" + "---|" * len(by) + "---:|" * len(SPEND_COLUMNS)
     lines = [_row(head), align]
     for b in budgets:
         c, t = aggs.get(("chain", b)), aggs.get(("tree", b))
         shape = "({m},{n},{l})".format(**t["shape"]) if t else "—"
-        cells = [f"≈{b}", shape, _em(c), _em(t)]
+        cells = [f"≈{b}", shape, _em(c), _em(t), f"{_collapses(c)} / {_collapses(t)}"]
         if groups:
             cells += [_by_group(c, groups), _by_group(t, groups)]
         cells += [f"{_one(c, key, f)} / {_one(t, key, f)}" for _, key, f in SPEND_COLUMNS]
@@ -531,6 +549,14 @@ def _by_group(a: dict[str, Any] | None, groups: Groups) -> str:
         return "—"
     by = a.get(groups.key, {})
     return "/".join(f"{100 * by[g]['mean']:.0f}" if g in by else "—" for g in groups.names)
+
+
+def _collapses(a: dict[str, Any] | None) -> str:
+    """Collapsed runs of all ("2/20"; ``collapsed``: valid format < 80% or EM below the start
+    after RL), "—" for none or an aggregate from before the count."""
+    if a is None or "collapses" not in a:
+        return "—"
+    return f"{a['collapses']}/{len(a['seeds'])}"
 
 
 def _one(a: dict[str, Any] | None, key: str, fmt: str) -> str:
