@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -371,3 +373,54 @@ def _compare_shared_step(shape: dict[str, Any], model: ModelConfig | None) -> No
     for key in ("loss/pg_loss", "loss/kl", "loss/entropy"):
         assert m_pk[key] == pytest.approx(m_dup[key], rel=1e-4, abs=1e-7), key
     assert m_pk["train/pad_fraction"] < m_dup["train/pad_fraction"] or shape.get("algo")
+
+
+class _ShiftedSampler(LocalRollout):
+    """The engine's rollout with its recorded log-probs shifted by ``shift`` per token: a
+    sampler whose numerics differ from the trainer's by ρ = exp(−shift) on every token."""
+
+    shift = 0.0
+
+    def sample(self, *args: Any, **kwargs: Any) -> Any:
+        ro = super().sample(*args, **kwargs)
+        for s in ro.steps:
+            s.action_logprobs = [lp + self.shift for lp in s.action_logprobs]
+        return ro
+
+
+def _corrected_step(
+    algo: AlgorithmConfig, shift: float
+) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+    agent, policy, ref, opt, eng, batch = _setup(lr=1e-2)
+    rollouts = _ShiftedSampler(eng, agent.protocol, WordTool())
+    rollouts.shift = shift
+    before = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    m = rl_step(policy, ref, opt, None, rollouts, agent.protocol, batch, algo, OptimConfig(lr=1e-2),
+                SAMPLING, LIMITS, seed=0)  # fmt: skip
+    return m, {n: p.detach() - before[n] for n, p in policy.named_parameters()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_sampler_gap_is_measured_and_corrected(shared: bool) -> None:
+    """The HF engine's log-probs are the trainer's (gap at fp32 rounding), so a correction
+    changes nothing; a sampler off by one nat per token shows in the gap metrics, and the
+    masked correction with cap 2 then drops every token's policy-gradient term (ρ = e > 2)."""
+    base = AlgorithmConfig(m=2, n=2, l=1, kl_coef=0.0, entropy_coef=0.0, shared_prefix=shared)
+    plain, moved = _corrected_step(base, 0.0)
+    assert plain["offpolicy/abs_logp_gap"] < 1e-5 and plain["offpolicy/over_cap"] == 0.0
+    _, moved_tis = _corrected_step(replace(base, sampler_correction="tis"), 0.0)
+    # ρ = 1 up to rounding: the same update (AdamW's first step divides each entry by its own
+    # size, so fp32 noise in near-zero entries shows: the whole change is compared)
+    diff = sum(float((moved_tis[n] - moved[n]).norm() ** 2) for n in moved) ** 0.5
+    assert diff < 1e-3 * sum(float(d.norm() ** 2) for d in moved.values()) ** 0.5
+    off, _ = _corrected_step(base, -1.0)  # the sampler gave every token e⁻¹ of its probability
+    assert off["offpolicy/abs_logp_gap"] == pytest.approx(1.0, abs=1e-4)
+    assert off["offpolicy/max_logp_gap"] == pytest.approx(1.0, abs=1e-4)
+    assert off["offpolicy/over_cap"] == 1.0 and off["offpolicy/k3"] == pytest.approx(
+        math.e - 2, abs=1e-3
+    )
+    masked = replace(base, sampler_correction="mis", sampler_correction_cap=2.0)
+    for level in ("token", "sequence"):
+        m, delta = _corrected_step(replace(masked, sampler_correction_level=level), -1.0)
+        assert m["train/grad_norm"] == 0.0 and all(not d.any() for d in delta.values())

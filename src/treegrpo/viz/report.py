@@ -73,8 +73,9 @@ def curves_png(runs: dict[str, list[dict[str, Any]]]) -> bytes:
     axes = fig.subplots(len(CURVES) // 2, 2).ravel()
     for ax, (keys, title) in zip(axes, CURVES, strict=True):
         several = not isinstance(keys, str)
+        names: tuple[str, ...] = (keys,) if isinstance(keys, str) else tuple(keys)
         for name, rows in runs.items():
-            for key in keys if several else (keys,):
+            for key in names:
                 pts = sorted((r["step"], r[key]) for r in rows if key in r)
                 label = f"{name}: {key.split('/')[-1]}" if several else name
                 if pts:

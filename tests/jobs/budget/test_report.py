@@ -235,7 +235,8 @@ def test_table_without_hops_shows_sources_or_no_breakdown() -> None:
     assert "4 held-out questions" in table and "by hop" not in table
     result["warm_start"]["by_source"] = {"wiki": {"em": 0.1, "n": 4}}
     table = markdown_table(result)
-    assert "EM by" not in table and "| ≈2 | (2,2,1) | 50.0 | 50.0 | 0/1 / 0/1 | 1.50 / 1.50 |" in table
+    assert "EM by" not in table
+    assert "| ≈2 | (2,2,1) | 50.0 | 50.0 | 0/1 / 0/1 | 1.50 / 1.50 |" in table
     header, align = table.splitlines()[-3:-1]
     assert header.count("|") == align.count("|")
 
