@@ -6,11 +6,12 @@ a process pinned to one core with one torch thread (as `treegrpo bench-budget` r
         --variant base= --variant gate=algo.format_gate=true \\
         --variant gate+kl=algo.format_gate=true,algo.kl_coef=0.05
 
-A variant is NAME=SECTION.FIELD=VALUE,... over the benchmark's settings (sections algo, optim,
-health); ``--tree`` runs Tree-GRPO (2,6,1) instead of 8 chains. Writes one JSON line per run
-(variant, warm start, seed, held-out EM before and after, valid format after, whether the
-health alarm rose and at which step) to ``--out`` (reused: runs already there are skipped) and
-a markdown table beside it. docs/algorithm.md, section 9, reads these numbers.
+A variant is NAME=SECTION.FIELD=VALUE,... over the benchmark's settings, in the sections algo,
+optim, health and run (e.g. health.action=rollback,run.save_every=2); ``--tree`` runs Tree-GRPO
+(2,6,1) instead of 8 chains. Writes one JSON line per run (variant, warm start, seed, held-out
+EM before and after, valid format after, the first step the health alarm rose at) to ``--out``
+(runs already there are skipped) and a markdown table beside it. docs/algorithm.md, section 9,
+reads these numbers.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ def run_one(job: tuple[str, str, str, int, bool, str]) -> dict[str, Any]:
 
     name, overrides, warm, seed, tree, root = job
     algo = _tree_algo(8, BENCH_ALGO) if tree else _chain_algo(8, BENCH_ALGO)
+    run = RunConfig(out_dir=root, steps=20, prompts_per_step=16, seed=seed, save_every=20,
+                    eval_every=5, overwrite=True)  # fmt: skip
     sections: dict[str, Any] = {"algo": algo, "optim": BENCH_OPTIM, "health": HealthConfig()}
+    sections["run"] = run
     for item in filter(None, overrides.split(",")):
         key, _, value = item.partition("=")
         section, _, field = key.partition(".")
@@ -53,8 +57,7 @@ def run_one(job: tuple[str, str, str, int, bool, str]) -> dict[str, Any]:
     warm_seed, _, path = warm.partition(":")
     world = EmbeddedConfig(warm_start_seed=int(warm_seed), warm_start_linear=path or "auto")  # type: ignore[arg-type]
     out = Path(root) / f"{name}-w{warm_seed}{path}-s{seed}"
-    run = RunConfig(out_dir=str(out), steps=20, prompts_per_step=16, seed=seed, save_every=20,
-                    eval_every=5, overwrite=True)  # fmt: skip
+    run = replace(sections["run"], out_dir=str(out))
     summary = run_embedded(sections["algo"], sections["optim"], run, world, progress=False,
                            health=sections["health"])  # fmt: skip
     steps = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
