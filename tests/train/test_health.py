@@ -125,7 +125,9 @@ def test_a_reward_collapse_stops_the_run_and_names_the_healthy_checkpoint(
     model_dir: Path, tmp_path: Path
 ) -> None:
     # too large a learning rate (0.05) wrecks the agent: its reward falls from 0.35 to 0 at once
-    health = HealthConfig(action="stop", kl_max=None, reward_collapse=0.25, window=1, patience=2)
+    health = HealthConfig(
+        action="stop", kl_max=None, kl_drift=None, reward_collapse=0.25, window=1, patience=2
+    )
     with pytest.raises(TrainingUnhealthy, match=r"since step 2.*checkpoint is .*step-000001"):
         _train(model_dir, tmp_path / "run", steps=5, health=health, lr=0.05)
     rewards = [m["reward/mean"] for m in _steps(tmp_path / "run")]
