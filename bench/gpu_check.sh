@@ -15,8 +15,8 @@
 #    rollouts (sampled by the transformers engine on the GPU), a random-weight Qwen2 of the B
 #    width, at (2,2,1) and (4,5,1): update seconds by part, peak CUDA memory, weights apart.
 #
-# The machine has torch, transformers, peft, tokenizers and hypothesis (KINDS.md of the device
-# tool); src/ goes on PYTHONPATH, nothing is installed. The tests' fixtures also import bm25s
+# The machine has torch, transformers, peft, tokenizers and hypothesis, nothing else; src/ goes
+# on PYTHONPATH, nothing is installed. The tests' fixtures also import bm25s
 # (pure Python): carry it in a folder put on EXTRA_PYTHONPATH, e.g.
 #   pip install --no-deps --target .device-lib bm25s    # here, then on the machine:
 #   EXTRA_PYTHONPATH=$PWD/.device-lib bash bench/gpu_check.sh

@@ -1,4 +1,4 @@
-"""The package layout is the architecture (DESIGN.md, "Layers"): every module under
+"""The package layout is the architecture (docs/design.md, "Layers"): every module under
 src/treegrpo is parsed with ``ast`` and
 
 - imports only at module level, except the optional dependencies in ``LAZY_OK`` (loaded where

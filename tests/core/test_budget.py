@@ -49,7 +49,7 @@ def test_exact_l1_cost_matches_simulation(m: int, n: int, depth: int) -> None:
 
 
 def test_exact_cost_on_short_chains_exceeds_paper_formula() -> None:
-    # The (2,2,1) tree costs 4.5–5 chain-equivalents on 2–4 step chains (ALGORITHM.md §2).
+    # The (2,2,1) tree costs 4.5–5 chain-equivalents on 2–4 step chains (docs/algorithm.md §2).
     assert expected_cost_l1(2, 2, 2) == pytest.approx(5.0)
     assert expected_cost_l1(2, 2, 4) == pytest.approx(4.5)
     assert expected_cost_l1(2, 2, 10_000) == pytest.approx(expected_cost(2, 2, 1), rel=1e-3)

@@ -1,4 +1,4 @@
-"""Reports in the paper's column order (ALGORITHM.md §7): NQ, TriviaQA, PopQA, HotpotQA, 2Wiki,
+"""Reports in the paper's column order (docs/algorithm.md §7): NQ, TriviaQA, PopQA, HotpotQA, 2Wiki,
 Musique, Bamboogle, then the single-hop and multi-hop averages (means of the per-source numbers),
 then other sources; numbers made by hand."""
 

@@ -1,4 +1,4 @@
-"""The instruction prompt (ALGORITHM.md §1), our own wording with Search-R1's tags.
+"""The instruction prompt (docs/algorithm.md §1), our own wording with Search-R1's tags.
 
 The tags are identical to Search-R1's so its data and checkpoints interoperate; the sentences are
 ours. With a chat template the instruction is one user turn followed by the generation prompt;

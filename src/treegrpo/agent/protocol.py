@@ -12,7 +12,7 @@ answer (``StepStopper`` cuts it there; ``ToolProtocol.stop_tags``). Its action i
   token limit): a fixed feedback text tells the model how to act, and the episode goes on.
 
 With ``search`` as its only tool (``SearchProtocol``) this is Search-R1's protocol, token for
-token. Observation tokens are context, not actions: their mask is 0 (ALGORITHM.md §1).
+token. Observation tokens are context, not actions: their mask is 0 (docs/algorithm.md §1).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Detect the end of an agent step while decoding, in token ids.
 
-A step ends at the first ``</search>`` or ``</answer>`` (ALGORITHM.md §1). A tag is usually
+A step ends at the first ``</search>`` or ``</answer>`` (docs/algorithm.md §1). A tag is usually
 several tokens (``</``, ``answer``, ``>``), so the check decodes a short window of the newest
 tokens; it runs only when the newest token can end a tag (its text contains ``>``), which a
 per-vocabulary table answers in O(1). Generation stops at the token that completes the tag; that

@@ -1,6 +1,6 @@
 """Group-relative advantages for tree and chain rollouts (Tree-GRPO, arXiv 2509.21240).
 
-The numerics follow ALGORITHM.md §3 (which records the authors' code).
+The numerics follow docs/algorithm.md §3 (which records the authors' code).
 
 Every estimator takes the same input, one entry per kept leaf (a complete trajectory):
 
@@ -108,7 +108,7 @@ def token_advantages(leaf_adv: npt.ArrayLike, action_mask: npt.ArrayLike) -> Flo
     """Spread each leaf's advantage over the action tokens of its whole root-to-leaf path.
 
     Shared prefix steps are included: a step shared by k leaves is trained k times, each copy
-    with its own leaf's advantage (ALGORITHM.md §3). Prompt and observation tokens get 0.
+    with its own leaf's advantage (docs/algorithm.md §3). Prompt and observation tokens get 0.
     leaf_adv: (B,), action_mask: (B, T) with 1 on model-action tokens. Returns (B, T).
     """
     adv = np.asarray(leaf_adv, dtype=np.float64)

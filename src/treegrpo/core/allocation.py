@@ -1,6 +1,6 @@
 """Difficulty budgets: how many expansions each tree of a batch gets in one round.
 
-Tree-GRPO (arXiv 2509.21240; ALGORITHM.md §2) gives every tree N expansions per round. A tree
+Tree-GRPO (arXiv 2509.21240; docs/algorithm.md §2) gives every tree N expansions per round. A tree
 whose leaves all score alike has no intra-tree signal, and a prompt the policy already gets
 right (or never does) will most likely stay that way, so those expansions teach little. This
 allocator shares the round's total, T·N for T trees, across the batch's trees so that the

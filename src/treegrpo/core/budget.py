@@ -1,6 +1,6 @@
 """Rollout budget: what a tree shape is expected to cost, and what a rollout really spent.
 
-Budget is counted in complete trajectories per prompt (ALGORITHM.md §2). A chain costs 1. An
+Budget is counted in complete trajectories per prompt (docs/algorithm.md §2). A chain costs 1. An
 expansion from a uniformly random depth regenerates about half a trajectory, so M trees with N
 expansions per tree in each of L rounds cost about
 

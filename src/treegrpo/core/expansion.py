@@ -1,6 +1,6 @@
 """Expansion selectors: which nodes a tree branches from in one expansion round.
 
-Tree-GRPO (arXiv 2509.21240; ALGORITHM.md §2, step 2) picks the N nodes of a round uniformly
+Tree-GRPO (arXiv 2509.21240; docs/algorithm.md §2, step 2) picks the N nodes of a round uniformly
 with replacement among the root and the non-leaf steps of each tree. That is the default here
 (``uniform``); the other rules are opt-in alternatives that spend the same N expansions where a
 branch is more likely to teach something:
@@ -81,7 +81,7 @@ Selector = Callable[..., Picks]
 
 # ------------------------------------------------------------------------------------- rules
 def uniform(forest: Forest, n: int, rngs: Rng, stats: NodeStats | None = None) -> Picks:
-    """p(v) = 1/|C_t| for v in C_t, the root and non-leaf steps of tree t (ALGORITHM.md §2).
+    """p(v) = 1/|C_t| for v in C_t, the root and non-leaf steps of tree t (docs/algorithm.md §2).
 
     Exactly ``Forest.choose_expansions``: the same generators give the same picks.
     """

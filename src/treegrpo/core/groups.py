@@ -3,7 +3,7 @@
 GRPO normalizes rewards within a group of rollouts of the same prompt, so the group id must be
 unique per prompt across the whole batch. The authors' code used the dataset row index, so two
 datasets mixed in one run (NQ row 7 and HotpotQA row 7) were merged into one group
-(ALGORITHM.md §8). Build ids from every column that identifies a prompt instead.
+(docs/algorithm.md §8). Build ids from every column that identifies a prompt instead.
 """
 
 from __future__ import annotations

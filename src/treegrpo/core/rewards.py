@@ -1,4 +1,4 @@
-"""Outcome rewards for the search agent, compatible with Search-R1 (ALGORITHM.md §5).
+"""Outcome rewards for the search agent, compatible with Search-R1 (docs/algorithm.md §5).
 
 - ``normalize_answer``, ``exact_match``, ``f1_score``: SQuAD answer normalization (lowercase,
   drop ASCII punctuation, drop the articles a/an/the, collapse whitespace), EM and token F1 as a
@@ -218,7 +218,7 @@ def search_r1_f1_reward(
     no answer:      format_score if valid else 0
 
     At F1 ∈ {0, 1} it equals the EM schedule. The authors' F1 variant subtracted the format
-    penalty from F1 and could go below 0 (ALGORITHM.md §8). ``model_text`` and ``tools`` as in
+    penalty from F1 and could go below 0 (docs/algorithm.md §8). ``model_text`` and ``tools`` as in
     ``search_r1_reward``.
     """
     answer = extract_answer(response if model_text is None else model_text)

@@ -1,6 +1,6 @@
 """A rollout forest for a batch of prompts, stored as flat arrays.
 
-Tree-GRPO (arXiv 2509.21240; ALGORITHM.md §2, "initialize-then-expand") samples M trees per
+Tree-GRPO (arXiv 2509.21240; docs/algorithm.md §2, "initialize-then-expand") samples M trees per
 prompt. A tree node is one complete agent step (thought, action and the environment's
 observation); branching happens only between steps. Each tree has a root node that stands for
 the prompt itself (depth 0, no step): expanding the root samples a fresh chain that shares only
@@ -169,7 +169,7 @@ class Forest:
         return np.array([v for v in self._tree_nodes[tree] if not self._leaf[v]], dtype=np.int64)
 
     def choose_expansions(self, n: int, rng: Rng, trees: Sequence[int] | None = None) -> IntArray:
-        """Pick ``n`` expansion nodes per tree, uniformly with replacement (ALGORITHM.md §2).
+        """Pick ``n`` expansion nodes per tree, uniformly with replacement (docs/algorithm.md §2).
 
         Candidates are the root and the non-leaf nodes of each tree, as in the authors' code;
         leaves are never picked. ``rng``: one generator that draws tree by tree in the given

@@ -2,7 +2,7 @@
 
 Training groups rollouts by uid (``dense_ids(uids)`` in the RL step), so two rows sharing a uid
 would be normalized as one prompt: NQ row 7 and HotpotQA row 7 in the authors' code
-(ALGORITHM.md §3). Uids carry the data source, and a second row with a uid already seen (the
+(docs/algorithm.md §3). Uids carry the data source, and a second row with a uid already seen (the
 same file twice, or two files of one source with overlapping ids) is an error, not a merge.
 """
 

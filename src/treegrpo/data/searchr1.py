@@ -1,4 +1,5 @@
-"""Search-R1 parquet (ALGORITHM.md §6): read its rows as questions; write questions in its layout.
+"""Search-R1 parquet (docs/algorithm.md §6): read its rows as questions; write questions in its
+layout.
 
 One row: ``data_source`` ("nq"), ``prompt`` (a list of one ``{"role": "user", "content": …}``
 message, the instruction ending in ``Question: {question}``), ``ability`` ("fact-reasoning"),

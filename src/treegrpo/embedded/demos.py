@@ -16,7 +16,7 @@ searched); the flaws are in the search decisions, drawn per step:
 With the defaults, answering after a search is the likeliest step wherever relations are left
 (0.65 against 0.3 for searching on), so the warm start answers one-hop questions and few others
 greedily, while its samples (temperature 1.0) reach the answer of 44% of two-hop questions
-(the default build; BENCHMARKS.md, "The warm start, build by build"): often enough for
+(measured on the default build): often enough for
 reinforcement learning to find out that searching on pays. (Less stopping gives more such
 samples but a greedy start that depends on the build: at 0.55 the warm start answered 48% of
 held-out questions, most two-hop ones among them.) The thought before each step names the
@@ -28,7 +28,7 @@ flaw more: ``skip``, answering the entity in hand straight from the result list,
 a page is about but never the fact.
 
 A demonstration is a token sequence with a loss mask: 1 on the agent's own step tokens, 0 on
-the prompt and on observations (ALGORITHM.md §1), exactly the layout of a rollout leaf.
+the prompt and on observations (docs/algorithm.md §1), exactly the layout of a rollout leaf.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the rollout and the trainer need from a generation backend (DESIGN.md, "Layers").
+"""What the rollout and the trainer need from a generation backend (docs/design.md, "Layers").
 
 An engine generates one agent step for a batch of requests, in token ids: each request is a
 context (a ``Segment``: the token ids the model has already seen, as a chain that branches
@@ -12,7 +12,7 @@ ones and forgets what was cached with the old.
 
 Log-probs are those of the distribution that was sampled: log softmax(logits / T) at
 temperature T (1 when greedy), one definition in ``engine.sampling.policy_logprobs`` that the
-trainer's log-probs use too (ALGORITHM.md §4).
+trainer's log-probs use too (docs/algorithm.md §4).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ class SamplingParams:
 
 def policy_logprobs(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """log softmax(logits / T) over the last axis, in float32: the log-probs of the distribution
-    sampled at temperature T, as verl takes them (ALGORITHM.md §4). The one definition that every
-    engine's step log-probs and the trainer's old, new and reference log-probs use. Top-k and
+    sampled at temperature T, as verl takes them (docs/algorithm.md §4). The one definition that
+    every engine's step log-probs and the trainer's old, new and reference log-probs use. Top-k and
     top-p truncation are not part of it (the trainer could not reproduce them token by token);
     at T = 1 these are the model's own log-probs. logits: (..., V) → (..., V)."""
     logits = logits.float()

@@ -5,7 +5,7 @@ model computed for exactly that span given exactly that prefix. A context is the
 segments from the empty root down to one segment, so concatenating the path's KV along the
 sequence axis *is* the KV cache of the whole context. Two branches that share a prefix share its
 segments: an expansion forks its parent's cached prefix instead of recomputing it, and the next
-turn of an episode only computes the new observation tokens (ALGORITHM.md §8, last point).
+turn of an episode only computes the new observation tokens (docs/algorithm.md §8, last point).
 
 Shapes: a segment's ``kv`` is (layers, 2, kv_heads, n, head_dim), n = len(tokens); ``kv`` is
 None when caching is off (the engine then re-computes the whole context every step, which is

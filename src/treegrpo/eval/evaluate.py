@@ -1,8 +1,8 @@
 """Greedy evaluation of a search agent: EM and F1 per data source, per hop count and per question
-kind, tool calls, valid-format share (ALGORITHM.md §5: evaluation is greedy, pure EM).
+kind, tool calls, valid-format share (docs/algorithm.md §5: evaluation is greedy, pure EM).
 
-Reports list Search-R1's data sources in the paper's column order (ALGORITHM.md §7) with its two
-averages: "single-hop avg" over nq, triviaqa, popqa and "multi-hop avg" over hotpotqa,
+Reports list Search-R1's data sources in the paper's column order (docs/algorithm.md §7) with its
+two averages: "single-hop avg" over nq, triviaqa, popqa and "multi-hop avg" over hotpotqa,
 2wikimultihopqa, musique, bamboogle. Like the paper's, they are macro averages: the mean of the
 per-source numbers, not of the pooled questions.
 """
@@ -49,7 +49,7 @@ PAPER_NAMES = {
     "musique": "Musique",
     "bamboogle": "Bamboogle",
 }
-"""Column names of the paper's table (ALGORITHM.md §7), by Search-R1 data_source."""
+"""Column names of the paper's table (docs/algorithm.md §7), by Search-R1 data_source."""
 AVERAGES = {"single-hop avg": SINGLE_HOP, "multi-hop avg": MULTI_HOP}
 METRICS = ("em", "f1", "valid_format", "tool_calls", "answer_seen")
 """Means per group. ``answer_seen``: a gold answer stood, as whole tokens, in one of the
@@ -293,7 +293,7 @@ def report_groups(report: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
 def format_table(report: dict[str, Any], title: str = "evaluation") -> str:
     """A markdown table: one row per source (the paper's in its column order, then its two
     averages, then the others), per hop count, then overall. When any of the paper's sources is
-    present, a one-row EM table laid out like the paper's (ALGORITHM.md §7) follows."""
+    present, a one-row EM table laid out like the paper's (docs/algorithm.md §7) follows."""
     lines = [
         f"### {title}",
         "",
@@ -341,7 +341,7 @@ def misses_cell(group: dict[str, Any]) -> str:
 
 def paper_table(report: dict[str, Any]) -> str:
     """EM (%) in the paper's layout: one column per data source in its order, then the
-    single-hop and multi-hop averages (ALGORITHM.md §7), so a run reads beside the published
+    single-hop and multi-hop averages (docs/algorithm.md §7), so a run reads beside the published
     numbers; "" when none of the paper's sources is in the report."""
     by_source = report["by_source"]
     paper = [s for s in ordered_sources(by_source) if s.lower() in PAPER_NAMES]

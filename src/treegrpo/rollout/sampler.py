@@ -1,4 +1,4 @@
-"""Tree sampling ("initialize-then-expand", ALGORITHM.md §2), with chains as its L = 0 case.
+"""Tree sampling ("initialize-then-expand", docs/algorithm.md §2), with chains as its L = 0 case.
 
 Per prompt, with shape (M, N, L, K):
 

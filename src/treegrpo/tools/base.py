@@ -33,7 +33,7 @@ class Passage:
 
 def format_passages(contents: Sequence[str]) -> str:
     """``Doc i(Title: T) text`` lines from Search-R1 ``contents`` (``"Title"\\ntext``): the
-    body of a search's observation (ALGORITHM.md §1)."""
+    body of a search's observation (docs/algorithm.md §1)."""
     lines = []
     for i, c in enumerate(contents, start=1):
         title, _, text = c.partition("\n")

@@ -1,7 +1,7 @@
 """Search-R1 corpora: jsonl, one ``{"id": "...", "contents": "\\"Title\\"\\ntext"}`` a line.
 
 This is the format of wiki-18 and of every corpus the Search-R1 / FlashRAG retriever servers
-index (ALGORITHM.md §6). Reading is strict on purpose: a corpus with a broken line would
+index (docs/algorithm.md §6). Reading is strict on purpose: a corpus with a broken line would
 otherwise index silently wrong, and the error only shows up as bad rewards hours later. Every
 error names the file, the 1-based line number and the field.
 """

@@ -1,4 +1,4 @@
-"""The Search-R1 ``/retrieve`` wire format, both directions (ALGORITHM.md §6).
+"""The Search-R1 ``/retrieve`` wire format, both directions (docs/algorithm.md §6).
 
 Request: ``{"queries": ["q1", …], "topk": 3, "return_scores": true}``.
 Response: ``{"result": [[{"document": {"id": …, "contents": …}, "score": s}, …], …]}``, one list

@@ -1,7 +1,7 @@
 """A Search-R1 compatible retriever server: ``POST /retrieve`` and ``GET /health``.
 
 Any ``SearchTool`` (BM25, dense, even a ``RemoteRetriever``) can be served; Search-R1, verl
-and SkyRL clients work against it unchanged (ALGORITHM.md §6). Behaviour at the edges:
+and SkyRL clients work against it unchanged (docs/algorithm.md §6). Behaviour at the edges:
 
 - ``queries: []`` answers ``{"result": []}`` (Search-R1 clients may send an empty batch).
 - ``topk`` absent or null means ``default_topk``; ``topk < 1`` is a 422; a ``topk`` above

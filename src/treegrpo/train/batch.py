@@ -3,7 +3,7 @@
 A causal LM's logits at position t predict token t + 1, so every per-token tensor here lives in
 *target* space: for a sequence of n ids, positions 0..n−2 hold the prediction of ids[1..n−1].
 Each action token carries its leaf's advantage; prompt, observation and padding tokens have
-mask 0 (ALGORITHM.md §3–4).
+mask 0 (docs/algorithm.md §3–4).
 
 Sequences are sorted by length and cut into micro-batches under a token budget at the cut that
 computes the fewest positions, padding included, plus a fixed cost per micro-batch

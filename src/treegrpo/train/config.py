@@ -2,7 +2,7 @@
 model being trained (LoRA or full, checkpointing, device, precision).
 
 Frozen dataclasses whose attribute comments are the help text; defaults follow the paper and the
-authors' code (ALGORITHM.md §4). The math functions never see these objects: the trainer reads
+authors' code (docs/algorithm.md §4). The math functions never see these objects: the trainer reads
 the fields and passes plain arguments. Each checks its fields when built (``Checked``): a value it
 cannot take raises ``ConfigValueError``, which names the field.
 """

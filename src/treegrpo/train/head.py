@@ -1,6 +1,6 @@
 """Next-token logits at chosen positions only.
 
-Training reads the model's predictions at action tokens only (DESIGN.md: observation and prompt
+Training reads the model's predictions at action tokens only (docs/design.md: observation and prompt
 tokens are context), yet a causal LM's forward computes the LM head and, after it, the caller's
 softmax at every position. For the tiny default (vocabulary 812 at width 128) the head and
 softmax are a large share of an update, and for a real model its (B, T, V) float logits are the

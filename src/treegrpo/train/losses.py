@@ -1,4 +1,4 @@
-"""Policy-gradient losses as pure torch functions (ALGORITHM.md §4).
+"""Policy-gradient losses as pure torch functions (docs/algorithm.md §4).
 
 Shapes: B sequences, T tokens. Every function takes per-token tensors (B, T) and a float mask
 (B, T) that is 1 on model-action tokens and 0 on prompt, observation and padding tokens; masked

@@ -1,7 +1,7 @@
 """The prefix-shared update: each prompt's kept paths packed once, so a step shared by k leaves
 is computed once instead of k times (``core.packing`` lays the tokens out).
 
-Tree-GRPO trains every action token of a leaf's path with that leaf's advantage (ALGORITHM.md
+Tree-GRPO trains every action token of a leaf's path with that leaf's advantage (docs/algorithm.md
 §3), so a token t shared by the leaves l ∈ L(t) is in the duplicated loss once per leaf. The
 PPO term of one token is linear in A on each side of zero,
 

@@ -1,4 +1,4 @@
-"""One RL step, top to bottom (ALGORITHM.md §3–4):
+"""One RL step, top to bottom (docs/algorithm.md §3–4):
 
     rollout → rewards → advantages → token batch → old (and reference) log-probs
     → PPO update over mini-batches with gradient accumulation → metrics

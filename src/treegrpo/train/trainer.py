@@ -1,6 +1,6 @@
 """The training run: data order, RL steps, logging, checkpoints, evaluation, exact resume.
 
-A run directory holds everything a run writes (DESIGN.md, "Configuration and runs"):
+A run directory holds everything a run writes (docs/design.md, "Configuration and runs"):
 
     config.json          the resolved configuration
     metrics.jsonl        one line per RL step (and per evaluation)

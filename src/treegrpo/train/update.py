@@ -1,4 +1,4 @@
-"""The PPO update of one RL step (ALGORITHM.md §4): old and reference log-probs, then one
+"""The PPO update of one RL step (docs/algorithm.md §4): old and reference log-probs, then one
 optimizer step per mini-batch with gradients accumulated over its micro-batches.
 
 The same function runs in one process (``train.step.rl_step``) and on every rank of a sharded
@@ -247,7 +247,7 @@ def _loss(
     d: MicroBatch | PackedBatch,
     algo: AlgorithmConfig,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The micro-batch's loss, PPO's clipped term + β·KL − entropy bonus (ALGORITHM.md §4), and
+    """The micro-batch's loss, PPO's clipped term + β·KL − entropy bonus (docs/algorithm.md §4), and
     its terms for the metrics (each the micro-batch's own mean). A packed batch's weights carry
     the mini-batch's normalisation already; its terms are divided by its share to report the
     same means. With ``algo.sampler_correction`` the policy-gradient term of each token carries

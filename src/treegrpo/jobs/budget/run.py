@@ -4,7 +4,7 @@ GRPO, on the embedded synthetic world or on your own questions, corpus and model
 Every run starts from the same model, with the same prompts per step (the data order depends on
 the seed only), the same number of steps, the same seeds and the same held-out questions; only
 the sampling shape (and, in the ablation, the advantage mode or the expansion rule) changes.
-The ladder is the paper's (ALGORITHM.md §2): tree (M,N,L) = (1,2,1), (2,2,1), (2,6,1), (4,5,1)
+The ladder is the paper's (docs/algorithm.md §2): tree (M,N,L) = (1,2,1), (2,2,1), (2,6,1), (4,5,1)
 against 2, 4, 8, 16 chains, plus the advantage ablation at ≈ 4 (tree (2,2,1) with "intra" and
 with "inter"; "intra+inter" is the main tree run) and, with ``--expansions``, one more tree run
 per expansion rule at each budget and seed ("tree-entropy" etc.; the main tree run expands
