@@ -20,7 +20,7 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import LocalRollout
 from treegrpo.train import step as step_module
-from treegrpo.train import update as update_module
+from treegrpo.train import batch as batch_module
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
 from treegrpo.train.step import Batch, depth_shares, rl_step
@@ -121,7 +121,7 @@ def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # 
     start = copy.deepcopy(policy)
     seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (ids, keep, logp_old)
     inputs: list[tuple[torch.Tensor, torch.Tensor]] = []
-    real_logprobs, real_loss = update_module.token_logprobs, update_module.ppo_clip_loss
+    real_logprobs, real_loss = batch_module.token_logprobs, batch_module.ppo_clip_loss
 
     def logprobs(model, input_ids, attention_mask, *a, **k):  # type: ignore[no-untyped-def]
         if torch.is_grad_enabled():  # an update's forward (old log-probs run under no_grad)
@@ -132,8 +132,8 @@ def test_old_logprobs_are_the_policy_before_any_update(monkeypatch) -> None:  # 
         seen.append((*inputs[-1], logp_old.detach().clone()))
         return real_loss(logp, logp_old, *a, **k)
 
-    monkeypatch.setattr(update_module, "token_logprobs", logprobs)
-    monkeypatch.setattr(update_module, "ppo_clip_loss", loss)
+    monkeypatch.setattr(batch_module, "token_logprobs", logprobs)
+    monkeypatch.setattr(batch_module, "ppo_clip_loss", loss)
     metrics = _rl_step(
         policy,
         None,

@@ -21,11 +21,20 @@ import torch
 
 from treegrpo.core.partition import contiguous_partition
 from treegrpo.rollout.records import LeafSequence
+from treegrpo.train.config import Aggregation
+from treegrpo.train.logprobs import reference_logprobs, token_logprobs
+from treegrpo.train.losses import aggregate, ppo_clip_loss
 
 
 @dataclass
 class MicroBatch:
-    """b sequences padded to T ids; per-token tensors are (b, T − 1) in target space."""
+    """b sequences padded to T ids; per-token tensors are (b, T − 1) in target space.
+
+    The update (``train.update``) calls a token batch through the methods this class and
+    ``train.shared.PackedBatch`` both have: ``target_weight``, ``logprobs``,
+    ``reference_logprobs``, ``policy_loss``, ``reduce``, ``metric_share`` and ``term_scale``.
+    Here each target is one leaf's token, and a term's mean over the micro-batch follows
+    ``aggregation`` (``losses.aggregate``)."""
 
     index: list[int]  # positions of these sequences in the caller's list
     input_ids: torch.Tensor  # (b, T)
@@ -48,6 +57,65 @@ class MicroBatch:
     def path_tokens(self) -> int:
         """The positions its paths hold (``PackedBatch.path_tokens``): here, its real tokens."""
         return self.n_real_tokens
+
+    @property
+    def target_weight(self) -> torch.Tensor:
+        """(b, T − 1) how many leaves each target stands for: the action mask."""
+        return self.action_mask
+
+    def logprobs(
+        self,
+        policy: Any,
+        with_entropy: bool,
+        autocast_dtype: torch.dtype | None,
+        temperature: float,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(b, T − 1) the policy's log-probs of the targets under softmax(logits / T), and
+        their entropies when asked; the head runs on action targets only (``train.head``)."""
+        return token_logprobs(
+            policy, self.input_ids, self.attention_mask, with_entropy=with_entropy,
+            autocast_dtype=autocast_dtype, keep=self.action_mask, temperature=temperature,
+        )  # fmt: skip
+
+    def reference_logprobs(
+        self,
+        policy: Any,
+        reference: Any | None,
+        autocast_dtype: torch.dtype | None,
+        temperature: float,
+    ) -> torch.Tensor:
+        """(b, T − 1) the frozen reference's log-probs of the targets."""
+        args = (self.input_ids, self.attention_mask, autocast_dtype, self.action_mask)
+        return reference_logprobs(policy, reference, *args, temperature)
+
+    def policy_loss(
+        self,
+        logp: torch.Tensor,
+        logp_old: torch.Tensor,
+        clip_eps: float,
+        dual_clip: float | None,
+        aggregation: Aggregation,
+        is_weight: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """PPO's clipped term, the micro-batch's mean (``losses.ppo_clip_loss``), and its
+        clipped fraction and approximate KL."""
+        return ppo_clip_loss(
+            logp, logp_old, self.advantages, self.action_mask, clip_eps, dual_clip,
+            aggregation, is_weight,
+        )  # fmt: skip
+
+    def reduce(self, x: torch.Tensor, aggregation: Aggregation) -> torch.Tensor:
+        """A per-target term (KL, entropy) as the micro-batch's mean under ``aggregation``."""
+        return aggregate(x, self.action_mask, aggregation)
+
+    def metric_share(self, part_weight: float) -> float:
+        """The share of its mini-batch this batch's metrics stand for: its weight in the loss."""
+        return part_weight
+
+    @property
+    def term_scale(self) -> float:
+        """What turns its reported loss terms into its own means: they are already (1)."""
+        return 1.0
 
     def to(self, device: torch.device) -> MicroBatch:
         return MicroBatch(

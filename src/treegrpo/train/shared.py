@@ -35,6 +35,7 @@ from treegrpo.core.packing import Layout, pack
 from treegrpo.engine.sampling import policy_logprobs
 from treegrpo.rollout.records import Rollout
 from treegrpo.train.batch import BATCH_OVERHEAD, cut_by_length
+from treegrpo.train.config import Aggregation
 from treegrpo.train.head import split_head
 from treegrpo.train.logprobs import as_reference
 from treegrpo.train.losses import entropy_from_logits
@@ -84,6 +85,57 @@ class PackedBatch:
         s = self.slots.shape[1]
         causal = torch.ones(s, s, dtype=torch.bool, device=self.slots.device).tril()
         return (anc & causal)[:, None]
+
+    @property
+    def target_weight(self) -> torch.Tensor:
+        """(n,) how many leaves each target stands for: the leaves through it."""
+        return self.count
+
+    def logprobs(
+        self,
+        policy: Any,
+        with_entropy: bool,
+        autocast_dtype: torch.dtype | None,
+        temperature: float,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(n,) ``packed_logprobs`` of the policy, and the entropies when asked."""
+        return packed_logprobs(policy, self, with_entropy, autocast_dtype, temperature)
+
+    def reference_logprobs(
+        self,
+        policy: Any,
+        reference: Any | None,
+        autocast_dtype: torch.dtype | None,
+        temperature: float,
+    ) -> torch.Tensor:
+        """(n,) ``packed_reference_logprobs``."""
+        return packed_reference_logprobs(policy, reference, self, autocast_dtype, temperature)
+
+    def policy_loss(
+        self,
+        logp: torch.Tensor,
+        logp_old: torch.Tensor,
+        clip_eps: float,
+        dual_clip: float | None,
+        aggregation: Aggregation,
+        is_weight: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``packed_ppo_loss``: the weights already hold ``aggregation`` (``leaf_weights``)."""
+        return packed_ppo_loss(logp, logp_old, self, clip_eps, dual_clip, is_weight)
+
+    def reduce(self, x: torch.Tensor, aggregation: Aggregation) -> torch.Tensor:
+        """A per-target term (KL, entropy) summed with the weights W_t, which hold the
+        mini-batch's normalisation under ``aggregation`` already."""
+        return (self.weight * x).sum()
+
+    def metric_share(self, part_weight: float) -> float:
+        """The share of its mini-batch its leaves are (its ``Part`` weight is 1)."""
+        return self.share
+
+    @property
+    def term_scale(self) -> float:
+        """What turns its loss terms, parts of the mini-batch's loss, into its own means."""
+        return 1.0 / self.share if self.share > 0 else 0.0
 
     def to(self, device: torch.device) -> PackedBatch:
         moved: dict[str, Any] = {

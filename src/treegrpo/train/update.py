@@ -21,22 +21,19 @@ import torch
 
 from treegrpo.train.batch import MicroBatch
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
-from treegrpo.train.logprobs import reference_logprobs, token_logprobs
-from treegrpo.train.losses import aggregate, kl_penalty, ppo_clip_loss
+from treegrpo.train.losses import kl_penalty
 from treegrpo.train.offpolicy import GAP_TERMS, gap_sums, is_weights
-from treegrpo.train.shared import (
-    PackedBatch,
-    packed_logprobs,
-    packed_ppo_loss,
-    packed_reference_logprobs,
-)
+from treegrpo.train.shared import PackedBatch
+
+TokenBatch = MicroBatch | PackedBatch
+"""A token batch of the update: both kinds answer the same calls (``MicroBatch``'s docstring)."""
 
 
 @dataclass
 class Part:
     """A micro-batch and its share of its mini-batch's loss."""
 
-    batch: MicroBatch | PackedBatch
+    batch: TokenBatch
     weight: float  # token-mean: its action tokens / the mini-batch's; seq-mean: its rows / …
     # (a packed batch's own weights carry its share: 1)
     counted: bool = True  # False: a stand-in that keeps the ranks in step (weight 0)
@@ -81,10 +78,9 @@ class UpdateStats:
             self.gap[k] += v
         self.gap_max = max(self.gap_max, other.gap_max)
 
-    def add_gap(self, d: MicroBatch | PackedBatch, logp_old: torch.Tensor, cap: float) -> None:
+    def add_gap(self, d: TokenBatch, logp_old: torch.Tensor, cap: float) -> None:
         """Count the gap between ``d``'s sampled log-probs and the trainer's ``logp_old``."""
-        weight = d.count if isinstance(d, PackedBatch) else d.action_mask
-        sums, top = gap_sums(logp_old, d.sampled_logprobs, weight, cap)
+        sums, top = gap_sums(logp_old, d.sampled_logprobs, d.target_weight, cap)
         for k, v in sums.items():
             self.gap[k] += v
         self.gap_max = max(self.gap_max, top)
@@ -144,16 +140,14 @@ def ppo_update(
             d = part.batch.to(device)
             t0 = _now(device)
             if id(part) not in first:
-                old[id(part)] = _policy_logprobs(policy, d, False, autocast_dtype, temperature)[0]
+                old[id(part)] = d.logprobs(policy, False, autocast_dtype, temperature)[0]
                 tokens["old_logprobs"] += held
                 if part.counted:
                     stats.add_gap(d, old[id(part)], algo.sampler_correction_cap)
             t1 = _now(device)
             clock["old_logprobs"] += t1 - t0
             if algo.kl_coef > 0:
-                ref[id(part)] = _reference_logprobs(
-                    policy, reference, d, autocast_dtype, temperature
-                )
+                ref[id(part)] = d.reference_logprobs(policy, reference, autocast_dtype, temperature)
                 clock["ref_logprobs"] += _now(device) - t1
                 tokens["ref_logprobs"] += held
 
@@ -167,7 +161,7 @@ def ppo_update(
             _gradient_sync(policy, k == len(parts) - 1)  # sharded: reduce once per mini-batch
             d = part.batch.to(device)
             with_entropy = algo.entropy_coef > 0
-            logp, ent = _policy_logprobs(policy, d, with_entropy, autocast_dtype, temperature)
+            logp, ent = d.logprobs(policy, with_entropy, autocast_dtype, temperature)
             if id(part) not in old:  # first update: its own, detached
                 old[id(part)] = logp.detach()
                 if part.counted:
@@ -176,7 +170,7 @@ def ppo_update(
             loss, terms = _loss(logp, logp_old, ref.get(id(part)), ent, d, algo)
             (loss * part.weight).backward()
             if part.counted:  # the mini-batch's means: each micro-batch's by its share
-                share = d.share if isinstance(d, PackedBatch) else part.weight
+                share = d.metric_share(part.weight)
                 for name, value in terms.items():
                     sums[name] += share * value.item()
                 stats.share += share
@@ -202,87 +196,33 @@ def _gradient_sync(model: Any, on: bool) -> None:
         setter(on)
 
 
-def _policy_logprobs(
-    policy: Any,
-    d: MicroBatch | PackedBatch,
-    with_entropy: bool,
-    autocast_dtype: torch.dtype | None,
-    temperature: float,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The policy's log-probs of the batch's action targets, and their entropies when asked:
-    (b, T − 1) for a micro-batch of sequences, (n,) for a packed one (``train.shared``)."""
-    if isinstance(d, PackedBatch):
-        return packed_logprobs(policy, d, with_entropy, autocast_dtype, temperature)
-    return token_logprobs(
-        policy,
-        d.input_ids,
-        d.attention_mask,
-        with_entropy=with_entropy,
-        autocast_dtype=autocast_dtype,
-        keep=d.action_mask,  # the head runs on action tokens only (train.head)
-        temperature=temperature,
-    )
-
-
-def _reference_logprobs(
-    policy: Any,
-    reference: Any | None,
-    d: MicroBatch | PackedBatch,
-    autocast_dtype: torch.dtype | None,
-    temperature: float,
-) -> torch.Tensor:
-    """The frozen reference's log-probs of the batch's action targets, shaped as
-    ``_policy_logprobs``'s."""
-    if isinstance(d, PackedBatch):
-        return packed_reference_logprobs(policy, reference, d, autocast_dtype, temperature)
-    args = (d.input_ids, d.attention_mask, autocast_dtype, d.action_mask, temperature)
-    return reference_logprobs(policy, reference, *args)
-
-
 def _loss(
     logp: torch.Tensor,
     logp_old: torch.Tensor,
     logp_ref: torch.Tensor | None,
     ent: torch.Tensor | None,
-    d: MicroBatch | PackedBatch,
+    d: TokenBatch,
     algo: AlgorithmConfig,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The micro-batch's loss, PPO's clipped term + β·KL − entropy bonus (docs/algorithm.md §4), and
-    its terms for the metrics (each the micro-batch's own mean). A packed batch's weights carry
-    the mini-batch's normalisation already; its terms are divided by its share to report the
-    same means. With ``algo.sampler_correction`` the policy-gradient term of each token carries
-    its importance weight (``train.offpolicy``)."""
-    mask = d.count if isinstance(d, PackedBatch) else d.action_mask
-    level = algo.sampler_correction_level
+    """The micro-batch's loss, PPO's clipped term + β·KL − entropy bonus (docs/algorithm.md §4),
+    and its terms for the metrics (each the micro-batch's own mean: a packed batch's loss is its
+    part of the mini-batch's, so its terms are divided by its share, ``term_scale``). With
+    ``algo.sampler_correction`` the policy-gradient term of each token carries its importance
+    weight (``train.offpolicy``)."""
     w = is_weights(
-        logp_old, d.sampled_logprobs, mask, algo.sampler_correction, level,
-        algo.sampler_correction_cap,
+        logp_old, d.sampled_logprobs, d.target_weight, algo.sampler_correction,
+        algo.sampler_correction_level, algo.sampler_correction_cap,
     )  # fmt: skip
-    if isinstance(d, PackedBatch):
-        pg, terms = packed_ppo_loss(logp, logp_old, d, algo.clip_eps, algo.dual_clip, w)
-
-        def reduce(x: torch.Tensor) -> torch.Tensor:
-            return (d.weight * x).sum()
-
-        scale = 1.0 / d.share if d.share > 0 else 0.0
-    else:
-        pg, terms = ppo_clip_loss(
-            logp, logp_old, d.advantages, d.action_mask, algo.clip_eps, algo.dual_clip,
-            algo.aggregation, w,
-        )  # fmt: skip
-
-        def reduce(x: torch.Tensor) -> torch.Tensor:
-            return aggregate(x, d.action_mask, algo.aggregation)
-
-        scale = 1.0
+    pg, terms = d.policy_loss(logp, logp_old, algo.clip_eps, algo.dual_clip, algo.aggregation, w)
+    scale = d.term_scale
     loss = pg
     terms = {"pg_loss": pg * scale, **terms}
     if logp_ref is not None:
-        kl = reduce(kl_penalty(logp, logp_ref, algo.kl_estimator))
+        kl = d.reduce(kl_penalty(logp, logp_ref, algo.kl_estimator), algo.aggregation)
         loss = loss + algo.kl_coef * kl
         terms["kl"] = kl * scale
     if ent is not None:
-        entropy = reduce(ent)
+        entropy = d.reduce(ent, algo.aggregation)
         loss = loss - algo.entropy_coef * entropy
         terms["entropy"] = entropy * scale
     return loss, terms
