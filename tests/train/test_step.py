@@ -19,8 +19,8 @@ from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import LocalRollout
-from treegrpo.train import step as step_module
 from treegrpo.train import batch as batch_module
+from treegrpo.train import step as step_module
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
 from treegrpo.train.step import Batch, depth_shares, rl_step
