@@ -51,7 +51,7 @@ from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.config import ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
 from treegrpo.train.shared import row_span
-from treegrpo.train.step import Batch, rl_step
+from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,20 +150,10 @@ def one_step(
                    skip_uniform_prompts=setup.skip_uniform)  # fmt: skip
     engine = HFEngine(policy, setup.tokenizer, StepStopper(setup.tokenizer))
     protocol = SearchProtocol(setup.tokenizer, setup.max_obs_tokens)
-    metrics = rl_step(
-        policy,
-        reference,
-        opt,
-        None,
-        LocalRollout(engine, protocol, setup.tool),
-        protocol,
-        setup.batch,
-        algo,
-        optim,
-        setup.sampling,
-        setup.limits,
-        seed=7,
-    )
+    rollouts = Rollouts(LocalRollout(engine, protocol, setup.tool), protocol, setup.sampling,
+                        setup.limits)  # fmt: skip
+    learning = Learning(policy, reference, opt)
+    metrics = rl_step(learning, rollouts, setup.batch, StepSettings(algo, optim), seed=7)
     return metrics, before, {k: p.detach().to("cpu", copy=True) for k, p in trained}
 
 

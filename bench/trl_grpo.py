@@ -78,7 +78,7 @@ def run_ours(path: Path, p: int, g: int, length: int, steps: int, lr: float) -> 
     from treegrpo.tools.base import Passage
     from treegrpo.tools.bm25 import BM25Retriever
     from treegrpo.train.config import AlgorithmConfig, OptimConfig
-    from treegrpo.train.step import Batch, rl_step
+    from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
 
     policy = AutoModelForCausalLM.from_pretrained(path)
     tok = AutoTokenizer.from_pretrained(path)
@@ -96,10 +96,9 @@ def run_ours(path: Path, p: int, g: int, length: int, steps: int, lr: float) -> 
     times = []
     for step in range(steps + 1):
         t0 = time.perf_counter()
-        m = rl_step(
-            policy, None, optimizer, None, LocalRollout(engine, protocol, tool), protocol, batch,
-            algo, optim, sampling, limits, seed=step,
-        )  # fmt: skip
+        rollouts = Rollouts(LocalRollout(engine, protocol, tool), protocol, sampling, limits)
+        learning = Learning(policy, None, optimizer)
+        m = rl_step(learning, rollouts, batch, StepSettings(algo, optim), seed=step)
         times.append(time.perf_counter() - t0)
         assert m["spend/generated_per_prompt"] == g * length, m["spend/generated_per_prompt"]
     return times[1:]

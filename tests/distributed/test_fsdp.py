@@ -26,7 +26,7 @@ from treegrpo.rollout.source import LocalRollout
 from treegrpo.train.batch import make_micro_batches
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
-from treegrpo.train.step import Batch, rl_step
+from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
 from treegrpo.train.trainer import make_optimizer
 from treegrpo.train.update import weighted
 
@@ -96,23 +96,10 @@ def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int, sha
             if where == "ranks":  # new ranks every step: they start from the driver's state
                 spec = RankSpec(str(tmp_path), cfg, optim, reference=not lora, seed=0)
                 learner = FSDPLearner(spec, 2, policy, opt, sched)
-            metrics.append(
-                rl_step(
-                    policy,
-                    reference,
-                    opt,
-                    sched,
-                    rollouts,
-                    agent.protocol,
-                    _batch(agent),
-                    algo,
-                    optim,
-                    SAMPLING,
-                    LIMITS,
-                    seed=step,
-                    learner=learner,
-                )
-            )
+            learning = Learning(policy, reference, opt, sched, learner=learner)
+            side = Rollouts(rollouts, agent.protocol, SAMPLING, LIMITS)
+            settings = StepSettings(algo, optim)
+            metrics.append(rl_step(learning, side, _batch(agent), settings, seed=step))
             if learner is not None:
                 learner.load_optimizer_into(opt)  # as before a checkpoint
                 learner.close()

@@ -27,7 +27,7 @@ from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.logprobs import token_logprobs
 from treegrpo.train.policy import prepare_policy
-from treegrpo.train.step import Batch, rl_step
+from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
 
 KINDS = [
     "hf",
@@ -286,20 +286,13 @@ def _one_step(policy: torch.nn.Module, eng: Engine, agent: Agent, lr: float) -> 
     before = {n: p.detach().clone() for n, p in policy.named_parameters() if p.requires_grad}
     people = PEOPLE[:2]
     batch = Batch([agent.prompt(p) for p in people], [[FACTS[p]] for p in people], people)
-    rl_step(
-        policy,
-        None,
-        torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr),
-        None,
-        LocalRollout(eng, agent.protocol, WordTool()),
-        agent.protocol,
-        batch,
-        AlgorithmConfig(m=2, kl_coef=0.0),
-        OptimConfig(lr=lr, mini_batch_prompts=2, micro_batch_tokens=1500),
-        SamplingParams(temperature=0.8, max_new_tokens=40),
-        LIMITS,
-        seed=0,
-    )
+    opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=lr)
+    sampling = SamplingParams(temperature=0.8, max_new_tokens=40)
+    rollouts = Rollouts(LocalRollout(eng, agent.protocol, WordTool()), agent.protocol, sampling,
+                        LIMITS)  # fmt: skip
+    optim = OptimConfig(lr=lr, mini_batch_prompts=2, micro_batch_tokens=1500)
+    settings = StepSettings(AlgorithmConfig(m=2, kl_coef=0.0), optim)
+    rl_step(Learning(policy, None, opt), rollouts, batch, settings, seed=0)
     moved = [
         n for n, p in policy.named_parameters() if n in before and not torch.equal(p, before[n])
     ]

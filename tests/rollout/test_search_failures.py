@@ -37,7 +37,7 @@ from treegrpo.tools.http_client import RemoteRetriever
 from treegrpo.tools.server import create_app
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
-from treegrpo.train.step import Batch, rl_step
+from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
 
 SAMPLING = SamplingParams(max_new_tokens=40)
 LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
@@ -144,21 +144,15 @@ def test_too_many_failed_searches_stop_the_step_before_its_update(agent: Agent) 
     engine = HFEngine(policy, agent.tokenizer, StepStopper(agent.tokenizer))
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
     batch = Batch([agent.prompt(p) for p in PEOPLE[:2]], [["x"], ["y"]], ["a", "b"])
-    args = (
-        AlgorithmConfig(kl_coef=0.0),
-        OptimConfig(lr=1e-2, mini_batch_prompts=2),
-        SAMPLING,
-        LIMITS,
-    )
-    rollouts = LocalRollout(engine, agent.protocol, FailingCalls(WordTool()))
+    algo, optim = AlgorithmConfig(kl_coef=0.0), OptimConfig(lr=1e-2, mini_batch_prompts=2)
+    source = LocalRollout(engine, agent.protocol, FailingCalls(WordTool()))
+    rollouts = Rollouts(source, agent.protocol, SAMPLING, LIMITS)
+    learning = Learning(policy, None, opt)
     with pytest.raises(SearchOutage, match=r"searches failed \(100%, more than .* 25%\)"):
-        rl_step(policy, None, opt, None, rollouts, agent.protocol, batch, *args, seed=0,
-                max_failed_searches=0.25)  # fmt: skip
+        rl_step(learning, rollouts, batch, StepSettings(algo, optim, 0.25), seed=0)
     assert all(torch.equal(p, before[n]) for n, p in policy.named_parameters())
     # at the default limit (all may fail) the step runs and counts them
-    metrics = rl_step(
-        policy, None, opt, None, rollouts, agent.protocol, batch, *args, seed=0
-    )  # fmt: skip
+    metrics = rl_step(learning, rollouts, batch, StepSettings(algo, optim), seed=0)
     assert metrics["agent/failed_searches"] > 0
     assert metrics["agent/tool_calls_per_leaf"] > 0  # Search-R1's agent: no per-tool copy of it
     assert not [k for k in metrics if k.startswith("agent/calls_per_leaf/")]

@@ -22,7 +22,8 @@ from treegrpo.train import health as health_module
 from treegrpo.train import trainer as trainer_module
 from treegrpo.train.config import AlgorithmConfig, HealthConfig, OptimConfig, RunConfig
 from treegrpo.train.health import HealthMonitor, Rollback, TrainingUnhealthy
-from treegrpo.train.trainer import TrainItem, train
+from treegrpo.train.task import TrainItem, TrainSettings, TrainTask
+from treegrpo.train.trainer import train
 
 
 def metrics(reward: float = 0.5, kl: float = 0.01, entropy: float = 0.2, updates: int = 1):
@@ -89,19 +90,10 @@ ITEMS = [TrainItem(f"Where was {p} born", (c,), f"toy-{p}") for p, c in FACTS.it
 
 def _train(start: Path, out: Path, steps: int, health: HealthConfig, lr: float = 1e-3) -> Path:
     run = RunConfig(out_dir=str(out), steps=steps, prompts_per_step=4, seed=3, save_every=1)
-    return train(
-        start,
-        load_model,
-        WordTool(),
-        ITEMS,
-        AlgorithmConfig(kl_coef=0.001),
-        OptimConfig(lr=lr, mini_batch_prompts=2, micro_batch_tokens=2000),
-        SamplingParams(max_new_tokens=40),
-        AgentLimits(max_turns=2, max_context=1024),
-        run,
-        max_obs_tokens=120,
-        health=health,
-    )
+    task = TrainTask(start, load_model, WordTool(), ITEMS, SamplingParams(max_new_tokens=40),
+                     AgentLimits(max_turns=2, max_context=1024), max_obs_tokens=120)  # fmt: skip
+    optim = OptimConfig(lr=lr, mini_batch_prompts=2, micro_batch_tokens=2000)
+    return train(task, TrainSettings(AlgorithmConfig(kl_coef=0.001), optim, run, health=health))
 
 
 def _steps(out: Path) -> list[dict[str, Any]]:
@@ -237,18 +229,9 @@ def _replay_collapse(
 
     monkeypatch.setattr(trainer_module, "rl_step", step)
     run = RunConfig(out_dir=str(out), steps=len(recorded), prompts_per_step=2, save_every=1)
-    return train(
-        model_dir,
-        load_model,
-        WordTool(),
-        ITEMS,
-        AlgorithmConfig(),
-        OptimConfig(lr=1e-3),
-        SamplingParams(max_new_tokens=40),
-        AgentLimits(max_turns=2, max_context=1024),
-        run,
-        health=health,
-    )
+    task = TrainTask(model_dir, load_model, WordTool(), ITEMS, SamplingParams(max_new_tokens=40),
+                     AgentLimits(max_turns=2, max_context=1024))  # fmt: skip
+    return train(task, TrainSettings(AlgorithmConfig(), OptimConfig(lr=1e-3), run, health=health))
 
 
 def test_the_recorded_collapse_warns_stops_or_rolls_back(

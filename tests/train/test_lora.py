@@ -22,8 +22,9 @@ from treegrpo.train.checkpoint import latest_checkpoint, save_checkpoint
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.logprobs import reference_logprobs, token_logprobs
 from treegrpo.train.policy import is_lora, load_adapter, prepare_policy
-from treegrpo.train.step import Batch, rl_step
-from treegrpo.train.trainer import TrainItem, train
+from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
+from treegrpo.train.task import TrainItem, TrainSettings, TrainTask
+from treegrpo.train.trainer import train
 
 LORA = ModelConfig(lora_rank=4, lora_alpha=8)
 LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
@@ -62,19 +63,12 @@ def test_only_adapters_train_and_one_step_moves_every_adapter() -> None:
     batch = Batch(
         [agent.prompt(p) for p in people], [[FACTS[p]] for p in people], [f"t-{p}" for p in people]
     )
+    optim = OptimConfig(lr=1e-2, weight_decay=0.0, mini_batch_prompts=2, micro_batch_tokens=1500)
+    rollouts = Rollouts(LocalRollout(engine, agent.protocol, WordTool()), agent.protocol,
+                        SAMPLING, LIMITS)  # fmt: skip
+    learning = Learning(policy, None, opt)  # the reference is the base model: adapters disabled
     metrics = rl_step(
-        policy,
-        None,  # the reference is the base model: adapters disabled
-        opt,
-        None,
-        LocalRollout(engine, agent.protocol, WordTool()),
-        agent.protocol,
-        batch,
-        AlgorithmConfig(kl_coef=0.01),
-        OptimConfig(lr=1e-2, weight_decay=0.0, mini_batch_prompts=2, micro_batch_tokens=1500),
-        SAMPLING,
-        LIMITS,
-        seed=0,
+        learning, rollouts, batch, StepSettings(AlgorithmConfig(kl_coef=0.01), optim), seed=0
     )
     # two updates: B gets a gradient in the first, A (behind B = 0) in the second
     assert metrics["train/updates"] == 2 and metrics["train/skipped_updates"] == 0
@@ -148,19 +142,9 @@ def _train(start: Path, out: Path, steps: int, resume: bool = False, cfg: ModelC
     run = RunConfig(
         out_dir=str(out), steps=steps, prompts_per_step=4, seed=3, save_every=1, resume=resume
     )
-    train(
-        start,
-        load,
-        WordTool(),
-        ITEMS,
-        AlgorithmConfig(kl_coef=0.01),
-        OptimConfig(lr=1e-2, mini_batch_prompts=2, micro_batch_tokens=2000),
-        SAMPLING,
-        LIMITS,
-        run,
-        max_obs_tokens=120,
-        model_cfg=cfg,
-    )
+    optim = OptimConfig(lr=1e-2, mini_batch_prompts=2, micro_batch_tokens=2000)
+    task = TrainTask(start, load, WordTool(), ITEMS, SAMPLING, LIMITS, max_obs_tokens=120)
+    train(task, TrainSettings(AlgorithmConfig(kl_coef=0.01), optim, run, cfg))
     return loads
 
 

@@ -23,7 +23,14 @@ from treegrpo.train import batch as batch_module
 from treegrpo.train import step as step_module
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
-from treegrpo.train.step import Batch, depth_shares, rl_step
+from treegrpo.train.step import (
+    Batch,
+    Learning,
+    Rollouts,
+    StepSettings,
+    depth_shares,
+    rl_step,
+)
 
 LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
 SAMPLING = SamplingParams(max_new_tokens=40)
@@ -31,20 +38,9 @@ SAMPLING = SamplingParams(max_new_tokens=40)
 
 def _rl_step(policy, ref, opt, eng, agent, batch, algo, optim):  # type: ignore[no-untyped-def]
     """``rl_step`` on the tool-free toy setup of ``_setup``, seed 0."""
-    return rl_step(
-        policy,
-        ref,
-        opt,
-        None,
-        LocalRollout(eng, agent.protocol, WordTool()),
-        agent.protocol,
-        batch,
-        algo,
-        optim,
-        SAMPLING,
-        LIMITS,
-        seed=0,
-    )
+    rollouts = Rollouts(LocalRollout(eng, agent.protocol, WordTool()), agent.protocol, SAMPLING,
+                        LIMITS)  # fmt: skip
+    return rl_step(Learning(policy, ref, opt), rollouts, batch, StepSettings(algo, optim), seed=0)
 
 
 def _setup(lr: float, weight_decay: float = 0.0, cpu_speedups: bool | None = None):  # type: ignore[no-untyped-def]
@@ -395,8 +391,9 @@ def _corrected_step(
     rollouts = _ShiftedSampler(eng, agent.protocol, WordTool())
     rollouts.shift = shift
     before = {n: p.detach().clone() for n, p in policy.named_parameters()}
-    m = rl_step(policy, ref, opt, None, rollouts, agent.protocol, batch, algo, OptimConfig(lr=1e-2),
-                SAMPLING, LIMITS, seed=0)  # fmt: skip
+    side = Rollouts(rollouts, agent.protocol, SAMPLING, LIMITS)
+    settings = StepSettings(algo, OptimConfig(lr=1e-2))
+    m = rl_step(Learning(policy, ref, opt), side, batch, settings, seed=0)
     return m, {n: p.detach() - before[n] for n, p in policy.named_parameters()}
 
 

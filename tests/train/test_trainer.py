@@ -21,7 +21,8 @@ from treegrpo.train import checkpoint as ckpt_module
 from treegrpo.train import trainer as trainer_module
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.config import AlgorithmConfig, OptimConfig, RunConfig
-from treegrpo.train.trainer import TrainItem, train
+from treegrpo.train.task import TrainItem, TrainSettings, TrainTask
+from treegrpo.train.trainer import train
 
 ITEMS = [TrainItem(f"Where was {p} born", (c,), f"toy-{p}") for p, c in FACTS.items()]
 ALGO = AlgorithmConfig(kl_coef=0.001)
@@ -46,9 +47,8 @@ def _train(
         resume=resume,
         overwrite=overwrite,
     )
-    return train(
-        start, load, WordTool(), ITEMS, ALGO, OPTIM, SAMPLING, LIMITS, run, max_obs_tokens=120
-    )
+    task = TrainTask(start, load, WordTool(), ITEMS, SAMPLING, LIMITS, max_obs_tokens=120)
+    return train(task, TrainSettings(ALGO, OPTIM, run))
 
 
 def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
@@ -156,9 +156,8 @@ def test_a_mix_draws_the_prompts_from_the_weighted_files(model_dir: Path, tmp_pa
     # half the questions are source 1; with weights (0, 1) every prompt comes from source 1
     items = [replace(it, source=i % 2) for i, it in enumerate(ITEMS)]
     run = RunConfig(out_dir=str(tmp_path / "run"), steps=1, prompts_per_step=4, seed=3)
-    out = train(
-        model_dir, load, WordTool(), items, ALGO, OPTIM, SAMPLING, LIMITS, run, 120, mix=(0, 1)
-    )
+    task = TrainTask(model_dir, load, WordTool(), items, SAMPLING, LIMITS, 120, mix=(0, 1))
+    out = train(task, TrainSettings(ALGO, OPTIM, run))
     kept = json.loads((out / "forests" / "step-000001.json").read_text())
     asked = [p["question"] for p in kept["prompts"]]
     assert len(asked) == 4 and set(asked) <= {it.question for it in items if it.source == 1}

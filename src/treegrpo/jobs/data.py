@@ -57,7 +57,7 @@ from treegrpo.train.config import (
     OptimConfig,
     RunConfig,
 )
-from treegrpo.train.trainer import TrainItem
+from treegrpo.train.task import TrainItem
 from treegrpo.warmstart.protocol import protocol_warm_start
 from treegrpo.warmstart.reader import reader_warm_start
 from treegrpo.warmstart.web import web_warm_start

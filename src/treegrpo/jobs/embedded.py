@@ -37,7 +37,7 @@ from treegrpo.train.config import (
     OptimConfig,
     RunConfig,
 )
-from treegrpo.train.trainer import TrainItem
+from treegrpo.train.task import TrainItem
 from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, warm_start
 
 

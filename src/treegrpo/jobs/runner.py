@@ -41,7 +41,8 @@ from treegrpo.train.config import (
     RunConfig,
 )
 from treegrpo.train.health import Rollback
-from treegrpo.train.trainer import TrainItem, refuse_previous_run, train
+from treegrpo.train.task import TrainHooks, TrainItem, TrainSettings, TrainTask
+from treegrpo.train.trainer import refuse_previous_run, train
 from treegrpo.viz.curves import plot_learning_curve
 from treegrpo.viz.evalview import write_eval_pages
 from treegrpo.viz.report import write_run_report
@@ -268,28 +269,18 @@ def _train_with_rollbacks(
     actors = _Cluster(job, cluster, model_cfg, optim, algo, run.seed)
     bar = TrainProgress(run.steps) if progress else None
     part = run
+    task = TrainTask(job.model_dir, load_model, job.tool, job.items, job.sampling, job.limits,
+                     job.max_obs_tokens, job.mix)  # fmt: skip
+    hooks = TrainHooks(
+        evaluate=_periodic(job, run),
+        on_step=bar.update if bar else None,
+        rollout_source=actors.rollout_workers if cluster.rollout_workers > 0 else None,
+        learner=actors.train_ranks if cluster.train_ranks > 0 else None,
+    )
     try:
         while True:
             try:
-                train(
-                    job.model_dir,
-                    load_model,
-                    job.tool,
-                    job.items,
-                    algo,
-                    optim,
-                    job.sampling,
-                    job.limits,
-                    part,
-                    job.max_obs_tokens,
-                    evaluate=_periodic(job, run),
-                    on_step=bar.update if bar else None,
-                    model_cfg=model_cfg,
-                    rollout_source=actors.rollout_workers if cluster.rollout_workers > 0 else None,
-                    learner=actors.train_ranks if cluster.train_ranks > 0 else None,
-                    health=health,
-                    mix=job.mix,
-                )
+                train(task, TrainSettings(algo, optim, part, model_cfg, health), hooks)
                 return
             except Rollback as back:  # health.action rollback: resume from a healthy checkpoint
                 log.warning("%s", back)

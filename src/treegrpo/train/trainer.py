@@ -25,7 +25,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,8 @@ from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.cpu import speedups
 from treegrpo.engine.cpu.speedups import CpuSpeedups
-from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import resolve_device
-from treegrpo.rollout.sampler import AgentLimits, agent_protocol
+from treegrpo.rollout.sampler import agent_protocol
 from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.rollout.source import LocalRollout, RolloutSource
 from treegrpo.tools.base import SearchTool
@@ -65,21 +64,20 @@ from treegrpo.train.ledger import LEDGER_FILE, ledger_row
 from treegrpo.train.order import data_order, mixed_order
 from treegrpo.train.policy import load_adapter, prepare_policy
 from treegrpo.train.precision import autocast_dtype
-from treegrpo.train.step import Batch, Learner, StepOutcome, rl_step
+from treegrpo.train.step import (
+    Batch,
+    Learning,
+    Rollouts,
+    StepOutcome,
+    StepSettings,
+    rl_step,
+)
+from treegrpo.train.task import TrainHooks, TrainItem, TrainSettings, TrainTask
 
 logger = logging.getLogger(__name__)
 
 HEALTH_FILE = "health.json"
 """The run's rollbacks and the learning-rate scale they left (``train.health``)."""
-
-
-@dataclass(frozen=True)
-class TrainItem:
-    question: str
-    golds: tuple[str, ...]
-    uid: str
-    hops: int = 0  # retrieval hops a perfect agent needs (0: unknown); shown by treegrpo view
-    source: int = 0  # the training file it came from: its index in ``train(mix=…)``
 
 
 def make_optimizer(policy: Any, optim: OptimConfig) -> tuple[torch.optim.Optimizer, Any]:
@@ -98,43 +96,12 @@ def make_optimizer(policy: Any, optim: OptimConfig) -> tuple[torch.optim.Optimiz
     return optimizer, scheduler
 
 
-def train(
-    model_path: str | Path,
-    load_model: Callable[[Path], tuple[Any, Any]],
-    tool: SearchTool | Toolbox,
-    items: Sequence[TrainItem],
-    algo: AlgorithmConfig,
-    optim: OptimConfig,
-    sampling: SamplingParams,
-    limits: AgentLimits,
-    run: RunConfig,
-    max_obs_tokens: int = 500,
-    evaluate: Callable[[Any, Any, int, Engine | EngineKind], dict[str, float]] | None = None,
-    on_step: Callable[[int, dict[str, float]], None] | None = None,
-    model_cfg: ModelConfig = ModelConfig(),
-    rollout_source: Callable[[], RolloutSource] | None = None,
-    learner: Callable[[Any, torch.optim.Optimizer, Any], Learner] | None = None,
-    health: HealthConfig = HealthConfig(),
-    mix: Sequence[float] = (),
-) -> Path:
-    """Train from ``model_path`` (or resume) and return the run directory.
-
-    load_model(path) → (model, tokenizer) on the CPU; evaluate(model, tokenizer, step, engine)
-    → metrics to log (the trainer's engine, on the current weights); on_step(step, metrics) is
-    called after every step (progress display); model_cfg: LoRA or full fine-tuning, gradient
-    checkpointing, device, forward precision, engine and the CPU speed-ups; rollout_source:
-    makes where the forests come from (rollout workers, ``treegrpo.distributed``; default: this
-    process's ``model_cfg.engine`` on the policy), which gets the policy's weights at the start
-    and after every update; learner(policy, optimizer, scheduler): makes where the update runs
-    when not in this process (the FSDP ranks of ``treegrpo.distributed.fsdp``), starting from
-    these as they are (a resumed run's); the policy then mirrors its weights after every update
-    and the optimizer its state before every checkpoint. health: the alarms of
-    ``train.health`` and what they do; ``health.action`` = rollback raises ``Rollback`` for
-    the caller to resume from the named checkpoint (``jobs.runner`` does), with the learning
-    rate scale it wrote into ``health.json``. mix: the sampling weight of each training source
-    (``TrainItem.source``): each prompt comes from source s with probability mix[s] / Σ mix
-    (``train.order.mixed_order``); empty: every question once per epoch (``data_order``).
-    """
+def train(task: TrainTask, settings: TrainSettings, hooks: TrainHooks | None = None) -> Path:
+    """Train ``task`` with ``settings`` (or resume it) and return the run directory; ``hooks``:
+    evaluation, progress, and where rollouts and updates run (``train.task``)."""
+    hooks = hooks or TrainHooks()
+    algo, optim, run, model_cfg = settings.algo, settings.optim, settings.run, settings.model
+    health, evaluate, learner = settings.health, hooks.evaluate, hooks.learner
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(model_cfg.device)
@@ -142,28 +109,26 @@ def train(
     fast = speedups.enabled(device, model_cfg.cpu_speedups)  # engine.cpu.speedups
     ckpt = _checkpoint_to_resume(out, run, lora=model_cfg.lora_rank > 0)
     policy, reference, tokenizer = _load_models(
-        model_path,
-        load_model,
-        ckpt,
-        model_cfg,
-        device,
-        run.seed,
-        kl=algo.kl_coef > 0,
-        own_reference=learner is None,
-        fast=fast,
-    )
+        task.model_path, task.load_model, ckpt, model_cfg, device, run.seed,
+        kl=algo.kl_coef > 0, own_reference=learner is None, fast=fast,
+    )  # fmt: skip
     optimizer, scheduler = make_optimizer(policy, optim)
     if ckpt is not None:
         start_step, position, logged = _restore(ckpt, out, optimizer, scheduler)
     else:
         start_step, position, logged = 0, 0, []
-        config = {"model_path": str(model_path), "algo": algo, "optim": optim}
-        config |= {"sampling": sampling, "limits": limits, "run": run, "model": model_cfg}
-        _write_config(out, config | {"max_obs_tokens": max_obs_tokens, "mix": list(mix)})
-    protocol = agent_protocol(tokenizer, tool, max_obs_tokens)
-    rollouts, engine = _rollouts(rollout_source, policy, tokenizer, protocol, tool, model_cfg)
+        config = {"model_path": str(task.model_path), "algo": algo, "optim": optim}
+        config |= {"sampling": task.sampling, "limits": task.limits, "run": run, "model": model_cfg}
+        _write_config(out, config | {"max_obs_tokens": task.max_obs_tokens, "mix": list(task.mix)})
+    protocol = agent_protocol(tokenizer, task.tool, task.max_obs_tokens)
+    rollouts, engine = _rollouts(
+        hooks.rollout_source, policy, tokenizer, protocol, task.tool, model_cfg
+    )
     update = learner(policy, optimizer, scheduler) if learner is not None else None
-    batches = _Batches(items, protocol, mix, run)
+    batches = _Batches(task.items, protocol, task.mix, run)
+    learning = Learning(policy, reference, optimizer, scheduler, amp, update)
+    side = Rollouts(rollouts, protocol, task.sampling, task.limits)
+    per_step = StepSettings(algo, optim, health.max_failed_searches)
     monitor = HealthMonitor.replay(health, logged)
     writer = _tensorboard(out / "tb", start_step)
     with open(out / "metrics.jsonl", "a") as log, open(out / LEDGER_FILE, "a") as ledger:
@@ -174,25 +139,11 @@ def train(
             observers = [_ledger_keeper(ledger, step + 1, batch)]
             if keep:
                 observers.append(
-                    _forest_keeper(out, step + 1, protocol, batch, idx, items, algo, run)
+                    _forest_keeper(out, step + 1, protocol, batch, idx, task.items, algo, run)
                 )
+            seed = run.seed * 1_000_003 + step
             metrics = rl_step(
-                policy,
-                reference,
-                optimizer,
-                scheduler,
-                rollouts,
-                protocol,
-                batch,
-                algo,
-                optim,
-                sampling,
-                limits,
-                seed=run.seed * 1_000_003 + step,
-                autocast_dtype=amp,
-                learner=update,
-                observe=_all_of(observers),
-                max_failed_searches=health.max_failed_searches,
+                learning, side, batch, per_step, seed=seed, observe=_all_of(observers)
             )
             speedups.release_memory(fast)  # else the heap fragments and memory grows every step
             done = step + 1
@@ -203,23 +154,16 @@ def train(
                 if evaluated:
                     metrics |= evaluated | {"time/eval_s": time.perf_counter() - t_eval}
             _watch_and_log(out, done, metrics, monitor, health, log, writer)
-            if on_step is not None:
-                on_step(done, metrics)
+            if hooks.on_step is not None:
+                hooks.on_step(done, metrics)
             if done % run.save_every == 0 or done == run.steps:
                 if update is not None:
                     update.load_optimizer_into(optimizer)  # the ranks' AdamW state, gathered
                 save_checkpoint(
-                    out,
-                    done,
-                    policy,
-                    tokenizer,
-                    optimizer,
-                    scheduler,
-                    position,
-                    extra={"lr_scale": lr_scale(out)},
-                    keep=run.keep_checkpoints,
+                    out, done, policy, tokenizer, optimizer, scheduler, position,
+                    extra={"lr_scale": lr_scale(out)}, keep=run.keep_checkpoints,
                     healthy=monitor.healthy,
-                )
+                )  # fmt: skip
     if writer is not None:
         writer.close()
     return out

@@ -1,0 +1,88 @@
+"""What a training run takes, as three values: the task (``TrainTask``: the starting model, its
+tools, its questions and the agent's limits), the settings (``TrainSettings``: the configs of
+``train.config``) and the hooks (``TrainHooks``: evaluation, progress, and where rollouts and
+updates run when not in this process). ``train.trainer.train(task, settings, hooks)`` runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from treegrpo.engine.base import Engine, EngineKind
+from treegrpo.engine.sampling import SamplingParams
+from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.source import RolloutSource
+from treegrpo.tools.base import SearchTool
+from treegrpo.tools.registry import Toolbox
+from treegrpo.train.config import AlgorithmConfig, HealthConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.step import Learner
+
+
+@dataclass(frozen=True)
+class TrainItem:
+    """One training question."""
+
+    question: str
+    golds: tuple[str, ...]
+    uid: str
+    hops: int = 0  # retrieval hops a perfect agent needs (0: unknown); shown by treegrpo view
+    source: int = 0  # the training file it came from: its index in ``TrainTask.mix``
+
+
+@dataclass(frozen=True)
+class TrainTask:
+    """What RL trains: the model at ``model_path`` (``load_model(path)`` → (model, tokenizer)
+    on the CPU), the agent's tools, its questions, sampling parameters and limits.
+
+    ``mix``: the sampling weight of each training source (``TrainItem.source``): each prompt
+    comes from source s with probability mix[s] / Σ mix (``train.order.mixed_order``); empty:
+    every question once per epoch (``data_order``)."""
+
+    model_path: str | Path
+    load_model: Callable[[Path], tuple[Any, Any]]
+    tool: SearchTool | Toolbox
+    items: Sequence[TrainItem]
+    sampling: SamplingParams
+    limits: AgentLimits
+    max_obs_tokens: int = 500
+    mix: Sequence[float] = ()
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """The run's configs: the algorithm, the optimizer, the run (steps, seed, checkpoints), the
+    model (LoRA or full fine-tuning, device, precision, engine, CPU speed-ups) and the health
+    alarms with what they do (``health.action`` rollback raises ``train.health.Rollback`` for
+    the caller to resume from the checkpoint it names; ``jobs.runner`` does)."""
+
+    algo: AlgorithmConfig
+    optim: OptimConfig
+    run: RunConfig
+    model: ModelConfig = field(default_factory=ModelConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
+
+
+@dataclass(frozen=True)
+class TrainHooks:
+    """Callbacks of a run, each optional.
+
+    - ``evaluate(model, tokenizer, step, engine)`` → metrics to log (the trainer's engine, on the
+      current weights), every ``run.eval_every`` steps;
+    - ``on_step(step, metrics)`` after every step (the progress display);
+    - ``rollout_source()`` makes where the forests come from (rollout workers,
+      ``treegrpo.distributed``; default: this process's engine on the policy); it gets the
+      policy's weights at the start and after every update;
+    - ``learner(policy, optimizer, scheduler)`` makes where the update runs when not in this
+      process (the FSDP ranks of ``treegrpo.distributed.fsdp``), starting from these as they
+      are (a resumed run's); the policy then mirrors its weights after every update and the
+      optimizer its state before every checkpoint."""
+
+    evaluate: Callable[[Any, Any, int, Engine | EngineKind], dict[str, float]] | None = None
+    on_step: Callable[[int, dict[str, float]], None] | None = None
+    rollout_source: Callable[[], RolloutSource] | None = None
+    learner: Callable[[Any, torch.optim.Optimizer, Any], Learner] | None = None
