@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -387,9 +386,7 @@ def _forest_keeper(
         }
         path = out / "forests" / f"step-{step:06d}.json"
         path.parent.mkdir(exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(data))
 
     return keep
 
