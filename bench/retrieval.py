@@ -35,7 +35,7 @@ import httpx
 import numpy as np
 import tyro
 
-from treegrpo.tools.cache import default_cache_root
+from treegrpo.files import default_cache_root
 
 ROOT = Path(__file__).resolve().parent
 MARK_START, MARK_END = "<!-- retrieval:start -->", "<!-- retrieval:end -->"

@@ -39,7 +39,7 @@ import httpx
 import numpy as np
 
 from retrieval import free_port, make_corpus, start_server
-from treegrpo.tools.cache import default_cache_root
+from treegrpo.files import default_cache_root
 
 ROOT = Path(__file__).resolve().parent
 CONCURRENCY = (1, 8, 32, 64)

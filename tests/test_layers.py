@@ -23,12 +23,13 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "treegrpo"
 
 ALLOWED: dict[str, set[str]] = {
     "core": set(),  # pure: numpy and the standard library
+    "files": set(),  # cache directories and atomic writes, for every layer
     "agent": {"core", "tools"},  # the protocol speaks the tools' tags
     "tools": {"core"},
     "viz": set(),
     "engine.cpu": {"core"},  # the opt-in CPU speed-ups, usable by engine, train and SFT
     "engine": {"core", "engine.cpu"},
-    "models": {"tools"},  # model loading (tools.cache: the cache directory helpers)
+    "models": set(),
     "data": {"core", "tools"},
     "embedded": {"core", "agent", "tools", "data", "models"},
     "rollout": {"core", "agent", "engine", "tools"},
@@ -37,6 +38,9 @@ ALLOWED: dict[str, set[str]] = {
     "warmstart": {"core", "agent", "tools", "data", "models", "embedded", "train", "engine.cpu"},
     "distributed": {"core", "agent", "tools", "engine", "engine.cpu", "models", "rollout", "train"},
 }
+for _package, _uses in ALLOWED.items():
+    if _package not in ("core", "viz", "files"):
+        _uses.add("files")  # the one helper module every layer may use
 ALLOWED["jobs"] = set(ALLOWED) | {"engine.cpu"}
 ALLOWED["cli"] = set(ALLOWED)
 """Package → the packages it may import (its own modules always)."""

@@ -9,7 +9,7 @@ import sys
 def test_tools_package_and_light_modules_import_nothing_heavy() -> None:
     code = (
         "import sys, treegrpo.tools, treegrpo.tools.base, treegrpo.tools.corpus, "
-        "treegrpo.tools.protocol, treegrpo.tools.cache, treegrpo.tools.batcher\n"
+        "treegrpo.tools.protocol, treegrpo.files, treegrpo.tools.batcher\n"
         "heavy = ('torch', 'faiss', 'sentence_transformers', 'bm25s', 'fastapi', 'uvicorn', "
         "'httpx', 'numpy', 'scipy')\n"
         "print(','.join(sorted(m for m in heavy if m in sys.modules)))"

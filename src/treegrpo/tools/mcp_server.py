@@ -28,9 +28,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from treegrpo.files import default_cache_root
 from treegrpo.tools.base import Passage, format_passages
 from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.cache import default_cache_root
 from treegrpo.tools.corpus import read_corpus
 
 log = logging.getLogger(__name__)

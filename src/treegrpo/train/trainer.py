@@ -36,12 +36,12 @@ from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.cpu import speedups
 from treegrpo.engine.cpu.speedups import CpuSpeedups
+from treegrpo.files import write_atomic
 from treegrpo.models.load import resolve_device
 from treegrpo.rollout.sampler import agent_protocol
 from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.rollout.source import LocalRollout, RolloutSource
 from treegrpo.tools.base import SearchTool
-from treegrpo.tools.cache import write_atomic
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import (
     discard_newer,

@@ -111,6 +111,8 @@ def test_verdict_holds_chain_tree_rules_and_the_quarter_comparison() -> None:
         ("tree", "chain", 16, "steps"),
         ("tree-informed", "chain", 16, "tokens"),
         ("tree-informed", "chain", 16, "steps"),
+        ("chain", "chain", 16, "tokens"),  # the control: 4 chains against 16, no tree
+        ("chain", "chain", 16, "steps"),
     ]
     quarter = final_difference(records, "tree", 4, "chain", 16)
     assert quarter is not None and quarter["em_diffs"] == pytest.approx([-0.3, -0.3])
@@ -118,8 +120,12 @@ def test_verdict_holds_chain_tree_rules_and_the_quarter_comparison() -> None:
     at_tokens = entries[5]
     assert at_tokens["at"] == [110.0, 110.0]
     assert at_tokens["em_diffs"] == pytest.approx([0.6 - 0.3925] * 2)
+    # the control at the 4 chains' 100 tokens: 0.5 against 0.2 + 0.7·100/400 = 0.375
+    assert entries[9]["em_diffs"] == pytest.approx([0.5 - 0.375] * 2)
+    assert entries[10]["em_diffs"] == pytest.approx([0.5 - 0.9] * 2)
     table = matched_table(entries)
     assert "| ≈4 | tree | chain ≈16 | equal steps | 20 steps | -30.0 |" in table
+    assert "| ≈4 | chain | chain ≈16 | equal generated tokens | 100 tok/prompt | +12.5 |" in table
     assert "| ≈4 | tree | chain | equal generated tokens | 100 tok/prompt |" in table
 
 

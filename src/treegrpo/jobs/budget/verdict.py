@@ -29,7 +29,9 @@ def matched_comparisons(records: Sequence[dict[str, Any]]) -> list[dict[str, Any
     """Per budget: each tree method − the chain at equal generated tokens and at equal training
     wall time; each other tree method − the uniform tree at equal tokens; and for each tree
     method at ≈b with chains at ≈4b, the quarter comparison at equal tokens (``matched``) and
-    at equal steps (final EM, ``axis`` "steps"). Entries whose runs are missing are left out."""
+    at equal steps (final EM, ``axis`` "steps"), with its control: the chains at ≈b against
+    those at ≈4b on the same two axes, which says how much of a tree's lead per token is the
+    smaller batch's alone. Entries whose runs are missing are left out."""
     out: list[dict[str, Any]] = []
     budgets = sorted({r["budget"] for r in records})
     for b in budgets:
@@ -39,7 +41,7 @@ def matched_comparisons(records: Sequence[dict[str, Any]]) -> list[dict[str, Any
         for m in methods[1:] if methods[:1] == ["tree"] else []:
             out += [p for p in [matched(records, m, "tree", b)] if p]
         if 4 * b in budgets:
-            for m in methods:
+            for m in [*methods, "chain"]:
                 out += [p for p in [matched(records, m, "chain", b, 4 * b)] if p]
                 out += [p for p in [final_difference(records, m, b, "chain", 4 * b)] if p]
     return out

@@ -73,7 +73,7 @@ class Site:
 
     Args:
         articles: The pages, in the order that numbers them (search ids are positions).
-        cache_dir: BM25 index cache root (default ``tools.cache.default_cache_root()``).
+        cache_dir: BM25 index cache root (default ``files.default_cache_root()``).
         use_cache: Set False to build the index in memory and write nothing.
     """
 

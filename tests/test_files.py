@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from treegrpo.tools.cache import cached_dir
+from treegrpo.files import cached_dir
 
 
 def test_built_once_atomically_with_the_permissions_of_a_new_directory(tmp_path: Path) -> None:

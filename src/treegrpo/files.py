@@ -1,9 +1,12 @@
-"""On-disk caches for retriever indexes.
+"""Files on disk, written once for every layer: cache directories (``default_cache_root``,
+``cache_key``, ``cached_dir``: retriever indexes, warm starts, converted models) and atomic
+writes (``write_atomic``: run files, evaluations, checkpoints' JSON).
 
-An index is a pure function of (corpus contents, settings), so its cache directory is named by
-a hash of both: a changed corpus or a changed setting simply misses and rebuilds, and nothing
-ever needs invalidating by hand. Builds write into a temporary sibling and rename it into
-place, so a crash or two processes building at once never leave a half-written index behind.
+A cached build (an index, a warm start) is a pure function of its inputs and settings, so its
+cache directory is named by a hash of both: a changed corpus or a changed setting simply misses
+and rebuilds, and nothing ever needs invalidating by hand. Builds write into a temporary sibling
+and rename it into place, so a crash or two processes building at once never leave a
+half-written build behind.
 """
 
 from __future__ import annotations
