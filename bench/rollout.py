@@ -65,8 +65,8 @@ from treegrpo.core.budget import TreeShape  # noqa: E402
 from treegrpo.engine.hf import HFEngine, StepRequest  # noqa: E402
 from treegrpo.engine.sampling import SamplingParams  # noqa: E402
 from treegrpo.models.tiny import tiny_qwen2  # noqa: E402
+from treegrpo.retrieval.base import Passage  # noqa: E402
 from treegrpo.rollout.sampler import AgentLimits, sample_forest  # noqa: E402
-from treegrpo.tools.base import Passage  # noqa: E402
 
 warnings.filterwarnings("ignore")
 

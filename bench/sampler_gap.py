@@ -32,9 +32,9 @@ from treegrpo.engine.cpu.speedups import start_process
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import load_model
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout import scoring
 from treegrpo.rollout.sampler import AgentLimits, agent_protocol, sample_forest
-from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.logprobs import token_logprobs
 from treegrpo.train.offpolicy import gap_sums
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start

@@ -45,9 +45,9 @@ from treegrpo.jobs.embedded import rl_and_eval_worlds
 from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DataConfig
 from treegrpo.models.load import load_model
 from treegrpo.models.tiny import tiny_qwen2
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import LocalRollout
-from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.config import ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
 from treegrpo.train.shared import row_span

@@ -73,10 +73,10 @@ def run_ours(path: Path, p: int, g: int, length: int, steps: int, lr: float) -> 
     from treegrpo.agent.stops import StepStopper
     from treegrpo.engine.hf import HFEngine
     from treegrpo.engine.sampling import SamplingParams
+    from treegrpo.retrieval.base import Passage
+    from treegrpo.retrieval.bm25 import BM25Retriever
     from treegrpo.rollout.sampler import AgentLimits
     from treegrpo.rollout.source import LocalRollout
-    from treegrpo.tools.base import Passage
-    from treegrpo.tools.bm25 import BM25Retriever
     from treegrpo.train.config import AlgorithmConfig, OptimConfig
     from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
 

@@ -40,9 +40,9 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.jobs.embedded import held_out_evaluator, rl_and_eval_worlds
 from treegrpo.jobs.presets import DEFAULT_EMBEDDED
 from treegrpo.models.load import load_model
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
-from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -43,7 +43,7 @@ import httpx
 import numpy as np
 
 from treegrpo.data.wiki import load_articles
-from treegrpo.tools.web.site_corpus import slug
+from treegrpo.website.corpus import slug
 
 try:  # the fetcher phase runs only where the fetcher module exists
     from treegrpo.tools.registry import Failure

@@ -27,7 +27,7 @@ from typing import Any
 from treegrpo.core.rewards import normalize_answer
 from treegrpo.data import lead_questions as lq
 from treegrpo.data.wiki import load_articles, wiki_corpus
-from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.retrieval.bm25 import BM25Retriever
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP = 3

@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
-from treegrpo.tools.base import SearchTool
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.dense import DenseRetriever
+from treegrpo.retrieval.base import SearchTool
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.dense import DenseRetriever
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,8 +14,8 @@ from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.rewards import PROTOCOL_TAGS
 from treegrpo.models.tiny import tiny_qwen2, train_bpe_tokenizer
+from treegrpo.retrieval.base import Passage
 from treegrpo.rollout.records import Rollout
-from treegrpo.tools.base import Passage
 from treegrpo.warmstart.tiny import WarmStartConfig
 
 warnings.filterwarnings("ignore", message=".*deprecated.*")

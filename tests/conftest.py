@@ -49,7 +49,7 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """A BM25 corpus (Search-R1 jsonl) and FlashRAG question files about it: "train" (6
     questions, source "toy") and "test" (4, sources "nq" and "hotpotqa", no hop counts); the
     cache goes to tmp_path."""
-    from treegrpo.tools.corpus import write_corpus
+    from treegrpo.retrieval.corpus import write_corpus
 
     monkeypatch.setenv("TREEGRPO_CACHE_DIR", str(tmp_path / "cache"))
     corpus = tmp_path / "corpus.jsonl"

@@ -24,19 +24,52 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "treegrpo"
 ALLOWED: dict[str, set[str]] = {
     "core": set(),  # pure: numpy and the standard library
     "files": set(),  # cache directories and atomic writes, for every layer
-    "agent": {"core", "tools"},  # the protocol speaks the tools' tags
-    "tools": {"core"},
+    "retrieval": {"core"},  # the search interface, retrievers, their server and client
+    "tools": {"core", "retrieval"},  # the agent's tools: a retriever is the search tool
+    "website": {"core", "retrieval", "tools"},  # the offline website the web tools browse
+    "agent": {"core", "tools", "retrieval"},  # the protocol speaks the tools' tags
     "viz": set(),
     "engine.cpu": {"core"},  # the opt-in CPU speed-ups, usable by engine, train and SFT
     "engine": {"core", "engine.cpu"},
     "models": set(),
-    "data": {"core", "tools"},
-    "embedded": {"core", "agent", "tools", "data", "models"},
-    "rollout": {"core", "agent", "engine", "tools"},
-    "train": {"core", "agent", "tools", "engine", "engine.cpu", "models", "rollout"},
-    "eval": {"core", "agent", "tools", "engine", "models", "rollout", "data", "embedded"},
-    "warmstart": {"core", "agent", "tools", "data", "models", "embedded", "train", "engine.cpu"},
-    "distributed": {"core", "agent", "tools", "engine", "engine.cpu", "models", "rollout", "train"},
+    "data": {"core", "tools", "retrieval", "website"},
+    "embedded": {"core", "agent", "tools", "retrieval", "website", "data", "models"},
+    "rollout": {"core", "agent", "engine", "tools", "retrieval"},
+    "train": {"core", "agent", "tools", "retrieval", "engine", "engine.cpu", "models", "rollout"},
+    "eval": {
+        "core",
+        "agent",
+        "tools",
+        "retrieval",
+        "engine",
+        "models",
+        "rollout",
+        "data",
+        "embedded",
+    },
+    "warmstart": {
+        "core",
+        "agent",
+        "tools",
+        "retrieval",
+        "website",
+        "data",
+        "models",
+        "embedded",
+        "train",
+        "engine.cpu",
+    },
+    "distributed": {
+        "core",
+        "agent",
+        "tools",
+        "retrieval",
+        "engine",
+        "engine.cpu",
+        "models",
+        "rollout",
+        "train",
+    },
 }
 for _package, _uses in ALLOWED.items():
     if _package not in ("core", "viz", "files"):

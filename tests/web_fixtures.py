@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from treegrpo.data.types import Question
 from treegrpo.data.web_questions import WebQuestion
-from treegrpo.tools.web.site_corpus import WebArticle
+from treegrpo.website.corpus import WebArticle
 
 ARTICLES = [
     WebArticle(

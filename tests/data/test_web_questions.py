@@ -23,8 +23,8 @@ from treegrpo.data.web_questions import (
 )
 from treegrpo.data.web_view import SiteView, web_article
 from treegrpo.data.wiki import Article
-from treegrpo.tools.web.site import Site, create_site_app
-from treegrpo.tools.web.site_corpus import first_sentence, slug
+from treegrpo.website.corpus import first_sentence, slug
+from treegrpo.website.site import Site, create_site_app
 
 TOPK = 2
 ROWS = [

@@ -15,8 +15,8 @@ from treegrpo.core.rewards import is_span
 from treegrpo.data import wiki
 from treegrpo.data.web_questions import KINDS, all_web_questions, web_questions
 from treegrpo.data.web_view import web_article
-from treegrpo.tools.web.site import Site, create_site_app
-from treegrpo.tools.web.site_corpus import first_sentence, slug
+from treegrpo.website.corpus import first_sentence, slug
+from treegrpo.website.site import Site, create_site_app
 
 if importlib.util.find_spec(wiki.PACKAGE) is None:
     pytest.skip(f"needs the wiki corpus: {wiki.INSTALL_HINT}", allow_module_level=True)

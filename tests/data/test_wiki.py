@@ -16,8 +16,8 @@ from treegrpo.data import wiki
 from treegrpo.data.flashrag import read_flashrag
 from treegrpo.data.title_questions import FUNCTION_WORDS, base_title, fold, leaks
 from treegrpo.data.types import Question
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.corpus import read_corpus
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.corpus import read_corpus
 
 if importlib.util.find_spec(wiki.PACKAGE) is None:
     pytest.skip(

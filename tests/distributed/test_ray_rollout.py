@@ -31,10 +31,10 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.jobs.embedded import run_embedded
 from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
 from treegrpo.models.load import load_model
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, agent_protocol, sample_forest
-from treegrpo.tools.base import Passage
-from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.calculator import calculate
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig

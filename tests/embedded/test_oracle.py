@@ -7,7 +7,7 @@ from __future__ import annotations
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.embedded.oracle import OracleAgent, run_episode
 from treegrpo.embedded.synthetic import train_eval_worlds
-from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.retrieval.bm25 import BM25Retriever
 
 
 def test_oracle_scores_every_question(tag_tokenizer) -> None:  # type: ignore[no-untyped-def]

@@ -10,8 +10,8 @@ import pytest
 from treegrpo.embedded.names import NAME_POOL
 from treegrpo.embedded.relations import RELATIONS, find_object, path, query, question_text
 from treegrpo.embedded.synthetic import MAX_HOPS, World, make_world, train_eval_worlds
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.corpus import read_corpus
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.corpus import read_corpus
 
 
 @pytest.fixture(scope="module")

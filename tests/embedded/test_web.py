@@ -16,7 +16,7 @@ from treegrpo.embedded.oracle import run_episode
 from treegrpo.embedded.search_tokenizer import train_search_tokenizer
 from treegrpo.embedded.synthetic import make_world
 from treegrpo.embedded.web import WEB_TOOLS, world_web
-from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.tools.registry import PastCall
 
 PERFECT = Flaws(early=0.0, stop=0.0, vague=0.0)

@@ -21,9 +21,9 @@ from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, evaluate
 from treegrpo.models.tiny import tiny_qwen2
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.source import LocalRollout
-from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.logprobs import token_logprobs
 from treegrpo.train.policy import prepare_policy

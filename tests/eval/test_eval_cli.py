@@ -17,9 +17,9 @@ from treegrpo.eval.run import synthetic_set
 from treegrpo.jobs import data as data_job
 from treegrpo.jobs.data import eval_inputs
 from treegrpo.jobs.presets import DataConfig
-from treegrpo.tools.corpus import write_corpus
-from treegrpo.tools.http_client import RemoteRetriever
-from treegrpo.tools.web.site import Site, create_site_app
+from treegrpo.retrieval.corpus import write_corpus
+from treegrpo.retrieval.http_client import RemoteRetriever
+from treegrpo.website.site import Site, create_site_app
 
 
 @pytest.fixture

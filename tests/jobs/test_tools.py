@@ -15,13 +15,13 @@ from tests.tools.live import LiveServer
 from treegrpo.jobs.data import check_data, make_tool
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.jobs.tools import mcp_servers
-from treegrpo.tools.base import Passage
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.corpus import make_contents, write_corpus
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.corpus import make_contents, write_corpus
 from treegrpo.tools.registry import PastCall, Toolbox
-from treegrpo.tools.web.site import Site, create_site_app
-from treegrpo.tools.web.site_corpus import WebArticle
 from treegrpo.train.config import ConfigValueError
+from treegrpo.website.corpus import WebArticle
+from treegrpo.website.site import Site, create_site_app
 
 ARTICLES = [
     WebArticle(
@@ -77,7 +77,7 @@ def test_a_web_agents_tools_work_against_the_offline_website(tmp_path: Path) -> 
 def test_an_mcp_servers_tools_come_by_configuration_alone(tmp_path: Path) -> None:
     corpus = tmp_path / "c.jsonl"
     write_corpus(corpus, [Passage("0", make_contents("Ada", "Ada was born in London."))])
-    command = f"{sys.executable} -m treegrpo.tools.mcp_server --corpus {corpus}"
+    command = f"{sys.executable} -m treegrpo.tools.mcp.server --corpus {corpus}"
     data = DataConfig(**BASE, corpus=str(corpus), mcp_servers=(command,))  # type: ignore[arg-type]
     box = make_tool(data)
     assert isinstance(box, Toolbox)

@@ -22,12 +22,12 @@ from treegrpo.jobs.data import WEB_HELD_OUT, check_data, resolve_questions, web_
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.jobs.tools import make_toolbox
 from treegrpo.tools.registry import PastCall, Toolbox
-from treegrpo.tools.web.local import LocalSite
-from treegrpo.tools.web.site import Site
 from treegrpo.train.yaml_config import apply_config, load_config
 from treegrpo.warmstart import protocol as warm_protocol
 from treegrpo.warmstart import web
 from treegrpo.warmstart.web_demos import WebMix, site_toolbox
+from treegrpo.website.local import LocalSite
+from treegrpo.website.site import Site
 
 REPO = Path(__file__).parents[2]
 PRESETS = ("real-smollm2-web.yaml", "real-smollm2-web-gpu.yaml")

@@ -32,10 +32,10 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
 from treegrpo.eval.evaluate import EvalItem, evaluate
 from treegrpo.models.tiny import tiny_qwen2
+from treegrpo.retrieval.base import Passage
 from treegrpo.rollout.records import Rollout, StepRecord
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import score_leaves
-from treegrpo.tools.base import Passage
 from treegrpo.train.batch import make_micro_batches
 
 GOLD = "Zanzibar"  # what the passages inject; no scripted step can spell it

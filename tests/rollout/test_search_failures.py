@@ -27,14 +27,14 @@ from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.retrieval.base import Passage, SearchFailed, SearchTool
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.corpus import write_corpus
+from treegrpo.retrieval.http_client import RemoteRetriever
+from treegrpo.retrieval.server import create_app
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.source import LocalRollout
-from treegrpo.tools.base import Passage, SearchFailed, SearchTool
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.corpus import write_corpus
-from treegrpo.tools.http_client import RemoteRetriever
-from treegrpo.tools.server import create_app
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
 from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step

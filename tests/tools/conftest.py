@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.tools.live import LiveServer
-from treegrpo.tools.base import Passage
-from treegrpo.tools.corpus import make_contents, write_corpus
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import make_contents, write_corpus
 
 TOPICS = [
     ("Eiffel Tower", "The Eiffel Tower is a wrought-iron lattice tower in Paris, France, designed "
@@ -72,8 +72,8 @@ def corpus_file(tmp_path: Path, passages: list[Passage]) -> Path:
 @pytest.fixture(scope="module")
 def bm25_server(passages: list[Passage]) -> Iterator[LiveServer]:
     """``treegrpo``'s server over BM25 on the twenty passages, on a real loopback socket."""
-    from treegrpo.tools.bm25 import BM25Retriever
-    from treegrpo.tools.server import create_app
+    from treegrpo.retrieval.bm25 import BM25Retriever
+    from treegrpo.retrieval.server import create_app
 
     retriever = BM25Retriever(passages, use_cache=False)
     with LiveServer(create_app(retriever, max_topk=10, batch_wait_ms=2.0)) as server:

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from treegrpo.tools.base import Passage
-from treegrpo.tools.batcher import MicroBatcher
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.batcher import MicroBatcher
 
 T = TypeVar("T")
 

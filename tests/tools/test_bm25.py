@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from treegrpo.tools.base import Passage
-from treegrpo.tools.bm25 import BM25Retriever, top_documents
-from treegrpo.tools.corpus import write_corpus
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.bm25 import BM25Retriever, top_documents
+from treegrpo.retrieval.corpus import write_corpus
 
 
 @pytest.fixture(scope="module")

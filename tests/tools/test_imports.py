@@ -8,8 +8,8 @@ import sys
 
 def test_tools_package_and_light_modules_import_nothing_heavy() -> None:
     code = (
-        "import sys, treegrpo.tools, treegrpo.tools.base, treegrpo.tools.corpus, "
-        "treegrpo.tools.protocol, treegrpo.files, treegrpo.tools.batcher\n"
+        "import sys, treegrpo.tools, treegrpo.retrieval.base, treegrpo.retrieval.corpus, "
+        "treegrpo.retrieval.protocol, treegrpo.files, treegrpo.retrieval.batcher\n"
         "heavy = ('torch', 'faiss', 'sentence_transformers', 'bm25s', 'fastapi', 'uvicorn', "
         "'httpx', 'numpy', 'scipy')\n"
         "print(','.join(sorted(m for m in heavy if m in sys.modules)))"
@@ -20,8 +20,8 @@ def test_tools_package_and_light_modules_import_nothing_heavy() -> None:
 
 def test_bm25_and_server_modules_do_not_import_torch() -> None:
     code = (
-        "import sys, treegrpo.tools.bm25, treegrpo.tools.server, treegrpo.tools.http_client, "
-        "treegrpo.tools.dense\n"
+        "import sys, treegrpo.retrieval.bm25, treegrpo.retrieval.server, "
+        "treegrpo.retrieval.http_client, treegrpo.retrieval.dense\n"
         "heavy = ('torch', 'faiss', 'sentence_transformers')\n"
         "print(','.join(m for m in heavy if m in sys.modules))"
     )

@@ -18,7 +18,7 @@ import pytest
 
 from tests.tools.live import free_port
 from treegrpo.agent.prompt import ToolLine, instruction_text
-from treegrpo.tools.mcp import McpServer, McpTools, mcp_tools
+from treegrpo.tools.mcp.client import McpServer, McpTools, mcp_tools
 from treegrpo.tools.registry import Outcome, Toolbox
 
 pytestmark = pytest.mark.slow  # every test talks to a server process
@@ -26,12 +26,16 @@ pytestmark = pytest.mark.slow  # every test talks to a server process
 TEST_SERVER = str(Path(__file__).with_name("mcp_test_server.py"))
 
 
+MCP_SERVERS = ("treegrpo.tools.mcp.server", "mcp_test_server")
+"""What a server process's command line holds: our MCP server's module, or the test server."""
+
+
 def server_processes() -> list[psutil.Process]:
     """This test process's MCP server children (stdio servers, or HTTP ones the test ran)."""
     out = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if any("mcp_server" in part or "mcp_test_server" in part for part in child.cmdline()):
+            if any(n in part for n in MCP_SERVERS for part in child.cmdline()):
                 out.append(child)
         except psutil.NoSuchProcess:
             pass
@@ -43,7 +47,7 @@ def pids() -> set[int]:
 
 
 def wiki_config(corpus: Path, cache: Path, **kwargs: object) -> McpServer:
-    args = ("-m", "treegrpo.tools.mcp_server", "--corpus", str(corpus), "--cache-dir", str(cache))
+    args = ("-m", "treegrpo.tools.mcp.server", "--corpus", str(corpus), "--cache-dir", str(cache))
     return McpServer("wiki", command=sys.executable, args=args, **kwargs)  # type: ignore[arg-type]
 
 
@@ -53,7 +57,7 @@ def run(box: Toolbox, tool: str, *texts: str) -> list[Outcome]:
 
 @pytest.fixture(scope="module")
 def wiki_corpus(tmp_path_factory: pytest.TempPathFactory, passages: list) -> Path:  # type: ignore[type-arg]
-    from treegrpo.tools.corpus import write_corpus
+    from treegrpo.retrieval.corpus import write_corpus
 
     path = tmp_path_factory.mktemp("mcp") / "corpus.jsonl"
     write_corpus(path, passages)
@@ -230,7 +234,7 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float 
 
 def http_server(corpus: Path, port: int) -> subprocess.Popen[bytes]:
     args = ["--corpus", str(corpus), "--cache-dir", str(corpus.parent / "cache")]
-    command = [sys.executable, "-m", "treegrpo.tools.mcp_server", *args]
+    command = [sys.executable, "-m", "treegrpo.tools.mcp.server", *args]
     process = subprocess.Popen([*command, "--transport", "http", "--port", str(port)])
     wait_for_port(port, process)
     return process

@@ -8,8 +8,8 @@ from typing import Any
 import mcp_types
 import pytest
 
-from treegrpo.tools.mcp import McpServer, _error_text, first_sentence, result_text, tool_name
-from treegrpo.tools.mcp_schema import MAX_USAGE_CHARS, ArgumentParser, render_usage
+from treegrpo.tools.mcp.client import McpServer, _error_text, first_sentence, result_text, tool_name
+from treegrpo.tools.mcp.schema import MAX_USAGE_CHARS, ArgumentParser, render_usage
 from treegrpo.tools.registry import NAME, BadArgument
 
 SEARCH = {

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from treegrpo.tools.base import Passage, SearchFailed, ToolFailed
+from treegrpo.retrieval.base import Passage, SearchFailed, ToolFailed
 from treegrpo.tools.calculator import calculate, evaluate_arithmetic
 from treegrpo.tools.registry import (
     BadArgument,

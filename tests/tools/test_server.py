@@ -12,11 +12,11 @@ import httpx
 import pytest
 
 from tests.tools.live import LiveServer
-from treegrpo.tools import server as server_module
-from treegrpo.tools.base import Passage
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.http_client import RemoteRetriever
-from treegrpo.tools.server import create_app
+from treegrpo.retrieval import server as server_module
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.http_client import RemoteRetriever
+from treegrpo.retrieval.server import create_app
 
 
 def post(server: LiveServer, body: Any, **kwargs: Any) -> httpx.Response:
@@ -137,7 +137,7 @@ def test_health(bm25_server: LiveServer) -> None:
 def test_remote_retriever_against_our_server(
     bm25_server: LiveServer, passages: list[Passage]
 ) -> None:
-    from treegrpo.tools.bm25 import BM25Retriever
+    from treegrpo.retrieval.bm25 import BM25Retriever
 
     local = BM25Retriever(passages, use_cache=False)
     queries = ["honey bees and flowers", "first humans on the Moon", "zzzz"]
@@ -148,7 +148,7 @@ def test_remote_retriever_against_our_server(
 
 
 def test_concurrent_requests_are_batched(passages: list[Passage]) -> None:
-    from treegrpo.tools.bm25 import BM25Retriever
+    from treegrpo.retrieval.bm25 import BM25Retriever
 
     bm25 = BM25Retriever(passages, use_cache=False)
 

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from tests.tools.live import LiveServer
 from treegrpo import cli
-from treegrpo.tools.base import Passage
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.http_client import RemoteRetriever
-from treegrpo.tools.server import (
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.http_client import RemoteRetriever
+from treegrpo.retrieval.server import (
     MAX_BODY_BYTES,
     MAX_QUERIES,
     MAX_QUERY_CHARS,
@@ -354,7 +354,7 @@ def test_servers_listen_on_loopback_unless_told_otherwise() -> None:
     import inspect
 
     from treegrpo import cli
-    from treegrpo.tools import server
+    from treegrpo.retrieval import server
 
     assert inspect.signature(cli.serve).parameters["host"].default == "127.0.0.1"
     assert inspect.signature(server.serve).parameters["host"].default == "127.0.0.1"

@@ -1,4 +1,4 @@
-"""The offline website (``tools.web.site``) on a small corpus: pages, links, search as HTML and
+"""The offline website (``website.site``) on a small corpus: pages, links, search as HTML and
 as SearXNG JSON, snippets, limits, and many concurrent clients on a live loopback server."""
 
 from __future__ import annotations
@@ -19,21 +19,21 @@ from fastapi.testclient import TestClient
 
 from tests.tools.live import LiveServer
 from treegrpo import cli
-from treegrpo.tools.base import Passage
-from treegrpo.tools.corpus import make_contents, write_corpus
-from treegrpo.tools.web.site import (
-    MAX_QUERY_CHARS,
-    MAX_RESULTS,
-    RESULTS_PER_PAGE,
-    Site,
-    create_site_app,
-)
-from treegrpo.tools.web.site_corpus import (
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import make_contents, write_corpus
+from treegrpo.website.corpus import (
     LinkIndex,
     WebArticle,
     first_sentence,
     read_site_corpus,
     slug,
+)
+from treegrpo.website.site import (
+    MAX_QUERY_CHARS,
+    MAX_RESULTS,
+    RESULTS_PER_PAGE,
+    Site,
+    create_site_app,
 )
 
 ARTICLES = [

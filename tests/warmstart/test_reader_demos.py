@@ -12,7 +12,7 @@ from treegrpo.data.lead_questions import HopPlan
 from treegrpo.data.types import Question
 from treegrpo.embedded.demos import Demo
 from treegrpo.files import cache_key
-from treegrpo.tools.base import Passage
+from treegrpo.retrieval.base import Passage
 from treegrpo.warmstart import reader_demos as rd
 from treegrpo.warmstart.protocol import ProtocolWarmStartConfig
 from treegrpo.warmstart.reader import ReaderWarmStartConfig

@@ -67,7 +67,7 @@ def test_loads_with_plain_transformers_and_generates(built) -> None:  # type: ig
 def test_demonstrations_train_on_actions_only(built) -> None:  # type: ignore[no-untyped-def]
     from treegrpo.embedded.demos import build_demos
     from treegrpo.embedded.synthetic import train_eval_worlds
-    from treegrpo.tools.bm25 import BM25Retriever
+    from treegrpo.retrieval.bm25 import BM25Retriever
 
     _, path = built
     tok = AutoTokenizer.from_pretrained(path)
@@ -91,7 +91,7 @@ def test_demonstrations_train_on_actions_only(built) -> None:  # type: ignore[no
 def _demos(path: Path, flaws: Flaws, n: int = 80):  # type: ignore[no-untyped-def]
     from treegrpo.embedded.demos import build_demos
     from treegrpo.embedded.synthetic import train_eval_worlds
-    from treegrpo.tools.bm25 import BM25Retriever
+    from treegrpo.retrieval.bm25 import BM25Retriever
 
     tok = AutoTokenizer.from_pretrained(path)
     world, _ = train_eval_worlds(0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.data.types import Question
-from treegrpo.tools.base import Passage
-from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.warmstart.title_demos import build_title_demos, found_title
 
 ARTICLES = {

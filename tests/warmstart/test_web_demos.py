@@ -18,10 +18,10 @@ from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.data import wiki
 from treegrpo.embedded.demos import Demo
 from treegrpo.tools.registry import Toolbox
-from treegrpo.tools.web.local import LocalSite
-from treegrpo.tools.web.site import Site
-from treegrpo.tools.web.site_corpus import slug_key
 from treegrpo.warmstart import web_demos as wd
+from treegrpo.website.corpus import slug_key
+from treegrpo.website.local import LocalSite
+from treegrpo.website.site import Site
 
 MAX_OBS, MAX_CONTEXT = 2000, 8000  # a tiny tokenizer spends a token on every few characters
 FORMAT_ONLY = 0.2  # the reward of a wrong answer in a valid format: EM 0

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from treegrpo.agent.prompt import ToolLine, render_prompt
-from treegrpo.tools.base import format_passages
+from treegrpo.retrieval.base import format_passages
 from treegrpo.tools.registry import FAILED_SEARCH, Described, RetrieverTool
 
 __all__ = ["FAILED_SEARCH", "format_passages"]  # re-exported: the search observation's texts

@@ -42,15 +42,13 @@ from treegrpo.jobs.runner import start_run
 from treegrpo.jobs.tools import search_r1_only
 from treegrpo.models.load import resolve_device
 from treegrpo.models.smollm2 import prepare_smollm2
+from treegrpo.retrieval.base import SearchTool
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.dense import DenseRetriever
+from treegrpo.retrieval.server import serve as run_server
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.tools.base import SearchTool
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.dense import DenseRetriever
-from treegrpo.tools.mcp_server import run as run_mcp_server
+from treegrpo.tools.mcp.server import run as run_mcp_server
 from treegrpo.tools.registry import Toolbox
-from treegrpo.tools.server import serve as run_server
-from treegrpo.tools.web.site import Site, serve_site
-from treegrpo.tools.web.site_corpus import WebArticle, read_site_corpus
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.config import (
     AlgorithmConfig,
@@ -65,6 +63,8 @@ from treegrpo.train.yaml_config import dump_config
 from treegrpo.viz.evalview import write_eval_pages
 from treegrpo.viz.report import write_run_report
 from treegrpo.viz.trees import write_pages
+from treegrpo.website.corpus import WebArticle, read_site_corpus
+from treegrpo.website.site import Site, serve_site
 
 LOG_ENV = "TREEGRPO_LOG"
 """The level of train.log and the progress lines (default INFO; DEBUG adds the phases of every

@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from treegrpo.core.rewards import normalize_answer
-from treegrpo.tools.web.site_corpus import first_sentence
+from treegrpo.website.corpus import first_sentence
 
 __all__ = ["first_sentence"]  # re-exported: the lead questions read clues with it
 

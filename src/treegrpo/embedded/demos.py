@@ -49,7 +49,7 @@ from treegrpo.embedded.oracle import (
 )
 from treegrpo.embedded.relations import find_object, query
 from treegrpo.embedded.synthetic import Plan, World
-from treegrpo.tools.base import SearchTool
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.tools.registry import Toolbox
 
 

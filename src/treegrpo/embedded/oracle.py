@@ -21,7 +21,7 @@ from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.core.rewards import exact_match, extract_answer, is_valid_format, search_r1_reward
 from treegrpo.embedded.relations import find_object, query
 from treegrpo.embedded.synthetic import Plan
-from treegrpo.tools.base import Passage, SearchTool
+from treegrpo.retrieval.base import Passage, SearchTool
 from treegrpo.tools.registry import PastCall, Toolbox
 
 Policy = Callable[[Sequence[str]], str]  # observation texts so far → the next step's text

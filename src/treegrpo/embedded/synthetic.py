@@ -22,8 +22,8 @@ from pathlib import Path
 from treegrpo.data.types import Question
 from treegrpo.embedded.names import NAME_POOL
 from treegrpo.embedded.relations import RELATIONS, fact_sentence, fact_title, path, question_text
-from treegrpo.tools.base import Passage
-from treegrpo.tools.corpus import make_contents, write_corpus
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import make_contents, write_corpus
 
 SOURCE = "synthetic"
 MAX_HOPS = 4

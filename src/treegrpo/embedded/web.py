@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from treegrpo.agent.prompt import ToolLine
-from treegrpo.tools.base import Passage, SearchTool
+from treegrpo.retrieval.base import Passage, SearchTool
 from treegrpo.tools.registry import Call, Failure, RetrieverTool, Toolbox
 
 SEARCH_DESCRIPTION = "searches the pages; each result is a number and a page title"

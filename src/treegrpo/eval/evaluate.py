@@ -30,10 +30,10 @@ from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.files import write_atomic
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.records import StepRecord
 from treegrpo.rollout.sampler import AgentLimits, agent_protocol, sample_forest
 from treegrpo.rollout.scoring import score_leaves
-from treegrpo.tools.base import SearchTool
 from treegrpo.tools.registry import Toolbox
 
 SINGLE_HOP = ("nq", "triviaqa", "popqa")

@@ -10,9 +10,9 @@ from treegrpo.embedded.synthetic import synthetic_eval
 from treegrpo.engine.base import EngineKind
 from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.models.load import load_model, resolve_device
+from treegrpo.retrieval.base import SearchTool
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.tools.base import SearchTool
-from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.registry import Toolbox
 
 

@@ -43,11 +43,11 @@ from treegrpo.jobs.runner import Job, Report, run_job
 from treegrpo.jobs.tools import make_toolbox, search_r1_only
 from treegrpo.models.load import load_model, resolve_device
 from treegrpo.models.smollm2 import prepare_smollm2
+from treegrpo.retrieval.base import SearchTool
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.dense import DenseRetriever
+from treegrpo.retrieval.http_client import RemoteRetriever
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.tools.base import SearchTool
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.dense import DenseRetriever
-from treegrpo.tools.http_client import RemoteRetriever
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import (
     AlgorithmConfig,

@@ -25,9 +25,9 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, before_after_rows, evaluate
 from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.jobs.runner import Evaluator, Job, Report, run_job, start_run
+from treegrpo.retrieval.base import SearchTool
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.tools.base import SearchTool
-from treegrpo.tools.bm25 import BM25Retriever
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import (
     AlgorithmConfig,

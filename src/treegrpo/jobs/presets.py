@@ -146,7 +146,7 @@ class DataConfig(Checked):
     """Characters of a visited page's observation (its passages that match the goal)."""
     mcp_servers: tuple[str, ...] = ()
     """MCP servers whose tools the agent may call too (docs/mcp.md): a command line run over
-    stdio ("python -m treegrpo.tools.mcp_server --corpus c.jsonl") or an http(s) URL
+    stdio ("python -m treegrpo.tools.mcp.server --corpus c.jsonl") or an http(s) URL
     (streamable HTTP)."""
     max_turns: int = 3
     """Steps that may search before the final step."""

@@ -28,8 +28,8 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import write_report
 from treegrpo.files import write_atomic
 from treegrpo.models.load import load_model, resolve_device
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.tools.base import SearchTool
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import discard_newer, latest_checkpoint
 from treegrpo.train.config import (

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 from treegrpo.data.wiki_web import WIKI_WEB, wiki_web
 from treegrpo.jobs.presets import DataConfig
-from treegrpo.tools.base import SearchTool
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.tools.calculator import calculate
-from treegrpo.tools.mcp import mcp_tools
-from treegrpo.tools.mcp_connection import McpServer
+from treegrpo.tools.mcp.client import mcp_tools
+from treegrpo.tools.mcp.connection import McpServer
 from treegrpo.tools.registry import FunctionTool, RetrieverTool, Tool, Toolbox
 from treegrpo.tools.web.browse import FindTool, VisitTool
 from treegrpo.tools.web.fetch import PageFetcher

@@ -12,7 +12,7 @@ import numpy.typing as npt
 from treegrpo.agent.protocol import Action
 from treegrpo.core.budget import SpendAccountant
 from treegrpo.core.tree import Forest
-from treegrpo.tools.base import Passage
+from treegrpo.retrieval.base import Passage
 from treegrpo.tools.registry import PastCall
 
 
@@ -40,7 +40,7 @@ class StepRecord:
 
     @property
     def tool_failed(self) -> bool:
-        """The tool did not answer (an outage: ``tools.base.ToolFailed``)."""
+        """The tool did not answer (an outage: ``retrieval.base.ToolFailed``)."""
         return self.tool_status == "failed"
 
     @property
@@ -50,7 +50,7 @@ class StepRecord:
 
     @property
     def search_failed(self) -> bool:
-        """... and could not answer (``tools.base.SearchFailed``)."""
+        """... and could not answer (``retrieval.base.SearchFailed``)."""
         return self.searched and self.tool_failed
 
     @property

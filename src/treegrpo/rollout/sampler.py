@@ -61,8 +61,8 @@ from treegrpo.core.tree import Forest
 from treegrpo.engine.base import Engine, StepRequest
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.records import Rollout, StepRecord
-from treegrpo.tools.base import SearchTool
 from treegrpo.tools.registry import Outcome, PastCall, Toolbox
 
 log = logging.getLogger(__name__)

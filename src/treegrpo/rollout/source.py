@@ -14,10 +14,10 @@ from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.base import Engine
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import LeafRewards
-from treegrpo.tools.base import SearchTool
 from treegrpo.tools.registry import Toolbox
 
 

@@ -1,2 +1,3 @@
-"""Search tools: the interface the agent calls, retrievers (BM25, dense), an HTTP client for any
-Search-R1 ``/retrieve`` server, and our own server (``treegrpo serve``)."""
+"""The agent's tools: the registry every tool joins (``registry``; a retriever is the ``search``
+tool), the calculator, the web tools (``web``: search, visit, find) and MCP servers' tools with
+our own MCP server (``mcp``)."""

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
-from treegrpo.tools.base import Passage, SearchTool, ToolFailed, format_passages
+from treegrpo.retrieval.base import Passage, SearchTool, ToolFailed, format_passages
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ import torch
 
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import RolloutSource
-from treegrpo.tools.base import SearchTool
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import AlgorithmConfig, HealthConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.step import Learner

@@ -38,10 +38,10 @@ from treegrpo.engine.cpu import speedups
 from treegrpo.engine.cpu.speedups import CpuSpeedups
 from treegrpo.files import write_atomic
 from treegrpo.models.load import resolve_device
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.sampler import agent_protocol
 from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.rollout.source import LocalRollout, RolloutSource
-from treegrpo.tools.base import SearchTool
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import (
     discard_newer,

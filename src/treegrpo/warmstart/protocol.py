@@ -29,7 +29,7 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
 from treegrpo.embedded.demos import Demo
 from treegrpo.files import cache_key, cached_dir, default_cache_root
-from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.train.sft import SFTExample, train_sft
 from treegrpo.warmstart.title_demos import build_title_demos
 

@@ -28,7 +28,7 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.data.lead_questions import hop_plan, lead_questions
 from treegrpo.data.types import Question
 from treegrpo.data.wiki import load_articles, wiki_corpus, wiki_questions
-from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.warmstart.closed_book import closed_book, known_answer
 from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, cached_build, tune_and_save
 from treegrpo.warmstart.reader_demos import ReaderMix, build_reader_demos

@@ -42,7 +42,7 @@ from treegrpo.data.title_questions import FUNCTION_WORDS, base_title
 from treegrpo.data.types import Question
 from treegrpo.embedded.demos import Demo, demo_from_episode
 from treegrpo.embedded.oracle import Episode, answer_step, run_episode, search_step
-from treegrpo.tools.base import SearchTool
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.warmstart.closed_book import KNOW_THINK, known_answer
 from treegrpo.warmstart.title_demos import build_title_demos
 

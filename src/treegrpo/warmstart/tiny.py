@@ -39,7 +39,7 @@ from treegrpo.engine.cpu.onednn import resolve_path
 from treegrpo.engine.cpu.paths import LinearPath
 from treegrpo.files import cache_key, cached_dir, default_cache_root
 from treegrpo.models.tiny import tiny_qwen2
-from treegrpo.tools.bm25 import BM25Retriever
+from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.train.sft import SFTExample, train_sft
 
 log = logging.getLogger(__name__)

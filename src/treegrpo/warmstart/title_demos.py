@@ -27,7 +27,7 @@ from treegrpo.core.rewards import normalize_answer
 from treegrpo.data.types import Question
 from treegrpo.embedded.demos import Demo, demo_from_episode
 from treegrpo.embedded.oracle import answer_step, run_episode, search_step
-from treegrpo.tools.base import SearchTool
+from treegrpo.retrieval.base import SearchTool
 
 
 def found_title(observation: str, golds: Sequence[str]) -> tuple[int, str] | None:

@@ -47,9 +47,9 @@ from treegrpo.embedded.demos import Demo, demo_from_episode
 from treegrpo.embedded.oracle import answer_step, run_episode, tool_step
 from treegrpo.tools.registry import Toolbox
 from treegrpo.tools.web.browse import VisitTool
-from treegrpo.tools.web.local import LocalSite
 from treegrpo.tools.web.search import WebSearchTool
 from treegrpo.warmstart.reader_demos import rewrite
+from treegrpo.website.local import LocalSite
 
 FIRST_THINK = "I need a page that answers this."
 CONTEXT_WORDS = 6  # words quoted before the answer in the answering thought

@@ -1,4 +1,4 @@
-"""A site served in-process (``tools.web.local.LocalSite``): it starts on a free loopback port
+"""A site served in-process (``website.local.LocalSite``): it starts on a free loopback port
 and answers there, while every URL the agent sees is on ``http://wiki.test`` (the search
 client's ``Host``, the fetcher's routed host), so two sites on two ports give the same
 observations, token for token."""
@@ -13,9 +13,9 @@ import pytest
 from tests.web_fixtures import ARTICLES
 from treegrpo.tools.registry import PastCall, Toolbox
 from treegrpo.tools.web.hosts import RoutedTransport
-from treegrpo.tools.web.local import HOST, LocalSite
-from treegrpo.tools.web.site import Site
 from treegrpo.warmstart.web_demos import site_toolbox
+from treegrpo.website.local import HOST, LocalSite
+from treegrpo.website.site import Site
 
 
 @pytest.fixture(scope="module")

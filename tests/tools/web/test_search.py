@@ -7,7 +7,7 @@ import pytest
 
 from tests.tools.live import free_port
 from tests.tools.web.pages import Stats
-from treegrpo.tools.base import ToolFailed
+from treegrpo.retrieval.base import ToolFailed
 from treegrpo.tools.registry import Toolbox
 from treegrpo.tools.web.search import JsonSearch, SearchHit, SearxngSearch, WebSearchTool
 

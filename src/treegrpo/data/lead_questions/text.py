@@ -14,7 +14,7 @@ from treegrpo.data.lead_questions.patterns import (
 )
 from treegrpo.data.title_questions import base_title, first_sentence
 from treegrpo.data.wiki import Article
-from treegrpo.tools.corpus import make_contents
+from treegrpo.retrieval.corpus import make_contents
 
 
 def passage(article: Article) -> str:

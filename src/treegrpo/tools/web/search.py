@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from treegrpo.tools.base import ToolFailed
+from treegrpo.retrieval.base import ToolFailed
 from treegrpo.tools.registry import BadArgument, Call
 from treegrpo.tools.web.reopen import Reopens
 from treegrpo.tools.web.text import cut

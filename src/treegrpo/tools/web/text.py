@@ -35,7 +35,7 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from treegrpo.tools.tokenizer import Tokenizer
+from treegrpo.retrieval.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 _local = threading.local()
@@ -188,7 +188,7 @@ def passages(text: str, size: int = PASSAGE_CHARS) -> list[str]:
 
 def terms(text: str) -> list[str]:
     """Lower-cased, stemmed words, stopwords left out: the retrievers' tokenizer
-    (``tools.tokenizer``, Snowball stems where PyStemmer is installed, so "prizes" meets
+    (``retrieval.tokenizer``, Snowball stems where PyStemmer is installed, so "prizes" meets
     "prize"), less ``STOPWORDS``. One tokenizer per thread: a stemmer is not thread-safe."""
     tokenizer = getattr(_local, "tokenizer", None)
     if tokenizer is None:

@@ -19,7 +19,7 @@ on loopback; any corpus of titled passages works (``site_corpus.read_site_corpus
 
 Many clients at once: pages are rendered on first request and kept as bytes, so a page costs a
 dictionary look-up on the event loop; searches, the only CPU work, are micro-batched
-(``tools.batcher``) into one BM25 call in a worker thread, so the loop keeps answering pages
+(``retrieval.batcher``) into one BM25 call in a worker thread, so the loop keeps answering pages
 while a batch is scored.
 """
 
@@ -37,9 +37,9 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from treegrpo.tools.batcher import MicroBatcher
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.web.site_corpus import (
+from treegrpo.retrieval.batcher import MicroBatcher
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.website.corpus import (
     LinkIndex,
     WebArticle,
     first_sentence,
@@ -47,7 +47,7 @@ from treegrpo.tools.web.site_corpus import (
     slug,
     slug_key,
 )
-from treegrpo.tools.web.site_html import (
+from treegrpo.website.html import (
     Hit,
     article_page,
     home_page,

@@ -24,7 +24,7 @@ and SkyRL clients work against it unchanged (docs/algorithm.md §6). Behaviour a
   would take fewer passages for the whole answer). Each message names the size, the limit and
   the flag that raises it; the server logs each refusal as a warning. A batch refused with 413
   or 422 can be sent again in parts: ``RemoteRetriever`` does so by itself.
-- Concurrent requests are micro-batched (``treegrpo.tools.batcher``) into one search call, run
+- Concurrent requests are micro-batched (``treegrpo.retrieval.batcher``) into one search call, run
   in the batcher's worker thread.
 - Nothing slow runs on the event loop: a body over ``OFFLOAD_BYTES`` is parsed, and a response
   of over ``OFFLOAD_HITS`` hits encoded, in a worker thread of its own, so a large request does
@@ -48,9 +48,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from treegrpo.tools.base import Passage, SearchTool
-from treegrpo.tools.batcher import MicroBatcher
-from treegrpo.tools.protocol import encode_hits
+from treegrpo.retrieval.base import Passage, SearchTool
+from treegrpo.retrieval.batcher import MicroBatcher
+from treegrpo.retrieval.protocol import encode_hits
 
 log = logging.getLogger(__name__)
 

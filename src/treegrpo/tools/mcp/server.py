@@ -1,10 +1,10 @@
 """An MCP server over a Search-R1 corpus: ``wiki_search`` (BM25) and ``wiki_page`` (a whole
 article), on the official ``mcp`` SDK's ``MCPServer``, over stdio or streamable HTTP.
 
-Any MCP client can use it (an IDE, an assistant, ``tools.mcp`` here): it is the wiki corpus as
-MCP tools, so an agent trained on MCP tools and one trained on Search-R1's ``search`` can read
-the same text. Run it as ``python -m treegrpo.tools.mcp_server --corpus PATH`` or ``treegrpo
-serve-mcp`` (which builds the offline wiki corpus first when no corpus is given).
+Any MCP client can use it (an IDE, an assistant, ``tools.mcp.client`` here): it is the wiki
+corpus as MCP tools, so an agent trained on MCP tools and one trained on Search-R1's ``search``
+can read the same text. Run it as ``python -m treegrpo.tools.mcp.server --corpus PATH`` or
+``treegrpo serve-mcp`` (which builds the offline wiki corpus first when no corpus is given).
 
 - ``wiki_search(query, topk=3)``: the ``topk`` best passages, formatted as the ``search`` tool's
   observation (``Doc i(Title: "T") text``), so both tools read alike;
@@ -29,9 +29,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from treegrpo.files import default_cache_root
-from treegrpo.tools.base import Passage, format_passages
-from treegrpo.tools.bm25 import BM25Retriever
-from treegrpo.tools.corpus import read_corpus
+from treegrpo.retrieval.base import Passage, format_passages
+from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.retrieval.corpus import read_corpus
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +123,9 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m treegrpo.tools.mcp_server``: parse the flags and ``run``."""
+    """``python -m treegrpo.tools.mcp.server``: parse the flags and ``run``."""
     parser = argparse.ArgumentParser(
-        prog="python -m treegrpo.tools.mcp_server", description=(__doc__ or "").split("\n\n")[0]
+        prog="python -m treegrpo.tools.mcp.server", description=(__doc__ or "").split("\n\n")[0]
     )
     parser.add_argument(
         "--corpus", type=Path, help="Search-R1 jsonl corpus (default: the cached wiki corpus)"

@@ -23,9 +23,9 @@ import bm25s
 import numpy as np
 
 from treegrpo.files import cache_key, cached_dir, default_cache_root
-from treegrpo.tools.base import Passage
-from treegrpo.tools.corpus import file_digest, passages_digest, read_corpus
-from treegrpo.tools.tokenizer import StemmerChoice, Tokenizer
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import file_digest, passages_digest, read_corpus
+from treegrpo.retrieval.tokenizer import StemmerChoice, Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class BM25Retriever:
     """Lexical retriever: ``search(queries, topk)`` → ranked ``Passage`` lists with BM25 scores.
 
     Args:
-        corpus: A jsonl corpus path (see ``treegrpo.tools.corpus``) or the passages themselves.
+        corpus: A jsonl corpus path (see ``treegrpo.retrieval.corpus``) or the passages themselves.
         k1: Term-frequency saturation.
         b: Length normalization.
         method: bm25s's BM25 variant ("lucene" is Lucene's / Pyserini's).

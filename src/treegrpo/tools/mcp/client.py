@@ -5,18 +5,18 @@ becomes tools an agent can call: one ``McpServer`` config per server, ``mcp_tool
 them all, and each tool they list registers in a ``Toolbox`` like any other::
 
     with mcp_tools([McpServer("wiki", command="python", args=("-m",
-                   "treegrpo.tools.mcp_server", "--corpus", "wiki.jsonl"))]) as mcp:
+                   "treegrpo.tools.mcp.server", "--corpus", "wiki.jsonl"))]) as mcp:
         tools = Toolbox(mcp.tools)   # <wiki_search> {"query": str, "topk"?: int} </wiki_search>
 
 Each server has one session for the life of the toolbox, on an asyncio loop in a background
-thread since the rollout is synchronous (``tools.mcp_connection``), and a step's calls to a tool
+thread since the rollout is synchronous (``tools.mcp.connection``), and a step's calls to a tool
 go out together on it (concurrently: the server sees them all at once).
 
 What the model sees and how calls fail:
 
 - name: the MCP tool's name with the config's ``prefix``, anything a tag cannot hold replaced
   by ``_`` (``tools.registry.NAME``);
-- usage: the input schema's argument names and types (``tools.mcp_schema``); the model writes a
+- usage: the input schema's argument names and types (``tools.mcp.schema``); the model writes a
   JSON object between the tags, or a bare string when the tool takes one string;
 - description: the first sentence of the tool's description;
 - arguments the schema refuses never reach the server (an error outcome that names the
@@ -38,9 +38,9 @@ from typing import Any
 import mcp_types
 from mcp.shared.exceptions import MCPError
 
-from treegrpo.tools.base import ToolFailed
-from treegrpo.tools.mcp_connection import OUTAGE_CODES, McpConnection, McpServer, is_outage
-from treegrpo.tools.mcp_schema import ArgumentParser
+from treegrpo.retrieval.base import ToolFailed
+from treegrpo.tools.mcp.connection import OUTAGE_CODES, McpConnection, McpServer, is_outage
+from treegrpo.tools.mcp.schema import ArgumentParser
 from treegrpo.tools.registry import NAME, RESERVED, Call, Failure
 
 __all__ = ["McpServer", "McpTool", "McpTools", "mcp_tools", "result_text", "tool_name"]

@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
-from treegrpo.tools.base import Passage, SearchFailed
-from treegrpo.tools.protocol import ProtocolError, decode_response
+from treegrpo.retrieval.base import Passage, SearchFailed
+from treegrpo.retrieval.protocol import ProtocolError, decode_response
 
 log = logging.getLogger(__name__)
 

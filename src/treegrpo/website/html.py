@@ -13,7 +13,7 @@ from html import escape
 from typing import NamedTuple
 from urllib.parse import quote_plus
 
-from treegrpo.tools.web.site_corpus import Link, WebArticle, slug
+from treegrpo.website.corpus import Link, WebArticle, slug
 
 SITE_NAME = "Offline Wiki"
 FOOTER = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from treegrpo.tools.base import Passage
+from treegrpo.retrieval.base import Passage
 
 
 class ProtocolError(ValueError):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from treegrpo.tools.base import Passage
+from treegrpo.retrieval.base import Passage
 
 SearchFn = Callable[[list[str], int], list[list[Passage]]]
 

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from treegrpo.files import cache_key, cached_dir, default_cache_root
-from treegrpo.tools.base import Passage
-from treegrpo.tools.corpus import file_digest, passages_digest, read_corpus
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import file_digest, passages_digest, read_corpus
 
 log = logging.getLogger(__name__)
 

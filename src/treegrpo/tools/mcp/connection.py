@@ -1,5 +1,5 @@
 """A session with one MCP server for a synchronous caller: the connection behind
-``tools.mcp``'s tools.
+``tools.mcp.client``'s tools.
 
 The official SDK's ``mcp.Client`` is asynchronous and its context (a stdio server process, or
 an HTTP session) must be entered and left in one task; the rollout is synchronous. So each
@@ -30,7 +30,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from treegrpo.tools.base import ToolFailed
+from treegrpo.retrieval.base import ToolFailed
 
 log = logging.getLogger(__name__)
 

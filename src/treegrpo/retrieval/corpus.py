@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from treegrpo.tools.base import Passage
+from treegrpo.retrieval.base import Passage
 
 
 class CorpusError(ValueError):

@@ -1,5 +1,5 @@
 """A website served in this process, reached under a fixed name: the offline site
-(``tools.web.site``) for a data job or a warm start without a separate ``treegrpo serve-web``.
+(``website.site``) for a data job or a warm start without a separate ``treegrpo serve-web``.
 
 ``LocalSite.start(site)`` runs uvicorn in a daemon thread on 127.0.0.1, on a port the system
 picks (bound before the thread starts, so two processes never race for one port), for as long
@@ -21,7 +21,7 @@ from typing import Any
 
 from treegrpo.tools.web.fetch import PageFetcher
 from treegrpo.tools.web.search import SearxngSearch
-from treegrpo.tools.web.site import Site, create_site_app
+from treegrpo.website.site import Site, create_site_app
 
 HOST = "wiki.test"
 """The name the site's pages are addressed by (RFC 2606 reserves ``.test``)."""

@@ -1,6 +1,6 @@
 """What the offline website serves: its articles, their addresses, snippets and links.
 
-The site (``tools.web.site``) and the web questions built over it (``data.web_questions``)
+The site (``website.site``) and the web questions built over it (``data.web_questions``)
 read the same definitions from here, so a question's claim ("the answer is in the search
 snippet", "A's page links to B") holds on the pages the server really sends:
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from treegrpo.tools.base import Passage
-from treegrpo.tools.corpus import make_contents, read_corpus
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import make_contents, read_corpus
 
 MIN_TITLE_CHARS = 2
 """Shorter titles ("C", "X") are never linked: a single letter is a word too often."""
