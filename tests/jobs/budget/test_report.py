@@ -178,9 +178,12 @@ def test_table_has_a_row_per_budget_and_the_ablation() -> None:
         )
 
     records = [rec(m, b, 0.1 * b) for b in (2, 4) for m in ("chain", "tree")]
-    table = markdown_table(_result(records, [2, 4]))
+    result = _result(records, [2, 4])
+    result["runs"] = [{"wall_s": 50.0}, {"wall_s": 70.0}]  # reused runs keep their own times
+    table = markdown_table(result)
     assert "| ≈2 |" in table and "| ≈4 |" in table
     assert "treegrpo bench-budget --quick" in table and "1m15s" in table
+    assert "the runs' own wall times add up to 2m00s" in table
     assert "ablation" not in table  # no ablation runs: no ablation table
     records += [rec("tree-intra", 4, 0.05), rec("tree-inter", 4, 0.3)]
     table = markdown_table(_result(records, [2, 4]))

@@ -345,7 +345,8 @@ def _header(result: dict[str, Any], groups: Groups | None) -> str:
         f"{s['workers']} worker(s) with "
         f"{m['torch_threads']} torch thread(s) each; total wall time "
         f"{format_duration(result['wall_s'])} ({result['counts']['ran']} runs ran, "
-        f"{result['counts']['reused']} reused).  ",
+        f"{result['counts']['reused']} reused; the runs' own wall times add up to "
+        f"{format_duration(sum(r.get('wall_s', 0.0) for r in result.get('runs', [])))}).  ",
         f"Settings: {s['steps']} RL steps x {s['prompts_per_step']} prompts, seeds "
         f"{' '.join(map(str, s['seeds']))}, {held_out} held-out questions; "
         f"{start} (before RL) EM {percent(before['overall']['em'])}{breakdown}.  ",
