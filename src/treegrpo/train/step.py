@@ -271,11 +271,11 @@ def _mini_batches(
     whole = algo.sampler_correction != "none" and algo.sampler_correction_level == "sequence"
     shared = algo.shared_prefix and not whole and _can_pack(policy)
     seqs = [] if shared else [rollout.leaf_sequence(leaf) for leaf in leaves]
+    span = (optim.packed_row_span or row_span(policy.config)) if shared else 0
     minis: list[list[Part]] = []
     for idx in picks:
         advs = [float(adv[i]) for i in idx]
         if shared:
-            span = optim.packed_row_span or row_span(policy.config)
             packed = pack_batches(rollout, [leaves[i] for i in idx], advs, algo.aggregation,
                                   optim.micro_batch_tokens, span, pad_id)  # fmt: skip
             minis.append([Part(b, 1.0) for b in packed])
