@@ -7,7 +7,9 @@ a process pinned to one core with one torch thread (as `treegrpo bench-budget` r
         --variant gate+kl=algo.format_gate=true,algo.kl_coef=0.05
 
 A variant is NAME=SECTION.FIELD=VALUE,... over the benchmark's settings, in the sections algo,
-optim, health and run (e.g. health.action=rollback,run.save_every=2); ``--tree`` runs Tree-GRPO
+optim, health and run (e.g. health.action=rollback,run.save_every=2), or over the warm start's
+recipe in the section warm (``warmstart.tiny.WarmStartConfig``, e.g. warm.steps=3200: each
+warm start is then built with it, once, and cached); ``--tree`` runs Tree-GRPO
 (2,6,1) instead of 8 chains. Writes one JSON line per run (variant, warm start, seed, held-out
 EM before and after, valid format after, the first step the health alarm rose at) to ``--out``
 (runs already there are skipped) and a markdown table beside it. docs/algorithm.md, section 9,
@@ -31,6 +33,7 @@ from treegrpo.jobs.budget.plan import BENCH_ALGO, BENCH_OPTIM, _chain_algo, _tre
 from treegrpo.jobs.budget.run import _init_worker
 from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.train.config import HealthConfig, RunConfig
+from treegrpo.warmstart.tiny import WarmStartConfig
 
 
 def _value(text: str) -> Any:
@@ -48,18 +51,19 @@ def run_one(job: tuple[str, str, str, int, bool, str]) -> dict[str, Any]:
     algo = _tree_algo(8, BENCH_ALGO) if tree else _chain_algo(8, BENCH_ALGO)
     run = RunConfig(out_dir=root, steps=20, prompts_per_step=16, seed=seed, save_every=20,
                     eval_every=5, overwrite=True)  # fmt: skip
+    warm_seed, _, path = warm.partition(":")
+    recipe = WarmStartConfig(seed=int(warm_seed), linear=path or "auto")  # type: ignore[arg-type]
     sections: dict[str, Any] = {"algo": algo, "optim": BENCH_OPTIM, "health": HealthConfig()}
-    sections["run"] = run
+    sections |= {"run": run, "warm": recipe}
     for item in filter(None, overrides.split(",")):
         key, _, value = item.partition("=")
         section, _, field = key.partition(".")
         sections[section] = replace(sections[section], **{field: _value(value)})
-    warm_seed, _, path = warm.partition(":")
     world = EmbeddedConfig(warm_start_seed=int(warm_seed), warm_start_linear=path or "auto")  # type: ignore[arg-type]
     out = Path(root) / f"{name}-w{warm_seed}{path}-s{seed}"
     run = replace(sections["run"], out_dir=str(out))
     summary = run_embedded(sections["algo"], sections["optim"], run, world, progress=False,
-                           health=sections["health"])  # fmt: skip
+                           health=sections["health"], warm=sections["warm"])  # fmt: skip
     steps = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     alarms = [m["step"] for m in steps if m.get("health/alarm")]
     return {
@@ -114,8 +118,8 @@ def main() -> None:
     jobs = [
         (name, overrides, warm, seed, args.tree, args.runs_dir)
         for name, _, overrides in (v.partition("=") for v in args.variant or ["base="])
+        for seed in args.seeds  # seed-major: parallel workers build different warm starts
         for warm in args.warm_starts
-        for seed in args.seeds
         if (name, warm, seed, method) not in done
     ]
     ctx = mp.get_context("spawn")

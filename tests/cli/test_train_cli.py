@@ -17,7 +17,7 @@ import yaml
 from treegrpo import cli
 from treegrpo.cli import commands
 from treegrpo.jobs import data as datarun
-from treegrpo.jobs import embedded
+from treegrpo.jobs import embedded, presets
 from treegrpo.jobs.data import check_data
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.train.config import ClusterConfig, ModelConfig
@@ -78,18 +78,18 @@ def test_flags_win_over_the_file_and_the_file_over_the_preset(
     (got,) = calls
     assert got["algo"].algo == "chain" and got["algo"].m == 6  # flag over file
     assert got["optim"].lr == 3e-4 and got["optim"].mini_batch_prompts == 4  # flag, file
-    assert got["optim"].weight_decay == cli.DEFAULT_OPTIM.weight_decay  # preset (0.0, not 0.01)
+    assert got["optim"].weight_decay == presets.DEFAULT_OPTIM.weight_decay  # preset (0.0, not 0.01)
     assert got["run"].out_dir == str(out) and got["run"].steps == 5
-    assert got["world"] == cli.DEFAULT_EMBEDDED
+    assert got["world"] == presets.DEFAULT_EMBEDDED
     assert got["model"] == ModelConfig(lora_rank=8, grad_checkpointing=True)
-    resolved = load_config(out / "config.yaml", cli.TRAIN_SECTIONS)
-    assert resolved == {**cli.TRAIN_SECTIONS, **got}  # data keeps its default: not written
+    resolved = load_config(out / "config.yaml", presets.TRAIN_SECTIONS)
+    assert resolved == {**presets.TRAIN_SECTIONS, **got}  # data keeps its default: not written
 
 
 def test_without_a_file_the_preset_applies(tmp_path: Path, calls: list[dict[str, Any]]) -> None:
     cli.main(["train", f"--run.out-dir={tmp_path / 'r'}", "--model.lora-rank", "4"])
     (got,) = calls
-    assert got["algo"] == cli.DEFAULT_ALGO and got["optim"] == cli.DEFAULT_OPTIM
+    assert got["algo"] == presets.DEFAULT_ALGO and got["optim"] == presets.DEFAULT_OPTIM
     assert got["model"] == ModelConfig(lora_rank=4)
 
 
@@ -104,7 +104,7 @@ def test_cluster_flags_reach_the_job_and_the_resolved_file(
     assert got["cluster"] == ClusterConfig(
         rollout_workers=2, ray_address="auto", train_ranks=4, gpus_per_rank=1.0
     )
-    assert load_config(out / "config.yaml", cli.TRAIN_SECTIONS)["cluster"] == got["cluster"]
+    assert load_config(out / "config.yaml", presets.TRAIN_SECTIONS)["cluster"] == got["cluster"]
     with pytest.raises(SystemExit):
         cli.main(["train", f"--run.out-dir={tmp_path / 'x'}", "--cluster.train-ranks", "-1"])
     err = capsys.readouterr().err
@@ -138,7 +138,7 @@ def test_a_data_section_runs_the_data_job(tmp_path: Path, calls: list[dict[str, 
     assert got["data"] == DataConfig(
         model="smollm2", train_files=(str(train),), corpus="wiki:corpus", topk=4, max_turns=2
     )
-    resolved = load_config(out / "config.yaml", cli.TRAIN_SECTIONS)
+    resolved = load_config(out / "config.yaml", presets.TRAIN_SECTIONS)
     assert resolved["data"] == got["data"] and resolved["run"].steps == 3
     assert "world:" not in (out / "config.yaml").read_text()  # the embedded job's section
 
@@ -181,8 +181,8 @@ def test_dry_run_resolves_the_real_preset_and_writes_nothing(
     cli.main([*args, "--run.out-dir", str(out), "--run.prompts-per-step", "64"])
     printed = capsys.readouterr().out
     assert printed.startswith("# treegrpo train --dry-run: the data job")
-    cfg = apply_config(yaml.safe_load(printed), cli.TRAIN_SECTIONS, "stdout")
-    assert cfg == {**load_config(preset, cli.TRAIN_SECTIONS), "run": cfg["run"]}
+    cfg = apply_config(yaml.safe_load(printed), presets.TRAIN_SECTIONS, "stdout")
+    assert cfg == {**load_config(preset, presets.TRAIN_SECTIONS), "run": cfg["run"]}
     assert cfg["run"].steps == 0 and cfg["run"].prompts_per_step == 64
     data, model = cfg["data"], cfg["model"]
     assert data.model == "smollm2-protocol" and data.train_files == ("wiki:train",)
@@ -196,8 +196,8 @@ def test_dry_run_resolves_the_real_preset_and_writes_nothing(
 
 
 def test_the_hard_wiki_preset_differs_from_the_wiki_preset_in_its_questions_only() -> None:
-    easy = load_config(REPO / "configs" / "real-smollm2-wiki.yaml", cli.TRAIN_SECTIONS)
-    hard = load_config(REPO / "configs" / "real-smollm2-wiki-hard.yaml", cli.TRAIN_SECTIONS)
+    easy = load_config(REPO / "configs" / "real-smollm2-wiki.yaml", presets.TRAIN_SECTIONS)
+    hard = load_config(REPO / "configs" / "real-smollm2-wiki-hard.yaml", presets.TRAIN_SECTIONS)
     assert hard["data"].train_files == ("wiki-hard:train",)
     assert hard["data"].eval_files == ("wiki-hard:test",)
     same = replace(hard["data"], train_files=("wiki:train",), eval_files=("wiki:test",))
@@ -233,7 +233,7 @@ def test_the_paper_preset_is_a_data_job_that_wants_files(
     args = ["train", "--config", preset, "--dry-run", "--data.train-files", str(train)]
     args += ["--data.model", str(model), "--data.retriever-url", "http://127.0.0.1:8000/retrieve"]
     cli.main([*args, "--model.device", "cuda"])
-    cfg = apply_config(yaml.safe_load(capsys.readouterr().out), cli.TRAIN_SECTIONS, "stdout")
+    cfg = apply_config(yaml.safe_load(capsys.readouterr().out), presets.TRAIN_SECTIONS, "stdout")
     assert cfg["optim"].lr == 1e-6 and cfg["optim"].mini_batch_prompts == 64
     assert cfg["run"].prompts_per_step == 512 and cfg["run"].steps == 180
     assert cfg["model"] == ModelConfig(device="cuda")
@@ -264,8 +264,8 @@ def test_progress_lines_go_to_the_log_file_and_to_stdout_when_it_is_not_a_termin
 
 
 def test_the_gpu_reading_preset_is_the_cpu_one_with_a_real_batch() -> None:
-    cpu = load_config(REPO / "configs" / "real-smollm2-wiki-qa.yaml", cli.TRAIN_SECTIONS)
-    gpu = load_config(REPO / "configs" / "real-smollm2-wiki-qa-gpu.yaml", cli.TRAIN_SECTIONS)
+    cpu = load_config(REPO / "configs" / "real-smollm2-wiki-qa.yaml", presets.TRAIN_SECTIONS)
+    gpu = load_config(REPO / "configs" / "real-smollm2-wiki-qa-gpu.yaml", presets.TRAIN_SECTIONS)
     assert cpu["data"].model == gpu["data"].model == "smollm2-reader"
     assert cpu["data"].train_files == gpu["data"].train_files
     assert cpu["data"].train_weights == gpu["data"].train_weights == (1, 1)  # half two-hop
@@ -279,5 +279,5 @@ def test_the_gpu_reading_preset_is_the_cpu_one_with_a_real_batch() -> None:
 
 @pytest.mark.parametrize("preset", sorted((REPO / "configs").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_preset_loads(preset: Path) -> None:
-    cfg = load_config(preset, cli.TRAIN_SECTIONS)
+    cfg = load_config(preset, presets.TRAIN_SECTIONS)
     assert cfg["run"].steps > 0 and cfg["algo"].algo in ("tree", "chain")

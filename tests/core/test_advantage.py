@@ -187,6 +187,24 @@ def test_tree_ids_are_scoped_to_their_prompt() -> None:
     assert adv[0] > 0 > adv[1]
 
 
+def test_batch_term_gives_an_all_wrong_prompt_a_negative_advantage() -> None:
+    """Prompt 0 has rewards [1, 0], prompt 1 [0, 0]: chain GRPO gives prompt 1 nothing; the
+    batch term adds w·(R − 0.25) / std([1, 0, 0, 0]) to every leaf."""
+    rewards, prompts, trees = [1.0, 0.0, 0.0, 0.0], [0, 0, 1, 1], [0, 1, 2, 3]
+    plain = tree_advantage(rewards, prompts, trees, mode="inter")
+    np.testing.assert_allclose(plain[2:], 0.0)
+    std = np.std(rewards, ddof=1)  # 0.5
+    for w in (0.5, 1.0):
+        adv = tree_advantage(rewards, prompts, trees, mode="inter", batch=w)
+        expected = plain + w * (np.array(rewards) - 0.25) / (std + EPS)
+        np.testing.assert_allclose(adv, expected, rtol=1e-12)
+        assert adv[2] == adv[3] < 0
+    unscaled = tree_advantage(rewards, prompts, trees, mode="inter", batch=1.0, scale=False)
+    np.testing.assert_allclose(unscaled[2:], -0.25)
+    with pytest.raises(ValueError, match="batch weight"):
+        tree_advantage(rewards, prompts, trees, batch=-1.0)
+
+
 def test_bad_input_is_rejected_with_a_reason() -> None:
     with pytest.raises(ValueError, match="unknown advantage mode"):
         tree_advantage([1.0], [0], [0], mode="both")  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ import pytest
 
 from treegrpo import cli
 from treegrpo.jobs import data as datarun
+from treegrpo.jobs import presets
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.yaml_config import load_config
@@ -54,7 +55,7 @@ def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: 
     report_md = (out / "report.md").read_text()
     assert "| held-out group | n | EM before | EM after |" in report_md
     assert "| source nq |" in report_md and (out / "learning_curve.png").is_file()
-    resolved = load_config(out / "config.yaml", cli.TRAIN_SECTIONS)  # the run's settings
+    resolved = load_config(out / "config.yaml", presets.TRAIN_SECTIONS)  # the run's settings
     assert resolved["data"].model == str(model_dir) and resolved["run"].steps == 2
     assert resolved["data"].train_files == (str(files["train"]),)
 

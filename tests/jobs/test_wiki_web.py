@@ -18,6 +18,7 @@ from tests.web_fixtures import ARTICLES
 from treegrpo import cli
 from treegrpo.data import wiki, wiki_web
 from treegrpo.data.web_questions import KINDS
+from treegrpo.jobs import presets
 from treegrpo.jobs.data import WEB_HELD_OUT, check_data, resolve_questions, web_side
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.jobs.tools import make_toolbox
@@ -96,7 +97,7 @@ def test_the_warm_start_is_played_with_the_presets_limits() -> None:
     cfg = web.WebWarmStartConfig()
     assert cfg.held_out_share == WEB_HELD_OUT
     for name in PRESETS:
-        data = load_config(REPO / "configs" / name, cli.TRAIN_SECTIONS)["data"]
+        data = load_config(REPO / "configs" / name, presets.TRAIN_SECTIONS)["data"]
         assert data.model == "smollm2-web" and data.tools == ("search", "visit"), name
         assert data.search_url == "wiki:web" and check_data(data) == [], name
         assert data.train_files == ("wiki-web:train",)
@@ -147,8 +148,8 @@ def test_the_web_presets_resolve(
     cli.main(["train", "--config", str(preset), "--dry-run", "--run.out-dir", str(out)])
     printed = capsys.readouterr().out
     assert printed.startswith("# treegrpo train --dry-run: the data job")
-    cfg = apply_config(yaml.safe_load(printed), cli.TRAIN_SECTIONS, "stdout")
-    assert cfg == {**load_config(preset, cli.TRAIN_SECTIONS), "run": cfg["run"]}
+    cfg = apply_config(yaml.safe_load(printed), presets.TRAIN_SECTIONS, "stdout")
+    assert cfg == {**load_config(preset, presets.TRAIN_SECTIONS), "run": cfg["run"]}
     assert not out.exists()
 
 

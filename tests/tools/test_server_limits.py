@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from tests.tools.live import LiveServer
 from treegrpo import cli
+from treegrpo.cli.options import ServeOptions
 from treegrpo.retrieval.base import Passage
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.retrieval.http_client import RemoteRetriever
@@ -159,11 +160,11 @@ def test_defaults_take_a_search_r1_batch(http: httpx.Client, bm25_server: LiveSe
 
 
 def test_cli_defaults_match_the_server() -> None:
-    defaults = inspect.signature(cli.serve).parameters
-    assert defaults["max_queries"].default == MAX_QUERIES
-    assert defaults["max_query_chars"].default == MAX_QUERY_CHARS
-    assert defaults["max_body_bytes"].default == MAX_BODY_BYTES
-    assert defaults["max_response_bytes"].default == MAX_RESPONSE_BYTES
+    defaults = ServeOptions(corpus=Path("corpus.jsonl"))
+    assert defaults.max_queries == MAX_QUERIES
+    assert defaults.max_query_chars == MAX_QUERY_CHARS
+    assert defaults.max_body_bytes == MAX_BODY_BYTES
+    assert defaults.max_response_bytes == MAX_RESPONSE_BYTES
 
 
 @pytest.mark.slow  # imports treegrpo.cli.commands, which loads torch
@@ -351,10 +352,8 @@ def test_random_bodies_never_get_a_5xx(
 def test_servers_listen_on_loopback_unless_told_otherwise() -> None:
     """`treegrpo serve` and the server function bind 127.0.0.1 by default: a retriever is not
     exposed to the network by accident."""
-    import inspect
 
-    from treegrpo import cli
     from treegrpo.retrieval import server
 
-    assert inspect.signature(cli.serve).parameters["host"].default == "127.0.0.1"
+    assert ServeOptions(corpus=Path("corpus.jsonl")).host == "127.0.0.1"
     assert inspect.signature(server.serve).parameters["host"].default == "127.0.0.1"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import inspect
 import re
 from collections.abc import Iterator
 from html import unescape
@@ -19,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from tests.tools.live import LiveServer
 from treegrpo import cli
+from treegrpo.cli.options import ServeWebOptions
 from treegrpo.retrieval.base import Passage
 from treegrpo.retrieval.corpus import make_contents, write_corpus
 from treegrpo.website.corpus import (
@@ -201,9 +201,9 @@ def test_read_site_corpus(tmp_path: Path) -> None:
 
 
 def test_cli_defaults_match_the_site() -> None:
-    defaults = inspect.signature(cli.serve_web).parameters
-    assert defaults["max_query_chars"].default == MAX_QUERY_CHARS
-    assert defaults["max_results"].default == MAX_RESULTS
+    defaults = ServeWebOptions()
+    assert defaults.max_query_chars == MAX_QUERY_CHARS
+    assert defaults.max_results == MAX_RESULTS
 
 
 @pytest.mark.slow  # imports treegrpo.cli.commands, which loads torch

@@ -1,5 +1,5 @@
-"""What the ``treegrpo`` commands do: one function per command, called by the one of the same
-name in ``treegrpo.cli`` with the parsed flags, which that one documents.
+"""What the ``treegrpo`` commands do: one function per command, called by ``treegrpo.cli.main``
+with the command's options (``treegrpo.cli.options``, which documents them).
 
 This module loads torch, transformers, peft and datasets (through ``jobs``, ``eval``, ``tools``,
 ``data`` and ``models``); ``treegrpo.cli`` builds its parser without them and imports this module
@@ -17,12 +17,25 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from treegrpo.agent.prompt import instruction_text
+from treegrpo.cli.options import (
+    BenchBudgetOptions,
+    BudgetOptions,
+    EvaluateOptions,
+    PrepareCorpusOptions,
+    PrepareModelOptions,
+    PrepareOptions,
+    ServeMcpOptions,
+    ServeOptions,
+    ServeWebOptions,
+    TrainOptions,
+    ViewOptions,
+)
 from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER, expected_cost, expected_cost_l1
 from treegrpo.data.flashrag import write_flashrag
 from treegrpo.data.load import load_questions
@@ -37,7 +50,7 @@ from treegrpo.jobs import data as data_job
 from treegrpo.jobs import embedded as embedded_job
 from treegrpo.jobs.budget import plan as budget_plan
 from treegrpo.jobs.budget import run as budget_run
-from treegrpo.jobs.presets import DEFAULT_DATA, DEFAULT_EMBEDDED, DataConfig, EmbeddedConfig
+from treegrpo.jobs.presets import DEFAULT_DATA, DEFAULT_EMBEDDED, DataConfig
 from treegrpo.jobs.runner import start_run
 from treegrpo.jobs.tools import search_r1_only
 from treegrpo.models.load import resolve_device
@@ -51,12 +64,8 @@ from treegrpo.tools.mcp.server import run as run_mcp_server
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import latest_checkpoint
 from treegrpo.train.config import (
-    AlgorithmConfig,
     ClusterConfig,
     HealthConfig,
-    ModelConfig,
-    OptimConfig,
-    RunConfig,
 )
 from treegrpo.train.health import SearchOutage, TrainingUnhealthy
 from treegrpo.train.yaml_config import dump_config
@@ -71,8 +80,9 @@ LOG_ENV = "TREEGRPO_LOG"
 step: sampling, update, checkpoint)."""
 
 
-def budget(*, depth: int) -> None:
-    """`treegrpo budget` (``treegrpo.cli.budget`` documents the flags)."""
+def budget(args: BudgetOptions) -> None:
+    """`treegrpo budget`."""
+    depth = args.depth
     table = Table(title=f"Budget ladder (trajectories per prompt; exact cost at depth {depth})")
     for col in ("budget", "tree (M,N,L)", "leaves", "M·(1+L·N/2)", "exact", "chain M"):
         table.add_column(col, justify="right")
@@ -89,50 +99,30 @@ def budget(*, depth: int) -> None:
     Console().print(table)
 
 
-def bench_budget(
-    *,
-    quick: bool,
-    config: Path | None,
-    steps: int | None,
-    prompts_per_step: int | None,
-    seeds: tuple[int, ...] | None,
-    eval_questions: int | None,
-    budgets: tuple[int, ...] | None,
-    no_ablation: bool,
-    expansions: tuple[str, ...] | None,
-    difficulty: tuple[str, ...] | None,
-    quarter: bool,
-    world_seed: int | None,
-    warm_starts: tuple[str, ...] | None,
-    warm_cross: bool,
-    eval_every: int | None,
-    workers: int | None,
-    out: Path | None,
-    runs_dir: Path | None,
-) -> None:
-    """`treegrpo bench-budget` (``treegrpo.cli.bench_budget`` documents the flags)."""
+def bench_budget(args: BenchBudgetOptions) -> None:
+    """`treegrpo bench-budget`."""
     start_process("cpu", None)  # the CPU speed-ups' process-wide part, before any tensor work
 
     try:
         settings = budget_plan.bench_settings(
-            quick,
-            config,
-            steps=steps,
-            prompts_per_step=prompts_per_step,
-            seeds=seeds,
-            eval_questions=eval_questions,
-            budgets=budgets,
-            ablation=False if no_ablation else None,
-            expansions=expansions,
-            difficulty=difficulty,
-            quarter=quarter or None,
-            world_seed=world_seed,
-            warm_starts=warm_starts,
-            warm_cross=warm_cross or None,
-            eval_every=eval_every,
-            workers=workers,
-            out=out,
-            runs_dir=runs_dir,
+            args.quick,
+            args.config,
+            steps=args.steps,
+            prompts_per_step=args.prompts_per_step,
+            seeds=args.seeds,
+            eval_questions=args.eval_questions,
+            budgets=args.budgets,
+            ablation=False if args.no_ablation else None,
+            expansions=args.expansions,
+            difficulty=args.difficulty,
+            quarter=args.quarter or None,
+            world_seed=args.world_seed,
+            warm_starts=args.warm_starts,
+            warm_cross=args.warm_cross or None,
+            eval_every=args.eval_every,
+            workers=args.workers,
+            out=args.out,
+            runs_dir=args.runs_dir,
         )
     except ValueError as exc:
         raise SystemExit(f"treegrpo bench-budget: {exc}") from None
@@ -141,153 +131,90 @@ def bench_budget(
         raise SystemExit(f"treegrpo bench-budget: runs failed: {', '.join(result['failed'])}")
 
 
-def serve(
-    *,
-    corpus: Path,
-    retriever: Literal["bm25", "dense"],
-    host: str,
-    port: int,
-    topk_max: int,
-    default_topk: int,
-    max_batch: int,
-    batch_wait_ms: float,
-    max_queries: int,
-    max_query_chars: int,
-    max_body_bytes: int,
-    max_response_bytes: int,
-    model_path: str | None,
-    query_prefix: str,
-    passage_prefix: str,
-    cache_dir: Path | None,
-    log_level: str,
-) -> None:
-    """`treegrpo serve` (``treegrpo.cli.serve`` documents the flags)."""
+def serve(args: ServeOptions) -> None:
+    """`treegrpo serve`."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("treegrpo").setLevel(logging.INFO)  # index build/load, not libraries' chatter
     tool: SearchTool
-    if retriever == "bm25":
-        tool = BM25Retriever(corpus, cache_dir=cache_dir)
+    if args.retriever == "bm25":
+        tool = BM25Retriever(args.corpus, cache_dir=args.cache_dir)
     else:
         tool = DenseRetriever(
-            corpus,
-            model=model_path,
-            query_prefix=query_prefix,
-            passage_prefix=passage_prefix,
-            cache_dir=cache_dir,
+            args.corpus,
+            model=args.model_path,
+            query_prefix=args.query_prefix,
+            passage_prefix=args.passage_prefix,
+            cache_dir=args.cache_dir,
         )
-    url = f"http://{host}:{port}/retrieve"
-    print(f"serving {len(tool)} passages ({retriever}) on {url}", flush=True)
+    url = f"http://{args.host}:{args.port}/retrieve"
+    print(f"serving {len(tool)} passages ({args.retriever}) on {url}", flush=True)
     run_server(
         tool,
-        host=host,
-        port=port,
-        log_level=log_level,
-        max_topk=topk_max,
-        default_topk=default_topk,
-        max_batch=max_batch,
-        batch_wait_ms=batch_wait_ms,
-        max_queries=max_queries,
-        max_query_chars=max_query_chars,
-        max_body_bytes=max_body_bytes,
-        max_response_bytes=max_response_bytes,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        max_topk=args.topk_max,
+        default_topk=args.default_topk,
+        max_batch=args.max_batch,
+        batch_wait_ms=args.batch_wait_ms,
+        max_queries=args.max_queries,
+        max_query_chars=args.max_query_chars,
+        max_body_bytes=args.max_body_bytes,
+        max_response_bytes=args.max_response_bytes,
     )
 
 
-def serve_mcp(
-    *,
-    corpus: Path | None,
-    transport: Literal["stdio", "http"],
-    host: str,
-    port: int,
-    cache_dir: Path | None,
-) -> None:
-    """`treegrpo serve-mcp` (``treegrpo.cli.serve_mcp`` documents the flags). Over stdio the
-    protocol owns stdout: nothing else is printed there."""
+def serve_mcp(args: ServeMcpOptions) -> None:
+    """`treegrpo serve-mcp`. Over stdio the protocol owns stdout: nothing else is printed
+    there."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     try:
-        path = corpus if corpus is not None else wiki_corpus(cache_dir)
+        path = args.corpus if args.corpus is not None else wiki_corpus(args.cache_dir)
     except FileNotFoundError as exc:
         raise SystemExit(f"treegrpo serve-mcp: {exc}") from None
-    run_mcp_server(path, transport=transport, host=host, port=port, cache_dir=cache_dir)
+    run_mcp_server(
+        path, transport=args.transport, host=args.host, port=args.port, cache_dir=args.cache_dir
+    )
 
 
-def serve_web(
-    *,
-    corpus: Path | None,
-    host: str,
-    port: int,
-    max_query_chars: int,
-    max_results: int,
-    max_batch: int,
-    batch_wait_ms: float,
-    cache_dir: Path | None,
-    log_level: str,
-) -> None:
-    """`treegrpo serve-web` (``treegrpo.cli.serve_web`` documents the flags)."""
+def serve_web(args: ServeWebOptions) -> None:
+    """`treegrpo serve-web`."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("treegrpo").setLevel(logging.INFO)  # index build/load, start-up time
     try:
-        if corpus is None:
+        if args.corpus is None:
             articles = [WebArticle(a.title, a.extract, a.description) for a in load_articles()]
         else:
-            articles = read_site_corpus(corpus)
-        site = Site(articles, cache_dir=cache_dir)
+            articles = read_site_corpus(args.corpus)
+        site = Site(articles, cache_dir=args.cache_dir)
     except (FileNotFoundError, ValueError) as exc:  # no wiki package, a broken corpus line
         raise SystemExit(f"treegrpo serve-web: {exc}") from None
     print(
         f"serving {len(site.articles)} pages ({site.n_links} links, ready in "
-        f"{site.startup_s:.1f} s) on http://{host}:{port}/",
+        f"{site.startup_s:.1f} s) on http://{args.host}:{args.port}/",
         flush=True,
     )
     serve_site(
         site,
-        host=host,
-        port=port,
-        log_level=log_level,
-        max_query_chars=max_query_chars,
-        max_results=max_results,
-        max_batch=max_batch,
-        batch_wait_ms=batch_wait_ms,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        max_query_chars=args.max_query_chars,
+        max_results=args.max_results,
+        max_batch=args.max_batch,
+        batch_wait_ms=args.batch_wait_ms,
     )
 
 
-def train(
-    *,
-    config: Path | None,
-    dry_run: bool,
-    algo: AlgorithmConfig,
-    optim: OptimConfig,
-    run: RunConfig,
-    world: EmbeddedConfig,
-    model: ModelConfig,
-    data: DataConfig,
-    cluster: ClusterConfig,
-    health: HealthConfig,
-    config_sections: tuple[str, ...],
-) -> None:
-    """`treegrpo train` (``treegrpo.cli.train`` documents the flags; ``config_sections``: the
-    sections the config file sets, which ``treegrpo.cli`` read)."""
-    job = "data" if data.train_files or "data" in config_sections else "embedded"
-    if job == "embedded" and data != DEFAULT_DATA:
-        raise SystemExit(
-            "treegrpo train: the data settings need data.train_files (--data.train-files "
-            "FILE ...); without them the embedded job runs, which does not use them"
-        )
-    if job == "data" and world != DEFAULT_EMBEDDED:
-        raise SystemExit(
-            "treegrpo train: the world section configures the embedded job, which does not run "
-            "with data settings (data.train_files or a data section); drop it"
-        )
-    sections: dict[str, Any] = {"algo": algo, "optim": optim, "run": run, "model": model}
-    sections |= {"data": data} if job == "data" else {"world": world}
-    sections |= {"cluster": cluster} if cluster != ClusterConfig() else {}
-    sections |= {"health": health} if health != HealthConfig() else {}
-    origin = f"{config} and flags" if config is not None else "the preset and flags"
-    if job == "data":
-        problems = data_job.check_data(data)
-        if problems:
-            raise SystemExit("treegrpo train: " + "; ".join(problems))
-    if dry_run:
+def train(args: TrainOptions) -> None:
+    """`treegrpo train`."""
+    algo, optim, run, model, cluster, health = (
+        args.algo, args.optim, args.run, args.model, args.cluster, args.health
+    )  # fmt: skip
+    data, world = args.data, args.world
+    job, sections = _train_sections(args)
+    origin = f"{args.config} and flags" if args.config is not None else "the preset and flags"
+    if args.dry_run:
         print(f"# treegrpo train --dry-run: the {job} job with these settings ({origin})")
         print(dump_config(sections), end="")
         return
@@ -342,6 +269,31 @@ def train(
     console.print(f"run directory: {run.out_dir} ({summary['seconds']['total']:.0f} s)")
 
 
+def _train_sections(args: TrainOptions) -> tuple[str, dict[str, Any]]:
+    """Which job `treegrpo train` runs (embedded, or data when questions are given) and the
+    sections it resolves to; settings of the other job, or data that cannot run, stop it."""
+    data, world = args.data, args.world
+    job = "data" if data.train_files or "data" in args.config_sections else "embedded"
+    if job == "embedded" and data != DEFAULT_DATA:
+        raise SystemExit(
+            "treegrpo train: the data settings need data.train_files (--data.train-files "
+            "FILE ...); without them the embedded job runs, which does not use them"
+        )
+    if job == "data" and world != DEFAULT_EMBEDDED:
+        raise SystemExit(
+            "treegrpo train: the world section configures the embedded job, which does not run "
+            "with data settings (data.train_files or a data section); drop it"
+        )
+    if job == "data" and (problems := data_job.check_data(data)):
+        raise SystemExit("treegrpo train: " + "; ".join(problems))
+    sections: dict[str, Any] = {"algo": args.algo, "optim": args.optim, "run": args.run}
+    sections |= {"model": args.model}
+    sections |= {"data": data} if job == "data" else {"world": world}
+    sections |= {"cluster": args.cluster} if args.cluster != ClusterConfig() else {}
+    sections |= {"health": args.health} if args.health != HealthConfig() else {}
+    return job, sections
+
+
 @contextlib.contextmanager
 def _progress_lines(path: Path, console: Console) -> Iterator[None]:
     """Progress of every phase (warm start, evaluations, each RL step) as lines appended to
@@ -366,100 +318,76 @@ def _progress_lines(path: Path, console: Console) -> Iterator[None]:
             h.close()
 
 
-def evaluate(
-    *,
-    model: Path,
-    data: str,
-    corpus: Path | None,
-    retriever_url: str | None,
-    tools: tuple[str, ...],
-    search_url: str | None,
-    search_api: Literal["searxng", "json"],
-    json_fields: tuple[str, ...],
-    visit_chars: int,
-    mcp_servers: tuple[str, ...],
-    out: Path,
-    limit: int | None,
-    max_turns: int | None,
-    topk: int | None,
-    max_new_tokens: int | None,
-    max_obs_tokens: int | None,
-    max_context: int | None,
-    batch_size: int,
-    world_seed: int,
-    device: str,
-    engine: Literal["hf", "vllm"],
-) -> None:
-    """`treegrpo eval` (``treegrpo.cli.evaluate`` documents the flags)."""
-    start_process(resolve_device(device), None)  # engine.cpu.speedups, before any tensor work
-    # The limits default to the ones the questions were trained under: the embedded job's on
-    # its world, the paper's (DataConfig's defaults) on dataset files.
-    base: Any = DEFAULT_EMBEDDED if data == "synthetic-eval" else DEFAULT_DATA
-    max_turns = base.max_turns if max_turns is None else max_turns
-    topk = base.topk if topk is None else topk
-    max_new_tokens = base.max_new_tokens if max_new_tokens is None else max_new_tokens
-    max_obs_tokens = base.max_obs_tokens if max_obs_tokens is None else max_obs_tokens
-    max_context = base.max_context if max_context is None else max_context
-
-    tool_flags: dict[str, Any] = {
-        "tools": tools,
-        "search_url": search_url,
-        "search_api": search_api,
-        "json_fields": json_fields,
-        "visit_chars": visit_chars,
-        "mcp_servers": mcp_servers,
-    }
+def evaluate(args: EvaluateOptions) -> None:
+    """`treegrpo eval`."""
+    start_process(resolve_device(args.device), None)  # engine.cpu.speedups, first
     try:  # inputs first: a broken file fails before a model loads or an index builds
-        if (limit is not None and limit < 1) or batch_size < 1:
-            raise ValueError(f"--limit and --batch-size must be >= 1 (got {limit}, {batch_size})")
-        cfg = DataConfig(  # checks the limits' and the tools' ranges
-            corpus=None if corpus is None else str(corpus),
-            retriever_url=retriever_url,
-            max_turns=max_turns,
-            topk=topk,
-            max_new_tokens=max_new_tokens,
-            max_obs_tokens=max_obs_tokens,
-            max_context=max_context,
-            **tool_flags,
-        )
-        built_in = str(model) in data_job.BUILTIN_MODELS  # built (once) after the inputs
-        model = model if built_in else model_directory(model)
-        items, tool = _eval_inputs(data, cfg, world_seed, limit)
+        cfg = _eval_config(args)
+        built_in = str(args.model) in data_job.BUILTIN_MODELS  # built (once) after the inputs
+        model = args.model if built_in else model_directory(args.model)
+        items, tool = _eval_inputs(args.data, cfg, args.world_seed, args.limit)
         model = data_job.resolve_model(str(model)) if built_in else model
     except (ValueError, OSError) as exc:  # bad rows, missing files, flags that do not fit
         raise SystemExit(f"treegrpo eval: {exc}") from None
+    limits = ("max_turns", "topk", "max_new_tokens", "max_obs_tokens", "max_context")
+    tool_flags = {} if search_r1_only(cfg) else {k: getattr(cfg, k) for k in _EVAL_TOOL_FLAGS}
     settings = {
-        "data": data,
-        "corpus": None if corpus is None else str(corpus),
-        "retriever_url": retriever_url,
-        **({} if search_r1_only(cfg) else tool_flags),
+        "data": args.data,
+        "corpus": cfg.corpus,
+        "retriever_url": cfg.retriever_url,
+        **tool_flags,
         "questions": len(items),
-        "max_turns": max_turns,
-        "topk": topk,
-        "max_new_tokens": max_new_tokens,
-        "max_obs_tokens": max_obs_tokens,
-        "max_context": max_context,
-        "engine": engine,
+        **{k: getattr(cfg, k) for k in limits},
+        "engine": args.engine,
     }
     try:
         report = evaluate_checkpoint(
             model,
             items,
             tool,
-            out,
-            AgentLimits(max_turns, topk, max_context),
-            max_new_tokens,
-            max_obs_tokens,
-            batch_size,
-            device,
+            args.out,
+            AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context),
+            cfg.max_new_tokens,
+            cfg.max_obs_tokens,
+            args.batch_size,
+            args.device,
             settings,
-            engine,
+            args.engine,
         )
     finally:  # a toolbox's web clients and MCP connections (stdio servers exit)
         if isinstance(tool, Toolbox):
             tool.close()
-    Console().print(format_table(report, f"{model} on {data}"))
-    Console().print(f"wrote {out / 'eval.json'} and {out / 'eval.md'}")
+    Console().print(format_table(report, f"{model} on {args.data}"))
+    Console().print(f"wrote {args.out / 'eval.json'} and {args.out / 'eval.md'}")
+
+
+_EVAL_TOOL_FLAGS = (
+    "tools",
+    "search_url",
+    "search_api",
+    "json_fields",
+    "visit_chars",
+    "mcp_servers",
+)
+
+
+def _eval_config(args: EvaluateOptions) -> DataConfig:
+    """The tools and limits of `treegrpo eval` as a checked ``DataConfig``. Limits left out are
+    the ones the questions were trained under: the embedded job's on its world, the paper's
+    (``DataConfig``'s defaults) on dataset files."""
+    if (args.limit is not None and args.limit < 1) or args.batch_size < 1:
+        raise ValueError(
+            f"--limit and --batch-size must be >= 1 (got {args.limit}, {args.batch_size})"
+        )
+    base: Any = DEFAULT_EMBEDDED if args.data == SYNTHETIC_EVAL else DEFAULT_DATA
+    limits = ("max_turns", "topk", "max_new_tokens", "max_obs_tokens", "max_context")
+    given = {k: getattr(args, k) for k in limits}
+    return DataConfig(  # checks the limits' and the tools' ranges
+        corpus=None if args.corpus is None else str(args.corpus),
+        retriever_url=args.retriever_url,
+        **{k: getattr(base, k) if v is None else v for k, v in given.items()},
+        **{k: getattr(args, k) for k in _EVAL_TOOL_FLAGS},
+    )
 
 
 def _eval_inputs(
@@ -474,8 +402,9 @@ def _eval_inputs(
     return data_job.eval_inputs(data, cfg, limit)
 
 
-def prepare(*, input: tuple[Path, ...], out: Path, source: tuple[str, ...], split: str) -> None:
-    """`treegrpo prepare` (``treegrpo.cli.prepare`` documents the flags)."""
+def prepare(args: PrepareOptions) -> None:
+    """`treegrpo prepare`."""
+    input, out, source, split = args.input, args.out, args.source, args.split
     if source and len(source) != len(input):
         raise SystemExit(
             f"treegrpo prepare: {len(source)} --source values for {len(input)} --input files: "
@@ -490,21 +419,20 @@ def prepare(*, input: tuple[Path, ...], out: Path, source: tuple[str, ...], spli
     print(f"wrote {len(questions)} questions ({counts}) to {out}")
 
 
-def prepare_model(*, name: Literal["smollm2"], cache_dir: Path | None) -> None:
-    """`treegrpo prepare-model` (``treegrpo.cli.prepare_model`` documents the flags)."""
+def prepare_model(args: PrepareModelOptions) -> None:
+    """`treegrpo prepare-model` (smollm2 is the one model)."""
     try:
-        path = prepare_smollm2(cache_dir)
+        path = prepare_smollm2(args.cache_dir)
     except FileNotFoundError as exc:
         raise SystemExit(f"treegrpo prepare-model: {exc}") from None
     print(path)
 
 
-def prepare_corpus(
-    *, name: Literal["wiki"], cache_dir: Path | None, questions_dir: Path | None
-) -> None:
-    """`treegrpo prepare-corpus` (``treegrpo.cli.prepare_corpus`` documents the flags)."""
+def prepare_corpus(args: PrepareCorpusOptions) -> None:
+    """`treegrpo prepare-corpus` (wiki is the one corpus)."""
+    questions_dir = args.questions_dir
     try:
-        path = wiki_corpus(cache_dir)
+        path = wiki_corpus(args.cache_dir)
     except FileNotFoundError as exc:
         raise SystemExit(f"treegrpo prepare-corpus: {exc}") from None
     if questions_dir is not None:  # every built-in set is one of the wiki corpus
@@ -521,8 +449,9 @@ def prepare_corpus(
     print(path)
 
 
-def view(*, runs: tuple[Path, ...], out: Path | None, serve: bool, port: int) -> None:
-    """`treegrpo view` (``treegrpo.cli.view`` documents the flags)."""
+def view(args: ViewOptions) -> None:
+    """`treegrpo view`."""
+    runs, out, serve, port = args.runs, args.out, args.serve, args.port
     if not 1 <= len(runs) <= 2:
         raise SystemExit(f"treegrpo view: give one run directory or two, got {len(runs)}")
     evals = []

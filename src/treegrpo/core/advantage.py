@@ -17,6 +17,11 @@ A group of two or more equal rewards scores exactly 0 (computed as written, the 
 divided by ε would leave about ±1e-10).
 Tree-GRPO sums the intra-tree and inter-tree scores, Â_tree = Â_intra + Â_inter;
 chain GRPO is the inter-tree score on chains (each chain its own tree).
+
+An optional batch term w·Â_batch scores each reward against the whole batch (one group; the
+global baseline of REINFORCE++, Hu 2025, arXiv 2501.03262). A prompt whose leaves all fail
+scores 0 in every group-relative term, so nothing pushes its shared error down; the batch term
+does (docs/algorithm.md §9).
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ def tree_advantage(
     *,
     eps: float = EPS,
     scale: bool = True,
+    batch: float = 0.0,
 ) -> FloatArray:
     """Tree-GRPO advantage of each kept leaf (intra-tree, inter-tree, or their sum).
 
@@ -86,6 +92,7 @@ def tree_advantage(
     mode "intra+inter": Â_intra + Â_inter (Tree-GRPO's default).
 
     ``scale=False`` skips the division by the standard deviation (Dr. GRPO).
+    ``batch`` w > 0 adds w·Â_batch, every leaf scored against all B leaves (same ``scale``).
     rewards, prompt_ids, tree_ids: (B,). Returns (B,) float64.
     """
     if mode not in MODES:
@@ -101,6 +108,10 @@ def tree_advantage(
         adv += group_relative(r, intra_groups.reshape(-1), eps=eps, scale=scale)
     if mode in ("inter", "intra+inter"):
         adv += group_relative(r, prompts, eps=eps, scale=scale)
+    if batch < 0:
+        raise ValueError(f"batch weight must be >= 0, got {batch}")
+    if batch > 0:
+        adv += batch * group_relative(r, np.zeros_like(prompts), eps=eps, scale=scale)
     return adv
 
 

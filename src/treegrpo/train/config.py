@@ -160,6 +160,11 @@ class AlgorithmConfig(Checked):
     """None: "intra+inter" for tree, "inter" for chain."""
     scale_std: bool = True
     """Divide by the group's standard deviation (False: Dr. GRPO)."""
+    batch_baseline: float = 0.0
+    """Weight w of a batch-relative term added to every leaf's advantage, w·(R − mean_B R) /
+    std_B R over the whole batch (REINFORCE++'s global baseline, arXiv 2501.03262): a prompt
+    whose leaves all fail then pushes its shared error down instead of carrying no signal
+    (docs/algorithm.md §9). 0: off, the paper's advantages."""
     reward: Literal["em", "f1"] = "em"
     """Search-R1 reward with format score, on exact match or on F1."""
     format_score: float = 0.2
@@ -212,6 +217,7 @@ class AlgorithmConfig(Checked):
     def _check(self) -> None:
         check_ranges(self, m=">= 1", n=">= 0", l=">= 0", k=">= 1", format_score="in [0, 1)")
         check_ranges(self, clip_eps="in (0, 1)", dual_clip="> 1", kl_coef=">= 0")
+        check_ranges(self, batch_baseline=">= 0")
         check_ranges(self, entropy_coef=">= 0", expansion_tokens=">= 1")
         check_ranges(self, sampler_correction_cap="> 1")
         check_ranges(self, expansion_temperature="> 0", expansion_repeat_penalty="in (0, 1]")

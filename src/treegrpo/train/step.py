@@ -178,7 +178,8 @@ def rl_step(
     # 3. advantages: groups are prompts (by uid, never by row index) and trees within them
     prompt_of, tree_of = rollout.forest.leaf_groups(np.array(leaves, dtype=np.int64))
     groups = dense_ids([batch.uids[p] for p in prompt_of.tolist()])
-    adv = tree_advantage(scores.reward, groups, tree_of, algo.mode(), scale=algo.scale_std)
+    adv = tree_advantage(scores.reward, groups, tree_of, algo.mode(), scale=algo.scale_std,
+                         batch=algo.batch_baseline)  # fmt: skip
     if observe is not None:
         observe(StepOutcome(rollout, leaves, scores, groups, adv))
 
