@@ -20,7 +20,7 @@ import yaml
 from agent_fixtures import TINY_WARM
 from treegrpo import cli
 from treegrpo.jobs.budget.plan import BENCH_OPTIM, bench_settings, plan_runs, run_config
-from treegrpo.jobs.budget.report import NUMERIC
+from treegrpo.jobs.budget.records import NUMERIC
 from treegrpo.jobs.budget.run import run_benchmark
 from treegrpo.jobs.embedded import run_embedded
 from treegrpo.jobs.presets import DEFAULT_EMBEDDED

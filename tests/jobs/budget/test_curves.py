@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from treegrpo.jobs.budget.curves import area, em_at, held_out_curve, matched, mean_curve
-from treegrpo.jobs.budget.report import aggregate, run_record
+from treegrpo.jobs.budget.records import aggregate, run_record
 from treegrpo.jobs.budget.verdict import (
     diagnostics_table,
     final_difference,

@@ -23,16 +23,16 @@ from treegrpo.jobs.budget.plan import (
     plan_runs,
     world_config,
 )
-from treegrpo.jobs.budget.report import (
+from treegrpo.jobs.budget.records import (
     EXPANSION_METHODS,
     NUMERIC,
     TREE_DIAGNOSTICS,
     aggregate,
-    markdown_table,
     paired_differences,
     per_1k_tokens,
     run_record,
 )
+from treegrpo.jobs.budget.report import markdown_table
 from treegrpo.jobs.budget.stats import mean_std
 from treegrpo.viz.budget import STYLE, moving_average
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start_dir

@@ -16,7 +16,7 @@ from treegrpo.core.budget import CHAIN_LADDER, TREE_LADDER
 from treegrpo.core.expansion import RULES, Rule
 from treegrpo.engine.cpu.onednn import resolve_path
 from treegrpo.engine.cpu.paths import LinearPath
-from treegrpo.jobs.budget.report import (
+from treegrpo.jobs.budget.records import (
     ABLATION_BUDGET,
     EXPANSION_RULES,
     difficulty_method,
@@ -277,7 +277,12 @@ def bench_settings(
             out=base.out.with_stem(f"{base.out.stem}-world{world}"),
             runs_dir=base.runs_dir.with_name(f"{base.runs_dir.name}-world{world}"),
         )
-    s = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    return _checked(replace(base, **{k: v for k, v in overrides.items() if v is not None}))
+
+
+def _checked(s: BenchSettings) -> BenchSettings:
+    """``s`` with its expansion rules deduplicated, once every setting is checked (ValueError
+    names the first that is not right)."""
     unknown = [r for r in s.expansions if r not in EXPANSION_RULES]
     if unknown:
         raise ValueError(

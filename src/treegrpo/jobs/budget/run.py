@@ -80,14 +80,8 @@ from treegrpo.jobs.budget.plan import (
     warm_start_choices,
     world_config,
 )
-from treegrpo.jobs.budget.report import (
-    aggregate,
-    format_duration,
-    markdown_table,
-    paired_differences,
-    percent,
-    run_record,
-)
+from treegrpo.jobs.budget.records import aggregate, paired_differences, run_record
+from treegrpo.jobs.budget.report import format_duration, markdown_table, percent
 from treegrpo.jobs.budget.verdict import matched_comparisons
 from treegrpo.jobs.data import evaluate_model_dir, prepare_inputs, run_data
 from treegrpo.jobs.embedded import held_out_evaluator, rl_and_eval_worlds, run_embedded
