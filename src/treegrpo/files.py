@@ -1,6 +1,6 @@
 """Files on disk, written once for every layer: cache directories (``default_cache_root``,
-``cache_key``, ``cached_dir``: retriever indexes, warm starts, converted models) and atomic
-writes (``write_atomic``: run files, evaluations, checkpoints' JSON).
+``cache_key``, ``cache_entry``, ``cached_dir``: retriever indexes, warm starts, converted
+models) and atomic writes (``write_atomic``: run files, evaluations, checkpoints' JSON).
 
 A cached build (an index, a warm start) is a pure function of its inputs and settings, so its
 cache directory is named by a hash of both: a changed corpus or a changed setting simply misses
@@ -35,6 +35,14 @@ def cache_key(**parts: Any) -> str:
     """A short stable hash of JSON-serializable parts (corpus digest, model, settings)."""
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=True, default=str)
     return hashlib.sha256(blob.encode("ascii")).hexdigest()[:24]
+
+
+def cache_entry(cache_dir: str | Path | None, kind: str, /, **parts: Any) -> Path:
+    """``<root>/<kind>/<cache_key(**parts)>``: where the cached build of ``kind`` ("bm25",
+    "warmstart", …) with inputs and settings ``parts`` lives, whether or not it was built yet;
+    root ``cache_dir``, or ``default_cache_root()`` when None."""
+    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
+    return root / kind / cache_key(**parts)
 
 
 def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any]) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pytest
 
 from agent_fixtures import WordTool
@@ -17,7 +18,7 @@ from treegrpo.agent.protocol import SearchProtocol, ToolProtocol
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, agent_protocol, sample_forest
-from treegrpo.rollout.scoring import score_leaves
+from treegrpo.rollout.scoring import ScoredRollout, score_leaves
 from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.tools.calculator import calculate
 from treegrpo.tools.registry import Call, Toolbox
@@ -126,7 +127,8 @@ def test_the_tree_page_shows_each_call_its_result_and_what_went_wrong(split_toke
     )
     leaves = [int(v) for v in ro.kept]
     scores = score_leaves(ro, leaves, [["42"]], proto.decode, tools=proto.names)
-    prompts = forest_snapshot(ro, leaves, scores, [0], [0.0], [0], proto.decode, [["42"]], ["6*7?"])
+    scored = ScoredRollout(ro, leaves, scores, np.array([0]), np.array([0.0]))
+    prompts = forest_snapshot(scored, [0], proto.decode, [["42"]], ["6*7?"])
     page = render_step({"step": 1, "algo": {}, "prompts": prompts})
     assert "calculate: 1/0" in page and "calculate error" in page
     assert "<summary>calculate result</summary><pre>\n\n&lt;information&gt;42" in page

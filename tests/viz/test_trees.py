@@ -21,7 +21,7 @@ from treegrpo.core.groups import dense_ids
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
-from treegrpo.rollout.scoring import score_leaves
+from treegrpo.rollout.scoring import ScoredRollout, score_leaves
 from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.viz.trees import render_step, write_pages
 
@@ -70,11 +70,7 @@ def snapshot() -> dict:  # type: ignore[type-arg]
     adv = tree_advantage(scores.reward, groups, tree_of, "intra+inter")
     questions = [f"Where was {p} born" for p in people]
     data = forest_snapshot(
-        rollout,
-        leaves,
-        scores,
-        groups,
-        adv,
+        ScoredRollout(rollout, leaves, scores, groups, adv),
         [0, 1, 2],
         agent.protocol.decode,
         golds,
@@ -220,9 +216,8 @@ def test_the_entropy_rules_reasons_reach_the_page() -> None:
     golds = [[FACTS[PEOPLE[0]]]]
     scores = score_leaves(rollout, leaves, golds, agent.protocol.decode)
     adv = np.zeros(len(leaves))
-    data = forest_snapshot(
-        rollout, leaves, scores, [0] * len(leaves), adv, [0], agent.protocol.decode, golds, ["q"]
-    )
+    scored = ScoredRollout(rollout, leaves, scores, np.zeros(len(leaves), int), adv)
+    data = forest_snapshot(scored, [0], agent.protocol.decode, golds, ["q"])
     page = render_step({"step": 1, "algo": {"expansion": "entropy"}, "prompts": data})
     assert "expansion=entropy" in page
     assert len(rollout.expansion_reasons) == 2

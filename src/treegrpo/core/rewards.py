@@ -164,6 +164,16 @@ def _tag_sequence(text: str, tools: tuple[str, ...]) -> list[str] | None:
     return seq
 
 
+def _answer_and_format(
+    response: str, model_text: str | None, tools: Sequence[str]
+) -> tuple[str | None, bool]:
+    """What both Search-R1 rewards read off a response: the answer (``extract_answer`` of
+    ``model_text`` when given, else of ``response``) and whether ``response`` keeps the format
+    (``is_valid_format`` with ``tools``)."""
+    answer = extract_answer(response if model_text is None else model_text)
+    return answer, is_valid_format(response, tools)
+
+
 def search_r1_reward(
     response: str,
     golds: Golds,
@@ -191,8 +201,7 @@ def search_r1_reward(
     can never count as the model's answer; the format is still checked on ``response``.
     ``tools``: the agent's action tags (``is_valid_format``).
     """
-    answer = extract_answer(response if model_text is None else model_text)
-    valid = is_valid_format(response, tools)
+    answer, valid = _answer_and_format(response, model_text, tools)
     if answer is None:
         return format_score if valid else 0.0
     if exact_match(answer, golds):
@@ -221,8 +230,7 @@ def search_r1_f1_reward(
     penalty from F1 and could go below 0 (docs/algorithm.md §8). ``model_text`` and ``tools`` as in
     ``search_r1_reward``.
     """
-    answer = extract_answer(response if model_text is None else model_text)
-    valid = is_valid_format(response, tools)
+    answer, valid = _answer_and_format(response, model_text, tools)
     if answer is None:
         return format_score if valid else 0.0
     f1 = f1_score(answer, golds)

@@ -39,6 +39,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +82,17 @@ class _Rows:
         value = self.row.fields[name]
         if isinstance(value, int | float) and not isinstance(value, bool):
             value = str(value)
-        if not isinstance(value, str):
-            raise self.fail(name, f"expected a string, got {_kind(value)}")
+        value = self.string(name, value)
         if not empty and not value.strip():
             raise self.fail(name, "empty")
         return value.strip()
+
+    def string(self, name: str, value: Any) -> str:
+        """``value``, the field ``name`` (or a value inside an object field, named
+        ``"Field.key"``), which must be a string."""
+        if not isinstance(value, str):
+            raise self.fail(name, f"expected a string, got {_kind(value)}")
+        return value
 
     def mapping(self, name: str) -> dict[str, Any]:
         """An object field ({} when absent or null); a string is read as a JSON object or a
@@ -107,74 +114,85 @@ def read_webwalkerqa(
     path: str | Path, source: str | None = None, *, with_root_url: bool = True
 ) -> WebQARead:
     """WebWalkerQA rows (see the module docstring)."""
-    path, source = Path(path), source or "webwalkerqa"
-    out = WebQARead([])
-    for row in read_rows(path):
-        r = _Rows(path, row)
-        question, answer = r.text("Question"), r.text("Answer")
-        root = r.text("Root_Url")
-        info = r.mapping("Info")
-        hop = info.get("Hop", "")
-        if not isinstance(hop, str):
-            raise r.fail("Info.Hop", f"expected a string, got {_kind(hop)}")
-        hops = 1 if hop.startswith("single") else 2 if hop.startswith("multi") else 0
-        if with_root_url:
-            question = f"{question}\nRoot URL: {root}"
-        out.questions.append(_question(source, row.row, question, (answer,), hops, hop))
-    return _done(path, out)
+    return _read(path, source or "webwalkerqa", partial(_webwalkerqa, with_root_url=with_root_url))
 
 
 def read_simpleqa(path: str | Path, source: str | None = None) -> WebQARead:
     """SimpleQA rows (see the module docstring)."""
-    path, source = Path(path), source or "simpleqa"
-    out = WebQARead([])
-    for row in read_rows(path):
-        r = _Rows(path, row)
-        problem, answer = r.text("problem"), r.text("answer")
-        meta = r.mapping("metadata")
-        kind = meta.get("answer_type", row.fields.get("answer_type", ""))
-        if not isinstance(kind, str):
-            raise r.fail("metadata.answer_type", f"expected a string, got {_kind(kind)}")
-        out.questions.append(_question(source, row.row, problem, (answer,), 0, kind))
-    return _done(path, out)
+    return _read(path, source or "simpleqa", _simpleqa)
 
 
 def read_gaia(path: str | Path, source: str | None = None) -> WebQARead:
     """GAIA's text questions (see the module docstring): rows with an attached file, or
     without a public answer, are skipped and counted."""
-    path, source = Path(path), source or "gaia"
-    out = WebQARead([])
-    for row in read_rows(path):
-        r = _Rows(path, row)
-        task, question = r.text("task_id"), r.text("Question")
-        answer = r.text("Final answer")
-        attached = row.fields.get("file_name") not in (None, "") and r.text("file_name")
-        if attached:
-            out.skipped["needs an attached file"] += 1
-            continue
-        if answer == "?":
-            out.skipped["answer not public"] += 1
-            continue
-        level = row.fields.get("Level", "")
-        kind = f"level-{level}" if level not in ("", None) else ""
-        out.questions.append(_question(source, task, question, (answer,), 0, kind))
-    return _done(path, out)
+    return _read(path, source or "gaia", _gaia)
 
 
 def read_browsecomp(path: str | Path, source: str | None = None) -> WebQARead:
     """BrowseComp rows, encrypted (decrypted with each row's canary) or already decrypted
     (see the module docstring)."""
-    path, source = Path(path), source or "browsecomp"
+    return _read(path, source or "browsecomp", _browsecomp)
+
+
+def _read(
+    path: str | Path, source: str, parse: Callable[[_Rows, str], Question | str]
+) -> WebQARead:
+    """Every row of the file at ``path`` through ``parse(row, source)``, in file order: a
+    question, or why the row is skipped (counted by reason); then ``_done``."""
+    path = Path(path)
     out = WebQARead([])
     for row in read_rows(path):
-        r = _Rows(path, row)
-        problem, answer = r.text("problem"), r.text("answer")
-        canary = r.text("canary", empty=True) if "canary" in row.fields else ""
-        if canary and _is_base64(problem):
-            problem, answer = (_decrypt(r, name, canary) for name in ("problem", "answer"))
-        topic = r.text("problem_topic", empty=True) if "problem_topic" in row.fields else ""
-        out.questions.append(_question(source, row.row, problem, (answer,), 0, topic))
+        got = parse(_Rows(path, row), source)
+        if isinstance(got, str):
+            out.skipped[got] += 1
+        else:
+            out.questions.append(got)
     return _done(path, out)
+
+
+def _webwalkerqa(r: _Rows, source: str, *, with_root_url: bool) -> Question:
+    """One WebWalkerQA row's question."""
+    question, answer = r.text("Question"), r.text("Answer")
+    root = r.text("Root_Url")
+    info = r.mapping("Info")
+    hop = r.string("Info.Hop", info.get("Hop", ""))
+    hops = 1 if hop.startswith("single") else 2 if hop.startswith("multi") else 0
+    if with_root_url:
+        question = f"{question}\nRoot URL: {root}"
+    return _question(source, r.row.row, question, (answer,), hops, hop)
+
+
+def _simpleqa(r: _Rows, source: str) -> Question:
+    """One SimpleQA row's question."""
+    problem, answer = r.text("problem"), r.text("answer")
+    meta = r.mapping("metadata")
+    kind = meta.get("answer_type", r.row.fields.get("answer_type", ""))
+    kind = r.string("metadata.answer_type", kind)
+    return _question(source, r.row.row, problem, (answer,), 0, kind)
+
+
+def _gaia(r: _Rows, source: str) -> Question | str:
+    """One GAIA row's question, or why it is skipped."""
+    task, question = r.text("task_id"), r.text("Question")
+    answer = r.text("Final answer")
+    attached = r.row.fields.get("file_name") not in (None, "") and r.text("file_name")
+    if attached:
+        return "needs an attached file"
+    if answer == "?":
+        return "answer not public"
+    level = r.row.fields.get("Level", "")
+    kind = f"level-{level}" if level not in ("", None) else ""
+    return _question(source, task, question, (answer,), 0, kind)
+
+
+def _browsecomp(r: _Rows, source: str) -> Question:
+    """One BrowseComp row's question, decrypted when it is encrypted."""
+    problem, answer = r.text("problem"), r.text("answer")
+    canary = r.text("canary", empty=True) if "canary" in r.row.fields else ""
+    if canary and _is_base64(problem):
+        problem, answer = (_decrypt(r, name, canary) for name in ("problem", "answer"))
+    topic = r.text("problem_topic", empty=True) if "problem_topic" in r.row.fields else ""
+    return _question(source, r.row.row, problem, (answer,), 0, topic)
 
 
 def decrypt(ciphertext_b64: str, password: str) -> str:

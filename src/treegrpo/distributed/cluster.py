@@ -6,7 +6,7 @@ resources that may never come. So before any actor starts, what the workers and 
 is compared with what the cluster has (``fit_error``): more CPUs or GPUs in all than the
 cluster has, or more for one actor than its largest node has, is refused with the numbers and
 the flags that change them. Resources that exist but other jobs hold are waited for, up to the
-start timeout of ``RayRollout`` and ``FSDPLearner`` (``not_started``).
+start timeout of ``RayRollout`` and ``FSDPLearner`` (``wait_started``).
 
 CPUs per worker and per rank left unset (None) are sized here (``sized``): on a local cluster
 this process starts, an equal share of its CPUs for every worker and rank, so that
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -145,6 +145,28 @@ def refuse_unless_fits(asks: Sequence[Ask], timeout: float | None = None) -> Non
                     _num(total.get(res, 0.0)),
                     timeout,
                 )
+
+
+def check_ask(ask: Ask, timeout: float) -> None:
+    """Refuse, before any of its actors starts, an ``ask`` for no actors (``ValueError``) or
+    for more than the cluster can ever hold (``refuse_unless_fits``, which also logs a wait of
+    up to ``timeout`` seconds for resources held now)."""
+    if ask.count < 1:
+        raise ValueError(f"{ask.kind}s must be >= 1, got {ask.count}")
+    refuse_unless_fits([ask], timeout)
+
+
+def wait_started(refs: Any, timeout: float, what: str, stop: Callable[[], None]) -> Any:
+    """``ray.get(refs)`` for calls that return once their actors are placed and started; when
+    they have not within ``timeout`` seconds, ``stop()`` (the actors never started: nothing to
+    leave) and raise ``not_started(what, timeout)`` instead of waiting on in silence."""
+    import ray
+
+    try:
+        return ray.get(refs, timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        stop()
+        raise not_started(what, timeout) from None
 
 
 def not_started(what: str, timeout: float) -> RuntimeError:

@@ -53,7 +53,7 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 from transformers.utils import logging as hf_logging
 
-from treegrpo.distributed.cluster import Ask, join_ray, not_started, refuse_unless_fits
+from treegrpo.distributed.cluster import Ask, check_ask, join_ray, wait_started
 from treegrpo.models.load import load_model
 from treegrpo.train.config import AlgorithmConfig, ClusterConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
@@ -273,17 +273,16 @@ class FSDPLearner:
     ) -> None:
         import ray
 
-        if ranks < 1:
-            raise ValueError(f"ranks must be >= 1, got {ranks}")
-        refuse_unless_fits([Ask("rank", ranks, cpus_per_rank, gpus_per_rank)], start_timeout)
+        check_ask(Ask("rank", ranks, cpus_per_rank, gpus_per_rank), start_timeout)
         actor: Any = ray.remote(num_cpus=cpus_per_rank, num_gpus=gpus_per_rank)(TrainRank)
         self.ranks: list[Any] = [actor.remote(spec, r, ranks) for r in range(ranks)]
-        try:
-            master = ray.get(self.ranks[0].address.remote(), timeout=start_timeout)
-        except ray.exceptions.GetTimeoutError:
-            self.close(graceful=False)  # never started: nothing to leave
-            what = f"{ranks} training ranks ({cpus_per_rank} CPUs, {gpus_per_rank} GPUs each)"
-            raise not_started(what, start_timeout) from None
+        what = f"{ranks} training ranks ({cpus_per_rank} CPUs, {gpus_per_rank} GPUs each)"
+        master = wait_started(
+            self.ranks[0].address.remote(),
+            start_timeout,
+            what,
+            lambda: self.close(graceful=False),
+        )
         state = ray.put({k: v.detach().cpu() for k, v in policy.state_dict().items()})
         opt = optimizer.state_dict()
         sched = scheduler.state_dict() if scheduler is not None else None

@@ -46,7 +46,7 @@ from transformers.utils import logging as hf_logging
 
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
-from treegrpo.distributed.cluster import Ask, join_ray, not_started, refuse_unless_fits
+from treegrpo.distributed.cluster import Ask, check_ask, join_ray, wait_started
 from treegrpo.engine.base import EngineKind, state_dict_of
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.cpu.speedups import start_process
@@ -140,8 +140,7 @@ class RolloutWorker:
     ) -> Rollout:
         """The forests of ``prompts``, the batch's prompts ``keys``, with weights ``version``;
         ``rewards``: the reward of these prompts' leaves (for the informed expansion rule)."""
-        if version != self.version:
-            raise StaleWeights(f"asked for weights version {version}, holds {self.version}")
+        self._check_version(version)
         local = LocalRollout(self.engine, self.protocol, self.tool)
         return local.sample(prompts, shape, sampling, limits, seed, rewards, prompt_keys=keys)
 
@@ -158,12 +157,16 @@ class RolloutWorker:
     ) -> None:
         """Begin a step run round by round (``ForestSampler``): ``sample``'s arguments; the
         initial chains are sampled now."""
-        if version != self.version:
-            raise StaleWeights(f"asked for weights version {version}, holds {self.version}")
+        self._check_version(version)
         score = rewards.scorer(self.protocol.decode) if rewards is not None else None
         local = (self.engine, self.protocol, self.tool)
         self.sampler = ForestSampler(*local, prompts, shape, sampling, limits, seed, keys, score)
         self.sampler.begin()
+
+    def _check_version(self, version: int) -> None:
+        """Refuse (``StaleWeights``) to sample with weights ``version`` unless it holds them."""
+        if version != self.version:
+            raise StaleWeights(f"asked for weights version {version}, holds {self.version}")
 
     def outcomes(self) -> TreeOutcomes:
         """Each tree's successes and scored leaves so far."""
@@ -248,11 +251,7 @@ class RayRollout:
     ) -> None:
         import ray
 
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        refuse_unless_fits(
-            [Ask("worker", workers, cpus_per_worker, gpus_per_worker)], start_timeout
-        )
+        check_ask(Ask("worker", workers, cpus_per_worker, gpus_per_worker), start_timeout)
         self.spec = spec
         self.max_restarts = max_restarts
         remote_tool: SearchTool | Toolbox = tool
@@ -268,12 +267,8 @@ class RayRollout:
         self.workers: list[Any] = [actor.remote(spec, remote_tool) for _ in range(workers)]
         self.version = 0
         self._state: Any = None  # the object-store reference of the latest weights
-        try:  # every worker placed and started, or a clear error instead of a silent wait
-            ray.get([w.ready.remote() for w in self.workers], timeout=start_timeout)
-        except ray.exceptions.GetTimeoutError:
-            self.close()
-            what = f"{workers} rollout workers ({cpus_per_worker} CPUs, {gpus_per_worker} GPUs)"
-            raise not_started(what, start_timeout) from None
+        what = f"{workers} rollout workers ({cpus_per_worker} CPUs, {gpus_per_worker} GPUs)"
+        wait_started([w.ready.remote() for w in self.workers], start_timeout, what, self.close)
         self._pad_id: int = ray.get(self.workers[0].pad_id.remote())
         self.restarts = 0
         self.sync_seconds = 0.0  # the latest weight push, slowest worker

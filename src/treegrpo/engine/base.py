@@ -152,6 +152,14 @@ def _lora_delta(layer: Any, name: str) -> torch.Tensor | float:
     return delta
 
 
+def special_ids(model: Any, tokenizer: Any, eos_ids: Sequence[int] | None) -> tuple[set[int], int]:
+    """An engine's end-of-sequence ids (``eos_ids`` when given, else ``default_eos_ids``) and
+    its padding id (the tokenizer's, 0 when it has none)."""
+    eos = set(eos_ids) if eos_ids is not None else default_eos_ids(model, tokenizer)
+    pad: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return eos, pad
+
+
 def default_eos_ids(model: Any, tokenizer: Any) -> set[int]:
     """The end-of-sequence ids of a transformers model's generation config, its config and the
     tokenizer."""

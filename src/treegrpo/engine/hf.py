@@ -42,7 +42,7 @@ from treegrpo.engine.base import (
     StepRequest,
     StepResult,
     Stopper,
-    default_eos_ids,
+    special_ids,
     state_dict_of,
 )
 from treegrpo.engine.cache import assemble_cache, keep_rows
@@ -131,8 +131,7 @@ class HFEngine:
                     f"lean_decode supports model types {sorted(SUPPORTED)} with full attention; "
                     f"this model is {getattr(model.config, 'model_type', None)!r}"
                 )
-        self.eos_ids = set(eos_ids) if eos_ids is not None else default_eos_ids(model, tokenizer)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.eos_ids, self.pad_id = special_ids(model, tokenizer, eos_ids)
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = "logits_to_keep" in params

@@ -46,7 +46,7 @@ from treegrpo.engine.base import (
     Finish,
     StepRequest,
     StepResult,
-    default_eos_ids,
+    special_ids,
     state_dict_of,
 )
 from treegrpo.engine.sampling import SamplingParams
@@ -113,8 +113,7 @@ class VLLMEngine:
             raise ImportError(INSTALL_HINT) from err
         self._vllm = vllm
         self.stopper = stopper
-        self.eos_ids = set(eos_ids) if eos_ids is not None else default_eos_ids(model, tokenizer)
-        self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.eos_ids, self.pad_id = special_ids(model, tokenizer, eos_ids)
         self._stop_ids = sorted(self.eos_ids | set(stopper.end_token_ids if stopper else []))
         on_cpu = current_platform.is_cpu()
         self._dir = tempfile.TemporaryDirectory(prefix="treegrpo-vllm-")

@@ -22,9 +22,9 @@ from typing import Any, Literal
 import bm25s
 import numpy as np
 
-from treegrpo.files import cache_key, cached_dir, default_cache_root
+from treegrpo.files import cache_entry, cached_dir
 from treegrpo.retrieval.base import Passage
-from treegrpo.retrieval.corpus import file_digest, passages_digest, read_corpus
+from treegrpo.retrieval.corpus import corpus_passages
 from treegrpo.retrieval.tokenizer import StemmerChoice, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -61,14 +61,7 @@ class BM25Retriever:
         use_cache: bool = True,
     ) -> None:
         self.tokenizer = Tokenizer(stemmer=stemmer, stopwords=stopwords)
-        if isinstance(corpus, str | Path):
-            digest = file_digest(corpus)
-            passages = read_corpus(corpus)
-        else:
-            passages = list(corpus)
-            digest = passages_digest(passages)
-        if not passages:
-            raise ValueError(f"cannot build a BM25 index over an empty corpus ({corpus!r:.80})")
+        passages, digest = corpus_passages(corpus, "BM25")
         self.ids = [p.id for p in passages]
         self.contents = [p.contents for p in passages]
         self._params = {"k1": k1, "b": b, "method": method}
@@ -81,8 +74,7 @@ class BM25Retriever:
         self.cache_path: Path | None = None
         self.loaded_from_cache = False
         if use_cache:
-            root = Path(cache_dir) if cache_dir is not None else default_cache_root()
-            self.cache_path = root / "bm25" / cache_key(**meta)
+            self.cache_path = cache_entry(cache_dir, "bm25", **meta)
             self.loaded_from_cache = cached_dir(self.cache_path, self._build_and_save, meta)
             self._model = bm25s.BM25.load(str(self.cache_path), mmap=False, show_progress=False)
             if self._model.scores["num_docs"] != len(passages):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from treegrpo.retrieval.base import Passage
@@ -103,3 +103,21 @@ def passages_digest(passages: Iterable[Passage]) -> str:
             h.update(len(data).to_bytes(8, "little"))
             h.update(data)
     return h.hexdigest()
+
+
+def corpus_passages(
+    corpus: str | Path | Sequence[Passage], index: str
+) -> tuple[list[Passage], str]:
+    """The passages of ``corpus`` (a jsonl file or passages in memory) and their digest, the
+    cache key of an index over them: ``file_digest`` of a file, ``passages_digest`` otherwise.
+    Raises ``ValueError`` on an empty corpus, naming the ``index`` ("BM25", "dense") that
+    cannot be built over it."""
+    if isinstance(corpus, str | Path):
+        digest = file_digest(corpus)
+        passages = read_corpus(corpus)
+    else:
+        passages = list(corpus)
+        digest = passages_digest(passages)
+    if not passages:
+        raise ValueError(f"cannot build a {index} index over an empty corpus ({corpus!r:.80})")
+    return passages, digest

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from treegrpo.files import cache_key, cached_dir, default_cache_root
+from treegrpo.files import cache_entry, cached_dir
 from treegrpo.retrieval.base import Passage
-from treegrpo.retrieval.corpus import file_digest, passages_digest, read_corpus
+from treegrpo.retrieval.corpus import corpus_passages
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +102,7 @@ class DenseRetriever:
         self.encoder = SentenceTransformer(load_from, device=device, local_files_only=True)
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.batch_size = batch_size
-        if isinstance(corpus, str | Path):
-            digest, passages = file_digest(corpus), read_corpus(corpus)
-        else:
-            passages = list(corpus)
-            digest = passages_digest(passages)
-        if not passages:
-            raise ValueError(f"cannot build a dense index over an empty corpus ({corpus!r:.80})")
+        passages, digest = corpus_passages(corpus, "dense")
         self.ids = [p.id for p in passages]
         self.contents = [p.contents for p in passages]
         meta = {
@@ -122,8 +116,7 @@ class DenseRetriever:
         self.cache_path: Path | None = None
         self.loaded_from_cache = False
         if use_cache:
-            root = Path(cache_dir) if cache_dir is not None else default_cache_root()
-            self.cache_path = root / "dense" / cache_key(**meta)
+            self.cache_path = cache_entry(cache_dir, "dense", **meta)
             self.loaded_from_cache = cached_dir(self.cache_path, self._build_and_save, meta)
             self.index = faiss.read_index(str(self.cache_path / "index.faiss"))
         else:

@@ -166,3 +166,16 @@ class LeafRewards:
             ).reward  # fmt: skip
 
         return score
+
+
+@dataclass
+class ScoredRollout:
+    """A step's rollout as the RL step scored it, for observers (``rollout.snapshot``, the
+    trainer's ledger): the kept leaves with their scores, prompt groups and total advantages,
+    all (B,)."""
+
+    rollout: Rollout
+    leaves: list[int]
+    scores: LeafScores
+    groups: np.ndarray
+    adv: np.ndarray

@@ -12,19 +12,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from treegrpo.core.advantage import node_advantage, tree_advantage
 from treegrpo.rollout.records import Rollout
-from treegrpo.rollout.scoring import LeafScores
+from treegrpo.rollout.scoring import LeafScores, ScoredRollout
 
 
 def forest_snapshot(
-    rollout: Rollout,
-    leaves: Sequence[int],
-    scores: LeafScores,
-    groups: npt.ArrayLike,
-    adv: npt.ArrayLike,
+    scored: ScoredRollout,
     prompts: Sequence[int],
     decode: Callable[[Sequence[int]], str],
     golds: Sequence[Sequence[str]],
@@ -34,25 +29,24 @@ def forest_snapshot(
 ) -> list[dict[str, Any]]:
     """The trees of batch prompts ``prompts`` as nested dicts (JSON-ready).
 
-    leaves (B,): the kept leaf node ids, with their ``scores``, prompt groups ``groups`` (B,)
-    and total advantages ``adv`` (B,) as the RL step computed them; the intra-tree and
-    inter-tree parts are recomputed from the rewards (``core.advantage.tree_advantage``) with
-    the same std ``scale``. golds, questions and hops (0: unknown) are per batch prompt."""
-    forest = rollout.forest
-    leaf_ids = np.asarray(leaves, dtype=np.int64)
-    total = np.asarray(adv, dtype=np.float64)
-    group_ids = np.asarray(groups, dtype=np.int64)
+    ``scored``: the kept leaves with their scores, prompt groups (B,) and total advantages (B,)
+    as the RL step computed them; the intra-tree and inter-tree parts are recomputed from the
+    rewards (``core.advantage.tree_advantage``) with the same std ``scale``. golds, questions
+    and hops (0: unknown) are per batch prompt."""
+    forest = scored.rollout.forest
+    leaf_ids = np.asarray(scored.leaves, dtype=np.int64)
+    total = np.asarray(scored.adv, dtype=np.float64)
+    group_ids = np.asarray(scored.groups, dtype=np.int64)
     trees = forest.tree_id[leaf_ids]
-    intra = tree_advantage(scores.reward, group_ids, trees, "intra", scale=scale)
-    inter = tree_advantage(scores.reward, group_ids, trees, "inter", scale=scale)
+    reward = scored.scores.reward
+    parts = {
+        "adv_intra": tree_advantage(reward, group_ids, trees, "intra", scale=scale),
+        "adv_inter": tree_advantage(reward, group_ids, trees, "inter", scale=scale),
+        "adv": total,
+    }
     node_sum, node_mean, node_count = node_advantage(forest.parent, leaf_ids, total)
     row = {int(n): i for i, n in enumerate(leaf_ids.tolist())}
-    why: dict[int, list[str]] = {}  # node → the reasons of the expansions that started there
-    reasons = rollout.expansion_reasons
-    if len(reasons) != len(rollout.expansions):  # a rollout that did not record them
-        reasons = [""] * len(rollout.expansions)
-    for v, reason in zip(rollout.expansions.tolist(), reasons, strict=True):
-        why.setdefault(int(v), []).append(reason)
+    why = _expansion_reasons(scored.rollout)
     out = []
     for p in prompts:
         tree_list = []
@@ -72,34 +66,45 @@ def forest_snapshot(
                 if n in why:
                     node["expansions"] = why[n]
                 if forest.depth[n] > 0:  # a root is the prompt itself
-                    rec = rollout.step(n)
-                    node |= {
-                        "text": decode(rec.action_ids),
-                        "action": rec.action.kind,
-                        "action_text": rec.action.text,
-                        "observation": decode(rec.obs_ids),
-                        "finish": rec.finish,
-                        "tool_status": rec.tool_status,  # ok / error / failed, "" if no call
-                    }
+                    node |= _step_fields(scored.rollout, n, decode)
                 if n in row:
-                    i = row[n]
-                    node |= {
-                        "reward": float(scores.reward[i]),
-                        "em": float(scores.em[i]),
-                        "tool_calls": float(scores.tool_calls[i]),
-                        "adv_intra": float(intra[i]),
-                        "adv_inter": float(inter[i]),
-                        "adv": float(total[i]),
-                    }
+                    node |= _leaf_fields(scored.scores, row[n], parts)
                 nodes.append(node)
             tree_list.append({"tree": t, "nodes": nodes})
-        out.append(
-            {
-                "index": int(p),
-                "question": questions[p],
-                "golds": list(golds[p]),
-                "hops": int(hops[p]) if hops is not None else 0,
-                "trees": tree_list,
-            }
-        )
+        hop = int(hops[p]) if hops is not None else 0
+        out.append({"index": int(p), "question": questions[p], "golds": list(golds[p]),
+                    "hops": hop, "trees": tree_list})  # fmt: skip
     return out
+
+
+def _expansion_reasons(rollout: Rollout) -> dict[int, list[str]]:
+    """Node → the reasons of the expansions that started there (empty where the rollout did
+    not record them)."""
+    reasons = rollout.expansion_reasons
+    if len(reasons) != len(rollout.expansions):  # a rollout that did not record them
+        reasons = [""] * len(rollout.expansions)
+    why: dict[int, list[str]] = {}
+    for v, reason in zip(rollout.expansions.tolist(), reasons, strict=True):
+        why.setdefault(int(v), []).append(reason)
+    return why
+
+
+def _step_fields(
+    rollout: Rollout, n: int, decode: Callable[[Sequence[int]], str]
+) -> dict[str, Any]:
+    """The agent step that node ``n`` holds: its text, action, observation and how it ended."""
+    rec = rollout.step(n)
+    return {
+        "text": decode(rec.action_ids),
+        "action": rec.action.kind,
+        "action_text": rec.action.text,
+        "observation": decode(rec.obs_ids),
+        "finish": rec.finish,
+        "tool_status": rec.tool_status,  # ok / error / failed, "" if no call
+    }
+
+
+def _leaf_fields(scores: LeafScores, i: int, parts: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Kept leaf ``i``'s reward, EM, tool calls and advantages (``parts``: name → (B,))."""
+    fields = {"reward": scores.reward[i], "em": scores.em[i], "tool_calls": scores.tool_calls[i]}
+    return {k: float(v) for k, v in fields.items()} | {k: float(a[i]) for k, a in parts.items()}

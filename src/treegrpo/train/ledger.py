@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from treegrpo.train.step import StepOutcome
+from treegrpo.rollout.scoring import ScoredRollout
 
 LEDGER_FILE = "ledger.jsonl"
 
 
-def ledger_row(step: int, outcome: StepOutcome, uids: Sequence[str]) -> dict[str, Any]:
+def ledger_row(step: int, outcome: ScoredRollout, uids: Sequence[str]) -> dict[str, Any]:
     """The ledger line of ``step`` from its rollout, scores and advantages."""
     rollout = outcome.rollout
     n = len(uids)

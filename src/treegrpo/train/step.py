@@ -24,7 +24,7 @@ from treegrpo.core.groups import dense_ids, distinct_per_group, uniform_share
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits
-from treegrpo.rollout.scoring import OUTCOMES, LeafRewards, LeafScores, score_leaves
+from treegrpo.rollout.scoring import OUTCOMES, LeafRewards, LeafScores, ScoredRollout, score_leaves
 from treegrpo.rollout.source import RolloutSource
 from treegrpo.train.batch import make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
@@ -57,18 +57,6 @@ class Learner(Protocol):
     def load_optimizer_into(self, optimizer: torch.optim.Optimizer) -> None:
         """Copy the optimizer's state into ``optimizer`` (a checkpoint saves it)."""
         ...
-
-
-@dataclass
-class StepOutcome:
-    """What a step's rollout gave, for observers (``rollout.snapshot``): the kept leaves with
-    their scores, prompt groups and total advantages, all (B,)."""
-
-    rollout: Rollout
-    leaves: list[int]
-    scores: LeafScores
-    groups: np.ndarray
-    adv: np.ndarray
 
 
 @dataclass
@@ -157,7 +145,7 @@ def rl_step(
     batch: Batch,
     settings: StepSettings,
     seed: int,
-    observe: Callable[[StepOutcome], None] | None = None,
+    observe: Callable[[ScoredRollout], None] | None = None,
 ) -> dict[str, float]:
     """One RL step on ``batch``: the metrics. ``observe`` is called with the step's rollout,
     scores and advantages before the update. When more than ``settings.max_failed_searches``
@@ -181,7 +169,7 @@ def rl_step(
     adv = tree_advantage(scores.reward, groups, tree_of, algo.mode(), scale=algo.scale_std,
                          batch=algo.batch_baseline)  # fmt: skip
     if observe is not None:
-        observe(StepOutcome(rollout, leaves, scores, groups, adv))
+        observe(ScoredRollout(rollout, leaves, scores, groups, adv))
 
     # 4. token batch, cut into mini-batches of whole prompts, each into micro-batches
     rng = np.random.default_rng(seed)

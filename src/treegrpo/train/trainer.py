@@ -40,6 +40,7 @@ from treegrpo.files import write_atomic
 from treegrpo.models.load import resolve_device
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.sampler import agent_protocol
+from treegrpo.rollout.scoring import ScoredRollout
 from treegrpo.rollout.snapshot import forest_snapshot
 from treegrpo.rollout.source import LocalRollout, RolloutSource
 from treegrpo.tools.registry import Toolbox
@@ -67,7 +68,6 @@ from treegrpo.train.step import (
     Batch,
     Learning,
     Rollouts,
-    StepOutcome,
     StepSettings,
     rl_step,
 )
@@ -332,20 +332,22 @@ class _Batches:
         return list(idx), batch
 
 
-def _all_of(observers: Sequence[Callable[[StepOutcome], None]]) -> Callable[[StepOutcome], None]:
-    def observe(outcome: StepOutcome) -> None:
+def _all_of(
+    observers: Sequence[Callable[[ScoredRollout], None]],
+) -> Callable[[ScoredRollout], None]:
+    def observe(outcome: ScoredRollout) -> None:
         for see in observers:
             see(outcome)
 
     return observe
 
 
-def _ledger_keeper(ledger: Any, step: int, batch: Batch) -> Callable[[StepOutcome], None]:
+def _ledger_keeper(ledger: Any, step: int, batch: Batch) -> Callable[[ScoredRollout], None]:
     """Writes the step's line of ``ledger.jsonl`` (``train.ledger``): its prompts' spend and
     signal. Observers run before the update, so a step killed later leaves a line that resume
     cuts with the metrics lines of steps after the checkpoint."""
 
-    def keep(outcome: StepOutcome) -> None:
+    def keep(outcome: ScoredRollout) -> None:
         ledger.write(json.dumps(ledger_row(step, outcome, batch.uids)) + "\n")
         ledger.flush()
 
@@ -361,21 +363,17 @@ def _forest_keeper(
     items: Sequence[TrainItem],
     algo: AlgorithmConfig,
     run: RunConfig,
-) -> Callable[[StepOutcome], None]:
+) -> Callable[[ScoredRollout], None]:
     """Writes ``forests/step-NNNNNN.json``: the first ``run.forests_prompts`` prompts' trees
     (``rollout.snapshot``), atomically."""
 
-    def keep(outcome: StepOutcome) -> None:
+    def keep(outcome: ScoredRollout) -> None:
         shown = list(range(min(run.forests_prompts, len(batch.prompts))))
         data = {
             "step": step,
             "algo": asdict(algo),
             "prompts": forest_snapshot(
-                outcome.rollout,
-                outcome.leaves,
-                outcome.scores,
-                outcome.groups,
-                outcome.adv,
+                outcome,
                 shown,
                 protocol.decode,
                 batch.golds,

@@ -28,9 +28,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
 from treegrpo.embedded.demos import Demo
-from treegrpo.files import cache_key, cached_dir, default_cache_root
+from treegrpo.files import cache_entry, cached_dir
 from treegrpo.retrieval.bm25 import BM25Retriever
-from treegrpo.train.sft import SFTExample, train_sft
+from treegrpo.warmstart.demo_sft import fit_demos
 from treegrpo.warmstart.title_demos import build_title_demos
 
 FORMAT_VERSION = 1  # bump when a code change alters what a configuration builds
@@ -96,9 +96,8 @@ def cached_build(
     """``<cache>/<kind>/<key>``, the warm start of ``base`` with settings ``cfg`` (a dataclass),
     made by ``make(tmp)`` on first use; the key hashes the format version, the base model's
     path, every setting and ``key``."""
-    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
     meta = {"format": format_version, "base": str(Path(base).resolve()), "config": asdict(cfg)}
-    entry = root / kind / cache_key(**meta, **key)
+    entry = cache_entry(cache_dir, kind, **meta, **key)
     cached_dir(entry, make, meta)
     return entry
 
@@ -146,17 +145,7 @@ def tune_and_save(
     )
     model = get_peft_model(model, lora)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    losses = train_sft(
-        model,
-        [SFTExample(d.ids, d.mask) for d in demos],
-        steps=cfg.steps,
-        lr=cfg.lr,
-        max_batch_tokens=cfg.max_batch_tokens,
-        pad_id=pad,
-        seed=cfg.seed,
-        warmup=min(cfg.warmup, cfg.steps),
-        progress=progress,
-    )
+    losses = fit_demos(model, demos, cfg, pad, progress)
     merged = model.merge_and_unload()
     merged.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

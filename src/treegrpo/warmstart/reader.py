@@ -30,6 +30,7 @@ from treegrpo.data.types import Question
 from treegrpo.data.wiki import load_articles, wiki_corpus, wiki_questions
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.warmstart.closed_book import closed_book, known_answer
+from treegrpo.warmstart.demo_sft import pooled_demos
 from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, cached_build, tune_and_save
 from treegrpo.warmstart.reader_demos import ReaderMix, build_reader_demos
 
@@ -93,12 +94,10 @@ def build(
         seed=cfg.sft.seed,
         known=known,
     )
-    every = [d for ds in demos.values() for d in ds]
-    if not every:
-        raise ValueError("reader warm start: no question gave a demonstration")
+    every, categories = pooled_demos("reader", demos)
     about = {
         "reader": asdict(cfg),
-        "categories": {c: len(ds) for c, ds in demos.items()},
+        "categories": categories,
         "closed_book": {  # how many probed questions the base model knew
             "asked": len(known),
             "known": sum(known_answer(s, q.golds) is not None for q, s in known),

@@ -37,10 +37,10 @@ from treegrpo.embedded.synthetic import World, WorldConfig, make_world
 from treegrpo.embedded.web import WEB_TOOLS, world_web
 from treegrpo.engine.cpu.onednn import resolve_path
 from treegrpo.engine.cpu.paths import LinearPath
-from treegrpo.files import cache_key, cached_dir, default_cache_root
+from treegrpo.files import cache_entry, cached_dir
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.retrieval.bm25 import BM25Retriever
-from treegrpo.train.sft import SFTExample, train_sft
+from treegrpo.warmstart.demo_sft import fit_demos
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,7 @@ _DEMO_SEED = 1_000_000  # extra demonstration worlds: seeds far from the train/e
 
 def warm_start_dir(cfg: WarmStartConfig, cache_dir: str | Path | None = None) -> Path:
     """Where the model of ``cfg`` lives (whether or not it was built yet)."""
-    root = Path(cache_dir) if cache_dir is not None else default_cache_root()
-    return root / "warmstart" / cache_key(format=FORMAT_VERSION, **cfg.key())
+    return cache_entry(cache_dir, "warmstart", format=FORMAT_VERSION, **cfg.key())
 
 
 def warm_start(
@@ -206,16 +205,12 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         for p in _circuit_params(model):
             p.requires_grad_(False)
     log.info("warm start: SFT, %d updates", cfg.steps)
-    losses = train_sft(
+    losses = fit_demos(
         model,
-        [SFTExample(d.ids, d.mask) for d in demos],
-        steps=cfg.steps,
-        lr=cfg.lr,
-        max_batch_tokens=cfg.max_batch_tokens,
-        pad_id=tokenizer.pad_token_id,
-        seed=cfg.seed,
-        warmup=min(cfg.warmup, cfg.steps),
-        progress=progress,
+        demos,
+        cfg,
+        tokenizer.pad_token_id,
+        progress,
         context_weight=cfg.context_weight,
         onednn=resolve_path(cfg.linear) == "onednn",
     )

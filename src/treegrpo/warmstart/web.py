@@ -29,6 +29,7 @@ from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.data.web_questions import all_web_questions, is_held_out, web_questions
 from treegrpo.data.wiki import load_articles
 from treegrpo.data.wiki_web import wiki_web
+from treegrpo.warmstart.demo_sft import pooled_demos
 from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, cached_build, tune_and_save
 from treegrpo.warmstart.web_demos import WebMix, build_web_demos, site_toolbox
 
@@ -102,12 +103,10 @@ def build(
         max_context=cfg.max_context,
         held_out=lambda title: is_held_out(title, 0, cfg.held_out_share),
     )
-    every = [d for ds in demos.values() for d in ds]
-    if not every:
-        raise ValueError("web warm start: no question gave a demonstration")
+    every, categories = pooled_demos("web", demos)
     about = {
         "web": asdict(cfg),
-        "categories": {c: len(ds) for c, ds in demos.items()},
+        "categories": categories,
         "mean_reward": sum(d.reward for d in every) / len(every),
     }
     log.info("web warm start: LoRA SFT on %d demonstrations", len(every))

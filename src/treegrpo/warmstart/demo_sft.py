@@ -1,0 +1,69 @@
+"""SFT on demonstrations, the steps every warm start shares: the tiny agent's
+(``warmstart.tiny``) and the LoRA warm starts of pretrained models (``warmstart.protocol`` and
+those built on it, ``warmstart.reader`` and ``warmstart.web``).
+
+``pooled_demos`` pools a warm start's demonstrations over their categories; ``fit_demos``
+trains on each demonstration's token ids and loss mask (``embedded.demos.Demo``) with the SFT
+settings a warm start's configuration holds, so the settings mean the same in every warm start
+(the warm-up, for one, never outlasts the updates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from treegrpo.embedded.demos import Demo
+from treegrpo.train.sft import SFTExample, train_sft
+
+
+class SFTSettings(Protocol):
+    """The SFT fields of a warm start's configuration."""
+
+    @property
+    def steps(self) -> int: ...  # SFT updates
+    @property
+    def lr(self) -> float: ...  # peak AdamW learning rate
+    @property
+    def max_batch_tokens(self) -> int: ...  # padded tokens per batch
+    @property
+    def seed(self) -> int: ...  # seed of the batch order
+    @property
+    def warmup(self) -> int: ...  # warm-up updates
+
+
+def fit_demos(
+    model: Any,
+    demos: Sequence[Demo],
+    cfg: SFTSettings,
+    pad_id: int,
+    progress: bool = True,
+    **options: Any,
+) -> list[float]:
+    """``train_sft`` of ``model`` on ``demos`` (their ``ids`` and ``mask``) with ``cfg``'s
+    ``steps``, ``lr``, ``max_batch_tokens``, ``seed`` and ``min(warmup, steps)`` warm-up
+    updates; ``options``: ``train_sft``'s other arguments. Returns each update's loss."""
+    return train_sft(
+        model,
+        [SFTExample(d.ids, d.mask) for d in demos],
+        steps=cfg.steps,
+        lr=cfg.lr,
+        max_batch_tokens=cfg.max_batch_tokens,
+        pad_id=pad_id,
+        seed=cfg.seed,
+        warmup=min(cfg.warmup, cfg.steps),
+        progress=progress,
+        **options,
+    )
+
+
+def pooled_demos(
+    kind: str, demos: Mapping[str, Sequence[Demo]]
+) -> tuple[list[Demo], dict[str, int]]:
+    """Every demonstration of ``demos`` (category → its demonstrations) in category order, and
+    the count per category (the ``categories`` of ``warmstart.protocol.STATS_FILE``); raises
+    ``ValueError`` naming the ``kind`` of warm start ("reader", "web") when there is none."""
+    every = [d for ds in demos.values() for d in ds]
+    if not every:
+        raise ValueError(f"{kind} warm start: no question gave a demonstration")
+    return every, {c: len(ds) for c, ds in demos.items()}
