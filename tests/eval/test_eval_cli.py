@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_fixtures import CORPUS, FACTS, PEOPLE
-from tests.tools.live import LiveServer
+from tests.live import LiveServer
 from tests.web_fixtures import ARTICLES
 from treegrpo import cli
 from treegrpo.eval.run import synthetic_set

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.live import LiveServer
+from tests.live import LiveServer
 from treegrpo.jobs.data import check_data, make_tool
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.jobs.tools import mcp_servers

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from agent_fixtures import CORPUS, PEOPLE, Agent, WordTool, trained_agent, trees_by_prompt
-from tests.tools.live import LiveServer
+from tests.live import LiveServer
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.hf import HFEngine

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.tools.live import free_port
+from tests.live import free_port
 from treegrpo.agent.prompt import ToolLine, instruction_text
 from treegrpo.tools.mcp.client import McpServer, McpTools, mcp_tools
 from treegrpo.tools.registry import Outcome, Toolbox

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.tools.live import LiveServer
+from tests.live import LiveServer
 from tests.tools.web.pages import Stats, create_site
 from treegrpo.tools.web.fetch import PageFetcher
 

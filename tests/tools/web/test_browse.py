@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.tools.live import free_port
+from tests.live import free_port
 from treegrpo.tools.registry import BadArgument, Call, Outcome, PastCall, Toolbox
 from treegrpo.tools.web.browse import FindResult, FindTool, Visit, VisitArgument, VisitTool
 from treegrpo.tools.web.fetch import Page, PageFetcher

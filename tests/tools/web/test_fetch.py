@@ -3,7 +3,7 @@ the cache and concurrent batches. A bad page is always a ``Failure``, never an e
 
 from __future__ import annotations
 
-from tests.tools.live import free_port
+from tests.live import free_port
 from tests.tools.web.pages import Stats
 from treegrpo.tools.registry import Failure
 from treegrpo.tools.web.fetch import Page, PageFetcher

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tools.live import free_port
+from tests.live import free_port
 from tests.tools.web.pages import Stats
 from treegrpo.retrieval.base import ToolFailed
 from treegrpo.tools.registry import Toolbox

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.tools.live import LiveServer, free_port
+from tests.live import LiveServer, free_port
 from treegrpo.retrieval.base import Passage
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.retrieval.http_client import RemoteRetriever, RetrieverError

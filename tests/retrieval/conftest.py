@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.live import LiveServer
+from tests.live import LiveServer
 from treegrpo.retrieval.base import Passage
 from treegrpo.retrieval.corpus import make_contents, write_corpus
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.tools.live import LiveServer
+from tests.live import LiveServer
 from treegrpo import cli
 from treegrpo.cli.options import ServeOptions
 from treegrpo.retrieval.base import Passage

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.tools.live import LiveServer
+from tests.live import LiveServer
 from treegrpo import cli
 from treegrpo.cli.options import ServeWebOptions
 from treegrpo.retrieval.base import Passage

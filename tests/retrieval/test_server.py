@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.tools.live import LiveServer
+from tests.live import LiveServer
 from treegrpo.retrieval import server as server_module
 from treegrpo.retrieval.base import Passage
 from treegrpo.retrieval.bm25 import BM25Retriever
