@@ -1,5 +1,6 @@
 """Shared fixtures: tokenizers with and without the protocol tags as single tokens, the tiny
-agent as a model directory, and question files with a corpus for the data-driven job."""
+agent as a model directory, question files with a corpus for the data-driven job, and twenty
+one-topic passages (tests/passages.py) with their jsonl file."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from agent_fixtures import CORPUS, FACTS, PEOPLE, TAGS, trained_agent
+from passages import TOPICS
 from treegrpo.models.tiny import train_bpe_tokenizer
+from treegrpo.retrieval.base import Passage
+from treegrpo.retrieval.corpus import make_contents, write_corpus
 
 TEXTS = [
     "<think>I should search for the capital of France</think><search>capital of France</search>",
@@ -138,3 +142,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
         for line in refused:
             terminalreporter.write_line(f"  {line}")
+
+
+@pytest.fixture(scope="session")
+def passages() -> list[Passage]:
+    """Twenty one-topic passages with ids "0".."19"."""
+    return [Passage(str(i), make_contents(t, x)) for i, (t, x) in enumerate(TOPICS)]
+
+
+@pytest.fixture
+def corpus_file(tmp_path: Path, passages: list[Passage]) -> Path:
+    """The twenty passages as a Search-R1 jsonl file."""
+    path = tmp_path / "corpus.jsonl"
+    write_corpus(path, passages)
+    return path

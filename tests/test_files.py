@@ -37,3 +37,19 @@ def test_a_failed_build_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         cached_dir(entry, build, {})
     assert not entry.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_build_finished_elsewhere_first_is_kept(tmp_path: Path) -> None:
+    """Two processes build the same entry: the one that finishes second keeps the first one's
+    complete copy (a reader may already use its files) and raises nothing."""
+    entry = tmp_path / "index" / "key"
+
+    def build(tmp: Path) -> None:
+        (tmp / "data").write_text("mine")
+        entry.mkdir(parents=True)  # the other process renames its finished copy in meanwhile
+        (entry / "data").write_text("theirs")
+        (entry / "meta.json").write_text("{}")
+
+    assert cached_dir(entry, build, {"k": 1}) is False
+    assert (entry / "data").read_text() == "theirs"
+    assert sorted(p.name for p in entry.parent.iterdir()) == ["key"]  # no temporary left

@@ -63,8 +63,8 @@ def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any
         tmp.chmod(0o777 & ~umask)
         build(tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-        if entry.exists():  # an interrupted build left it without meta.json
-            shutil.rmtree(entry, ignore_errors=True)
+        if entry.exists() and not (entry / "meta.json").is_file():  # an interrupted build's
+            shutil.rmtree(entry, ignore_errors=True)  # (a finished one stays: readers use it)
         try:
             tmp.rename(entry)
         except OSError:
