@@ -33,6 +33,7 @@ from treegrpo.jobs.budget.plan import BENCH_ALGO, BENCH_OPTIM, _chain_algo, _tre
 from treegrpo.jobs.budget.run import _init_worker
 from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.train.config import HealthConfig, RunConfig
+from treegrpo.train.task import TrainSettings
 from treegrpo.warmstart.tiny import WarmStartConfig
 
 
@@ -62,8 +63,8 @@ def run_one(job: tuple[str, str, str, int, bool, str]) -> dict[str, Any]:
     world = EmbeddedConfig(warm_start_seed=int(warm_seed), warm_start_linear=path or "auto")  # type: ignore[arg-type]
     out = Path(root) / f"{name}-w{warm_seed}{path}-s{seed}"
     run = replace(sections["run"], out_dir=str(out))
-    summary = run_embedded(sections["algo"], sections["optim"], run, world, progress=False,
-                           health=sections["health"], warm=sections["warm"])  # fmt: skip
+    settings = TrainSettings(sections["algo"], sections["optim"], run, health=sections["health"])
+    summary = run_embedded(settings, world, sections["warm"], progress=False)
     steps = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     alarms = [m["step"] for m in steps if m.get("health/alarm")]
     return {

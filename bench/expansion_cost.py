@@ -30,6 +30,7 @@ import torch
 from treegrpo.core.expansion import RULES
 from treegrpo.jobs.embedded import run_embedded
 from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
+from treegrpo.train.task import TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +48,7 @@ def measure(rule: str, budget: str, steps: int, seed: int, out_dir: Path) -> dic
         keep_checkpoints=1,
     )
     world = replace(DEFAULT_EMBEDDED, eval_questions=20)
-    run_embedded(algo, DEFAULT_OPTIM, run, world, progress=False)
+    run_embedded(TrainSettings(algo, DEFAULT_OPTIM, run), world, progress=False)
     rows = [json.loads(x) for x in (out_dir / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "time/expansion_choice_s" in r]
     choice = sum(r["time/expansion_choice_s"] for r in rows)

@@ -21,6 +21,7 @@ from treegrpo.jobs import embedded, presets
 from treegrpo.jobs.data import check_data
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.train.config import ClusterConfig, ModelConfig
+from treegrpo.train.task import TrainSettings
 from treegrpo.train.yaml_config import apply_config, load_config
 
 REPO = Path(__file__).parents[2]
@@ -31,25 +32,17 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Replace the training job by a recorder of what the CLI hands it."""
     seen: list[dict[str, Any]] = []
 
-    def fake_run(
-        algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any, cluster: Any, health: Any
-    ) -> dict[str, Any]:
-        seen.append({"algo": algo, "optim": optim, "run": run, "world": world, "model": model_cfg})
+    def record(settings: TrainSettings, section: str, value: Any, cluster: Any) -> None:
+        seen.append({"algo": settings.algo, "optim": settings.optim, "run": settings.run})
+        seen[-1] |= {section: value, "model": settings.model}
         seen[-1] |= {"cluster": cluster} if cluster != ClusterConfig() else {}
+
+    def fake_run(settings: TrainSettings, world: Any, cluster: Any) -> dict[str, Any]:
+        record(settings, "world", world, cluster)
         return {"before": {}, "after": {}, "seconds": {"total": 0.0}}
 
-    def fake_data(
-        algo: Any,
-        optim: Any,
-        run: Any,
-        data: Any,
-        inputs: Any,
-        model_cfg: Any,
-        cluster: Any,
-        health: Any,
-    ) -> dict[str, Any]:
-        seen.append({"algo": algo, "optim": optim, "run": run, "data": data, "model": model_cfg})
-        seen[-1] |= {"cluster": cluster} if cluster != ClusterConfig() else {}
+    def fake_data(settings: TrainSettings, data: Any, inputs: Any, cluster: Any) -> dict[str, Any]:
+        record(settings, "data", data, cluster)
         return {"before": None, "after": None, "seconds": {"total": 0.0}}
 
     monkeypatch.setattr(embedded, "run_embedded", fake_run)
@@ -248,9 +241,7 @@ def test_the_paper_preset_is_a_data_job_that_wants_files(
 def test_progress_lines_go_to_the_log_file_and_to_stdout_when_it_is_not_a_terminal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def run(
-        algo: Any, optim: Any, run: Any, world: Any, model_cfg: Any, cluster: Any, health: Any
-    ) -> dict[str, Any]:
+    def run(settings: TrainSettings, world: Any, cluster: Any) -> dict[str, Any]:
         logging.getLogger("treegrpo.train.trainer").info("step 1/2 reward 0.500")
         return {"before": {}, "after": {}, "seconds": {"total": 0.0}}
 

@@ -27,6 +27,7 @@ from treegrpo.train.batch import make_micro_batches
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
 from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
+from treegrpo.train.task import TrainSettings
 from treegrpo.train.trainer import make_optimizer
 from treegrpo.train.update import weighted
 
@@ -149,9 +150,8 @@ def test_the_embedded_job_on_two_ranks_checkpoints_for_transformers_and_resumes_
 
     def job(name: str, steps: int, cluster_cfg: ClusterConfig, resume: bool = False) -> None:
         run = replace(base, out_dir=str(tmp_path / name), steps=steps, resume=resume)
-        run_embedded(
-            algo, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False, cluster=cluster_cfg
-        )
+        settings = TrainSettings(algo, DEFAULT_OPTIM, run)
+        run_embedded(settings, world, warm=TINY_WARM, progress=False, cluster=cluster_cfg)
 
     job("local", 3, ClusterConfig())
     job("ranks", 2, ClusterConfig(train_ranks=2))

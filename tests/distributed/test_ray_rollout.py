@@ -38,6 +38,7 @@ from treegrpo.rollout.sampler import AgentLimits, agent_protocol, sample_forest
 from treegrpo.tools.calculator import calculate
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
+from treegrpo.train.task import TrainSettings
 
 pytestmark = pytest.mark.slow
 
@@ -212,9 +213,8 @@ def test_the_embedded_job_on_two_workers_and_two_ranks_trains_as_in_one_process(
     readme = ClusterConfig(rollout_workers=2, train_ranks=2)
     for name, cluster_cfg in (("local", ClusterConfig()), ("ray", readme)):
         run = replace(DEFAULT_RUN, out_dir=str(tmp_path / name), steps=2, prompts_per_step=4)
-        run_embedded(
-            algo, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False, cluster=cluster_cfg
-        )
+        settings = TrainSettings(algo, DEFAULT_OPTIM, run)
+        run_embedded(settings, world, warm=TINY_WARM, progress=False, cluster=cluster_cfg)
         lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
         metrics.append([json.loads(line) for line in lines])
     keys = ("reward/mean", "agent/leaves", "spend/generated_per_prompt", "tree/distinct_leaves")

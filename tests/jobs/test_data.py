@@ -16,6 +16,7 @@ from treegrpo.jobs import data as datarun
 from treegrpo.jobs import presets
 from treegrpo.jobs.presets import DataConfig
 from treegrpo.train.checkpoint import latest_checkpoint
+from treegrpo.train.task import TrainSettings
 from treegrpo.train.yaml_config import load_config
 
 
@@ -63,9 +64,8 @@ def test_data_run_end_to_end(model_dir: Path, files: dict[str, Path], tmp_path: 
     before = (out / "eval-before.json").stat().st_mtime_ns  # rewritten = a newer time
     inputs = datarun.prepare_inputs(resolved["data"])
     with pytest.raises(ValueError, match="holds a previous run"):
-        datarun.run_data(
-            resolved["algo"], resolved["optim"], resolved["run"], resolved["data"], inputs
-        )
+        settings = TrainSettings(resolved["algo"], resolved["optim"], resolved["run"])
+        datarun.run_data(settings, resolved["data"], inputs)
     assert (out / "eval-before.json").stat().st_mtime_ns == before
 
 

@@ -15,6 +15,7 @@ from agent_fixtures import TINY_WARM
 from treegrpo.jobs.embedded import rl_and_eval_worlds, run_embedded
 from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
 from treegrpo.train.checkpoint import latest_checkpoint
+from treegrpo.train.task import TrainSettings
 from treegrpo.viz.report import with_held_out
 from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, warm_start
 
@@ -31,7 +32,8 @@ def test_the_default_job_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # two prompts of a barely trained agent often score alike on every leaf, and the default
     # leaves such prompts out of the update: train on all here, so RL visibly moves the policy
     algo = replace(DEFAULT_ALGO, skip_uniform_prompts=False)
-    summary = run_embedded(algo, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False)
+    settings = TrainSettings(algo, DEFAULT_OPTIM, run)
+    summary = run_embedded(settings, world, warm=TINY_WARM, progress=False)
     for name in ("report.md", "summary.json", "learning_curve.png", "eval-before.md"):
         assert (out / name).is_file(), name
     report = (out / "report.html").read_text()  # with the kept trees of step 1 linked
@@ -59,7 +61,8 @@ def test_the_default_job_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # a second run into the same directory is refused before it writes anything there
     report = (out / "eval-before.json").stat().st_mtime_ns  # rewritten = a newer time
     with pytest.raises(ValueError, match="holds a previous run"):
-        run_embedded(DEFAULT_ALGO, DEFAULT_OPTIM, run, world, warm=TINY_WARM, progress=False)
+        settings = TrainSettings(DEFAULT_ALGO, DEFAULT_OPTIM, run)
+        run_embedded(settings, world, warm=TINY_WARM, progress=False)
     assert (out / "eval-before.json").stat().st_mtime_ns == report
 
 

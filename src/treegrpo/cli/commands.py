@@ -68,6 +68,7 @@ from treegrpo.train.config import (
     HealthConfig,
 )
 from treegrpo.train.health import SearchOutage, TrainingUnhealthy
+from treegrpo.train.task import TrainSettings
 from treegrpo.train.yaml_config import dump_config
 from treegrpo.viz.evalview import write_eval_pages
 from treegrpo.viz.report import write_run_report
@@ -248,14 +249,11 @@ def train(args: TrainOptions) -> None:
                 logging.getLogger("treegrpo").error("%s", exc)
                 raise SystemExit(f"treegrpo train: {exc}") from None
         try:
+            settings = TrainSettings(algo, optim, run, model, health)
             if job == "data":
-                summary = data_job.run_data(
-                    algo, optim, run, data, inputs, model_cfg=model, cluster=cluster, health=health
-                )
+                summary = data_job.run_data(settings, data, inputs, cluster=cluster)
             else:
-                summary = embedded_job.run_embedded(
-                    algo, optim, run, world, model_cfg=model, cluster=cluster, health=health
-                )
+                summary = embedded_job.run_embedded(settings, world, cluster=cluster)
         except (TrainingUnhealthy, SearchOutage) as exc:  # the checkpoints so far are kept
             logging.getLogger("treegrpo").error("stopped: %s", exc)
             raise SystemExit(f"treegrpo train: stopped: {exc}; --run.resume continues") from None

@@ -358,7 +358,10 @@ def start_learner(
     """Join (or start) the Ray cluster of ``cluster.ray_address`` and start the update's
     ``cluster.train_ranks`` ranks from ``policy``, ``optimizer`` and ``scheduler`` as they are;
     the workers and ranks that the cluster can never hold are refused first
-    (``distributed.cluster.join_ray``)."""
+    (``distributed.cluster.join_ray``).
+
+    Many arguments: the ranks start from the trainer's own policy, optimizer and scheduler with
+    the configs that made them, each named at the call."""
     cluster = join_ray(cluster)
     assert cluster.cpus_per_rank is not None  # sized by join_ray
     spec = RankSpec(

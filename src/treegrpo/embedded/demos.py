@@ -186,7 +186,10 @@ def build_demos(
 ) -> list[Demo]:
     """``n`` demonstrations over the questions of ``worlds`` (each with its own search tool, or
     with the web variant's toolbox when ``skip`` is given: ``WebFlawedAgent``), visited in a
-    seeded order and cycled."""
+    seeded order and cycled.
+
+    Many arguments: the recipe's settings as explicit values, each a field of
+    ``warmstart.tiny.WarmStartConfig``."""
     rng = random.Random(f"treegrpo-demos:{seed}")
     pool = [(k, q) for k, (w, _) in enumerate(worlds) for q in range(len(w.questions))]
     order: list[tuple[int, int]] = []

@@ -81,7 +81,10 @@ def induction_init(
     (empty: no name-start head). ``two_token`` > 0 adds a second previous-token head (layer 0,
     head 1) that writes the token two back, rotated and scaled by ``two_token``, into the same
     previous dims, and lets the induction query carry the previous token too: the match then
-    rewards agreeing on two tokens ("born in" → X) over one ("in" → X)."""
+    rewards agreeing on two tokens ("born in" → X) over one ("in" → X).
+
+    Many arguments: the circuit's strengths and positions as explicit values, each one named in the
+    module docstring's derivation."""
     cfg = model.config
     hidden, d = cfg.hidden_size, cfg.head_dim
     if d * 2 != hidden or cfg.num_key_value_heads != cfg.num_attention_heads:

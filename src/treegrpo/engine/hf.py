@@ -92,6 +92,9 @@ class HFEngine:
     13% less time per decode step of the tiny agent than ``no_grad``), so the KV they keep in
     segments are inference tensors: any later forward may read them, none may backpropagate
     through them.
+
+    Many arguments: one per setting of the engine (model, tokenizer, stopper, cache and batching
+    knobs), each named at the call; a settings object would only move them.
     """
 
     def __init__(

@@ -91,6 +91,9 @@ class VLLMEngine:
     Constructing it leaves the caller's process as it found it: vLLM's CPU worker replaces
     ``torch.set_num_threads`` with a no-op and reseeds the global torch, numpy and random
     generators; both are put back.
+
+    Many arguments: one per setting of the engine, as vLLM's own ``LLM`` takes them; a settings
+    object would only move them.
     """
 
     def __init__(

@@ -88,7 +88,10 @@ def evaluate(
     ``engine``: an engine that generates with ``model``'s current weights (the trainer's), or
     the kind of engine to build on it (``engine.build.build_engine``, with ``cpu_speedups``).
     ``tool``: a retriever (Search-R1's agent) or the agent's toolbox; with more tools than
-    ``search`` each row counts the calls of each (``calls/<tool>``, averaged per group)."""
+    ``search`` each row counts the calls of each (``calls/<tool>``, averaged per group).
+
+    Many arguments: the agent's limits and the generation settings each apply to every question, and
+    callers (the trainer, ``treegrpo eval``) set them separately."""
     protocol = agent_protocol(tokenizer, tool, max_obs_tokens)
     if isinstance(engine, str):
         stopper = StepStopper(tokenizer, protocol.stop_tags)

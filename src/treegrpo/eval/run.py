@@ -49,7 +49,9 @@ def evaluate_checkpoint(
     engine: EngineKind = "hf",
 ) -> dict[str, Any]:
     """Load ``model_dir`` with plain transformers, evaluate greedily, write the report to
-    ``out`` (``settings`` is recorded in the JSON) and return it."""
+    ``out`` (``settings`` is recorded in the JSON) and return it.
+
+    Many arguments: the inputs of ``treegrpo eval``, each a flag of its own."""
     model_dir = model_directory(model_dir)
     model, tokenizer = load_model(model_dir)
     model.to(resolve_device(device))

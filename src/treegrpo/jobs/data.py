@@ -50,14 +50,9 @@ from treegrpo.retrieval.http_client import RemoteRetriever
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import (
-    AlgorithmConfig,
     ClusterConfig,
-    HealthConfig,
-    ModelConfig,
-    OptimConfig,
-    RunConfig,
 )
-from treegrpo.train.task import TrainItem
+from treegrpo.train.task import TrainItem, TrainSettings
 from treegrpo.warmstart.protocol import protocol_warm_start
 from treegrpo.warmstart.reader import reader_warm_start
 from treegrpo.warmstart.web import web_warm_start
@@ -438,19 +433,16 @@ def training_mix(files: Sequence[str], weights: Sequence[float], source: Sequenc
 
 
 def run_data(
-    algo: AlgorithmConfig,
-    optim: OptimConfig,
-    run: RunConfig,
+    settings: TrainSettings,
     data: DataConfig,
     inputs: DataInputs,
-    model_cfg: ModelConfig = ModelConfig(),
     progress: bool = True,
     before: Report | None = None,
     cluster: ClusterConfig = ClusterConfig(),
-    health: HealthConfig = HealthConfig(),
 ) -> dict[str, Any]:
-    """Evaluate, train, evaluate; returns the summary also written to ``<run>/summary.json``.
-    Evaluation is greedy and runs on the training device (``model_cfg.device``).
+    """Evaluate, train, evaluate with the run's configs ``settings``; returns the summary also
+    written to ``<run>/summary.json``. Evaluation is greedy and runs on the training device
+    (``settings.model.device``).
 
     ``before``: the starting model's held-out report (``evaluate_model_dir(inputs.model_dir,
     …)``) to write instead of evaluating it again; runs that share the inputs can share it."""
@@ -485,7 +477,7 @@ def run_data(
         limits=AgentLimits(data.max_turns, data.topk, data.max_context),
         max_obs_tokens=data.max_obs_tokens,
         held_out=held_out if inputs.held_out else None,
-        eval_device=model_cfg.device,
+        eval_device=settings.model.device,
         report=report,
         summary={
             "questions": {"train": n_train, "held_out": n_held_out, "dropped": inputs.dropped}
@@ -493,4 +485,4 @@ def run_data(
         config={"data": asdict(data)},
         mix=tuple(data.train_weights),
     )
-    return run_job(job, algo, optim, run, model_cfg, before, progress, cluster, health)
+    return run_job(job, settings, cluster, before, progress)

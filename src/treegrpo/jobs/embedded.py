@@ -30,14 +30,9 @@ from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import (
-    AlgorithmConfig,
     ClusterConfig,
-    HealthConfig,
-    ModelConfig,
-    OptimConfig,
-    RunConfig,
 )
-from treegrpo.train.task import TrainItem
+from treegrpo.train.task import TrainItem, TrainSettings
 from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, warm_start
 
 
@@ -84,25 +79,23 @@ def rl_and_eval_worlds(cfg: EmbeddedConfig) -> tuple[World, World]:
 
 
 def run_embedded(
-    algo: AlgorithmConfig,
-    optim: OptimConfig,
-    run: RunConfig,
+    settings: TrainSettings,
     cfg: EmbeddedConfig,
     warm: WarmStartConfig | None = None,
     progress: bool = True,
-    model_cfg: ModelConfig = ModelConfig(),
     before: Report | None = None,
     cluster: ClusterConfig = ClusterConfig(),
-    health: HealthConfig = HealthConfig(),
 ) -> dict[str, Any]:
-    """Run the default job; returns the summary also written to ``<run>/summary.json``.
+    """Run the default job with the run's configs ``settings`` on ``cfg``'s world; returns the
+    summary also written to ``<run>/summary.json``.
 
     ``warm``: the warm start (default: the recipe's with ``cfg``'s seed and linear path).
     ``before``: the warm start's held-out report (``evaluate``'s output) to use instead of
     evaluating it again; runs that share the warm start and held-out questions can share it.
     """
     t0 = time.perf_counter()
-    start_run(run)  # before the warm start: a refused run costs nothing
+    start_run(settings.run)  # before the warm start: a refused run costs nothing
+    model_cfg = settings.model
     warm = warm or WarmStartConfig(seed=cfg.warm_start_seed, linear=cfg.warm_start_linear)
     if cfg.web:  # the web variant's demonstrations take as many turns as its episodes
         warm = replace(warm, web=True, max_turns=cfg.max_turns)
@@ -125,7 +118,7 @@ def run_embedded(
         config={"embedded": asdict(cfg)},
         seconds={"warm_start": time.perf_counter() - t0},
     )
-    return run_job(job, algo, optim, run, model_cfg, before, progress, cluster, health)
+    return run_job(job, replace(settings, model=model_cfg), cluster, before, progress)
 
 
 def _report(before: Report | None, after: Report | None) -> list[str]:

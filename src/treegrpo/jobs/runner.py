@@ -35,7 +35,6 @@ from treegrpo.train.checkpoint import discard_newer, latest_checkpoint
 from treegrpo.train.config import (
     AlgorithmConfig,
     ClusterConfig,
-    HealthConfig,
     ModelConfig,
     OptimConfig,
     RunConfig,
@@ -103,28 +102,26 @@ def start_run(run: RunConfig) -> Path:
 
 def run_job(
     job: Job,
-    algo: AlgorithmConfig,
-    optim: OptimConfig,
-    run: RunConfig,
-    model_cfg: ModelConfig,
+    settings: TrainSettings,
+    cluster: ClusterConfig = ClusterConfig(),
     before: Report | None = None,
     progress: bool = True,
-    cluster: ClusterConfig = ClusterConfig(),
-    health: HealthConfig = HealthConfig(),
 ) -> dict[str, Any]:
     """Evaluate, train, evaluate, report; returns the summary also written to
     ``<run>/summary.json``.
 
-    ``before``: the starting model's held-out report to write instead of evaluating it again
-    (runs that share the starting model and the held-out questions can share it); a resumed run
-    reads the one its first part wrote. ``health``: the training-health alarms
-    (``train.health``); after a rollback the training resumes here from the checkpoint it
-    names, with fresh rollout workers and ranks."""
+    ``settings``: the run's configs (``settings.health``: the training-health alarms; after a
+    rollback the training resumes here from the checkpoint it names, with fresh rollout workers
+    and ranks); ``cluster``: the Ray actors to sample and update on. ``before``: the starting
+    model's held-out report to write instead of evaluating it again (runs that share the
+    starting model and the held-out questions can share it); a resumed run reads the one its
+    first part wrote."""
+    algo, optim, run, model_cfg = settings.algo, settings.optim, settings.run, settings.model
     t0 = time.perf_counter()
     out = start_run(run)
     before = _evaluate_start(job, out, run, model_cfg, before)
     t1 = time.perf_counter()
-    _train_with_rollbacks(job, algo, optim, run, model_cfg, cluster, health, progress)
+    _train_with_rollbacks(job, settings, cluster, progress)
     t2 = time.perf_counter()
     final = latest_checkpoint(out)
     if final is not None and job.held_out is not None:
@@ -254,19 +251,13 @@ class _Cluster:
 
 
 def _train_with_rollbacks(
-    job: Job,
-    algo: AlgorithmConfig,
-    optim: OptimConfig,
-    run: RunConfig,
-    model_cfg: ModelConfig,
-    cluster: ClusterConfig,
-    health: HealthConfig,
-    progress: bool,
+    job: Job, settings: TrainSettings, cluster: ClusterConfig, progress: bool
 ) -> None:
     """RL (``train.trainer.train``) with the job's inputs, a progress bar and the cluster's
     actors; after a health rollback, resumed from the healthy checkpoint it names with fresh
     actors."""
-    actors = _Cluster(job, cluster, model_cfg, optim, algo, run.seed)
+    run = settings.run
+    actors = _Cluster(job, cluster, settings.model, settings.optim, settings.algo, run.seed)
     bar = TrainProgress(run.steps) if progress else None
     part = run
     task = TrainTask(job.model_dir, load_model, job.tool, job.items, job.sampling, job.limits,
@@ -280,7 +271,7 @@ def _train_with_rollbacks(
     try:
         while True:
             try:
-                train(task, TrainSettings(algo, optim, part, model_cfg, health), hooks)
+                train(task, replace(settings, run=part), hooks)
                 return
             except Rollback as back:  # health.action rollback: resume from a healthy checkpoint
                 log.warning("%s", back)

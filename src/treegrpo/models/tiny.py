@@ -52,7 +52,9 @@ def tiny_qwen2(
     pad_token_id: int = 0,
 ) -> Qwen2ForCausalLM:
     """A randomly initialized Qwen2 causal LM with a few hundred thousand parameters.
-    ``head_dim`` defaults to hidden / heads; ``rope_theta`` is the rotary base."""
+    ``head_dim`` defaults to hidden / heads; ``rope_theta`` is the rotary base.
+
+    Many arguments: the model's shape, one keyword per ``Qwen2Config`` field it sets."""
     config = Qwen2Config(
         vocab_size=vocab_size,
         hidden_size=hidden,

@@ -248,6 +248,12 @@ def create_app(
         max_body_bytes: Largest request body; larger is a 413, refused without reading it.
         max_response_bytes: Largest response body; a request whose answer would be larger is
             a 413 naming its queries and topk.
+
+    Long: the routes are closures over the limits and the batcher, the FastAPI way of giving
+    handlers their state, and the arguments are the server's limits, one per flag of ``treegrpo
+    serve``.
+
+    Many arguments: the server's limits, one per flag of ``treegrpo serve``.
     """
     for name, value in [
         ("max_queries", max_queries),

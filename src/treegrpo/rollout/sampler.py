@@ -109,7 +109,9 @@ def sample_forest(
     ``prompt_keys``: what seeds each prompt's randomness (default: its index here); a part of a
     larger batch passes the prompts' indices in that batch. ``score``: rewards the leaves seen so
     far before each expansion round; the ``informed`` rule and difficulty budgets need it, the
-    others ignore it. A difficulty budget shares each round over these prompts' trees."""
+    others ignore it. A difficulty budget shares each round over these prompts' trees.
+
+    Many arguments: those of ``ForestSampler``, which this function builds and runs."""
     sampler = ForestSampler(
         engine, protocol, tool, prompts, shape, sampling, limits, seed, prompt_keys, score
     )
@@ -187,6 +189,9 @@ class ForestSampler:
         finish()                keep K leaves per tree: the ``Rollout``
 
     ``sample_forest`` drives it in this process; a worker holds one between a step's calls.
+
+    Many arguments: the engine, protocol, tools, prompts, tree shape, sampling and limits are
+    collaborators of their own, each named at the call.
     """
 
     def __init__(

@@ -90,7 +90,10 @@ def save_checkpoint(
     healthy: bool = True,
 ) -> Path:
     """Write checkpoint ``step`` atomically and keep only the newest ``keep`` of them, and the
-    newest ``healthy`` one (saved with no health problem pending, ``train.health``) besides."""
+    newest ``healthy`` one (saved with no health problem pending, ``train.health``) besides.
+
+    Many arguments: the parts of a checkpoint (model, tokenizer, optimizer, scheduler, data
+    position) and how many to keep, each named at the call."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:06d}"

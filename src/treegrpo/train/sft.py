@@ -119,7 +119,10 @@ def train_sft(
     NLL of the context tokens (``weighted_nll``). ``cpu_speedups``: ``engine.cpu.speedups``'s
     switch (None = on for a model on CPU); ``onednn``: whether its linear layers train on oneDNN
     (None: where ``engine.cpu.onednn.preferred``; True needs the switch on). Returns each
-    step's loss."""
+    step's loss.
+
+    Many arguments: the optimizer's and the batches' settings as explicit values (house style for
+    training math), each warm start passing its own."""
     if not examples:
         raise ValueError("no examples to train on")
     fast = speedups.enabled(model, cpu_speedups)

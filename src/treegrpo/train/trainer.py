@@ -225,7 +225,10 @@ def _load_models(
     policy when the KL term needs one here, and the tokenizer, on ``device``, with the CPU
     speed-ups attached when ``fast``. LoRA trains adapters on the frozen starting model and
     resumes from its saved adapter; full fine-tuning resumes from model/. A LoRA policy's base
-    (adapters off) is its own reference; ``own_reference`` False: the training ranks hold it."""
+    (adapters off) is its own reference; ``own_reference`` False: the training ranks hold it.
+
+    Many arguments: where the models come from and how the run trains them, each named at its
+    one call."""
     lora = model_cfg.lora_rank > 0
     policy, tokenizer = load_model(ckpt / "model" if ckpt and not lora else Path(model_path))
     policy = prepare_policy(policy, model_cfg, seed=seed)

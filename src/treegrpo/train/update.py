@@ -127,7 +127,8 @@ def ppo_update(
     Old log-probs are computed for every micro-batch before the first update, except those of
     the first scheduled mini-batch: before any optimizer step the policy is the old policy, so
     their old log-probs are the update forward's own, detached (ratio 1, as TRL does; exact
-    without active dropout). ``temperature``: the sampled distribution's, softmax(logits / T)."""
+    without active dropout). ``temperature``: the sampled distribution's, softmax(logits / T).
+    Many arguments: the models, optimizer and scheduler, the batches in their order, the configs."""
     first = {id(p) for p in minis[schedule[0]]} if schedule else set()
     device = next(policy.parameters()).device
     old: dict[int, torch.Tensor] = {}

@@ -223,7 +223,10 @@ def build_reader_demos(
     ``single`` (cloze at ``mix.cloze`` of those, re-searches at most ``mix.retry``; reads fill
     what is short). ``subject``: the title of a question's article (its rewrite when the first
     search misses); ``plan``: a two-hop question's bridge and second hop. Each question is used
-    at most once, in a seeded order."""
+    at most once, in a seeded order.
+
+    Many arguments: the question sources and the recipe's settings as explicit values, each a
+    field of the reader warm start's configuration."""
     rng = random.Random(f"treegrpo-reader-demos:{seed}")
     n_title, n_two = round(n * mix.title), round(n * mix.two_hop)
     out: dict[str, list[Demo]] = {c: [] for c in CATEGORIES}

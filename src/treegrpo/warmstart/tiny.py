@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from treegrpo.agent.protocol import ToolProtocol
-from treegrpo.embedded.demos import Flaws, build_demos
+from treegrpo.embedded.demos import Demo, Flaws, build_demos
 from treegrpo.embedded.induction import induction_init
 from treegrpo.embedded.search_tokenizer import name_ids, train_search_tokenizer
 from treegrpo.embedded.synthetic import World, WorldConfig, make_world
@@ -165,45 +165,10 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
     """Build the warm start into ``out_dir``: tokenizer and model (Hugging Face format) and
     ``warmstart.json`` with the demonstration mix, the SFT losses and the timings."""
     t0 = time.perf_counter()
-    worlds = demo_worlds(cfg)
     tokenizer = train_search_tokenizer(cfg.vocab_size, web=cfg.web)
-    log.info("warm start: %d demonstrations from %d worlds", cfg.n_demos, len(worlds))
-    retrievers = [BM25Retriever(w.passages, use_cache=False) for w in worlds]
-    if cfg.web:
-        protocol = ToolProtocol(tokenizer, cfg.max_obs_tokens, WEB_TOOLS)
-        tools: list[Any] = [
-            world_web(r, w.passages, cfg.topk) for r, w in zip(retrievers, worlds, strict=True)
-        ]
-    else:
-        protocol, tools = ToolProtocol(tokenizer, cfg.max_obs_tokens), retrievers
-    demos = build_demos(
-        list(zip(worlds, tools, strict=True)),
-        tokenizer,
-        protocol,
-        cfg.n_demos,
-        cfg.flaws,
-        seed=cfg.seed,
-        max_turns=cfg.max_turns,
-        topk=cfg.topk,
-        skip=cfg.skip if cfg.web else None,
-    )
+    demos = _demonstrations(cfg, tokenizer)
     t_demos = time.perf_counter()
-    model = tiny_qwen2(
-        len(tokenizer),
-        hidden=cfg.hidden,
-        layers=cfg.layers,
-        heads=cfg.heads,
-        kv_heads=cfg.heads,
-        head_dim=cfg.hidden // cfg.heads,
-        rope_theta=cfg.rope_theta,
-        seed=cfg.seed,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    if cfg.induction:
-        induction_init(model, seed=cfg.seed, name_starts=name_ids(tokenizer))
-        for p in _circuit_params(model):
-            p.requires_grad_(False)
+    model = _model(cfg, tokenizer)
     log.info("warm start: SFT, %d updates", cfg.steps)
     losses = fit_demos(
         model,
@@ -241,8 +206,56 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         "linear": resolve_path(cfg.linear),
     }
     (out_dir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
-    log.info("warm start built in %.0f s", stats["seconds"]["total"])  # type: ignore[index]
+    log.info("warm start built in %.0f s", stats["seconds"]["total"])
     return stats
+
+
+def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
+    """``cfg.n_demos`` flawed demonstrations on the demonstration worlds, searched with BM25
+    (the web variant: through the worlds' web pages)."""
+    worlds = demo_worlds(cfg)
+    log.info("warm start: %d demonstrations from %d worlds", cfg.n_demos, len(worlds))
+    retrievers = [BM25Retriever(w.passages, use_cache=False) for w in worlds]
+    if cfg.web:
+        protocol = ToolProtocol(tokenizer, cfg.max_obs_tokens, WEB_TOOLS)
+        tools: list[Any] = [
+            world_web(r, w.passages, cfg.topk) for r, w in zip(retrievers, worlds, strict=True)
+        ]
+    else:
+        protocol, tools = ToolProtocol(tokenizer, cfg.max_obs_tokens), retrievers
+    return build_demos(
+        list(zip(worlds, tools, strict=True)),
+        tokenizer,
+        protocol,
+        cfg.n_demos,
+        cfg.flaws,
+        seed=cfg.seed,
+        max_turns=cfg.max_turns,
+        topk=cfg.topk,
+        skip=cfg.skip if cfg.web else None,
+    )
+
+
+def _model(cfg: WarmStartConfig, tokenizer: Any) -> Any:
+    """The tiny Qwen2 before SFT: ``cfg``'s shape, with the copying circuits written in and
+    frozen when ``cfg.induction``."""
+    model = tiny_qwen2(
+        len(tokenizer),
+        hidden=cfg.hidden,
+        layers=cfg.layers,
+        heads=cfg.heads,
+        kv_heads=cfg.heads,
+        head_dim=cfg.hidden // cfg.heads,
+        rope_theta=cfg.rope_theta,
+        seed=cfg.seed,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    if cfg.induction:
+        induction_init(model, seed=cfg.seed, name_starts=name_ids(tokenizer))
+        for p in _circuit_params(model):
+            p.requires_grad_(False)
+    return model
 
 
 def _circuit_params(model: Any) -> list[Any]:

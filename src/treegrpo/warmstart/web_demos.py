@@ -264,7 +264,10 @@ def build_web_demos(
     kind, each kind's variants in exact shares of what it gets. ``titles``: article index →
     title (``WebQuestion.touches``); a question touching an article for which ``held_out`` is
     true is refused (ValueError: the caller passed a held-out question). Each question is used
-    at most once, in a seeded order; a kind with too few questions that play gives fewer."""
+    at most once, in a seeded order; a kind with too few questions that play gives fewer.
+
+    Many arguments: the questions, the site's tools and the recipe's settings as explicit
+    values, each a field of the web warm start's configuration."""
     rng = random.Random(f"treegrpo-web-demos:{seed}")
     n_snippet, n_link = round(n * mix.in_snippet), round(n * mix.link)
     want = {"in-snippet": n_snippet, "link": n_link, "in-page": n - n_snippet - n_link}

@@ -156,6 +156,9 @@ def create_site_app(
         max_results: Most results of one query over all its pages.
         max_batch: Most queries per BM25 call when batching concurrent searches.
         batch_wait_ms: How long an idle server waits for more searches to batch together.
+
+    Long: the routes are closures over the site and the search batcher, the FastAPI way of
+    giving handlers their state.
     """
     if max_query_chars < 1 or max_results < 1:
         raise ValueError(f"limits must be >= 1, got {max_query_chars=}, {max_results=}")

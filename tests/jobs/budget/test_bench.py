@@ -24,6 +24,7 @@ from treegrpo.jobs.budget.records import NUMERIC
 from treegrpo.jobs.budget.run import run_benchmark
 from treegrpo.jobs.embedded import run_embedded
 from treegrpo.jobs.presets import DEFAULT_EMBEDDED
+from treegrpo.train.task import TrainSettings
 
 
 @pytest.mark.slow
@@ -90,7 +91,8 @@ def test_budget_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyP
     spec = plan_runs((2,), (0,), False)[0]
     run = replace(run_config(spec, s), out_dir=str(tmp_path / "own-eval"))
     world = replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
-    own = run_embedded(spec.algo, BENCH_OPTIM, run, world, warm=TINY_WARM, progress=False)
+    settings = TrainSettings(spec.algo, BENCH_OPTIM, run)
+    own = run_embedded(settings, world, warm=TINY_WARM, progress=False)
     assert own["before"] == saved["warm_start"]
 
 

@@ -348,7 +348,9 @@ def plan_runs(
     ladder (every leaf kept: k None) and the expansion rule (uniform but in the rule runs; the
     rules' parameters are the base's); all use their algorithm's default advantage mode.
     ``warms``: (tag, warm start) pairs, the i-th seed starting from the i-th (cycling), or with
-    ``cross`` every seed from every one."""
+    ``cross`` every seed from every one.
+
+    Many arguments: one per axis of the benchmark, each a flag of ``treegrpo bench-budget``."""
     rules, hard = tuple(expansions), tuple(difficulty)
     budgets = tuple(budgets)
     quarters = [

@@ -87,6 +87,7 @@ from treegrpo.jobs.data import evaluate_model_dir, prepare_inputs, run_data
 from treegrpo.jobs.embedded import held_out_evaluator, rl_and_eval_worlds, run_embedded
 from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.models.load import load_model
+from treegrpo.train.task import TrainSettings
 from treegrpo.viz.budget import STYLE, plot_all
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start
 
@@ -126,20 +127,14 @@ def execute_run(
     run = run_config(spec, s)
     shutil.rmtree(run.out_dir, ignore_errors=True)
     if s.job is None:
-        run_embedded(
-            spec.algo,
-            BENCH_OPTIM,
-            run,
-            run_world(spec, s),
-            spec.warm,
-            progress=False,
-            before=before,
-        )
+        settings = TrainSettings(spec.algo, BENCH_OPTIM, run)
+        run_embedded(settings, run_world(spec, s), spec.warm, progress=False, before=before)
         return
     data = data_config(s)
     if inputs is None:
         inputs = prepare_inputs(data)
-    run_data(spec.algo, s.job.optim, run, data, inputs, s.job.model, progress=False, before=before)
+    settings = TrainSettings(spec.algo, s.job.optim, run, s.job.model)
+    run_data(settings, data, inputs, progress=False, before=before)
 
 
 def read_run(spec: RunSpec, s: BenchSettings) -> dict[str, Any]:

@@ -95,6 +95,9 @@ class PageFetcher(Reopens):
         proxy: An HTTP(S) proxy for every request, e.g. one that enforces an allow-list.
         hosts: Host names answered by a fixed address (``{"wiki.test": "127.0.0.1:41234"}``,
             ``tools.web.hosts``): pages keep the name in their URLs, never the port.
+
+    Many arguments: one per limit of the fetcher (timeouts, sizes, redirects, hosts), each a
+    setting users give as a ``--data.*`` flag.
     """
 
     def __init__(

@@ -75,7 +75,10 @@ class HttpSearch(Reopens):
     """What both clients share: the HTTP client, retries, the thread pool, the batch's errors.
     Pickles as its settings (``reopen``): a Ray worker's copy opens its own connections.
     A subclass says how one query becomes a request (``_request``) and how the answer becomes
-    hits (``_hits``)."""
+    hits (``_hits``).
+
+    Many arguments: one per setting of the search back-end (URL, API shape, fields, limits),
+    each a setting users give as a ``--data.*`` flag."""
 
     def __init__(
         self,
@@ -231,6 +234,9 @@ class JsonSearch(HttpSearch):
             hits are cut to ``topk`` either way).
         params: Fixed parameters (or body fields) sent with every query, e.g. an API key.
         Others: as ``HttpSearch`` (timeout, retries, backoff, headers, workers).
+
+    Many arguments: one per setting of the JSON API (URL, method, fields, limits), each a
+    setting users give as a ``--data.*`` flag.
     """
 
     def __init__(
