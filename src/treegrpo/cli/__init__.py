@@ -18,42 +18,14 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import tyro
 
-from treegrpo.cli.options import (
-    BenchBudgetOptions,
-    BudgetOptions,
-    EvaluateOptions,
-    PrepareCorpusOptions,
-    PrepareModelOptions,
-    PrepareOptions,
-    ServeMcpOptions,
-    ServeOptions,
-    ServeWebOptions,
-    TrainOptions,
-    ViewOptions,
-)
+from treegrpo.cli.options import OPTIONS, TrainOptions
 from treegrpo.jobs.presets import TRAIN_SECTIONS
 from treegrpo.train.config import Checked, ConfigValueError, checks_deferred
 from treegrpo.train.yaml_config import ConfigError, apply_config, read_config
-
-OPTIONS: dict[str, Any] = {
-    "train": TrainOptions,
-    "eval": EvaluateOptions,
-    "prepare": PrepareOptions,
-    "prepare-model": PrepareModelOptions,
-    "prepare-corpus": PrepareCorpusOptions,
-    "budget": BudgetOptions,
-    "bench-budget": BenchBudgetOptions,
-    "serve": ServeOptions,
-    "serve-mcp": ServeMcpOptions,
-    "serve-web": ServeWebOptions,
-    "view": ViewOptions,
-}
-"""Every command by name, with the dataclass of its options (``_function_name`` names the
-function that does its work)."""
 
 COMMANDS = "treegrpo.cli.commands"
 """The module that does the work of every command (``commands.train`` for ``treegrpo train``,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
@@ -369,3 +369,20 @@ class ViewOptions:
     """Also serve the pages on http://127.0.0.1:PORT until interrupted."""
     port: int = 8000
     """The port for --serve."""
+
+
+OPTIONS: dict[str, Any] = {
+    "train": TrainOptions,
+    "eval": EvaluateOptions,
+    "prepare": PrepareOptions,
+    "prepare-model": PrepareModelOptions,
+    "prepare-corpus": PrepareCorpusOptions,
+    "budget": BudgetOptions,
+    "bench-budget": BenchBudgetOptions,
+    "serve": ServeOptions,
+    "serve-mcp": ServeMcpOptions,
+    "serve-web": ServeWebOptions,
+    "view": ViewOptions,
+}
+"""Every command by name, with the dataclass of its options (``treegrpo.cli.main`` parses a
+command into it and runs the function of ``treegrpo.cli.commands`` that does its work)."""
