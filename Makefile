@@ -40,7 +40,7 @@ run: setup
 test: setup lint typecheck unit
 
 unit: setup
-	$(PY) -m pytest -n auto -rs --fail-on-skip --allow-skip vllm
+	$(PY) -m pytest -rs --fail-on-skip --allow-skip vllm
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

@@ -5,7 +5,6 @@ one-topic passages (tests/passages.py) with their jsonl file."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,15 +88,6 @@ def _denormals_restored() -> Iterator[None]:
 # `make test` runs the suite with --fail-on-skip: a test skipped for a missing extra or resource
 # fails CI, unless its markers or its skip reason name one of the --allow-skip words (the vLLM
 # tests, which `make test-vllm` runs in their own environment).
-def pytest_configure(config: pytest.Config) -> None:
-    """Under pytest-xdist (`make test` runs one worker per core) each worker computes on one
-    thread: two workers of two threads each on two cores would make every tensor op wait."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        import torch
-
-        torch.set_num_threads(1)
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--fail-on-skip",
