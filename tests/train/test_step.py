@@ -408,9 +408,10 @@ def test_the_sampler_gap_is_measured_and_corrected(shared: bool) -> None:
     assert plain["offpolicy/abs_logp_gap"] < 1e-5 and plain["offpolicy/over_cap"] == 0.0
     _, moved_tis = _corrected_step(replace(base, sampler_correction="tis"), 0.0)
     # ρ = 1 up to rounding: the same update (AdamW's first step divides each entry by its own
-    # size, so fp32 noise in near-zero entries shows: the whole change is compared)
+    # size, so fp32 noise in near-zero entries shows: the whole change is compared; that noise
+    # depends on the thread count, 0.2% of the change on one thread, 0.1% on two)
     diff = sum(float((moved_tis[n] - moved[n]).norm() ** 2) for n in moved) ** 0.5
-    assert diff < 1e-3 * sum(float(d.norm() ** 2) for d in moved.values()) ** 0.5
+    assert diff < 1e-2 * sum(float(d.norm() ** 2) for d in moved.values()) ** 0.5
     off, _ = _corrected_step(base, -1.0)  # the sampler gave every token e⁻¹ of its probability
     assert off["offpolicy/abs_logp_gap"] == pytest.approx(1.0, abs=1e-4)
     assert off["offpolicy/max_logp_gap"] == pytest.approx(1.0, abs=1e-4)
