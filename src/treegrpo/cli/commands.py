@@ -327,7 +327,6 @@ def evaluate(args: EvaluateOptions) -> None:
         model = data_job.resolve_model(str(model)) if built_in else model
     except (ValueError, OSError) as exc:  # bad rows, missing files, flags that do not fit
         raise SystemExit(f"treegrpo eval: {exc}") from None
-    limits = ("max_turns", "topk", "max_new_tokens", "max_obs_tokens", "max_context")
     tool_flags = {} if search_r1_only(cfg) else {k: getattr(cfg, k) for k in _EVAL_TOOL_FLAGS}
     settings = {
         "data": args.data,
@@ -335,7 +334,7 @@ def evaluate(args: EvaluateOptions) -> None:
         "retriever_url": cfg.retriever_url,
         **tool_flags,
         "questions": len(items),
-        **{k: getattr(cfg, k) for k in limits},
+        **{k: getattr(cfg, k) for k in _EVAL_LIMITS},
         "engine": args.engine,
     }
     try:
@@ -359,6 +358,7 @@ def evaluate(args: EvaluateOptions) -> None:
     Console().print(f"wrote {args.out / 'eval.json'} and {args.out / 'eval.md'}")
 
 
+_EVAL_LIMITS = ("max_turns", "topk", "max_new_tokens", "max_obs_tokens", "max_context")
 _EVAL_TOOL_FLAGS = (
     "tools",
     "search_url",
@@ -378,8 +378,7 @@ def _eval_config(args: EvaluateOptions) -> DataConfig:
             f"--limit and --batch-size must be >= 1 (got {args.limit}, {args.batch_size})"
         )
     base: Any = DEFAULT_EMBEDDED if args.data == SYNTHETIC_EVAL else DEFAULT_DATA
-    limits = ("max_turns", "topk", "max_new_tokens", "max_obs_tokens", "max_context")
-    given = {k: getattr(args, k) for k in limits}
+    given = {k: getattr(args, k) for k in _EVAL_LIMITS}
     return DataConfig(  # checks the limits' and the tools' ranges
         corpus=None if args.corpus is None else str(args.corpus),
         retriever_url=args.retriever_url,

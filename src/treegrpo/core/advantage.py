@@ -97,6 +97,8 @@ def tree_advantage(
     """
     if mode not in MODES:
         raise ValueError(f"unknown advantage mode {mode!r}; expected one of {MODES}")
+    if batch < 0:
+        raise ValueError(f"batch weight must be >= 0, got {batch}")
     r = _as_rewards(rewards)
     prompts = _as_ids(prompt_ids, "prompt_ids", r.shape)
     trees = _as_ids(tree_ids, "tree_ids", r.shape)
@@ -108,8 +110,6 @@ def tree_advantage(
         adv += group_relative(r, intra_groups.reshape(-1), eps=eps, scale=scale)
     if mode in ("inter", "intra+inter"):
         adv += group_relative(r, prompts, eps=eps, scale=scale)
-    if batch < 0:
-        raise ValueError(f"batch weight must be >= 0, got {batch}")
     if batch > 0:
         adv += batch * group_relative(r, np.zeros_like(prompts), eps=eps, scale=scale)
     return adv

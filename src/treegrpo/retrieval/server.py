@@ -250,8 +250,7 @@ def create_app(
             a 413 naming its queries and topk.
 
     Long: the routes are closures over the limits and the batcher, the FastAPI way of giving
-    handlers their state, and the arguments are the server's limits, one per flag of ``treegrpo
-    serve``.
+    handlers their state.
 
     Many arguments: the server's limits, one per flag of ``treegrpo serve``.
     """
