@@ -72,9 +72,12 @@ class EmbeddedConfig(Checked):
 # (no signal) and one seed in five could stall (BENCHMARKS.md, "Embedded default").
 # The reward is exact match alone (no format bonus: the warm start's format is valid anyway, and
 # the bonus would only shrink the gap between answering early and answering right). Prompts whose
-# leaves all score alike carry no advantage and are left out of the update.
+# leaves all score alike carry no advantage and are left out of the update, unless the batch term
+# gives them one: a batch-relative baseline of weight 1 beside the paper's group-relative ones
+# (REINFORCE++'s; 0 gives the paper's advantages exactly) lifts the warm starts whose two-hop
+# groups all fail together and leaves the others where they were (docs/algorithm.md, section 9).
 DEFAULT_ALGO = AlgorithmConfig(
-    algo="tree", m=2, n=6, l=1, format_score=0.0, skip_uniform_prompts=True
+    algo="tree", m=2, n=6, l=1, format_score=0.0, skip_uniform_prompts=True, batch_baseline=1.0
 )
 DEFAULT_OPTIM = OptimConfig(
     lr=3e-4, weight_decay=0.0, mini_batch_prompts=4, micro_batch_tokens=8192
