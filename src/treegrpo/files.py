@@ -11,9 +11,11 @@ half-written build behind.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -78,11 +80,18 @@ def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary sibling and a rename: a reader (or a run
-    resumed after a kill) sees the old file or the new one, never half of one."""
+    resumed after a kill) sees the old file or the new one, never half of one. Each write has a
+    temporary of its own, so two writers of one file at once never collide (the last rename
+    wins)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
