@@ -127,20 +127,14 @@ def test_growth_errors_say_what_is_wrong() -> None:
         f.add_node(99)
     with pytest.raises(IndexError, match="tree 5 does not exist"):
         f.expansion_candidates(5)
-    with pytest.raises(ValueError, match="root"):
-        f.mark_leaf(n["root"])
-    with pytest.raises(ValueError, match="has children"):
-        f.mark_leaf(n["a"])
     with pytest.raises(ValueError, match="at least one step"):
         f.add_chain(n["root"], [])
 
 
-def test_incremental_growth_and_mark_leaf() -> None:
+def test_incremental_growth() -> None:
     f = Forest()
     root = f.add_tree(0)
     step = f.add_node(root, payload=0)
     assert f.expansion_candidates(0).tolist() == [root, step]
-    end = f.add_node(step, payload=1)
-    f.mark_leaf(end)
-    f.set_payload(end, 9)
+    end = f.add_node(step, payload=9, leaf=True)
     assert f.is_leaf.tolist() == [False, False, True] and f.payload[end] == 9

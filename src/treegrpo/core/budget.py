@@ -142,16 +142,3 @@ class SpendAccountant:
             out.tool_calls += s.tool_calls
             out.leaves += s.leaves
         return out
-
-    def mean_per_prompt(self) -> dict[str, float]:
-        """Mean of each count over the prompts seen, plus trajectories per 1,000 generated tokens
-        (the paper's "more samples for the same budget" measure)."""
-        n = max(len(self.by_prompt), 1)
-        t = self.total()
-        return {
-            "generated": t.generated / n,
-            "processed": t.processed / n,
-            "tool_calls": t.tool_calls / n,
-            "leaves": t.leaves / n,
-            "leaves_per_1k_generated": 1000.0 * t.leaves / t.generated if t.generated else 0.0,
-        }

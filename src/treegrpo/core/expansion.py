@@ -40,7 +40,7 @@ from typing import Literal, get_args
 import numpy as np
 import numpy.typing as npt
 
-from treegrpo.core.tree import Forest, IntArray, Rng
+from treegrpo.core.tree import Forest, IntArray, Rng, per_tree
 
 FloatArray = npt.NDArray[np.float64]
 Rule = Literal["uniform", "no-root", "entropy", "informed"]
@@ -85,7 +85,7 @@ def uniform(forest: Forest, n: int, rngs: Rng, stats: NodeStats | None = None) -
 
     Exactly ``Forest.choose_expansions``: the same generators give the same picks.
     """
-    nodes = forest.choose_expansions(_check_n(n), rngs)  # (T, n)
+    nodes = forest.choose_expansions(n, rngs)  # (T, n)
     return Picks(nodes, tuple(("uniform",) * n for _ in range(len(nodes))))
 
 
@@ -133,12 +133,7 @@ def entropy(
     ``repeat_penalty`` in (0, 1] (1: no penalty). A node whose following step has no tokens
     scores s = 0. Reason: "entropy 2.31 (rank 1)", the rank of s_v among C_t (1 = highest).
     """
-    if k < 1:
-        raise ValueError(f"entropy: k must be >= 1, got {k}")
-    if not temperature > 0:
-        raise ValueError(f"entropy: temperature must be > 0, got {temperature}")
-    if not 0 < repeat_penalty <= 1:
-        raise ValueError(f"entropy: repeat_penalty must be in (0, 1], got {repeat_penalty}")
+    _check_params("entropy: ", k=k, temperature=temperature, repeat_penalty=repeat_penalty)
     gens = _gens(forest, rngs, n)
     surprise = branch_surprise(forest, _need_logprobs(forest, stats, "entropy"), k)  # (N,)
     log_rho = math.log(repeat_penalty)
@@ -202,10 +197,7 @@ def informed(
     The n picks are independent draws. Reason: "p̂=0.50 from 2 leaves", or "unexplored" when no
     scored leaf lies below v.
     """
-    if bonus < 0:
-        raise ValueError(f"informed: bonus must be >= 0, got {bonus}")
-    if not prior_strength > 0:
-        raise ValueError(f"informed: prior_strength must be > 0, got {prior_strength}")
+    _check_params("informed: ", bonus=bonus, prior_strength=prior_strength)
     gens = _gens(forest, rngs, n)
     rewards = _need_rewards(forest, stats)  # (N,)
     scored = forest.is_leaf & ~np.isnan(rewards)  # (N,)
@@ -295,16 +287,7 @@ class Expansion:
             raise ValueError(
                 f"unknown expansion rule {self.rule!r}; choose one of {', '.join(RULES)}"
             )
-        if self.k < 1:
-            raise ValueError(f"k must be >= 1, got {self.k}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if not 0 < self.repeat_penalty <= 1:
-            raise ValueError(f"repeat_penalty must be in (0, 1], got {self.repeat_penalty}")
-        if self.bonus < 0:
-            raise ValueError(f"bonus must be >= 0, got {self.bonus}")
-        if not self.prior_strength > 0:
-            raise ValueError(f"prior_strength must be > 0, got {self.prior_strength}")
+        _check_params("", **{name: getattr(self, name) for name in _BOUNDS})
         if self.budget not in BUDGETS:
             raise ValueError(
                 f"unknown expansion budget {self.budget!r}; choose one of {', '.join(BUDGETS)}"
@@ -356,19 +339,28 @@ def branch_surprise(forest: Forest, logprobs: Sequence[Sequence[float]], k: int)
 
 
 # ------------------------------------------------------------------------------- helpers
-def _check_n(n: int) -> int:
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    return n
+_BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {  # parameter → (out of bounds, bound)
+    "k": (lambda v: v < 1, ">= 1"),
+    "temperature": (lambda v: not v > 0, "> 0"),
+    "repeat_penalty": (lambda v: not 0 < v <= 1, "in (0, 1]"),
+    "bonus": (lambda v: v < 0, ">= 0"),
+    "prior_strength": (lambda v: not v > 0, "> 0"),
+}
+
+
+def _check_params(where: str, **params: float) -> None:
+    """Raise a ValueError, its message prefixed with ``where``, for the first of ``params``
+    out of its bound (``_BOUNDS``)."""
+    for name, value in params.items():
+        bad, bound = _BOUNDS[name]
+        if bad(value):
+            raise ValueError(f"{where}{name} must be {bound}, got {value}")
 
 
 def _gens(forest: Forest, rngs: Rng, n: int) -> Sequence[np.random.Generator]:
-    _check_n(n)
-    if isinstance(rngs, np.random.Generator):
-        return [rngs] * forest.n_trees
-    if len(rngs) != forest.n_trees:
-        raise ValueError(f"{len(rngs)} generators for {forest.n_trees} trees")
-    return rngs
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    return per_tree(rngs, forest.n_trees)
 
 
 def _need_logprobs(forest: Forest, stats: NodeStats | None, rule: str) -> Sequence[Sequence[float]]:

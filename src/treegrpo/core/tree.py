@@ -17,6 +17,7 @@ results) lives with the caller; ``payload`` is the caller's index into that stor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -86,22 +87,6 @@ class Forest:
             nodes.append(node)
         return nodes
 
-    def mark_leaf(self, node: int) -> None:
-        """Mark ``node`` as the end of its episode (answer, forced final step or length limit)."""
-        self._check_node(node)
-        if self._parent[node] < 0:
-            raise ValueError(f"node {node} is a root; a root (the prompt) cannot be a leaf")
-        if self._children[node]:
-            raise ValueError(f"node {node} has children and cannot become a leaf")
-        self._leaf[node] = True
-        self._cache.clear()
-
-    def set_payload(self, node: int, payload: int) -> None:
-        """Point ``node`` at the caller's record ``payload``."""
-        self._check_node(node)
-        self._payload[node] = int(payload)
-        self._cache.clear()
-
     # ------------------------------------------------------------ flat arrays
     @property
     def n_nodes(self) -> int:
@@ -114,42 +99,37 @@ class Forest:
     @property
     def parent(self) -> IntArray:
         """(N,) parent node id, -1 for roots."""
-        return self._int_array("parent", self._parent)
+        return self._array("parent", self._parent)
 
     @property
     def depth(self) -> IntArray:
         """(N,) number of steps from the root (root = 0)."""
-        return self._int_array("depth", self._depth)
+        return self._array("depth", self._depth)
 
     @property
     def prompt_id(self) -> IntArray:
         """(N,) prompt (group) id of each node's tree."""
-        return self._int_array("prompt_id", self._prompt)
+        return self._array("prompt_id", self._prompt)
 
     @property
     def tree_id(self) -> IntArray:
         """(N,) tree id of each node."""
-        return self._int_array("tree_id", self._tree)
+        return self._array("tree_id", self._tree)
 
     @property
     def payload(self) -> IntArray:
         """(N,) caller's record index, -1 where none."""
-        return self._int_array("payload", self._payload)
+        return self._array("payload", self._payload)
 
     @property
     def is_leaf(self) -> BoolArray:
         """(N,) True where the node ended its episode."""
-        cached = self._cache.get("is_leaf")
-        if cached is None:
-            cached = np.array(self._leaf, dtype=np.bool_)
-            cached.flags.writeable = False
-            self._cache["is_leaf"] = cached
-        return cached  # type: ignore[return-value]
+        return self._array("is_leaf", self._leaf, np.bool_)
 
     @property
     def roots(self) -> IntArray:
         """(T,) root node id of each tree."""
-        return self._int_array("roots", self._roots)
+        return self._array("roots", self._roots)
 
     # ----------------------------------------------------------------- queries
     def children(self, node: int) -> list[int]:
@@ -181,7 +161,7 @@ class Forest:
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         order = range(self.n_trees) if trees is None else [int(t) for t in trees]
-        rngs = _per_tree(rng, len(order))
+        rngs = per_tree(rng, len(order))
         picks = np.empty((len(order), n), dtype=np.int64)  # (T, n)
         for row, tree in enumerate(order):
             cand = self.expansion_candidates(tree)
@@ -196,7 +176,7 @@ class Forest:
             raise ValueError(f"k must be >= 1 or None, got {k}")
         if k is None:
             return self.leaves()
-        rngs = _per_tree(rng, self.n_trees)
+        rngs = per_tree(rng, self.n_trees)
         kept: list[IntArray] = []
         for tree in range(self.n_trees):
             mine = self.leaves(tree)
@@ -252,13 +232,15 @@ class Forest:
         self._cache.clear()
         return node
 
-    def _int_array(self, name: str, values: list[int]) -> IntArray:
+    def _array(
+        self, name: str, values: list[int] | list[bool], dtype: type[np.generic] = np.int64
+    ) -> npt.NDArray[Any]:
         cached = self._cache.get(name)
         if cached is None:
-            cached = np.array(values, dtype=np.int64)
+            cached = np.array(values, dtype=dtype)
             cached.flags.writeable = False
             self._cache[name] = cached
-        return cached  # type: ignore[return-value]
+        return cached
 
     def _check_node(self, node: int) -> None:
         if not 0 <= node < len(self._parent):
@@ -273,7 +255,7 @@ Rng = np.random.Generator | Sequence[np.random.Generator]
 """One generator shared by all trees, or one per tree."""
 
 
-def _per_tree(rng: Rng, n_trees: int) -> Sequence[np.random.Generator]:
+def per_tree(rng: Rng, n_trees: int) -> Sequence[np.random.Generator]:
     """``rng`` as one generator per tree (the same one for every tree when it is shared)."""
     if isinstance(rng, np.random.Generator):
         return [rng] * n_trees
