@@ -8,6 +8,7 @@ field (dotted for nested parquet columns, e.g. ``reward_model.ground_truth.targe
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class DataError(ValueError):
@@ -32,3 +33,8 @@ class DataError(ValueError):
         self.row = row
         self.line = line
         self.field = field
+
+
+def type_name(value: Any) -> str:
+    """How an error message names the type of a JSON value: "null", "str", "list", …"""
+    return "null" if value is None else type(value).__name__

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from treegrpo.data.errors import DataError
+from treegrpo.data.errors import DataError, type_name
 from treegrpo.data.types import Question
 
 # FlashRAG ships `nq/test.jsonl`: there the directory, not the file, names the source.
@@ -102,7 +102,7 @@ def _parse(
     except json.JSONDecodeError as exc:
         raise fail(None, f"unreadable JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(row, dict):
-        raise fail(None, f"expected a JSON object, got {_kind(row)}")
+        raise fail(None, f"expected a JSON object, got {type_name(row)}")
 
     def need(field: str) -> Any:
         if field not in row:
@@ -111,10 +111,10 @@ def _parse(
 
     uid = need("id")
     if not isinstance(uid, str | int) or isinstance(uid, bool):
-        raise fail("id", f"expected a string or integer, got {_kind(uid)}")
+        raise fail("id", f"expected a string or integer, got {type_name(uid)}")
     question = need("question")
     if not isinstance(question, str):
-        raise fail("question", f"expected a string, got {_kind(question)}")
+        raise fail("question", f"expected a string, got {type_name(question)}")
     if not question.strip():
         raise fail("question", "empty")
     golds = need("golden_answers")
@@ -129,7 +129,7 @@ def _parse(
     meta = row.get("metadata")
     meta = {} if meta is None else meta
     if not isinstance(meta, dict):
-        raise fail("metadata", f"expected an object, got {_kind(meta)}")
+        raise fail("metadata", f"expected an object, got {type_name(meta)}")
     hops = meta.get("hops", 0)
     if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
         raise fail("metadata.hops", f"expected an integer >= 0, got {hops!r:.60}")
@@ -137,7 +137,3 @@ def _parse(
     if not isinstance(kind, str):
         raise fail("metadata.kind", f"expected a string, got {kind!r:.60}")
     return Question(f"{source}-{uid}", question, tuple(golds), source, hops, index=uid, kind=kind)
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__

@@ -96,17 +96,6 @@ def _region(a: Article, ctx: Context) -> str | None:
     return ctx.regions.get(a.title)  # "state", "province", …
 
 
-def _maybe_person(a: Article) -> bool:
-    return a.topic == "People" or bool(_MAYBE_PERSON.search(a.description))
-
-
-def _maybe(pattern: re.Pattern[str]) -> Maybe:
-    def maybe(a: Article) -> bool:
-        return bool(pattern.search(a.description))
-
-    return maybe
-
-
 def _described(noun: str, kinds: str) -> Category:
     """Pages whose short description names them ``noun`` ("City in Italy"); a page might be
     one when the word is in its description or title."""

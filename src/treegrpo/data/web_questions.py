@@ -19,21 +19,18 @@ answer sits. Link questions go through the same caps: one wording, one answer; a
 Split by article (``split_web_questions``): a hash of the seed and the title holds out one
 article in about ``1 / held_out_share``; a question is train when every article it touches is
 train, held-out when every one is held-out, and dropped otherwise (a link question across the
-two), so no article has questions on both sides. ``write_web_questions`` writes both as FlashRAG
-jsonl, with ``metadata.kind``, for ``treegrpo eval --data`` and ``treegrpo prepare``.
+two), so no article has questions on both sides.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from treegrpo.core.rewards import is_span, normalize_answer
-from treegrpo.data.flashrag import write_flashrag
+from treegrpo.core.rewards import is_span
 from treegrpo.data.lead_questions import (
     MAX_ANSWER_SHARE,
     MAX_PER_BRIDGE,
@@ -43,11 +40,11 @@ from treegrpo.data.lead_questions import (
     all_built,
     build_questions,
 )
-from treegrpo.data.lead_questions.build import unambiguous
+from treegrpo.data.lead_questions.build import capped, first_answer, unambiguous
 from treegrpo.data.types import Question
 from treegrpo.data.web_links import LinkRow, link_rows
 from treegrpo.data.web_view import SiteView
-from treegrpo.data.wiki import Article, load_articles
+from treegrpo.data.wiki import Article, load_articles, stable_hash
 
 SOURCE = "wiki-web"
 KINDS = ("in-snippet", "in-page", "link")
@@ -127,17 +124,8 @@ def _cap(rows: Sequence[LinkRow]) -> list[LinkRow]:
     A hash of the question picks which rows a cap keeps; the order is kept."""
     unique = unambiguous(rows)
     limit = min(MAX_SAME_ANSWER, max(1, int(MAX_ANSWER_SHARE * len(unique))))
-    per_target: Counter[tuple[int, str]] = Counter()
-    per_answer: Counter[str] = Counter()
-    keep = set()
-    for i in sorted(range(len(unique)), key=lambda i: _hash(unique[i].question)):
-        r = unique[i]
-        target, answer = (r.second, r.template), normalize_answer(r.golds[0])
-        if per_target[target] < MAX_PER_TARGET and per_answer[answer] < limit:
-            per_target[target] += 1
-            per_answer[answer] += 1
-            keep.add(i)
-    return [r for i, r in enumerate(unique) if i in keep]
+    target = lambda r: (r.second, r.template)  # noqa: E731
+    return capped(unique, [(target, MAX_PER_TARGET), (first_answer, limit)])
 
 
 def _link_questions(rows: Sequence[LinkRow]) -> list[WebQuestion]:
@@ -152,13 +140,9 @@ def _link_questions(rows: Sequence[LinkRow]) -> list[WebQuestion]:
     return out
 
 
-def _hash(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
-
-
 def is_held_out(title: str, seed: int = 0, share: float = HELD_OUT_SHARE) -> bool:
     """Whether an article is held out: a hash of the seed and its title, below ``share``."""
-    return _hash(f"{seed}:{title}") < share * 2**64
+    return stable_hash(f"{seed}:{title}") < share * 2**64
 
 
 def split_web_questions(
@@ -194,17 +178,3 @@ def web_questions(
 def all_web_questions() -> tuple[WebQuestion, ...]:
     """Every web question over the offline wiki corpus, both sides of any split."""
     return tuple(build_web_questions(load_articles(), all_built(), use_cache=True))
-
-
-def write_web_questions(
-    directory: str | Path, seed: int = 0, held_out_share: float = HELD_OUT_SHARE
-) -> dict[str, Path]:
-    """Write ``<directory>/wiki-web-train.jsonl`` and ``wiki-web-held-out.jsonl`` (FlashRAG
-    jsonl, ``metadata.kind`` the web kind) and return them by side."""
-    train, held_out = web_questions(seed, held_out_share)
-    out = {}
-    for side, questions in (("train", train), ("held-out", held_out)):
-        path = Path(directory) / f"{SOURCE}-{side}.jsonl"
-        write_flashrag(path, questions)
-        out[side] = path
-    return out

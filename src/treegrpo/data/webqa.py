@@ -43,19 +43,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from treegrpo.data.errors import DataError
+from treegrpo.data.errors import DataError, type_name
 from treegrpo.data.types import Question
 from treegrpo.data.webqa_rows import Row, first_row, read_rows
 
 log = logging.getLogger(__name__)
-
-SOURCES = {
-    "webwalkerqa": "WebWalkerQA",
-    "simpleqa": "SimpleQA",
-    "gaia": "GAIA",
-    "browsecomp": "BrowseComp",
-}
-"""Default data source of each reader → the dataset's name."""
 
 
 @dataclass
@@ -91,7 +83,7 @@ class _Rows:
         """``value``, the field ``name`` (or a value inside an object field, named
         ``"Field.key"``), which must be a string."""
         if not isinstance(value, str):
-            raise self.fail(name, f"expected a string, got {_kind(value)}")
+            raise self.fail(name, f"expected a string, got {type_name(value)}")
         return value
 
     def mapping(self, name: str) -> dict[str, Any]:
@@ -106,7 +98,7 @@ class _Rows:
             except (ValueError, SyntaxError):
                 raise self.fail(name, "expected an object or a dict literal") from None
         if not isinstance(value, dict):
-            raise self.fail(name, f"expected an object, got {_kind(value)}")
+            raise self.fail(name, f"expected an object, got {type_name(value)}")
         return value
 
 
@@ -266,7 +258,3 @@ def _decrypt(r: _Rows, name: str, canary: str) -> str:
         return decrypt(r.text(name), canary)
     except (binascii.Error, UnicodeDecodeError):
         raise r.fail(name, "does not decrypt with the row's canary") from None
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__

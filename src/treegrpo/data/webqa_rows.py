@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from treegrpo.data.errors import DataError
+from treegrpo.data.errors import DataError, type_name
 
 SUFFIXES = (".jsonl", ".json", ".csv")
 
@@ -80,7 +80,7 @@ def _json_list(path: Path) -> Iterator[Row]:
         problem = f"unreadable JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         raise DataError(path, problem) from None
     if not isinstance(value, list):
-        raise DataError(path, f"expected a JSON list of objects, got {_kind(value)}")
+        raise DataError(path, f"expected a JSON list of objects, got {type_name(value)}")
     for row, item in enumerate(value):
         yield Row(_object(path, item, row, None), row, None)
 
@@ -103,9 +103,5 @@ def _csv(path: Path) -> Iterator[Row]:
 
 def _object(path: Path, value: Any, row: int, line: int | None) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise DataError(path, f"expected a JSON object, got {_kind(value)}", row=row, line=line)
+        raise DataError(path, f"expected a JSON object, got {type_name(value)}", row=row, line=line)
     return value
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__

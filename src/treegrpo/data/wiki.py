@@ -80,7 +80,9 @@ def articles_file() -> Path:
 def load_articles() -> tuple[Article, ...]:
     """Every article with a non-empty extract, sorted by title (the file's order is not)."""
     rows = json.loads(articles_file().read_text(encoding="utf-8"))
-    keep = sorted((r for r in rows.values() if r.get("extract", "").strip()), key=_title)
+    keep = sorted(
+        (r for r in rows.values() if r.get("extract", "").strip()), key=lambda r: r["title"]
+    )
     return tuple(
         Article(
             index=i,
@@ -91,10 +93,6 @@ def load_articles() -> tuple[Article, ...]:
         )
         for i, r in enumerate(keep)
     )
-
-
-def _title(row: dict[str, str]) -> str:
-    return row["title"]
 
 
 def wiki_corpus(cache_dir: str | Path | None = None) -> Path:
@@ -120,10 +118,14 @@ def wiki_corpus(cache_dir: str | Path | None = None) -> Path:
     return path
 
 
+def stable_hash(text: str) -> int:
+    """A stable hash (not Python's salted ``hash``): fixed choices that look random."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
 def split_of(title: str) -> Split:
-    """The split of an article: a stable hash of its title (not Python's salted ``hash``)."""
-    digest = int.from_bytes(hashlib.sha256(title.encode("utf-8")).digest()[:8], "big")
-    return "test" if digest % TEST_SHARE == 0 else "train"
+    """The split of an article: a stable hash of its title."""
+    return "test" if stable_hash(title) % TEST_SHARE == 0 else "train"
 
 
 def wiki_questions(split: Split, hard: bool = False) -> list[Question]:
@@ -148,8 +150,6 @@ def _all_questions(hard: bool) -> tuple[Question, ...]:
             built = article_question(a.title, a.description, a.extract, names)
         if built is not None:
             text, golds = built
-            source, uid = (
-                ("wiki-hard", f"wiki-hard-{a.index}") if hard else ("wiki", f"wiki-{a.index}")
-            )
-            out.append(Question(uid, text, golds, source, hops=1, index=a.index))
+            source = "wiki-hard" if hard else "wiki"
+            out.append(Question(f"{source}-{a.index}", text, golds, source, hops=1, index=a.index))
     return tuple(out)

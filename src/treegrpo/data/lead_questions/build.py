@@ -5,7 +5,7 @@ joins through a bridge article, and the caps (one wording, one answer, one bridg
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeVar
 
@@ -16,11 +16,11 @@ from treegrpo.data.lead_questions.patterns import _words
 from treegrpo.data.lead_questions.people import name_facts, person_facts
 from treegrpo.data.lead_questions.places import place_facts
 from treegrpo.data.lead_questions.science import science_facts
-from treegrpo.data.lead_questions.text import _hash, passage
+from treegrpo.data.lead_questions.text import passage
 from treegrpo.data.lead_questions.works import work_facts
 from treegrpo.data.title_questions import leaks
 from treegrpo.data.types import Question
-from treegrpo.data.wiki import Article
+from treegrpo.data.wiki import Article, stable_hash
 
 SOURCE = "wiki-qa"
 SOURCE_2HOP = "wiki-qa2"
@@ -124,7 +124,7 @@ def build_questions(
     for f in facts:
         if f.entity and f.kind in _COMPOSABLE:
             about[f.entity].append(f)
-    double: list[tuple[Row, str]] = []
+    double: list[Row] = []
     for first in facts:
         bridge = first.golds[0]
         if not first.bridge or bridge not in ctx.titles:
@@ -143,13 +143,13 @@ def build_questions(
             read = (first.index, second.index)
             touches = tuple(dict.fromkeys((*read, index_of[bridge])))
             then = _ask(second, second.about)
-            double.append((Row(kind, question, second.golds, read, touches, bridge, then), bridge))
+            double.append(Row(kind, question, second.golds, read, touches, bridge, then))
     out: list[Built] = []
     for source, rows in ((SOURCE, single), (SOURCE_2HOP, _per_bridge(double))):
         counter: Counter[str] = Counter()
         rows = unambiguous(rows)
         limit = min(max_same_answer, max(1, int(max_answer_share * len(rows))))
-        for row in _cap_answers(rows, limit):
+        for row in capped(rows, [(first_answer, limit)]):
             prefix = f"{source}-" + "-".join(map(str, row.articles))
             uid = f"{prefix}-{counter[prefix]}"
             counter[prefix] += 1
@@ -163,16 +163,10 @@ def _ask(fact: Fact, subject: str) -> str:
     return fact.ask.replace("{s}", subject)
 
 
-def _per_bridge(rows: Sequence[tuple[Row, str]]) -> list[Row]:
-    """At most ``MAX_PER_BRIDGE`` rows per (bridge, kind), a hash of the question choosing
-    which, in article order."""
-    count: Counter[tuple[str, str]] = Counter()
-    keep = []
-    for row, bridge in sorted(rows, key=lambda rb: _hash(rb[0].question)):
-        count[(bridge, row.kind)] += 1
-        if count[(bridge, row.kind)] <= MAX_PER_BRIDGE:
-            keep.append(row)
-    return sorted(keep, key=lambda r: (r.articles, r.question))
+def _per_bridge(rows: Sequence[Row]) -> list[Row]:
+    """At most ``MAX_PER_BRIDGE`` rows per (bridge, kind), in article order."""
+    kept = capped(rows, [(lambda r: (r.bridge, r.kind), MAX_PER_BRIDGE)])
+    return sorted(kept, key=lambda r: (r.articles, r.question))
 
 
 class Asked(Protocol):
@@ -203,14 +197,21 @@ def unambiguous(rows: Sequence[A]) -> list[A]:
     return out
 
 
-def _cap_answers(rows: Sequence[Row], limit: int) -> list[Row]:
-    """``rows`` with at most ``limit`` per first gold answer, a hash of the question choosing
-    which, in their order."""
-    count: Counter[str] = Counter()
+def capped(rows: Sequence[A], caps: Sequence[tuple[Callable[[A], Hashable], int]]) -> list[A]:
+    """``rows``, in their order, with at most ``limit`` sharing a ``key`` for each (key, limit)
+    of ``caps``; a hash of the question chooses which (a row counts towards a cap only when
+    it is kept)."""
+    counts: list[Counter[Hashable]] = [Counter() for _ in caps]
     keep = set()
-    for i in sorted(range(len(rows)), key=lambda i: _hash(rows[i].question)):
-        answer = normalize_answer(rows[i].golds[0])
-        count[answer] += 1
-        if count[answer] <= limit:
+    for i in sorted(range(len(rows)), key=lambda i: stable_hash(rows[i].question)):
+        keys = [key(rows[i]) for key, _ in caps]
+        if all(c[k] < limit for c, k, (_, limit) in zip(counts, keys, caps, strict=True)):
+            for c, k in zip(counts, keys, strict=True):
+                c[k] += 1
             keep.add(i)
     return [row for i, row in enumerate(rows) if i in keep]
+
+
+def first_answer(row: Asked) -> str:
+    """The key of the answer caps: the first gold, SQuAD-normalized."""
+    return normalize_answer(row.golds[0])

@@ -9,9 +9,9 @@ import re
 from treegrpo.core.rewards import is_span, normalize_answer
 from treegrpo.data.lead_questions.facts import Fact
 from treegrpo.data.lead_questions.patterns import _NAME_RE, _NUMBER
-from treegrpo.data.lead_questions.text import _hash, number_golds, sentences
+from treegrpo.data.lead_questions.text import number_golds, sentences
 from treegrpo.data.title_questions import FUNCTION_WORDS, base_title, leaks
-from treegrpo.data.wiki import Article
+from treegrpo.data.wiki import Article, stable_hash
 
 CLOZE_WORDS = (8, 40)  # a cloze sentence's length in words: enough context, not a paragraph
 
@@ -48,6 +48,6 @@ def cloze_fact(article: Article) -> Fact | None:
             candidates.append((kind, blanked, gold))
     if not candidates:
         return None
-    kind, blanked, gold = candidates[_hash(article.title) % len(candidates)]
+    kind, blanked, gold = candidates[stable_hash(article.title) % len(candidates)]
     golds = number_golds(gold) if kind == "cloze-number" else (gold,)
     return Fact(kind, article.index, f"Fill in the blank about {{s}}: {blanked}", title, golds)

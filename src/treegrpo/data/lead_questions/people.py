@@ -63,14 +63,15 @@ def name_facts(article: Article) -> list[Fact]:
     out = []
     main, title_tokens = heads[0], set(normalize_answer(title).split())
     main_tokens = set(normalize_answer(main).split())
+    ask = f"What {'was' if past else 'is'} the full name of {{s}}?"
+    full_name = _own(article, "full-name", ask, [main, _HONORIFIC.sub("", main)])
     if (
         is_person(article)
         and _NAME_RE.fullmatch(main)
         and (main_tokens - title_tokens) - _HONORIFICS
         and not title_tokens - main_tokens
     ):
-        ask = f"What {'was' if past else 'is'} the full name of {{s}}?"
-        out.append(_own(article, "full-name", ask, [main, _HONORIFIC.sub("", main)]))
+        out.append(full_name)
     for segment, after in zip(segments[1:], [*segments[2:], ""], strict=False):
         if after[:1].isupper():  # "officially the Special District of Science, Technology …"
             continue
@@ -90,8 +91,7 @@ def name_facts(article: Article) -> list[Fact]:
         and _NAME_RE.fullmatch(main)
         and not (main_tokens & title_tokens)
     ):  # "Marshall Bruce Mathers III, known professionally as Eminem, is …"
-        ask = f"What {'was' if past else 'is'} the full name of {{s}}?"
-        out.append(_own(article, "full-name", ask, [main, _HONORIFIC.sub("", main)]))
+        out.append(full_name)
     alias = [a for a in alias if normalize_answer(a) != normalize_answer(title)]
     if alias and not any(is_span(a, title) for a in alias):
         out.append(_own(article, "alias", "What is another name for {s}?", alias))

@@ -10,14 +10,13 @@ val questions drops them from its own training questions (``jobs.data.prepare_in
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Literal
 
 from treegrpo.data.lead_questions.build import Built, HopPlan, build_questions
 from treegrpo.data.types import Question
-from treegrpo.data.wiki import Article, Split, load_articles, split_of
+from treegrpo.data.wiki import Article, Split, load_articles, split_of, stable_hash
 
 VAL_SHARE = 10
 """One train article in this many (by a second hash of its title) is a validation article."""
@@ -49,8 +48,7 @@ def question_split(built: Built, title: Mapping[int, str]) -> Split:
 def is_val_article(title: str) -> bool:
     """Whether a train article is a validation one: a hash of ``"val:" + title``, independent
     of ``split_of``'s, picks one train article in ``VAL_SHARE``."""
-    digest = hashlib.sha256(f"val:{title}".encode()).digest()
-    return split_of(title) == "train" and int.from_bytes(digest[:8], "big") % VAL_SHARE == 0
+    return split_of(title) == "train" and stable_hash(f"val:{title}") % VAL_SHARE == 0
 
 
 def lead_questions(split: QuestionSplit, hops: int | None = None) -> list[Question]:

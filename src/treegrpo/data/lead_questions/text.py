@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from treegrpo.data.lead_questions.patterns import (
@@ -93,8 +92,3 @@ def subject_name(article: Article) -> str:
 
 def _nationality(word: str) -> bool:
     return bool(_NATIONALITY.fullmatch(word)) and word not in _NOT_NATIONALITIES
-
-
-def _hash(text: str) -> int:
-    """A stable hash (not Python's salted ``hash``): fixed choices that look random."""
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
