@@ -1,13 +1,20 @@
-"""An agent that searches perfectly scores 100% EM through the real pipeline: real BM25 over the
-world's corpus, the real observation format, the real reward, reading every bridge entity from
-the passages it retrieved."""
+"""An agent that searches perfectly (``FlawedAgent`` without flaws) scores 100% EM through the
+real pipeline: real BM25 over the world's corpus, the real observation format, the real reward,
+reading every bridge entity from the passages it retrieved."""
 
 from __future__ import annotations
 
+import random
+
 from treegrpo.agent.protocol import SearchProtocol
-from treegrpo.embedded.oracle import OracleAgent, run_episode
-from treegrpo.embedded.synthetic import train_eval_worlds
+from treegrpo.embedded.demos import FlawedAgent, Flaws
+from treegrpo.embedded.oracle import run_episode
+from treegrpo.embedded.synthetic import Plan, train_eval_worlds
 from treegrpo.retrieval.bm25 import BM25Retriever
+
+
+def oracle(plan: Plan) -> FlawedAgent:
+    return FlawedAgent(plan, Flaws(early=0.0, stop=0.0, vague=0.0), random.Random(0))
 
 
 def test_oracle_scores_every_question(tag_tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -16,7 +23,7 @@ def test_oracle_scores_every_question(tag_tokenizer) -> None:  # type: ignore[no
     protocol = SearchProtocol(tag_tokenizer, max_obs_tokens=4000)
     results = []
     for q in world.questions:
-        episode = run_episode(OracleAgent(world.plans[q.uid]), protocol, bm25, max_turns=4)
+        episode = run_episode(oracle(world.plans[q.uid]), protocol, bm25, max_turns=4)
         results.append((q, episode.score(protocol, q.golds)))
     wrong = [q.question for q, s in results if s["em"] != 1.0]
     assert wrong == []
@@ -36,9 +43,9 @@ def test_oracle_fails_when_retrieval_hides_the_fact(tag_tokenizer) -> None:  # t
     protocol = SearchProtocol(tag_tokenizer, max_obs_tokens=4000)
     multi = [q for q in world.questions if q.hops >= 2][:20]
     ems = [
-        run_episode(OracleAgent(world.plans[q.uid]), protocol, Useless(), 4).score(
-            protocol, q.golds
-        )["em"]
+        run_episode(oracle(world.plans[q.uid]), protocol, Useless(), 4).score(protocol, q.golds)[
+            "em"
+        ]
         for q in multi
     ]
     assert sum(ems) <= 2

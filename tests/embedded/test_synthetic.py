@@ -11,7 +11,7 @@ from treegrpo.embedded.names import NAME_POOL
 from treegrpo.embedded.relations import RELATIONS, find_object, path, query, question_text
 from treegrpo.embedded.synthetic import MAX_HOPS, World, make_world, train_eval_worlds
 from treegrpo.retrieval.bm25 import BM25Retriever
-from treegrpo.retrieval.corpus import read_corpus
+from treegrpo.retrieval.corpus import read_corpus, write_corpus
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_bm25_finds_the_needed_passage_first_for_a_good_query_only(
 
 def test_corpus_round_trip(worlds: tuple[World, World], tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "corpus.jsonl"
-    assert worlds[0].write_corpus(path) == len(worlds[0].passages)
+    assert write_corpus(path, worlds[0].passages) == len(worlds[0].passages)
     assert read_corpus(path) == worlds[0].passages
 
 

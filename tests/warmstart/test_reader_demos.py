@@ -70,7 +70,7 @@ def _single(tokenizer, question: Question, topk: int = 3):  # type: ignore[no-un
     tool = Tool(RESULTS)
     oracle = rd.single_oracle(question, SUBJECT[question.uid])
     protocol = SearchProtocol(tokenizer, 200)
-    made = rd._episode_demo(question, oracle, tool, tokenizer, protocol, 3, topk)
+    made = rd._episode_demo(question, oracle, tool, protocol, 3, topk)
     return made, tool.queries
 
 
@@ -105,7 +105,7 @@ def test_two_hop_demonstrations_search_the_bridge(tag_tokenizer) -> None:  # typ
     tool = Tool(RESULTS)
     oracle = rd.two_hop_oracle(EMMA_AUTHOR, EMMA_PLAN, "Emma (novel)")
     protocol = SearchProtocol(tag_tokenizer, 200)
-    made = rd._episode_demo(EMMA_AUTHOR, oracle, tool, tag_tokenizer, protocol, 3, 3)
+    made = rd._episode_demo(EMMA_AUTHOR, oracle, tool, protocol, 3, 3)
     assert made is not None and made[1] == 2
     assert tool.queries == [EMMA_AUTHOR.question, EMMA_PLAN.then]
     steps = _text(tag_tokenizer, made[0], 1)
@@ -114,7 +114,7 @@ def test_two_hop_demonstrations_search_the_bridge(tag_tokenizer) -> None:  # typ
     # no second hop retrieved: no demonstration
     tool = Tool({k: v for k, v in RESULTS.items() if k != EMMA_PLAN.then})
     oracle = rd.two_hop_oracle(EMMA_AUTHOR, EMMA_PLAN, "Emma (novel)")
-    assert rd._episode_demo(EMMA_AUTHOR, oracle, tool, tag_tokenizer, protocol, 3, 3) is None
+    assert rd._episode_demo(EMMA_AUTHOR, oracle, tool, protocol, 3, 3) is None
 
 
 def test_masks_are_one_on_the_agents_steps_only(tag_tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -148,7 +148,6 @@ def test_the_mix_keeps_its_shares(tag_tokenizer) -> None:  # type: ignore[no-unt
         [EMMA_AUTHOR],
         titles,
         Tool(results),
-        tag_tokenizer,
         protocol,
         20,
         mix,
@@ -183,9 +182,7 @@ def test_a_direct_demonstration_answers_what_the_model_said_without_searching(
         (CAPITAL, "The capital of Mauritania is Atar."),  # wrong: not a direct demonstration
     ]
     mix = rd.ReaderMix(two_hop=0.0, title=0.0, cloze=0.0, retry=0.0, direct=0.5)
-    demos = rd.build_reader_demos(
-        [PERU, CAPITAL], [], [], tool, tag_tokenizer, protocol, 2, mix, known=known
-    )
+    demos = rd.build_reader_demos([PERU, CAPITAL], [], [], tool, protocol, 2, mix, known=known)
     assert [len(demos["direct"]), len(demos["read"])] == [1, 1]
     steps = _text(tag_tokenizer, demos["direct"][0], 1)
     assert "<search>" not in steps and "I know this: Lima is the capital of Peru." in steps

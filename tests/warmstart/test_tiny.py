@@ -75,7 +75,6 @@ def test_demonstrations_train_on_actions_only(built) -> None:  # type: ignore[no
     world, _ = train_eval_worlds(0)
     demos = build_demos(
         [(world, BM25Retriever(world.passages, use_cache=False))],
-        tok,
         protocol,
         20,
         TINY.flaws,
@@ -97,7 +96,7 @@ def _demos(path: Path, flaws: Flaws, n: int = 80):  # type: ignore[no-untyped-de
     world, _ = train_eval_worlds(0)
     tool = BM25Retriever(world.passages, use_cache=False)
     protocol = SearchProtocol(tok, TINY.max_obs_tokens)
-    return tok, build_demos([(world, tool)], tok, protocol, n, flaws, seed=1)
+    return tok, build_demos([(world, tool)], protocol, n, flaws, seed=1)
 
 
 def _searches(tok, demo) -> int:  # type: ignore[no-untyped-def]

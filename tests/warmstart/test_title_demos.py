@@ -40,7 +40,7 @@ def test_demonstrations_search_then_answer_the_retrieved_title(tag_tokenizer) ->
         "Which ocean borders Chile?": "Pacific Ocean",  # not in the corpus
     }
     questions = [Question(f"t-{i}", q, (t,), "wiki", 1) for i, (q, t) in enumerate(asked.items())]
-    demos = build_title_demos(questions, _tool(), tag_tokenizer, protocol, n=10, seed=0)
+    demos = build_title_demos(questions, _tool(), protocol, n=10, seed=0)
     assert len(demos) == 3  # the Pacific question has no retrieved article: no demonstration
     search, answer = (tag_tokenizer.convert_tokens_to_ids(t) for t in ("<search>", "<answer>"))
     for d in demos:
@@ -50,4 +50,4 @@ def test_demonstrations_search_then_answer_the_retrieved_title(tag_tokenizer) ->
         text = protocol.decode(d.ids[d.prompt_len :])
         assert "<information>" in text  # the real observation, masked out
         assert "<information>" not in protocol.decode(actions)
-    assert len(build_title_demos(questions, _tool(), tag_tokenizer, protocol, n=2)) == 2
+    assert len(build_title_demos(questions, _tool(), protocol, n=2)) == 2

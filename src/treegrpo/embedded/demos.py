@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from treegrpo.agent.protocol import ToolProtocol
+from treegrpo.data.types import Question
 from treegrpo.embedded.names import NAME_POOL
 from treegrpo.embedded.oracle import (
     Episode,
@@ -93,7 +94,8 @@ class Demo:
 
 class FlawedAgent:
     """The oracle with the decision flaws of ``Flaws``, drawn with ``rng`` as the episode goes;
-    ``flaws`` records which ones it made."""
+    ``flaws`` records which ones it made. With no flaws (all probabilities 0) it is the oracle:
+    the right query at every hop, each bridge entity read from the observation it received."""
 
     def __init__(self, plan: Plan, flaws: Flaws, rng: random.Random) -> None:
         self.plan, self.p, self.rng = plan, flaws, rng
@@ -103,46 +105,7 @@ class FlawedAgent:
         self.flaws: list[str] = []
 
     def __call__(self, observations: Sequence[str]) -> str:
-        done = len(observations)
-        if done:  # read the last search's fact about the entity that was searched
-            self.current = find_object(observations[-1], self.rest[0], self.searched)
-            self.rest = self.rest[1:]
-        if self.current is None:
-            return answer_step("the fact is missing", "unknown")
-        if done == 0 and self.rng.random() < self.p.early:
-            self.flaws.append("early")
-            return answer_step(plan_text(self.current, self.rest), self.rng.choice(NAME_POOL))
-        if not self.rest:
-            return answer_step(self.current, self.current)
-        think = plan_text(self.current, self.rest)
-        if done:
-            draw, stop = self.rng.random(), self.p.stop if done == 1 else self.p.later
-            if draw < stop:
-                self.flaws.append("stop")
-                return answer_step(think, self.current)
-            if draw < stop + self.p.vague and self.current != self.plan.start:
-                self.flaws.append("vague")
-                self.searched = self.plan.start
-                return search_step(think, query(self.plan.start, self.rest[0]))
-        self.searched = self.current
-        return search_step(think, query(self.current, self.rest[0]))
-
-
-class WebFlawedAgent:
-    """``FlawedAgent`` in the web variant: a hop is ``search`` (the fact's title) then ``visit 1``
-    (the page, read as the passage is), with the flaws of ``Flaws`` after each page read, and
-    ``skip`` after each search: answer the entity in hand without visiting."""
-
-    def __init__(self, plan: Plan, flaws: Flaws, skip: float, rng: random.Random) -> None:
-        self.plan, self.p, self.skip, self.rng = plan, flaws, skip, rng
-        self.current: str | None = plan.start  # the entity in hand
-        self.rest = plan.relations  # relations still to follow
-        self.searched = plan.start  # the entity of the last search
-        self.last = ""  # the tool the last step called
-        self.flaws: list[str] = []
-
-    def __call__(self, observations: Sequence[str]) -> str:
-        if self.last == "visit":  # read the page's fact about the entity that was searched
+        if observations and self._reads():  # the fact about the entity that was searched
             self.current = find_object(observations[-1], self.rest[0], self.searched)
             self.rest = self.rest[1:]
         if self.current is None:
@@ -151,31 +114,63 @@ class WebFlawedAgent:
         if not observations and self.rng.random() < self.p.early:
             self.flaws.append("early")
             return answer_step(think, self.rng.choice(NAME_POOL))
-        if self.last == "search":
-            if self.rng.random() < self.skip:
-                self.flaws.append("skip")
-                return answer_step(think, self.current)
-            self.last = "visit"
-            return tool_step(think, "visit", "1")
+        if (step := self._after_search(think, self.current)) is not None:
+            return step
         if not self.rest:
             return answer_step(self.current, self.current)
-        if self.last == "visit":
-            read = len(self.plan.relations) - len(self.rest)
+        read = len(self.plan.relations) - len(self.rest)  # facts read so far
+        if read:
             draw, stop = self.rng.random(), self.p.stop if read == 1 else self.p.later
             if draw < stop:
                 self.flaws.append("stop")
                 return answer_step(think, self.current)
             if draw < stop + self.p.vague and self.current != self.plan.start:
                 self.flaws.append("vague")
-                self.searched, self.last = self.plan.start, "search"
-                return search_step(think, query(self.plan.start, self.rest[0]))
-        self.searched, self.last = self.current, "search"
-        return search_step(think, query(self.current, self.rest[0]))
+                return self._search(think, self.plan.start)
+        return self._search(think, self.current)
+
+    def _reads(self) -> bool:
+        """Whether the last observation holds the fact to read: here every one, a search's."""
+        return True
+
+    def _after_search(self, think: str, current: str) -> str | None:
+        """The step between a search and reading its fact: none here."""
+        return None
+
+    def _search(self, think: str, entity: str) -> str:
+        self.searched = entity
+        return search_step(think, query(entity, self.rest[0]))
+
+
+class WebFlawedAgent(FlawedAgent):
+    """``FlawedAgent`` in the web variant: a hop is ``search`` (the fact's title) then ``visit 1``
+    (the page, read as the passage is), with the flaws of ``Flaws`` after each page read, and
+    ``skip`` after each search: answer the entity in hand without visiting."""
+
+    def __init__(self, plan: Plan, flaws: Flaws, skip: float, rng: random.Random) -> None:
+        super().__init__(plan, flaws, rng)
+        self.skip = skip
+        self.last = ""  # the tool the last step called
+
+    def _reads(self) -> bool:
+        return self.last == "visit"
+
+    def _after_search(self, think: str, current: str) -> str | None:
+        if self.last != "search":
+            return None
+        if self.rng.random() < self.skip:
+            self.flaws.append("skip")
+            return answer_step(think, current)
+        self.last = "visit"
+        return tool_step(think, "visit", "1")
+
+    def _search(self, think: str, entity: str) -> str:
+        self.last = "search"
+        return super()._search(think, entity)
 
 
 def build_demos(
     worlds: Sequence[tuple[World, SearchTool | Toolbox]],
-    tokenizer: object,
     protocol: ToolProtocol,
     n: int,
     flaws: Flaws,
@@ -186,10 +181,7 @@ def build_demos(
 ) -> list[Demo]:
     """``n`` demonstrations over the questions of ``worlds`` (each with its own search tool, or
     with the web variant's toolbox when ``skip`` is given: ``WebFlawedAgent``), visited in a
-    seeded order and cycled.
-
-    Many arguments: the recipe's settings as explicit values, each a field of
-    ``warmstart.tiny.WarmStartConfig``."""
+    seeded order and cycled. The settings are fields of ``warmstart.tiny.WarmStartConfig``."""
     rng = random.Random(f"treegrpo-demos:{seed}")
     pool = [(k, q) for k, (w, _) in enumerate(worlds) for q in range(len(w.questions))]
     order: list[tuple[int, int]] = []
@@ -207,24 +199,18 @@ def build_demos(
             else WebFlawedAgent(plan, flaws, skip, rng)
         )
         episode = run_episode(agent, protocol, tool, max_turns, topk)
-        prompt = protocol.prompt_ids(q.question)
-        demos.append(
-            demo_from_episode(prompt, episode, q.hops, protocol, q.golds, tuple(agent.flaws))
-        )
+        demos.append(demo_from_episode(q, episode, protocol, tuple(agent.flaws)))
     return demos
 
 
 def demo_from_episode(
-    prompt: list[int],
-    episode: Episode,
-    hops: int,
-    protocol: ToolProtocol,
-    golds: Sequence[str],
-    flaws: tuple[str, ...] = (),
+    q: Question, episode: Episode, protocol: ToolProtocol, flaws: tuple[str, ...] = ()
 ) -> Demo:
+    """The demonstration of ``episode`` on ``q``: the protocol's prompt, then every turn."""
+    prompt = protocol.prompt_ids(q.question)
     ids, mask = list(prompt), [0] * len(prompt)
     for turn in episode.turns:
         ids += turn.action_ids + turn.obs_ids
         mask += [1] * len(turn.action_ids) + [0] * len(turn.obs_ids)
-    reward = episode.score(protocol, golds)["reward"]
-    return Demo(ids, mask, len(prompt), flaws, hops, reward)
+    reward = episode.score(protocol, q.golds)["reward"]
+    return Demo(ids, mask, len(prompt), flaws, q.hops, reward)

@@ -1,15 +1,14 @@
-"""A scripted search agent that searches perfectly, and the episode loop it runs in.
+"""The episode loop of the scripted search agents, and their step format.
 
 ``run_episode`` plays one question the way ``treegrpo.rollout.sampler`` does (steps 1..max_turns
 may call a tool, one final step must answer; an invalid step gets the protocol's feedback), with
 the real protocol's observation tokens and any real search tool or toolbox. Policies are plain
-functions from the observation texts seen so far to the next step's text.
-
-``OracleAgent`` asks the right query at every hop and takes each bridge entity from the
-observation text it received (``relations.find_object``), not from the world's tables; so a 100%
-score shows that every question is answerable through retrieval as the agent sees it (top-k,
-truncated observations). The warm start writes its demonstrations with the same step format
-(``search_step``, ``answer_step``, ``plan_text``).
+functions from the observation texts seen so far to the next step's text, written in one step
+format (``search_step``, ``tool_step``, ``answer_step``, ``plan_text``). The oracle, which asks
+the right query at every hop and takes each bridge entity from the observation text it received
+(``relations.find_object``), not from the world's tables, is ``demos.FlawedAgent`` without
+flaws: its 100% score shows that every question is answerable through retrieval as the agent
+sees it (top-k, truncated observations).
 """
 
 from __future__ import annotations
@@ -19,8 +18,6 @@ from dataclasses import dataclass
 
 from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.core.rewards import exact_match, extract_answer, is_valid_format, search_r1_reward
-from treegrpo.embedded.relations import find_object, query
-from treegrpo.embedded.synthetic import Plan
 from treegrpo.retrieval.base import Passage, SearchTool
 from treegrpo.tools.registry import PastCall, Toolbox
 
@@ -57,9 +54,6 @@ class Turn:
 @dataclass
 class Episode:
     turns: list[Turn]
-
-    def action_ids(self) -> list[int]:
-        return [t for turn in self.turns for t in turn.action_ids]
 
     def response_ids(self) -> list[int]:
         return [t for turn in self.turns for t in (*turn.action_ids, *turn.obs_ids)]
@@ -112,31 +106,3 @@ def run_episode(
             turns.append(Turn(ids, obs))
         observations.append(protocol.decode(obs))
     return Episode(turns)
-
-
-class OracleAgent:
-    """Searches "<entity> <relation>" for each relation of the plan, reads the next entity from
-    the latest observation, and answers with the last one (or "unknown" when a fact is missing
-    from what it retrieved, which a test turns into a failure). Its thought before each step is
-    ``plan_text`` of what is left."""
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-
-    def entities(self, observations: Sequence[str]) -> list[str | None]:
-        """The start and each bridge entity read so far (None once a fact was not found)."""
-        chain: list[str | None] = [self.plan.start]
-        for rel, obs in zip(self.plan.relations, observations, strict=False):
-            prev = chain[-1]
-            chain.append(None if prev is None else find_object(obs, rel, prev))
-        return chain
-
-    def __call__(self, observations: Sequence[str]) -> str:
-        chain = self.entities(observations)
-        hop, current = len(chain) - 1, chain[-1]
-        if current is None:
-            return answer_step("the fact is missing", "unknown")
-        rest = self.plan.relations[hop:]
-        if not rest:
-            return answer_step(current, current)
-        return search_step(plan_text(current, rest), query(current, rest[0]))

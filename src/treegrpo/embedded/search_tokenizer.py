@@ -16,21 +16,12 @@ from transformers import PreTrainedTokenizerFast
 
 from treegrpo.agent.prompt import instruction_text
 from treegrpo.agent.protocol import CLOSE_INFO, INVALID_FEEDBACK, OPEN_INFO, invalid_feedback
+from treegrpo.core.rewards import PROTOCOL_TAGS
 from treegrpo.embedded.names import NAME_POOL
 from treegrpo.embedded.relations import RELATIONS, fact_sentence, question_text
 from treegrpo.embedded.web import WEB_TOOLS
 from treegrpo.models.tiny import train_bpe_tokenizer
 
-TAGS = (
-    "<think>",
-    "</think>",
-    "<search>",
-    "</search>",
-    "<information>",
-    "</information>",
-    "<answer>",
-    "</answer>",
-)
 WEB_TAGS = ("<visit>", "</visit>")
 
 
@@ -60,7 +51,7 @@ def train_search_tokenizer(vocab_size: int = 768, web: bool = False) -> PreTrain
     the web variant's. Raises ValueError when the vocabulary is too small to hold every name as
     one token."""
     texts = web_texts() + tokenizer_texts() if web else tokenizer_texts()
-    tags = TAGS + WEB_TAGS if web else TAGS
+    tags = PROTOCOL_TAGS + WEB_TAGS if web else PROTOCOL_TAGS
     tok = train_bpe_tokenizer(texts, vocab_size=vocab_size, special_tokens=tags)
     split = [n for n in NAME_POOL for s in (n, " " + n) if len(tok(s)["input_ids"]) != 1]
     if split:

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from treegrpo.data.types import Question
 from treegrpo.embedded.names import NAME_POOL
 from treegrpo.embedded.relations import RELATIONS, fact_sentence, fact_title, path, question_text
 from treegrpo.retrieval.base import Passage
-from treegrpo.retrieval.corpus import make_contents, write_corpus
+from treegrpo.retrieval.corpus import make_contents
 
 SOURCE = "synthetic"
 MAX_HOPS = 4
@@ -81,10 +80,6 @@ class World:
     def follow(self, plan: Plan) -> str:
         """The answer a plan leads to by the world's tables."""
         return self.chain(plan)[-1]
-
-    def write_corpus(self, path: str | Path) -> int:
-        """Write the passages as a Search-R1 jsonl corpus; return the count."""
-        return write_corpus(path, self.passages)
 
 
 def make_world(seed: int, n_people: int = 100, n_questions: int = 400) -> World:

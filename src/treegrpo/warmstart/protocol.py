@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,15 +74,9 @@ def protocol_warm_start(
     """The directory of ``base`` warm-started on the protocol, built on first use. ``questions``
     and ``tool`` default to the wiki train questions and BM25 over the wiki corpus (given: tests
     or other title-question sets; then they are part of what the caller keys the cache on)."""
-    return cached_build(
-        "protocol",
-        base,
-        cfg,
-        FORMAT_VERSION,
-        lambda tmp: build(Path(base), cfg, tmp, progress, questions, tool),
-        cache_dir,
-        custom=questions is not None,
-    )
+    make = partial(build, questions=questions, tool=tool)
+    key = {"custom": questions is not None}
+    return cached_build("protocol", base, cfg, FORMAT_VERSION, make, cache_dir, progress, **key)
 
 
 def cached_build(
@@ -89,16 +84,17 @@ def cached_build(
     base: str | Path,
     cfg: Any,
     format_version: int,
-    make: Callable[[Path], object],
+    build: Callable[[Path, Any, Path, bool], object],
     cache_dir: str | Path | None = None,
+    progress: bool = True,
     **key: Any,
 ) -> Path:
     """``<cache>/<kind>/<key>``, the warm start of ``base`` with settings ``cfg`` (a dataclass),
-    made by ``make(tmp)`` on first use; the key hashes the format version, the base model's
-    path, every setting and ``key``."""
+    made by ``build(base, cfg, tmp, progress)`` on first use; the key hashes the format
+    version, the base model's path, every setting and ``key``."""
     meta = {"format": format_version, "base": str(Path(base).resolve()), "config": asdict(cfg)}
     entry = cache_entry(cache_dir, kind, **meta, **key)
-    cached_dir(entry, make, meta)
+    cached_dir(entry, lambda tmp: build(Path(base), cfg, tmp, progress), meta)
     return entry
 
 
@@ -115,7 +111,7 @@ def build(
         questions, tool = wiki_questions("train"), BM25Retriever(wiki_corpus())
     tokenizer = AutoTokenizer.from_pretrained(base)
     protocol = SearchProtocol(tokenizer, cfg.max_obs_tokens)
-    demos = build_title_demos(questions, tool, tokenizer, protocol, cfg.n_demos, seed=cfg.seed)
+    demos = build_title_demos(questions, tool, protocol, cfg.n_demos, seed=cfg.seed)
     if not demos:
         raise ValueError("protocol warm start: no question gave a demonstration")
     return tune_and_save(base, tokenizer, demos, cfg, out_dir, progress)

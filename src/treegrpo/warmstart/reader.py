@@ -8,10 +8,8 @@ hops through a bridge entity, answering without a search what the base model alr
 (``closed_book``), and a share of title questions. Train split only: the single-hop and two-hop
 ``lead_questions`` of train articles and the ``wiki:train`` title questions.
 
-``reader_warm_start(base)`` builds once per (base model, settings) into
-``<cache>/reader/<key>/`` and returns the directory (a plain transformers checkpoint, the
-tokenizer and ``protocol.json`` with the settings, the demonstrations per category and the SFT
-losses).
+``reader_warm_start(base)`` builds and caches it as ``protocol_warm_start`` does, in
+``<cache>/reader/<key>/``; its ``protocol.json`` also counts the demonstrations per category.
 """
 
 from __future__ import annotations
@@ -62,8 +60,7 @@ def reader_warm_start(
     progress: bool = True,
 ) -> Path:
     """The directory of ``base`` warm-started on reading demonstrations, built on first use."""
-    make = lambda tmp: build(Path(base), cfg, tmp, progress)  # noqa: E731
-    return cached_build("reader", base, cfg, FORMAT_VERSION, make, cache_dir)
+    return cached_build("reader", base, cfg, FORMAT_VERSION, build, cache_dir, progress)
 
 
 def build(
@@ -85,7 +82,6 @@ def build(
         lead_questions("train", hops=2),
         wiki_questions("train"),
         BM25Retriever(wiki_corpus()),
-        tokenizer,
         protocol,
         cfg.sft.n_demos,
         cfg.mix,

@@ -34,7 +34,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol, parse_passages
 from treegrpo.core.rewards import normalize_answer
 from treegrpo.data.lead_questions import HopPlan
@@ -161,19 +160,18 @@ def _episode_demo(
     q: Question,
     oracle: ReaderOracle,
     tool: SearchTool,
-    tokenizer: object,
     protocol: SearchProtocol,
     max_turns: int,
     topk: int,
 ) -> tuple[Demo, int] | None:
     """The demonstration of one oracle episode and its search count, or None when it did not
     answer exactly (``_exact_demo``)."""
-    demo = _exact_demo(q, run_episode(oracle, protocol, tool, max_turns, topk), tokenizer, protocol)
+    demo = _exact_demo(q, run_episode(oracle, protocol, tool, max_turns, topk), protocol)
     return None if demo is None else (demo, len(oracle.searches))
 
 
 def _direct_demo(
-    q: Question, sentence: str, tool: SearchTool, tokenizer: object, protocol: SearchProtocol
+    q: Question, sentence: str, tool: SearchTool, protocol: SearchProtocol
 ) -> Demo | None:
     """Answer ``q`` at once with the gold that the model's closed-book ``sentence`` holds (the
     thought: ``KNOW_THINK`` and the sentence), or None when it holds none."""
@@ -181,18 +179,14 @@ def _direct_demo(
     if gold is None:
         return None
     step = answer_step(f"{KNOW_THINK} {sentence}", gold)
-    return _exact_demo(q, run_episode(lambda obs: step, protocol, tool), tokenizer, protocol)
+    return _exact_demo(q, run_episode(lambda obs: step, protocol, tool), protocol)
 
 
-def _exact_demo(
-    q: Question, episode: Episode, tokenizer: object, protocol: SearchProtocol
-) -> Demo | None:
+def _exact_demo(q: Question, episode: Episode, protocol: SearchProtocol) -> Demo | None:
     """The demonstration of ``episode`` when it answers one of ``q``'s golds exactly, else None."""
     if episode.score(protocol, q.golds)["em"] != 1.0:
         return None
-    return demo_from_episode(
-        render_prompt(tokenizer, q.question), episode, q.hops, protocol, q.golds
-    )
+    return demo_from_episode(q, episode, protocol)
 
 
 def _first_search_holds(q: Question, tool: SearchTool, topk: int) -> bool:
@@ -205,7 +199,6 @@ def build_reader_demos(
     two_hop: Sequence[Question],
     titles: Sequence[Question],
     tool: SearchTool,
-    tokenizer: object,
     protocol: SearchProtocol,
     n: int,
     mix: ReaderMix = ReaderMix(),
@@ -234,7 +227,7 @@ def build_reader_demos(
     for q, sentence in known:
         if len(out["direct"]) == round(n * mix.direct):
             break
-        demo = _direct_demo(q, sentence, tool, tokenizer, protocol)
+        demo = _direct_demo(q, sentence, tool, protocol)
         if demo is not None:
             out["direct"].append(demo)
             used.add(q.uid)
@@ -242,9 +235,7 @@ def build_reader_demos(
         p = plan(q)
         if len(out["two-hop"]) == n_two or p is None:
             continue
-        made = _episode_demo(
-            q, two_hop_oracle(q, p, subject(q)), tool, tokenizer, protocol, max_turns, topk
-        )
+        made = _episode_demo(q, two_hop_oracle(q, p, subject(q)), tool, protocol, max_turns, topk)
         if made is not None:
             out["two-hop"].append(made[0])
     n_single = n - n_title - len(out["two-hop"]) - len(out["direct"])
@@ -263,7 +254,7 @@ def build_reader_demos(
         if full and _first_search_holds(q, tool, topk):
             continue  # only re-searches are still wanted: skip the episode of a plain read
         oracle = single_oracle(q, subject(q))
-        made = _episode_demo(q, oracle, tool, tokenizer, protocol, max_turns, topk)
+        made = _episode_demo(q, oracle, tool, protocol, max_turns, topk)
         if made is None:
             continue
         demo, searches = made
@@ -274,7 +265,5 @@ def build_reader_demos(
             spare.append(demo)
     short = n_single - sum(len(out[c]) for c in want)
     out["read"] += spare[: max(0, short)]
-    out["title"] = build_title_demos(
-        titles, tool, tokenizer, protocol, n_title, seed, max_turns, topk
-    )
+    out["title"] = build_title_demos(titles, tool, protocol, n_title, seed, max_turns, topk)
     return out

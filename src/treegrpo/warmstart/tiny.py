@@ -225,7 +225,6 @@ def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
         protocol, tools = ToolProtocol(tokenizer, cfg.max_obs_tokens), retrievers
     return build_demos(
         list(zip(worlds, tools, strict=True)),
-        tokenizer,
         protocol,
         cfg.n_demos,
         cfg.flaws,
@@ -253,11 +252,7 @@ def _model(cfg: WarmStartConfig, tokenizer: Any) -> Any:
     )
     if cfg.induction:
         induction_init(model, seed=cfg.seed, name_starts=name_ids(tokenizer))
-        for p in _circuit_params(model):
-            p.requires_grad_(False)
+        for n, p in model.named_parameters():
+            if n.startswith(CIRCUIT_PARAMS):
+                p.requires_grad_(False)
     return model
-
-
-def _circuit_params(model: Any) -> list[Any]:
-    """The parameters that hold ``induction_init``'s circuits (names in ``CIRCUIT_PARAMS``)."""
-    return [p for n, p in model.named_parameters() if n.startswith(CIRCUIT_PARAMS)]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from treegrpo.agent.prompt import render_prompt
 from treegrpo.agent.protocol import SearchProtocol, parse_passages
 from treegrpo.core.rewards import normalize_answer
 from treegrpo.data.types import Question
@@ -60,7 +59,6 @@ class TitleOracle:
 def build_title_demos(
     questions: Sequence[Question],
     tool: SearchTool,
-    tokenizer: object,
     protocol: SearchProtocol,
     n: int,
     seed: int = 0,
@@ -75,9 +73,6 @@ def build_title_demos(
         if len(demos) == n:
             break
         episode = run_episode(TitleOracle(q), protocol, tool, max_turns, topk)
-        demo = demo_from_episode(
-            render_prompt(tokenizer, q.question), episode, 1, protocol, q.golds
-        )
         if episode.score(protocol, q.golds)["em"] == 1.0:
-            demos.append(demo)
+            demos.append(demo_from_episode(q, episode, protocol))
     return demos

@@ -11,9 +11,8 @@ port, so the URLs in the demonstrations are those of any later run. Train split 
 ``wiki-web:train`` questions (``held_out_share`` is the share ``jobs.data`` holds out), and no
 episode opens a held-out article.
 
-``web_warm_start(base)`` builds once per (base model, settings) into ``<cache>/web/<key>/`` and
-returns the directory (a plain transformers checkpoint, the tokenizer and ``protocol.json`` with
-the settings, the demonstrations per category and the SFT losses).
+``web_warm_start(base)`` builds and caches it as ``protocol_warm_start`` does, in
+``<cache>/web/<key>/``; its ``protocol.json`` also counts the demonstrations per category.
 """
 
 from __future__ import annotations
@@ -73,8 +72,7 @@ def web_warm_start(
     progress: bool = True,
 ) -> Path:
     """The directory of ``base`` warm-started on web demonstrations, built on first use."""
-    make = lambda tmp: build(Path(base), cfg, tmp, progress)  # noqa: E731
-    return cached_build("web", base, cfg, FORMAT_VERSION, make, cache_dir)
+    return cached_build("web", base, cfg, FORMAT_VERSION, build, cache_dir, progress)
 
 
 def build(

@@ -48,11 +48,10 @@ from treegrpo.embedded.oracle import answer_step, run_episode, tool_step
 from treegrpo.tools.registry import Toolbox
 from treegrpo.tools.web.browse import VisitTool
 from treegrpo.tools.web.search import WebSearchTool
-from treegrpo.warmstart.reader_demos import rewrite
+from treegrpo.warmstart.reader_demos import CONTEXT_WORDS, rewrite
 from treegrpo.website.local import LocalSite
 
 FIRST_THINK = "I need a page that answers this."
-CONTEXT_WORDS = 6  # words quoted before the answer in the answering thought
 CATEGORIES = ("in-snippet", "snippet-visit", "in-page", "link", "skip", "stop")
 """Demonstration categories: the three kinds played right, then the variants."""
 
@@ -221,15 +220,12 @@ def play(
 ) -> Demo | None:
     """The demonstration of one scripted episode; None when it does not fit ``max_context``, a
     right variant does not answer right, or a flawed one does."""
-    oracle = WebOracle(q, pages, variant)
-    episode = run_episode(oracle, protocol, tools, max_turns)
-    question = q.question
-    em = episode.score(protocol, question.golds)["em"]
+    episode = run_episode(WebOracle(q, pages, variant), protocol, tools, max_turns)
+    em = episode.score(protocol, q.question.golds)["em"]
     if em != (0.0 if variant in ("skip", "stop") else 1.0):
         return None
     flaws = (variant,) if variant != "right" else ()
-    prompt = protocol.prompt_ids(question.question)
-    demo = demo_from_episode(prompt, episode, question.hops, protocol, question.golds, flaws)
+    demo = demo_from_episode(q.question, episode, protocol, flaws)
     return demo if len(demo.ids) <= max_context else None
 
 
