@@ -7,6 +7,7 @@ the defaults are checked against what Search-R1 sends.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import json
@@ -173,7 +174,9 @@ def test_serve_flags_reach_the_server(
 ) -> None:
     commands = importlib.import_module(cli.COMMANDS)
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(commands, "run_server", lambda tool, **kwargs: seen.update(kwargs))
+    record = functools.wraps(commands.create_app)(lambda tool, **kw: seen.update(kw))
+    monkeypatch.setattr(commands, "create_app", record)  # the same keyword-only limits
+    monkeypatch.setattr(commands, "run_server", lambda app, *args: None)
     flags = ["--max-queries", "5", "--max-query-chars", "6", "--max-body-bytes", "7"]
     flags += ["--max-response-bytes", "8"]
     cli.main(["serve", "--corpus", str(corpus_file), "--cache-dir", str(tmp_path), *flags])

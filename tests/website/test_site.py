@@ -4,6 +4,7 @@ as SearXNG JSON, snippets, limits, and many concurrent clients on a live loopbac
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import re
 from collections.abc import Iterator
@@ -214,7 +215,11 @@ def test_serve_web_flags_reach_the_site(tmp_path: Path, monkeypatch: pytest.Monk
     )
     commands = importlib.import_module(cli.COMMANDS)
     seen: dict[str, Any] = {}
-    monkeypatch.setattr(commands, "serve_site", lambda site, **kw: seen.update(kw, site=site))
+    record = functools.wraps(commands.create_site_app)(
+        lambda site, **kw: seen.update(kw, site=site)
+    )
+    monkeypatch.setattr(commands, "create_site_app", record)  # the same keyword-only limits
+    monkeypatch.setattr(commands, "run_server", lambda app, host, port, *a: seen.update(port=port))
     flags = ["--max-query-chars", "7", "--max-results", "20", "--port", "9"]
     cli.main(["serve-web", "--corpus", str(path), "--cache-dir", str(tmp_path), *flags])
     assert (seen["max_query_chars"], seen["max_results"], seen["port"]) == (7, 20, 9)

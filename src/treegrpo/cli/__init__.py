@@ -29,9 +29,8 @@ from treegrpo.train.yaml_config import ConfigError, apply_config, read_config
 
 COMMANDS = "treegrpo.cli.commands"
 """The module that does the work of every command (``commands.train`` for ``treegrpo train``,
-…), imported by name when a command runs: it loads torch, transformers, peft and datasets, which
-the parser does not need, so ``treegrpo --help`` and a mistyped flag answer at once. The one
-import by name in the package (tests/test_layers.py, ``BY_NAME``)."""
+…), imported by name when a command runs (its docstring says why): the one import by name in
+the package (tests/test_layers.py, ``BY_NAME``)."""
 
 
 def main(args: Sequence[str] | None = None) -> None:

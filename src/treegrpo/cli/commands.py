@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import inspect
 import logging
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +50,8 @@ from treegrpo.eval.evaluate import EvalItem, compare_table, format_table
 from treegrpo.eval.run import evaluate_checkpoint, model_directory, synthetic_set
 from treegrpo.jobs import data as data_job
 from treegrpo.jobs import embedded as embedded_job
-from treegrpo.jobs.budget import plan as budget_plan
 from treegrpo.jobs.budget import run as budget_run
+from treegrpo.jobs.budget.plan import BenchSettings, bench_settings
 from treegrpo.jobs.presets import DEFAULT_DATA, DEFAULT_EMBEDDED, DataConfig
 from treegrpo.jobs.runner import start_run
 from treegrpo.jobs.tools import search_r1_only
@@ -58,15 +60,13 @@ from treegrpo.models.smollm2 import prepare_smollm2
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.retrieval.dense import DenseRetriever
+from treegrpo.retrieval.server import create_app
 from treegrpo.retrieval.server import serve as run_server
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.mcp.server import run as run_mcp_server
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import latest_checkpoint
-from treegrpo.train.config import (
-    ClusterConfig,
-    HealthConfig,
-)
+from treegrpo.train.config import ClusterConfig, HealthConfig
 from treegrpo.train.health import SearchOutage, TrainingUnhealthy
 from treegrpo.train.task import TrainSettings
 from treegrpo.train.yaml_config import dump_config
@@ -74,7 +74,7 @@ from treegrpo.viz.evalview import write_eval_pages
 from treegrpo.viz.report import write_run_report
 from treegrpo.viz.trees import write_pages
 from treegrpo.website.corpus import WebArticle, read_site_corpus
-from treegrpo.website.site import Site, serve_site
+from treegrpo.website.site import Site, create_site_app
 
 LOG_ENV = "TREEGRPO_LOG"
 """The level of train.log and the progress lines (default INFO; DEBUG adds the phases of every
@@ -105,26 +105,12 @@ def bench_budget(args: BenchBudgetOptions) -> None:
     start_process("cpu", None)  # the CPU speed-ups' process-wide part, before any tensor work
 
     try:
-        settings = budget_plan.bench_settings(
-            args.quick,
-            args.config,
-            steps=args.steps,
-            prompts_per_step=args.prompts_per_step,
-            seeds=args.seeds,
-            eval_questions=args.eval_questions,
-            budgets=args.budgets,
-            ablation=False if args.no_ablation else None,
-            expansions=args.expansions,
-            difficulty=args.difficulty,
-            quarter=args.quarter or None,
-            world_seed=args.world_seed,
-            warm_starts=args.warm_starts,
-            warm_cross=args.warm_cross or None,
-            eval_every=args.eval_every,
-            workers=args.workers,
-            out=args.out,
-            runs_dir=args.runs_dir,
-        )
+        # every option named as a setting is that setting (None: the mode's default)
+        given = {
+            f.name: getattr(args, f.name) for f in fields(BenchSettings) if hasattr(args, f.name)
+        }
+        ablation = False if args.no_ablation else None
+        settings = bench_settings(args.quick, args.config, ablation=ablation, **given)
     except ValueError as exc:
         raise SystemExit(f"treegrpo bench-budget: {exc}") from None
     result = budget_run.run_benchmark(settings)
@@ -149,20 +135,8 @@ def serve(args: ServeOptions) -> None:
         )
     url = f"http://{args.host}:{args.port}/retrieve"
     print(f"serving {len(tool)} passages ({args.retriever}) on {url}", flush=True)
-    run_server(
-        tool,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        max_topk=args.topk_max,
-        default_topk=args.default_topk,
-        max_batch=args.max_batch,
-        batch_wait_ms=args.batch_wait_ms,
-        max_queries=args.max_queries,
-        max_query_chars=args.max_query_chars,
-        max_body_bytes=args.max_body_bytes,
-        max_response_bytes=args.max_response_bytes,
-    )
+    app = create_app(tool, max_topk=args.topk_max, **_limits(args, create_app))
+    run_server(app, args.host, args.port, args.log_level)
 
 
 def serve_mcp(args: ServeMcpOptions) -> None:
@@ -195,16 +169,16 @@ def serve_web(args: ServeWebOptions) -> None:
         f"{site.startup_s:.1f} s) on http://{args.host}:{args.port}/",
         flush=True,
     )
-    serve_site(
-        site,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        max_query_chars=args.max_query_chars,
-        max_results=args.max_results,
-        max_batch=args.max_batch,
-        batch_wait_ms=args.batch_wait_ms,
-    )
+    app = create_site_app(site, **_limits(args, create_site_app))
+    run_server(app, args.host, args.port, args.log_level)
+
+
+def _limits(options: Any, make_app: Callable[..., Any]) -> dict[str, Any]:
+    """The options that ``make_app`` takes as keyword-only arguments of the same name (a
+    server's limits), to pass on as they are."""
+    params = inspect.signature(make_app).parameters
+    keyword = {name for name, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    return {f.name: getattr(options, f.name) for f in fields(options) if f.name in keyword}
 
 
 def train(args: TrainOptions) -> None:

@@ -384,5 +384,4 @@ OPTIONS: dict[str, Any] = {
     "serve-web": ServeWebOptions,
     "view": ViewOptions,
 }
-"""Every command by name, with the dataclass of its options (``treegrpo.cli.main`` parses a
-command into it and runs the function of ``treegrpo.cli.commands`` that does its work)."""
+"""Every command by name, with the dataclass of its options."""

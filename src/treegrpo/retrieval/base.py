@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+C = TypeVar("C", bound="Closes")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,19 @@ class SearchFailed(ToolFailed):
 
     def __init__(self, message: str, results: list[list[Passage] | None] | None = None) -> None:
         super().__init__(message, results)
+
+
+class Closes:
+    """Holds connections, threads or a process until ``close``; a ``with`` block closes it."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: C) -> C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class SearchTool(Protocol):

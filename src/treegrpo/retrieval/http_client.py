@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
 
 import httpx
 
-from treegrpo.retrieval.base import Passage, SearchFailed
+from treegrpo.retrieval.base import Closes, Passage, SearchFailed
 from treegrpo.retrieval.protocol import ProtocolError, decode_response
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,35 @@ def _excerpt(text: str, n: int = 300) -> str:
     return text if len(text) <= n else text[:n] + "…"
 
 
-class RemoteRetriever:
+def send_retrying(
+    send: Callable[[], httpx.Response],
+    what: str,
+    retries: int,
+    backoff: float,
+    error: Callable[[str], Exception],
+) -> httpx.Response:
+    """``send()``, sent again after a transport error (refused, reset, timed out), a 5xx or a
+    429, at most ``retries`` more times, first after ``backoff`` seconds, then twice as long each
+    time; the first response of another status, or ``error`` naming ``what`` and the last
+    problem once the attempts run out."""
+    problem = ""
+    for attempt in range(retries + 1):
+        if attempt:
+            delay = backoff * 2 ** (attempt - 1)
+            log.warning("%s: %s; retry %d in %.1f s", what, problem, attempt, delay)
+            time.sleep(delay)
+        try:
+            response = send()
+        except httpx.TransportError as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            continue
+        if response.status_code < 500 and response.status_code != 429:
+            return response
+        problem = f"HTTP {response.status_code}: {_excerpt(response.text)}"
+    raise error(f"{what} failed after {retries + 1} attempts; last: {problem}")
+
+
+class RemoteRetriever(Closes):
     """Search through a remote ``POST /retrieve`` endpoint.
 
     Args:
@@ -70,35 +98,6 @@ class RemoteRetriever:
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
-
-    def __enter__(self) -> RemoteRetriever:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _post(self, payload: dict[str, Any]) -> httpx.Response:
-        """POST with retries; returns a response that is neither 5xx nor 429, or raises
-        ``RetrieverError``."""
-        problem = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                delay = self.backoff * 2 ** (attempt - 1)
-                log.warning(
-                    "retriever %s: %s; retry %d in %.1f s", self.url, problem, attempt, delay
-                )
-                time.sleep(delay)
-            try:
-                response = self._client.post(self.url, json=payload)
-            except httpx.TransportError as exc:  # refused, reset, timed out, ...
-                problem = f"{type(exc).__name__}: {exc}"
-                continue
-            if response.status_code < 500 and response.status_code != 429:
-                return response
-            problem = f"HTTP {response.status_code}: {_excerpt(response.text)}"
-        raise RetrieverError(
-            f"retriever {self.url} failed after {self.retries + 1} attempts; last: {problem}"
-        )
 
     def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
         """One request for the whole batch; one passage list per query, best first.
@@ -131,7 +130,14 @@ class RemoteRetriever:
         Raises ``RetrieverError`` for what fails the whole batch (transport, 5xx after the
         retries, another 4xx, a malformed answer).
         """
-        response = self._post({"queries": queries, "topk": topk, "return_scores": True})
+        payload = {"queries": queries, "topk": topk, "return_scores": True}
+        response = send_retrying(
+            lambda: self._client.post(self.url, json=payload),
+            f"retriever {self.url}",
+            self.retries,
+            self.backoff,
+            RetrieverError,
+        )
         status = response.status_code
         if status in SPLIT_STATUSES and len(queries) > 1:
             (log.warning if depth == 0 else log.debug)(

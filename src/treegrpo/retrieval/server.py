@@ -242,12 +242,8 @@ def create_app(
         max_batch: Most queries per ``retriever.search`` call (bigger requests are split).
         batch_wait_ms: How long an idle server waits for more requests to batch together.
         default_topk: topk when a request leaves it out (Search-R1's default is 3).
-        max_queries: Most queries in one request; more is a 413 (``MAX_QUERIES`` says why
-            8192 keeps Search-R1's batches working).
-        max_query_chars: Longest query in characters; longer is a 422 naming the query.
-        max_body_bytes: Largest request body; larger is a 413, refused without reading it.
-        max_response_bytes: Largest response body; a request whose answer would be larger is
-            a 413 naming its queries and topk.
+        max_queries, max_query_chars, max_body_bytes, max_response_bytes: The limits of the
+            module docstring (the constants of the same names say why their defaults).
 
     Long: the routes are closures over the limits and the batcher, the FastAPI way of giving
     handlers their state.
@@ -334,19 +330,15 @@ def create_app(
 
 
 def serve(
-    retriever: SearchTool,
+    app: FastAPI,
     host: str = "127.0.0.1",
     port: int = 8000,
     log_level: str = "warning",
     access_log: bool = False,
-    **app_kwargs: Any,
 ) -> None:
-    """Run the server with uvicorn until interrupted (loopback-only by default).
-
-    The access log is off by default: at hundreds of requests per second it costs more than
-    the search itself.
-    """
+    """Run ``app`` (``create_app``'s, or ``website.site.create_site_app``'s) with uvicorn until
+    interrupted, loopback-only by default. The access log is off by default: at hundreds of
+    requests per second it costs more than the search itself."""
     import uvicorn
 
-    app = create_app(retriever, **app_kwargs)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)

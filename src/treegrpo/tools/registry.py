@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
-from treegrpo.retrieval.base import Passage, SearchTool, ToolFailed, format_passages
+from treegrpo.retrieval.base import Closes, Passage, SearchTool, ToolFailed, format_passages
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class Tool(Described, Protocol):
 T = TypeVar("T", bound=Tool)
 
 
-class Toolbox:
+class Toolbox(Closes):
     """The tools an agent may call, by name, in the order the prompt lists them."""
 
     def __init__(self, tools: Sequence[Tool] = ()) -> None:
@@ -158,12 +158,6 @@ class Toolbox:
         """Close what the toolbox owns (``owns``), last first; a stdio MCP server exits."""
         while self._owned:
             self._owned.pop().close()
-
-    def __enter__(self) -> Toolbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @classmethod
     def search_r1(cls, retriever: SearchTool, topk: int = 3) -> Toolbox:

@@ -47,13 +47,7 @@ from treegrpo.website.corpus import (
     slug,
     slug_key,
 )
-from treegrpo.website.html import (
-    Hit,
-    article_page,
-    home_page,
-    not_found_page,
-    results_page,
-)
+from treegrpo.website.html import Hit, article_page, home_page, not_found_page, results_page
 
 log = logging.getLogger(__name__)
 
@@ -263,19 +257,3 @@ def searxng_json(query: str, hits: Sequence[Hit]) -> dict[str, Any]:
         "suggestions": [],
         "unresponsive_engines": [],
     }
-
-
-def serve_site(
-    site: Site,
-    host: str = "127.0.0.1",
-    port: int = 8080,
-    log_level: str = "warning",
-    access_log: bool = False,
-    **app_kwargs: Any,
-) -> None:
-    """Run the site with uvicorn until interrupted (loopback-only by default; the access log
-    is off, at thousands of requests a second it costs more than a page)."""
-    import uvicorn
-
-    app = create_site_app(site, **app_kwargs)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)

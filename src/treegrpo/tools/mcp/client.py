@@ -38,7 +38,7 @@ from typing import Any
 import mcp_types
 from mcp.shared.exceptions import MCPError
 
-from treegrpo.retrieval.base import ToolFailed
+from treegrpo.retrieval.base import Closes, ToolFailed
 from treegrpo.tools.mcp.connection import OUTAGE_CODES, McpConnection, McpServer, is_outage
 from treegrpo.tools.mcp.schema import ArgumentParser
 from treegrpo.tools.registry import NAME, RESERVED, Call, Failure
@@ -144,7 +144,7 @@ def _error_text(result: mcp_types.CallToolResult) -> str:
 
 
 @dataclass
-class McpTools:
+class McpTools(Closes):
     """The tools of some MCP servers, for ``Toolbox.register``, and their connections to
     ``close`` (or use as a context manager)."""
 
@@ -161,12 +161,6 @@ class McpTools:
         """Close every connection (stdio servers exit)."""
         for connection in self.connections:
             connection.close()
-
-    def __enter__(self) -> McpTools:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def mcp_tools(servers: Sequence[McpServer]) -> McpTools:

@@ -30,7 +30,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from treegrpo.retrieval.base import ToolFailed
+from treegrpo.retrieval.base import Closes, ToolFailed
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class _Session:
         self.task: asyncio.Task[None] | None = None
 
 
-class McpConnection:
+class McpConnection(Closes):
     """A session with one MCP server, kept open until ``close``; calls from any thread."""
 
     def __init__(self, config: McpServer) -> None:
@@ -104,12 +104,6 @@ class McpConnection:
         except BaseException:
             self.close()
             raise
-
-    def __enter__(self) -> McpConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __reduce__(self) -> tuple[type[McpConnection], tuple[McpServer]]:
         """A copy (a pickle sent to a Ray worker) opens its own session from the config; it

@@ -65,9 +65,7 @@ def _render(schema: Any, depth: int, root: Mapping[str, Any]) -> str:
         return f"list[{_render(schema.get('items'), depth, root)}]"
     if kind == "object" or (kind is None and "properties" in schema):
         props = schema.get("properties")
-        if not isinstance(props, Mapping) or not props:
-            return "object"
-        if depth <= 0:
+        if not isinstance(props, Mapping) or not props or depth <= 0:
             return "object"
         required = set(schema.get("required") or ())
         parts = [

@@ -135,17 +135,6 @@ class PageFetcher(Reopens):
         self._cache: OrderedDict[str, Page] = OrderedDict()
         self._lock = threading.Lock()
 
-    def close(self) -> None:
-        """Stop the threads and close the connections."""
-        self._pool.shutdown(wait=True)
-        self._client.close()
-
-    def __enter__(self) -> PageFetcher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def fetch_many(self, urls: Sequence[str]) -> list[Page | Failure]:
         """Each URL's page or failure, in order; the distinct URLs are fetched concurrently."""
         distinct = list(dict.fromkeys(urls))

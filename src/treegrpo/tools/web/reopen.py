@@ -9,15 +9,23 @@ addresses reach from there (a loopback site only on the same machine).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+import httpx
+
+from treegrpo.retrieval.base import Closes
 
 R = TypeVar("R", bound="Reopens")
 
 
-class Reopens:
-    """Pickles as ``type(self)(*args, **kwargs)`` of its construction (see module docstring)."""
+class Reopens(Closes):
+    """Pickles as ``type(self)(*args, **kwargs)`` of its construction (see module docstring);
+    holds an HTTP client and a thread pool until ``close``."""
 
     _made_with: tuple[tuple[Any, ...], dict[str, Any]]
+    _client: httpx.Client
+    _pool: ThreadPoolExecutor
 
     def __new__(cls: type[R], *args: Any, **kwargs: Any) -> R:
         self = super().__new__(cls)
@@ -27,6 +35,11 @@ class Reopens:
     def __reduce__(self) -> tuple[Any, ...]:
         args, kwargs = self._made_with
         return (_reopen, (type(self), args, kwargs))
+
+    def close(self) -> None:
+        """Stop the threads and close the connections."""
+        self._pool.shutdown(wait=True)
+        self._client.close()
 
 
 def _reopen(cls: type[Reopens], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Reopens:

@@ -29,9 +29,7 @@ then names a hit by its number (``<visit> 2 </visit>``)::
 from __future__ import annotations
 
 import html
-import logging
 import re
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,11 +38,10 @@ from typing import Any, Protocol
 import httpx
 
 from treegrpo.retrieval.base import ToolFailed
+from treegrpo.retrieval.http_client import send_retrying
 from treegrpo.tools.registry import BadArgument, Call
 from treegrpo.tools.web.reopen import Reopens
 from treegrpo.tools.web.text import cut
-
-log = logging.getLogger(__name__)
 
 _TAG = re.compile(r"<[^>]{0,200}>")
 
@@ -97,16 +94,6 @@ class HttpSearch(Reopens):
         self._client = httpx.Client(timeout=timeout, headers=dict(headers or {}))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="search")
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        self._client.close()
-
-    def __enter__(self) -> HttpSearch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def search(self, queries: Sequence[str], topk: int) -> list[list[SearchHit]]:
         """Each query's hits (at most ``topk``), the queries sent concurrently."""
         if topk < 1:
@@ -123,7 +110,14 @@ class HttpSearch(Reopens):
     def _one(self, query: str, topk: int) -> list[SearchHit] | str:
         """The query's hits, or what went wrong."""
         try:
-            response = self._send(self._request(query, topk))
+            request = self._request(query, topk)
+            response = send_retrying(
+                lambda: self._client.send(request),
+                f"search {self.url}",
+                self.retries,
+                self.backoff,
+                SearchBackendError,
+            )
         except SearchBackendError as exc:
             return str(exc)
         if response.status_code != 200:
@@ -133,25 +127,6 @@ class HttpSearch(Reopens):
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
             why = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # unquoted
             return f"search {self.url}: unexpected answer ({why}): {_excerpt(response.text)}"
-
-    def _send(self, request: httpx.Request) -> httpx.Response:
-        """Send with retries on transport errors, 5xx and 429; raise when they run out."""
-        problem = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                response = self._client.send(request)
-            except httpx.TransportError as exc:  # refused, reset, timed out, ...
-                problem = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.status_code < 500 and response.status_code != 429:
-                    return response
-                problem = f"HTTP {response.status_code}: {_excerpt(response.text)}"
-            log.warning("search %s: %s (attempt %d)", self.url, problem, attempt + 1)
-        raise SearchBackendError(
-            f"search {self.url} failed after {self.retries + 1} attempts; last: {problem}"
-        )
 
     def _hint(self, response: httpx.Response) -> str:
         return f": {_excerpt(response.text)}"
