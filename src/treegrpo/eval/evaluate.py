@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from treegrpo.agent.protocol import ToolProtocol, parse_passages
+from treegrpo.agent.protocol import parse_passages
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.core.rewards import extract_answer, is_span, normalize_answer
@@ -109,8 +109,10 @@ def evaluate(
         golds = [it.golds for it in chunk]
         scores = score_leaves(rollout, leaves, golds, protocol.decode, tools=protocol.names)
         for i, it in enumerate(chunk):
-            answer = _answer(rollout, leaves[i], protocol)
-            response = _response(rollout, leaves[i], protocol)
+            seq = rollout.leaf_sequence(leaves[i])
+            response = protocol.decode(seq.ids[seq.prompt_len :])  # steps and observations
+            # the last step's answer, as ``rollout.scoring`` reads it for EM
+            answer = extract_answer(protocol.decode(rollout.step(leaves[i]).action_ids))
             rows.append(
                 {
                     "source": it.source,
@@ -150,17 +152,6 @@ def leaf_per_prompt(forest: Any) -> list[int]:
     if [int(forest.prompt_id[v]) for v in leaves] != list(range(len(leaves))):
         raise ValueError("expected exactly one leaf per prompt")
     return leaves
-
-
-def _answer(rollout: Any, leaf: int, protocol: ToolProtocol) -> str | None:
-    """The answer of the leaf's last step, as ``rollout.scoring`` reads it for EM."""
-    return extract_answer(protocol.decode(rollout.step(leaf).action_ids))
-
-
-def _response(rollout: Any, leaf: int, protocol: ToolProtocol) -> str:
-    """The trajectory after the prompt: the model's steps and the observations."""
-    seq = rollout.leaf_sequence(leaf)
-    return protocol.decode(seq.ids[seq.prompt_len :])
 
 
 OUTCOMES = ("right", "wrong answer", "turn limit", "length limit", "no answer")

@@ -5,10 +5,8 @@
     → before/after table, learning curve, summary.json, report.md in the run directory
 
 ``treegrpo train --data.train-files …`` runs this instead of the embedded synthetic job. Names
-with a colon are built-in, offline sets: questions ``wiki:train`` and ``wiki:test`` (and the
-others of ``BUILTIN_QUESTIONS``) and corpus ``wiki:corpus`` (``treegrpo.data.wiki``), search URL
-``wiki:web`` (``treegrpo.data.wiki_web``), and model ``smollm2`` (``treegrpo.models.smollm2``)
-and its warm starts (``BUILTIN_MODELS``).
+with a colon are built-in, offline sets (``BUILTIN_QUESTIONS``, ``BUILTIN_CORPORA``,
+``BUILTIN_SEARCH_URLS``; models: ``BUILTIN_MODELS``).
 
 Inputs are checked in two stages so a mistake costs seconds, not a model load: ``check_data``
 only looks at names and paths (``treegrpo train --dry-run`` stops there); ``prepare_inputs``
@@ -26,8 +24,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from treegrpo.data.lead_questions import lead_questions
 from treegrpo.data.load import load_questions
 from treegrpo.data.types import Question
@@ -37,9 +33,9 @@ from treegrpo.data.wiki import wiki_corpus, wiki_questions
 from treegrpo.data.wiki_web import WIKI_WEB
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.eval.evaluate import EvalItem, compare_table, evaluate, paper_table
+from treegrpo.eval.evaluate import EvalItem, compare_table, paper_table
 from treegrpo.jobs.presets import DataConfig
-from treegrpo.jobs.runner import Job, Report, run_job
+from treegrpo.jobs.runner import Evaluator, Job, Report, evenly_spaced, greedy_evaluator, run_job
 from treegrpo.jobs.tools import make_toolbox, search_r1_only
 from treegrpo.models.load import load_model, resolve_device
 from treegrpo.models.smollm2 import prepare_smollm2
@@ -49,9 +45,7 @@ from treegrpo.retrieval.dense import DenseRetriever
 from treegrpo.retrieval.http_client import RemoteRetriever
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.registry import Toolbox
-from treegrpo.train.config import (
-    ClusterConfig,
-)
+from treegrpo.train.config import ClusterConfig
 from treegrpo.train.task import TrainItem, TrainSettings
 from treegrpo.warmstart.protocol import protocol_warm_start
 from treegrpo.warmstart.reader import reader_warm_start
@@ -154,16 +148,7 @@ def check_data(data: DataConfig) -> list[str]:
                 f"data.train_weights: must be finite, >= 0 and not all 0, "
                 f"got {list(data.train_weights)}"
             )
-    if data.eval_questions is not None and data.eval_questions < 1:
-        problems.append(f"data.eval_questions: must be >= 1 or null, got {data.eval_questions}")
-    for field in ("topk", "max_new_tokens", "max_obs_tokens", "max_context"):
-        if getattr(data, field) < 1:
-            problems.append(f"data.{field}: must be >= 1, got {getattr(data, field)}")
-    if data.max_turns < 0:
-        problems.append(f"data.max_turns: must be >= 0, got {data.max_turns}")
-    if not 0 < data.top_p <= 1 or data.temperature <= 0:
-        problems.append("data.temperature must be > 0 and data.top_p in (0, 1]")
-    return problems
+    return problems  # ranges: DataConfig's own check
 
 
 def check_tools(data: DataConfig, p: str = "data.") -> list[str]:
@@ -309,15 +294,6 @@ def eval_inputs(
     return [EvalItem.of(q) for q in questions], make_tool(data)
 
 
-def evenly_spaced(items: Sequence[Question], n: int | None) -> list[Question]:
-    """``n`` of ``items`` at evenly spaced positions (all when ``n`` is None or too large), so
-    every file of a concatenated list keeps its share."""
-    if n is None or n >= len(items):
-        return list(items)
-    pick = np.linspace(0, len(items) - 1, n).round().astype(int)
-    return [items[i] for i in sorted(set(pick.tolist()))]
-
-
 def held_out_questions(files: Sequence[str], n: int | None, per_file: bool) -> list[Question]:
     """The held-out questions: ``n`` evenly spaced over all ``files`` together (each keeps its
     share), or ``n`` of each file with ``per_file``."""
@@ -393,17 +369,11 @@ def held_out_eval(
 ) -> dict[str, Any]:
     """Greedy evaluation of a loaded model on ``inputs.held_out`` with ``data``'s agent limits:
     what ``run_data`` reports before and after training (and every ``run.eval_every`` steps)."""
-    items = [EvalItem.of(q) for q in inputs.held_out]
-    return evaluate(
-        model,
-        tokenizer,
-        inputs.tool,
-        items,
-        AgentLimits(data.max_turns, data.topk, data.max_context),
-        data.max_new_tokens,
-        data.max_obs_tokens,
-        engine=engine,
-    )
+    return _evaluator(inputs, data)(model, tokenizer, engine)
+
+
+def _evaluator(inputs: DataInputs, data: DataConfig) -> Evaluator:
+    return greedy_evaluator(inputs.tool, [EvalItem.of(q) for q in inputs.held_out], data)
 
 
 def evaluate_model_dir(
@@ -440,16 +410,10 @@ def run_data(
     before: Report | None = None,
     cluster: ClusterConfig = ClusterConfig(),
 ) -> dict[str, Any]:
-    """Evaluate, train, evaluate with the run's configs ``settings``; returns the summary also
-    written to ``<run>/summary.json``. Evaluation is greedy and runs on the training device
-    (``settings.model.device``).
-
-    ``before``: the starting model's held-out report (``evaluate_model_dir(inputs.model_dir,
-    …)``) to write instead of evaluating it again; runs that share the inputs can share it."""
+    """``runner.run_job`` on ``inputs``, evaluated on the training device
+    (``settings.model.device``); ``before``: ``evaluate_model_dir(inputs.model_dir, …)``, for
+    runs that share the inputs."""
     n_train, n_held_out = len(inputs.train), len(inputs.held_out)
-
-    def held_out(model: Any, tokenizer: Any, engine: Engine | EngineKind) -> Report:
-        return held_out_eval(model, tokenizer, inputs, data, engine)
 
     def report(before: Report | None, after: Report | None) -> list[str]:
         dropped = f" ({inputs.dropped} more left out: held out)" if inputs.dropped else ""
@@ -476,7 +440,7 @@ def run_data(
         ),
         limits=AgentLimits(data.max_turns, data.topk, data.max_context),
         max_obs_tokens=data.max_obs_tokens,
-        held_out=held_out if inputs.held_out else None,
+        held_out=_evaluator(inputs, data) if inputs.held_out else None,
         eval_device=settings.model.device,
         report=report,
         summary={

@@ -16,31 +16,27 @@ import time
 from dataclasses import asdict, replace
 from typing import Any
 
-import numpy as np
-
 from treegrpo.embedded.synthetic import World, train_eval_worlds
 from treegrpo.embedded.web import world_web
-from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.eval.evaluate import EvalItem, before_after_rows, evaluate
+from treegrpo.eval.evaluate import EvalItem, before_after_rows
 from treegrpo.jobs.presets import EmbeddedConfig
-from treegrpo.jobs.runner import Evaluator, Job, Report, run_job, start_run
+from treegrpo.jobs.runner import (
+    Evaluator,
+    Job,
+    Report,
+    evenly_spaced,
+    greedy_evaluator,
+    run_job,
+    start_run,
+)
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.registry import Toolbox
-from treegrpo.train.config import (
-    ClusterConfig,
-)
+from treegrpo.train.config import ClusterConfig
 from treegrpo.train.task import TrainItem, TrainSettings
 from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, warm_start
-
-
-def held_out_items(world: Any, n: int) -> list[EvalItem]:
-    """``n`` questions of ``world`` (an ``embedded.synthetic.World``) evenly spaced over its list,
-    which is ordered by hop count, so every hop count keeps its share."""
-    pick = np.linspace(0, len(world.questions) - 1, n).round().astype(int)
-    return [EvalItem.of(world.questions[i]) for i in sorted(set(pick.tolist()))]
 
 
 def world_tools(cfg: EmbeddedConfig, world: World) -> SearchTool | Toolbox:
@@ -51,26 +47,11 @@ def world_tools(cfg: EmbeddedConfig, world: World) -> SearchTool | Toolbox:
 
 
 def held_out_evaluator(cfg: EmbeddedConfig, eval_world: World) -> Evaluator:
-    """evaluate(model, tokenizer) → the greedy report on ``cfg.eval_questions`` questions of
-    ``eval_world``, searched with BM25 over its own corpus, with the job's agent limits: what
-    the job reports before and after RL."""
-    tool = world_tools(cfg, eval_world)
-    held_out = held_out_items(eval_world, cfg.eval_questions)
-    limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
-
-    def run(model: Any, tokenizer: Any, engine: Engine | EngineKind = "hf") -> Report:
-        return evaluate(
-            model,
-            tokenizer,
-            tool,
-            held_out,
-            limits,
-            cfg.max_new_tokens,
-            cfg.max_obs_tokens,
-            engine=engine,
-        )
-
-    return run
+    """The greedy report on ``cfg.eval_questions`` questions of ``eval_world`` (evenly spaced
+    over its list, which is ordered by hop count, so every hop count keeps its share), searched
+    over its own corpus: what the job reports before and after RL."""
+    items = [EvalItem.of(q) for q in evenly_spaced(eval_world.questions, cfg.eval_questions)]
+    return greedy_evaluator(world_tools(cfg, eval_world), items, cfg)
 
 
 def rl_and_eval_worlds(cfg: EmbeddedConfig) -> tuple[World, World]:
@@ -86,13 +67,9 @@ def run_embedded(
     before: Report | None = None,
     cluster: ClusterConfig = ClusterConfig(),
 ) -> dict[str, Any]:
-    """Run the default job with the run's configs ``settings`` on ``cfg``'s world; returns the
-    summary also written to ``<run>/summary.json``.
-
-    ``warm``: the warm start (default: the recipe's with ``cfg``'s seed and linear path).
-    ``before``: the warm start's held-out report (``evaluate``'s output) to use instead of
-    evaluating it again; runs that share the warm start and held-out questions can share it.
-    """
+    """``runner.run_job`` on ``cfg``'s world from the warm start ``warm`` (default: the
+    recipe's with ``cfg``'s seed and linear path); ``before``: the warm start's held-out report,
+    for runs that share the warm start and held-out questions."""
     t0 = time.perf_counter()
     start_run(settings.run)  # before the warm start: a refused run costs nothing
     model_cfg = settings.model

@@ -14,31 +14,27 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import numpy as np
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from treegrpo.distributed.fsdp import FSDPLearner, start_learner
 from treegrpo.distributed.rollout import RayRollout, start_workers
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.eval.evaluate import write_report
+from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
 from treegrpo.files import write_atomic
+from treegrpo.jobs.presets import DataConfig, EmbeddedConfig
 from treegrpo.models.load import load_model, resolve_device
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import discard_newer, latest_checkpoint
-from treegrpo.train.config import (
-    AlgorithmConfig,
-    ClusterConfig,
-    ModelConfig,
-    OptimConfig,
-    RunConfig,
-)
+from treegrpo.train.config import ClusterConfig, ModelConfig, RunConfig
 from treegrpo.train.health import Rollback
 from treegrpo.train.task import TrainHooks, TrainItem, TrainSettings, TrainTask
 from treegrpo.train.trainer import refuse_previous_run, train
@@ -52,6 +48,7 @@ log = logging.getLogger(__name__)
 Report = dict[str, Any]  # eval.evaluate's report
 # (model, tokenizer, engine or engine kind) → the held-out report (``eval.evaluate``'s engine)
 Evaluator = Callable[[Any, Any, Engine | EngineKind], Report]
+T = TypeVar("T")
 
 PHASES = {"warm_start": "warm start", "eval_before": "evaluation before training", "train": "RL"}
 """The timed phases of a job, as the report's wall-time line names them."""
@@ -91,6 +88,37 @@ class Job:
     per epoch."""
 
 
+def greedy_evaluator(
+    tool: SearchTool | Toolbox, items: list[EvalItem], cfg: DataConfig | EmbeddedConfig
+) -> Evaluator:
+    """The held-out evaluation of a job: ``items`` answered greedily with ``tool`` under
+    ``cfg``'s agent limits (``eval.evaluate``)."""
+    limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
+
+    def run(model: Any, tokenizer: Any, engine: Engine | EngineKind = "hf") -> Report:
+        return evaluate(
+            model,
+            tokenizer,
+            tool,
+            items,
+            limits,
+            cfg.max_new_tokens,
+            cfg.max_obs_tokens,
+            engine=engine,
+        )
+
+    return run
+
+
+def evenly_spaced(items: Sequence[T], n: int | None) -> list[T]:
+    """``n`` of ``items`` at evenly spaced positions (all when ``n`` is None or too large), so
+    every part of a concatenated list (a file, a hop count) keeps its share."""
+    if n is None or n >= len(items):
+        return list(items)
+    pick = np.linspace(0, len(items) - 1, n).round().astype(int)
+    return [items[i] for i in sorted(set(pick.tolist()))]
+
+
 def start_run(run: RunConfig) -> Path:
     """Refuse a previous run in ``run.out_dir`` (before anything is written there), then make
     the directory; jobs call this before they prepare their inputs."""
@@ -110,9 +138,8 @@ def run_job(
     """Evaluate, train, evaluate, report; returns the summary also written to
     ``<run>/summary.json``.
 
-    ``settings``: the run's configs (``settings.health``: the training-health alarms; after a
-    rollback the training resumes here from the checkpoint it names, with fresh rollout workers
-    and ranks); ``cluster``: the Ray actors to sample and update on. ``before``: the starting
+    ``settings``: the run's configs (a health rollback resumes as ``_train_with_rollbacks``
+    says); ``cluster``: the Ray actors to sample and update on. ``before``: the starting
     model's held-out report to write instead of evaluating it again (runs that share the
     starting model and the held-out questions can share it); a resumed run reads the one its
     first part wrote."""
@@ -135,8 +162,8 @@ def run_job(
         "model_dir": str(job.model_dir),
         "final_checkpoint": None if final is None else str(final),
         **job.summary,
-        "before": _no_rows(before),
-        "after": _no_rows(after),
+        "before": without_rows(before),
+        "after": without_rows(after),
         "seconds": seconds,
         "config": {
             "algo": asdict(algo),
@@ -209,21 +236,12 @@ class _Cluster:
     """The Ray actors of a run (``cluster``): rollout workers and FSDP2 ranks, started when the
     trainer asks for them and closed together (after a rollback, or at the end)."""
 
-    def __init__(
-        self,
-        job: Job,
-        cluster: ClusterConfig,
-        model_cfg: ModelConfig,
-        optim: OptimConfig,
-        algo: AlgorithmConfig,
-        seed: int,
-    ) -> None:
-        self.job, self.cluster, self.model_cfg = job, cluster, model_cfg
-        self.optim, self.algo, self.seed = optim, algo, seed
+    def __init__(self, job: Job, cluster: ClusterConfig, settings: TrainSettings) -> None:
+        self.job, self.cluster, self.settings = job, cluster, settings
         self.actors: list[RayRollout | FSDPLearner] = []
 
     def rollout_workers(self) -> RayRollout:
-        job, cfg = self.job, self.model_cfg
+        job, cfg = self.job, self.settings.model
         workers = start_workers(
             self.cluster, job.model_dir, job.tool, job.max_obs_tokens, cfg.engine, cfg.cpu_speedups
         )
@@ -231,13 +249,14 @@ class _Cluster:
         return workers
 
     def train_ranks(self, policy: Any, optimizer: Any, scheduler: Any) -> FSDPLearner:
+        s = self.settings
         learner = start_learner(
             self.cluster,
             self.job.model_dir,
-            self.model_cfg,
-            self.optim,
-            reference=self.algo.kl_coef > 0 and self.model_cfg.lora_rank == 0,
-            seed=self.seed,
+            s.model,
+            s.optim,
+            reference=s.algo.kl_coef > 0 and s.model.lora_rank == 0,
+            seed=s.run.seed,
             policy=policy,
             optimizer=optimizer,
             scheduler=scheduler,
@@ -257,7 +276,7 @@ def _train_with_rollbacks(
     actors; after a health rollback, resumed from the healthy checkpoint it names with fresh
     actors."""
     run = settings.run
-    actors = _Cluster(job, cluster, settings.model, settings.optim, settings.algo, run.seed)
+    actors = _Cluster(job, cluster, settings)
     bar = TrainProgress(run.steps) if progress else None
     part = run
     task = TrainTask(job.model_dir, load_model, job.tool, job.items, job.sampling, job.limits,
@@ -308,7 +327,8 @@ def _write_reports(
         write_run_report([out], out / "report.html")
 
 
-def _no_rows(report: Report | None) -> Report | None:
+def without_rows(report: Report | None) -> Report | None:
+    """An evaluation report without its rows (the summary keeps the numbers only)."""
     return None if report is None else {k: v for k, v in report.items() if k != "rows"}
 
 

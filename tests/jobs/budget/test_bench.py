@@ -121,7 +121,7 @@ def test_budget_benchmark_data_mode(
     config.write_text(yaml.safe_dump(sections))
     out, runs_dir = tmp_path / "results" / "budget-data.json", tmp_path / "runs"
     evaluated: list[int] = []  # questions per call of the evaluation run_data uses
-    module = importlib.import_module("treegrpo.jobs.data")  # where run_data's evaluate is
+    module = importlib.import_module("treegrpo.jobs.runner")  # where run_data's evaluate is
     real = module.evaluate
 
     def counting(*args: Any, **kwargs: Any) -> dict[str, Any]:

@@ -75,9 +75,7 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        return f"{self.method}-b{self.budget}-s{self.seed}" + (
-            f"-{self.warm_tag}" * bool(self.warm_tag)
-        )
+        return f"{self.method}-b{self.budget}-{self.unit}"
 
     @property
     def unit(self) -> str:
@@ -138,14 +136,7 @@ def load_data_job(path: str | Path) -> DataJob:
             f"{path}: the world section configures the embedded job, which data mode does not "
             "run; drop it"
         )
-    return DataJob(
-        str(path),
-        sections["algo"],
-        sections["optim"],
-        sections["run"],
-        sections["model"],
-        sections["data"],
-    )
+    return DataJob(str(path), **{k: sections[k] for k in ("algo", "optim", "run", "model", "data")})
 
 
 @dataclass(frozen=True)
@@ -283,19 +274,15 @@ def bench_settings(
 def _checked(s: BenchSettings) -> BenchSettings:
     """``s`` with its expansion rules deduplicated, once every setting is checked (ValueError
     names the first that is not right)."""
-    unknown = [r for r in s.expansions if r not in EXPANSION_RULES]
-    if unknown:
-        raise ValueError(
-            f"unknown expansion rule {unknown[0]!r} (--expansions takes "
-            f"{', '.join(EXPANSION_RULES)}; uniform is the main tree run)"
-        )
-    s = replace(s, expansions=cast(tuple[Rule, ...], tuple(dict.fromkeys(s.expansions))))
-    unknown = [r for r in s.difficulty if r not in RULES]
-    if unknown:
-        raise ValueError(
-            f"unknown expansion rule {unknown[0]!r} (--difficulty takes {', '.join(RULES)})"
-        )
-    s = replace(s, difficulty=cast(tuple[Rule, ...], tuple(dict.fromkeys(s.difficulty))))
+    note = "; uniform is the main tree run"
+    for name, known, why in (("expansions", EXPANSION_RULES, note), ("difficulty", RULES, "")):
+        rules = getattr(s, name)
+        if unknown := [r for r in rules if r not in known]:
+            raise ValueError(
+                f"unknown expansion rule {unknown[0]!r} (--{name} takes {', '.join(known)}{why})"
+            )
+        once: Any = tuple(dict.fromkeys(rules))  # in order, each once
+        s = replace(s, **{name: once})
     bad = [b for b in s.budgets if b not in TREE_LADDER]
     if bad or not s.budgets:
         raise ValueError(f"budgets must be among {sorted(TREE_LADDER)}, got {list(s.budgets)}")
@@ -463,12 +450,8 @@ def check_reusable(spec: RunSpec, s: BenchSettings, summary: dict[str, Any]) -> 
         have["model dir"] = summary["model_dir"]
         want |= {"optim": asdict(s.job.optim), "data": asdict(data), "model": asdict(s.job.model)}
         have |= {"optim": cfg["optim"], "data": cfg["data"], "model": cfg["model"]}
-    want |= {"steps": run.steps, "prompts_per_step": run.prompts_per_step, "seed": run.seed}
-    have |= {
-        "steps": cfg["run"]["steps"],
-        "prompts_per_step": cfg["run"]["prompts_per_step"],
-        "seed": cfg["run"]["seed"],
-    }
+    for key in ("steps", "prompts_per_step", "seed"):
+        want[key], have[key] = getattr(run, key), cfg["run"][key]
     want = json.loads(json.dumps(want))  # tuples → lists, as in summary.json
     # a setting added after the run was made is taken as its default, which is what ran
     defaults = json.loads(json.dumps(asdict(AlgorithmConfig())))

@@ -87,14 +87,14 @@ def run_record(
     after ``identity`` (name, method, budget, seed, shape, advantage mode, expansion rule).
 
     Held-out (after RL): EM, F1, EM by hop count and by data source (either may be empty),
-    tool calls per question. Spent in training
-    (mean over steps, per prompt): leaves, generated tokens, tool calls; their totals over the
-    run; trajectories per 1,000 generated tokens; the engine's processed ÷ distinct tokens.
+    tool calls per question. Spent in training (mean over steps, per prompt): leaves, generated
+    tokens, tool calls; their totals over the run; trajectories per 1,000 generated tokens; the
+    engine's processed ÷ distinct tokens.
     """
     if not steps:
         raise ValueError(f"{identity.get('name')}: metrics.jsonl has no RL step")
-    after = summary["after"]
-    after_em = after["overall"]["em"]
+    after, end = summary["after"], summary["after"]["overall"]
+    before_em = summary["before"]["overall"]["em"]
     prompts = summary["config"]["run"]["prompts_per_step"]
     leaves = statistics.fmean(m["agent/leaves"] for m in steps) / prompts
     generated = [m["spend/generated_per_prompt"] for m in steps]
@@ -103,16 +103,12 @@ def run_record(
     return {
         **identity,
         "steps": len(steps),
-        "em": after["overall"]["em"],
-        "f1": after["overall"]["f1"],
-        "valid_format": after["overall"]["valid_format"],
-        "before_em": summary["before"]["overall"]["em"],
-        "collapsed": float(
-            collapsed(
-                summary["before"]["overall"]["em"], after_em, after["overall"]["valid_format"]
-            )
-        ),
-        "tool_calls": after["overall"]["tool_calls"],
+        "em": end["em"],
+        "f1": end["f1"],
+        "valid_format": end["valid_format"],
+        "before_em": before_em,
+        "collapsed": float(collapsed(before_em, end["em"], end["valid_format"])),
+        "tool_calls": end["tool_calls"],
         "em_by_hops": {h: v["em"] for h, v in after.get("by_hops", {}).items()},
         "em_by_source": {s: v["em"] for s, v in after.get("by_source", {}).items()},
         "leaves_per_prompt": leaves,
@@ -125,7 +121,7 @@ def run_record(
         "step_s": statistics.fmean(m["time/step_s"] for m in steps),
         "wall_s": summary["seconds"]["total"],
         "curve": {"generated_per_prompt": cumulative, "reward_em": [m["reward/em"] for m in steps]},
-        "held_out_curve": held_out_curve(summary["before"]["overall"]["em"], after_em, steps),
+        "held_out_curve": held_out_curve(before_em, end["em"], steps),
         "processed_per_prompt": _step_mean(steps, "spend/processed_per_prompt"),
         "train_s": sum(m["time/step_s"] for m in steps),
         "no_signal": _step_mean(steps, "adv/uniform_prompts"),

@@ -9,13 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from treegrpo.jobs.budget.records import (
-    ABLATION_BUDGET,
-    COLLAPSE_FORMAT,
-    EXPANSION_METHODS,
-)
+from treegrpo.jobs.budget.records import ABLATION_BUDGET, COLLAPSE_FORMAT, EXPANSION_METHODS
 from treegrpo.jobs.budget.stats import ci_text
-from treegrpo.jobs.budget.verdict import diagnostics_table, matched_table
+from treegrpo.jobs.budget.verdict import (
+    diagnostics_table,
+    matched_table,
+    number_cell,
+    percent_cell,
+    table_row,
+)
 
 SPEND_COLUMNS = (
     ("tool calls (held-out)", "tool_calls", ".2f"),
@@ -153,7 +155,7 @@ def _budget_rows(
         *(c[0] for c in SPEND_COLUMNS),
     ]
     align = "|---:|---|---:|---:|---:|" + "---|" * len(by) + "---:|" * len(SPEND_COLUMNS)
-    lines = [_row(head), align]
+    lines = [table_row(head), align]
     for b in budgets:
         c, t = aggs.get(("chain", b)), aggs.get(("tree", b))
         shape = "({m},{n},{l})".format(**t["shape"]) if t else "—"
@@ -161,7 +163,7 @@ def _budget_rows(
         if groups:
             cells += [_by_group(c, groups), _by_group(t, groups)]
         cells += [f"{_one(c, key, f)} / {_one(t, key, f)}" for _, key, f in SPEND_COLUMNS]
-        lines.append(_row(cells))
+        lines.append(table_row(cells))
     return "\n".join(lines)
 
 
@@ -214,7 +216,7 @@ def _ablation_rows(aggs: dict[tuple[str, int], dict[str, Any]], groups: Groups |
     lines = [
         f"Advantage ablation at ≈{ABLATION_BUDGET}, tree (2,2,1):",
         "",
-        _row(head),
+        table_row(head),
         "|---|---:|" + "---|" * len(by) + "---:|" * len(SPEND_COLUMNS),
     ]
     rows = [(name, aggs.get((m, ABLATION_BUDGET))) for m, name in ABLATION_NAMES.items()]
@@ -222,7 +224,7 @@ def _ablation_rows(aggs: dict[tuple[str, int], dict[str, Any]], groups: Groups |
     for name, a in rows:
         if a is not None:
             cells = [name, _em(a), *([_by_group(a, groups)] if groups else [])]
-            lines.append(_row(cells + [_one(a, key, f) for _, key, f in SPEND_COLUMNS]))
+            lines.append(table_row(cells + [_one(a, key, f) for _, key, f in SPEND_COLUMNS]))
     return "\n".join(lines)
 
 
@@ -248,21 +250,17 @@ def _expansion_rows(aggs: dict[tuple[str, int], dict[str, Any]], budget: int) ->
         f"Expansion rules at ≈{budget}, tree ({shape['m']},{shape['n']},{shape['l']}) (per RL "
         "step, mean over steps and seeds):",
         "",
-        _row(head),
+        table_row(head),
         "|---|---:|" + "---:|" * len(EXPANSION_COLUMNS),
     ]
     for name, a in rows:
         if a is not None:
-            cells = [_diagnostic(a, key, f) for _, key, f in EXPANSION_COLUMNS]
-            lines.append(_row([name, _em(a), *cells]))
+            cells = [
+                percent_cell(a[key]) if f == "%" else number_cell(a[key], f)
+                for _, key, f in EXPANSION_COLUMNS
+            ]
+            lines.append(table_row([name, _em(a), *cells]))
     return "\n".join(lines)
-
-
-def _diagnostic(a: dict[str, Any], key: str, fmt: str) -> str:
-    x = a[key]["mean"]
-    if x != x:  # NaN: runs from before the trainer logged it
-        return "—"
-    return f"{100 * x:.0f}%" if fmt == "%" else format(x, fmt)
 
 
 def _expansion_paired_rows(paired: Sequence[dict[str, Any]]) -> str:
@@ -285,12 +283,8 @@ def _expansion_paired_rows(paired: Sequence[dict[str, Any]]) -> str:
             d = row.get(against)
             cells += ["—", "—"] if d is None else [f"{100 * d['mean']:+.1f}", ci_text(d["ci95"])]
         seeds = max(len(d["seeds"]) for d in row.values())
-        lines.append(_row([*cells, str(seeds)]))
+        lines.append(table_row([*cells, str(seeds)]))
     return "\n".join(lines)
-
-
-def _row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
 
 
 def percent(x: float) -> str:

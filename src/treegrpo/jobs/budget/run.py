@@ -86,6 +86,7 @@ from treegrpo.jobs.budget.verdict import matched_comparisons
 from treegrpo.jobs.data import evaluate_model_dir, prepare_inputs, run_data
 from treegrpo.jobs.embedded import held_out_evaluator, rl_and_eval_worlds, run_embedded
 from treegrpo.jobs.presets import EmbeddedConfig
+from treegrpo.jobs.runner import without_rows
 from treegrpo.models.load import load_model
 from treegrpo.train.task import TrainSettings
 from treegrpo.viz.budget import STYLE, plot_all
@@ -256,7 +257,7 @@ def _init_worker(cores: Any) -> None:
         os.sched_setaffinity(0, {core})
     start_process("cpu", None)  # engine.cpu.speedups: before torch's first parallel op
     torch.set_num_threads(1)
-    _quiet()
+    hf_logging.disable_progress_bar()  # one line per run is the progress
 
 
 def _die_with_parent() -> None:
@@ -267,11 +268,6 @@ def _die_with_parent() -> None:
         libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # no prctl: workers outlive a killed parent, as before
         pass
-
-
-def _quiet() -> None:
-    """No per-load progress bars from transformers: one line per run is the progress."""
-    hf_logging.disable_progress_bar()
 
 
 def _shape_text(spec: RunSpec) -> str:
@@ -294,7 +290,7 @@ def run_benchmark(
     from the config's model; the result's "warm_start" is that model's report."""
     warms = warm_start_choices(s, warm or WarmStartConfig()) if s.job is None else [("", None)]
     t0 = time.perf_counter()
-    _quiet()
+    hf_logging.disable_progress_bar()  # one line per run is the progress
     base = BENCH_ALGO if s.job is None else s.job.algo
     specs = plan_runs(
         s.budgets, s.seeds, s.ablation, base, s.expansions, s.difficulty, s.quarter, warms,
@@ -330,9 +326,7 @@ def run_benchmark(
         "command": command or invocation(),
         "machine": machine(1 if s.workers > 1 else None),
         "settings": json.loads(json.dumps(asdict(s), default=str)),
-        "warm_start": {
-            k: v for k, v in before.items() if k != "rows"
-        },  # the (first) starting model's
+        "warm_start": without_rows(before),  # the (first) starting model's
         "warm_starts": {
             tag: {"config": asdict(cfg), "em": befores[tag]["overall"]["em"]}
             for tag, cfg in warms

@@ -111,7 +111,7 @@ def matched_table(entries: Sequence[dict[str, Any]]) -> str:
             ci_text(e["auc_ci95"]),
             str(len(e["seeds"])),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(table_row(cells))
     return "\n".join(lines)
 
 
@@ -142,24 +142,31 @@ def diagnostics_table(aggregates: Sequence[dict[str, Any]]) -> str:
             f"≈{a['budget']}",
             a["method"],
             f"{100 * a['em']['mean']:.1f}",
-            _num(a["generated_per_prompt"], ".0f"),
-            _num(a["processed_per_prompt"], ".0f"),
-            _pct(a["mixed_reward_share"]) if a["method"] != "chain" else "—",
-            _pct(a["no_signal"]),
-            _pct(a["no_signal_first10"]),
+            number_cell(a["generated_per_prompt"], ".0f"),
+            number_cell(a["processed_per_prompt"], ".0f"),
+            percent_cell(a["mixed_reward_share"]) if a["method"] != "chain" else "—",
+            percent_cell(a["no_signal"]),
+            percent_cell(a["no_signal_first10"]),
             hist or "—",
-            _pct(a["selector_share"], ".1f"),
-            _num(a["train_s"], ".0f", " s"),
+            percent_cell(a["selector_share"], ".1f"),
+            number_cell(a["train_s"], ".0f", " s"),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(table_row(cells))
     return "\n".join(lines)
 
 
-def _num(x: dict[str, Any], fmt: str, unit: str = "") -> str:
+def table_row(cells: Sequence[str]) -> str:
+    """A markdown table row."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def number_cell(x: dict[str, Any], fmt: str, unit: str = "") -> str:
+    """An aggregate's mean as ``fmt`` with ``unit``; "—" for NaN (runs from before it was
+    logged)."""
     v = x["mean"]
     return "—" if v != v else format(v, fmt) + unit
 
 
-def _pct(x: dict[str, Any], fmt: str = ".0f") -> str:
+def percent_cell(x: dict[str, Any], fmt: str = ".0f") -> str:
     v = x["mean"]
     return "—" if v != v else format(100 * v, fmt) + "%"
