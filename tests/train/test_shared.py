@@ -109,9 +109,11 @@ def test_packed_loss_and_gradients_equal_the_duplicated(setup, aggregation: str)
     pk, g_pk = _grads(model, lambda: _packed(model, ro, leaves, adv, aggregation, ref))
     assert pk == pytest.approx(dup, rel=1e-5)
     assert g_dup.keys() == g_pk.keys()
-    for name in g_dup:  # within 1e-5 of each gradient's norm (fp32 sums in another order)
+    # within 5e-5 of each gradient's norm: fp32 sums in another order (AVX2 kernels reach 1.1e-5
+    # on a bias); a wrong share of a shared prefix would be off by a whole leaf's gradient
+    for name in g_dup:
         err = float((g_pk[name] - g_dup[name]).norm() / g_dup[name].norm().clamp(min=1e-30))
-        assert err <= 1e-5, (name, err)
+        assert err <= 5e-5, (name, err)
     # each shared token is computed once: fewer positions than the paths hold
     packed = sum(
         int(b.input_ids.numel()) for b in pack_batches(ro, leaves, list(adv), aggregation, 300)
