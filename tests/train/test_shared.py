@@ -135,7 +135,7 @@ def test_rows_cut_within_a_prompt_still_equal_the_duplicated(setup, aggregation:
     assert pk == pytest.approx(dup, rel=1e-5)
     for name in g_dup:
         err = float((g_pk[name] - g_dup[name]).norm() / g_dup[name].norm().clamp(min=1e-30))
-        assert err <= 1e-5, (name, err)
+        assert err <= 5e-5, (name, err)  # as above
 
 
 def test_rows_follow_the_cost_of_attention(setup) -> None:  # type: ignore[no-untyped-def]
