@@ -17,12 +17,14 @@ trainer's log-probs use too (docs/algorithm.md §4).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import torch
 
+from treegrpo.engine.cpu.lora import is_lora_layer
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
 
@@ -113,7 +115,7 @@ def state_dict_of(weights: torch.nn.Module | Mapping[str, Any]) -> dict[str, tor
         return {k: v.detach() for k, v in weights.items()}
     inner = getattr(weights, "get_base_model", None)
     model = inner() if callable(inner) else weights
-    lora = {n: m for n, m in model.named_modules() if _is_lora_layer(m)}
+    lora = {n: m for n, m in model.named_modules() if is_lora_layer(m)}
     out: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for key, value in model.state_dict().items():
@@ -132,12 +134,6 @@ def state_dict_of(weights: torch.nn.Module | Mapping[str, Any]) -> dict[str, tor
     return out
 
 
-def _is_lora_layer(m: Any) -> bool:
-    """A peft LoRA layer around a linear one (``base_layer``, ``lora_A``, ``get_delta_weight``)."""
-    base = getattr(m, "base_layer", None)
-    return isinstance(base, torch.nn.Linear) and hasattr(m, "lora_A")
-
-
 def _lora_delta(layer: Any, name: str) -> torch.Tensor | float:
     """Σₐ sₐ Bₐ Aₐ over the adapters active in ``layer`` (0 when they are disabled or merged)."""
     if getattr(layer, "disable_adapters", False) or getattr(layer, "merged", False):
@@ -150,6 +146,25 @@ def _lora_delta(layer: Any, name: str) -> torch.Tensor | float:
             raise ValueError(f"{name}: DoRA adapters cannot be merged into plain weights")
         delta = delta + layer.get_delta_weight(adapter)
     return delta
+
+
+def token_limits(requests: Sequence[StepRequest], params: SamplingParams) -> list[int]:
+    """Each request's token limit (its own, else ``params.max_new_tokens``); a request with no
+    pending token to start from is refused."""
+    for i, req in enumerate(requests):
+        if not req.pending:
+            raise ValueError(f"request {i} has no pending token to start from")
+    default = params.max_new_tokens
+    return [default if r.max_new_tokens is None else r.max_new_tokens for r in requests]
+
+
+def unwrap_peft(model: Any) -> Any:
+    """The transformers model inside a peft wrapper (a LoRA policy: its layers carry the
+    adapters in place), else ``model`` (if peft was never imported, it cannot be a peft model)."""
+    peft = sys.modules.get("peft")
+    if peft is not None and isinstance(model, peft.PeftModel):
+        return model.get_base_model()
+    return model
 
 
 def special_ids(model: Any, tokenizer: Any, eos_ids: Sequence[int] | None) -> tuple[set[int], int]:

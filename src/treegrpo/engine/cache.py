@@ -35,8 +35,7 @@ class BufferLayer(DynamicLayer):
             self.device = k_buf.device
             self.is_initialized = True
             self._len = length
-            self.keys = self._k[:, :, :length]
-            self.values = self._v[:, :, :length]
+            self._expose()
 
     def _allocate(self, like: torch.Tensor, capacity: int) -> None:
         b, h, _, d = like.shape
@@ -56,8 +55,11 @@ class BufferLayer(DynamicLayer):
         self._k[:, :, self._len : self._len + n] = keys
         self._v[:, :, self._len : self._len + n] = values
         self._len += n
-        self.keys = self._k[:, :, : self._len]
-        self.values = self._v[:, :, : self._len]
+        self._expose()
+
+    def _expose(self) -> None:
+        """``keys`` and ``values``: views of the filled columns."""
+        self.keys, self.values = self._k[:, :, : self._len], self._v[:, :, : self._len]
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self._allocate(key_states, max(self.capacity, key_states.shape[-2]))
@@ -77,8 +79,7 @@ class BufferLayer(DynamicLayer):
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.is_initialized:
             self._k, self._v = self._k[indices], self._v[indices]
-            self.keys = self._k[:, :, : self._len]
-            self.values = self._v[:, :, : self._len]
+            self._expose()
 
     def keep_rows(self, keep: Sequence[int]) -> None:
         """Keep rows ``keep`` (ascending), in place: each kept row moves up to its new index.
@@ -94,8 +95,7 @@ class BufferLayer(DynamicLayer):
                 self._k[j, :, :n] = self._k[i, :, :n]
                 self._v[j, :, :n] = self._v[i, :, :n]
         self._k, self._v = self._k[: len(keep)], self._v[: len(keep)]
-        self.keys = self._k[:, :, :n]
-        self.values = self._v[:, :, :n]
+        self._expose()
 
 
 def assemble_cache(

@@ -27,7 +27,6 @@ log-probs against a plain forward pass of each sequence.
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -44,6 +43,8 @@ from treegrpo.engine.base import (
     Stopper,
     special_ids,
     state_dict_of,
+    token_limits,
+    unwrap_peft,
 )
 from treegrpo.engine.cache import assemble_cache, keep_rows
 from treegrpo.engine.chunks import prefill_chunks
@@ -112,7 +113,7 @@ class HFEngine:
         cpu_speedups: bool | None = None,
         fold_lora: bool | None = None,
     ) -> None:
-        model = _unwrap_peft(model)
+        model = unwrap_peft(model)
         self.model = model
         self.stopper = stopper
         self.reuse_cache = reuse_cache
@@ -187,38 +188,9 @@ class HFEngine:
         generator: torch.Generator | None = None,
     ) -> list[StepResult]:
         """Generate one agent step for every request; results come back in request order."""
-        return self._step(requests, params, generator)
-
-    def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
-        """Generate with these weights from now on. The engine computes with the model it was
-        given, so the trainer's policy (or the peft model around it) needs no copy; another
-        module or a state dict is loaded into it. Cached prefixes live in the segments the
-        caller holds: segments made before the change are stale, so sample afresh."""
-        if isinstance(weights, torch.nn.Module) and _unwrap_peft(weights) is self.model:
-            return
-        with torch.no_grad():
-            self.model.load_state_dict(state_dict_of(weights))
-
-    def reset_prefix_cache(self) -> None:
-        """Nothing to forget: the KV cache lives in the segments the caller holds."""
-
-    # ----------------------------------------------------------------- private
-
-    def _decoding(self) -> AbstractContextManager[None]:
-        """Decode steps (packed linear layers where they are packed in decode steps only)."""
-        return self._cpu.decoding() if self._cpu is not None else nullcontext()
-
-    def _step(
-        self,
-        requests: Sequence[StepRequest],
-        params: SamplingParams,
-        generator: torch.Generator | None,
-    ) -> list[StepResult]:
         rows = []
-        for i, req in enumerate(requests):
-            if not req.pending:
-                raise ValueError(f"request {i} has no pending token to start from")
-            limit = params.max_new_tokens if req.max_new_tokens is None else req.max_new_tokens
+        limits = token_limits(requests, params)
+        for i, (req, limit) in enumerate(zip(requests, limits, strict=True)):
             if self.reuse_cache:
                 rows.append(_Row(i, req.context, list(req.pending), limit))
             else:  # re-compute the whole context, as if nothing were cached
@@ -245,6 +217,25 @@ class HFEngine:
             with self._decoding():
                 self._decode(active, requests, params, generator, results)
         return [r for r in results if r is not None]
+
+    def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Generate with these weights from now on. The engine computes with the model it was
+        given, so the trainer's policy (or the peft model around it) needs no copy; another
+        module or a state dict is loaded into it. Cached prefixes live in the segments the
+        caller holds: segments made before the change are stale, so sample afresh."""
+        if isinstance(weights, torch.nn.Module) and unwrap_peft(weights) is self.model:
+            return
+        with torch.no_grad():
+            self.model.load_state_dict(state_dict_of(weights))
+
+    def reset_prefix_cache(self) -> None:
+        """Nothing to forget: the KV cache lives in the segments the caller holds."""
+
+    # ----------------------------------------------------------------- private
+
+    def _decoding(self) -> AbstractContextManager[None]:
+        """Decode steps (packed linear layers where they are packed in decode steps only)."""
+        return self._cpu.decoding() if self._cpu is not None else nullcontext()
 
     def _share_prefixes(self, rows: list[_Row], cost: list[int]) -> bool:
         """Compute once each start that several rows on the same context share (at least
@@ -339,10 +330,8 @@ class HFEngine:
         dev = self.device
         b = len(rows)
         parts = [r.context.kv_parts() for r in rows]
-        cache, c = assemble_cache(
-            parts, max(len(r.feed) for r in rows), self.model.config, self._n_layers
-        )
         p = max(len(r.feed) for r in rows)
+        cache, c = assemble_cache(parts, p, self.model.config, self._n_layers)
         mask = torch.zeros(b, c + p, dtype=torch.long, device=dev)
         ids = torch.full((b, p), self.pad_id, dtype=torch.long, device=dev)
         pos = torch.zeros(b, p, dtype=torch.long, device=dev)
@@ -518,11 +507,3 @@ def _uniforms(
         raise ValueError("give every request of a step a seed, or none")
     counters = [len(r.tokens or []) for r in rows]
     return torch.from_numpy(stream_uniforms([s for s in seeds if s is not None], counters))
-
-
-def _unwrap_peft(model: Any) -> Any:
-    """The transformers model inside a peft wrapper (adapters active), else ``model``."""
-    peft = sys.modules.get("peft")  # never imported: cannot be a peft model
-    if peft is not None and isinstance(model, peft.PeftModel):
-        return model.get_base_model()
-    return model

@@ -57,10 +57,8 @@ class Segment:
     def context_kv(self) -> torch.Tensor | None:
         """(layers, 2, kv_heads, length, head_dim) KV of the whole context, or None when a
         segment on the path has none (caching off) or the context is empty."""
-        parts = [seg.kv for seg in self.path() if seg.tokens]
-        if not parts or any(p is None for p in parts):
-            return None
-        return torch.cat(parts, dim=3)  # type: ignore[arg-type]
+        parts = self.kv_parts()
+        return torch.cat(parts, dim=3) if parts else None
 
     def extend(self, tokens: list[int], kv: torch.Tensor | None = None) -> Segment:
         """A child segment; extending by nothing returns this segment itself."""

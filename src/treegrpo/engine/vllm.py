@@ -46,8 +46,11 @@ from treegrpo.engine.base import (
     Finish,
     StepRequest,
     StepResult,
+    Stopper,
     special_ids,
     state_dict_of,
+    token_limits,
+    unwrap_peft,
 )
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
@@ -55,13 +58,11 @@ from treegrpo.engine.segments import Segment
 INSTALL_HINT = "vLLM is not installed: install it with `make setup-vllm` (see docs/library.md)"
 
 
-class TokenStopper(Protocol):
+class TokenStopper(Stopper, Protocol):
     """A step-end rule that also names the ids it can fire on (``agent.stops.StepStopper``)."""
 
     @property
     def end_token_ids(self) -> list[int]: ...
-
-    def hit(self, tokens: Sequence[int]) -> bool: ...
 
 
 @dataclass
@@ -121,7 +122,7 @@ class VLLMEngine:
         on_cpu = current_platform.is_cpu()
         self._dir = tempfile.TemporaryDirectory(prefix="treegrpo-vllm-")
         # a LoRA policy is served with its adapters merged (``state_dict_of``)
-        base = model.get_base_model() if _is_peft(model) else model
+        base = unwrap_peft(model)
         base.save_pretrained(self._dir.name, state_dict=state_dict_of(model))
         kwargs: dict[str, Any] = {
             "model": self._dir.name,
@@ -187,10 +188,8 @@ class VLLMEngine:
         ]
         results: list[StepResult | None] = [None] * len(requests)
         groups: dict[tuple[tuple[int, ...], int], list[_Row]] = {}
-        for i, req in enumerate(requests):
-            if not req.pending:
-                raise ValueError(f"request {i} has no pending token to start from")
-            limit = params.max_new_tokens if req.max_new_tokens is None else req.max_new_tokens
+        limits = token_limits(requests, params)
+        for i, (req, limit) in enumerate(zip(requests, limits, strict=True)):
             if limit <= 0:  # no room left in the context: the step ends before it starts
                 results[i] = self._result(req, _Row(i, [], 0, 0), "length")
                 continue
@@ -321,12 +320,6 @@ class VLLMEngine:
         fork = req.context.extend(req.pending[:-1])
         end = fork.extend([req.pending[-1], *row.tokens[:-1]])
         return StepResult(row.tokens, row.logprobs, finish, fork, end, row.processed, row.reused)
-
-
-def _is_peft(model: Any) -> bool:
-    """Whether ``model`` is a peft (LoRA) model, without importing peft."""
-    peft = sys.modules.get("peft")
-    return peft is not None and isinstance(model, peft.PeftModel)
 
 
 @contextmanager

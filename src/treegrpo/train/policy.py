@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,13 @@ import torch
 from peft import LoraConfig, get_peft_model
 from peft.utils import load_peft_weights, set_peft_model_state_dict
 
+from treegrpo.engine.base import unwrap_peft
 from treegrpo.train.config import ModelConfig
 
 
 def is_lora(model: Any) -> bool:
-    """Whether ``model`` is a peft model (if peft was never imported, it cannot be one)."""
-    peft = sys.modules.get("peft")
-    return peft is not None and isinstance(model, peft.PeftModel)
+    """Whether ``model`` is a peft model (``engine.base.unwrap_peft``)."""
+    return unwrap_peft(model) is not model
 
 
 def prepare_policy(model: Any, cfg: ModelConfig, seed: int = 0) -> Any:

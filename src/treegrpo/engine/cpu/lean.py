@@ -97,12 +97,9 @@ class LeanDecoder:
         self.rotary = inner.rotary_emb
         self.lm_head = model.lm_head
         config = model.config
-        head_dim = (
-            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        )
-        column = (
-            2 * config.num_key_value_heads * head_dim * model.dtype.itemsize
-        )  # K and V, one row
+        heads = config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        column = 2 * config.num_key_value_heads * head_dim * model.dtype.itemsize  # K, V: a row
         self.call_overhead = max(1, CALL_BYTES // column)  # in row-columns
         # per layer: fused q/k/v and gate/up products, and o and down with LoRA folded in, or
         # None where a part does not fold into one product (see _fuse)

@@ -161,7 +161,7 @@ class FoldedLoRA:
     (``engine.cpu.speedups`` routes the layers)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        self.layers = [m for m in model.modules() if _is_lora(m)]
+        self.layers = [m for m in model.modules() if is_lora_layer(m)]
         # layer -> its folded weight, as a one-part ``Fused`` product (made at first use)
         self._weights: weakref.WeakKeyDictionary[Any, Fused] = weakref.WeakKeyDictionary()
 
@@ -182,6 +182,6 @@ class FoldedLoRA:
         return product(x)[0]
 
 
-def _is_lora(m: Any) -> bool:
+def is_lora_layer(m: Any) -> bool:
     """A peft LoRA layer wrapping a linear one (``base_layer`` plus ``lora_A``)."""
     return isinstance(getattr(m, "base_layer", None), torch.nn.Linear) and hasattr(m, "lora_A")

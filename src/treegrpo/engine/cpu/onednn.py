@@ -149,10 +149,6 @@ def pack(weight: torch.Tensor, batch_hint: int = 16) -> torch.Tensor:
     return packed
 
 
-def _linears(model: nn.Module) -> list[nn.Linear]:
-    return [m for m in model.modules() if type(m) is nn.Linear]
-
-
 class PackedLinears:
     """The packed weights of a model's linear layers, kept in step with the live weights. A
     weight is packed when first asked for, so layers that never compute on a packed weight cost
@@ -160,7 +156,7 @@ class PackedLinears:
     and, with LoRA, every projection)."""
 
     def __init__(self, model: nn.Module, batch_hint: int = 16) -> None:
-        self.linears = _linears(model)
+        self.linears = [m for m in model.modules() if type(m) is nn.Linear]
         self.batch_hint = batch_hint
         # module -> (weight version, storage pointer, packed weight); weak, so a layer that is
         # gone (a deep copy's) leaves nothing behind
