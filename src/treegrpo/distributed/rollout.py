@@ -3,7 +3,7 @@ driver splits a step's prompts over them and merges their forests into one.
 
 - ``RolloutWorker`` (a Ray actor, one per worker: a GPU with vLLM, or CPU cores with
   ``HFEngine``) loads the starting model, builds its engine and samples forests for the prompts
-  it is given (``rollout.sampler.sample_forest`` with the prompts' indices in the whole batch,
+  it is given (``rollout.sampler.ForestSampler`` with the prompts' indices in the whole batch,
   so a prompt's trees are the ones one process samples: the sampler's randomness is per
   prompt). A whole prompt goes to one worker, so its prefix cache serves all of the prompt's
   trees.
@@ -64,7 +64,6 @@ from treegrpo.rollout.sampler import (
     share_by_difficulty,
 )
 from treegrpo.rollout.scoring import LeafRewards
-from treegrpo.rollout.source import LocalRollout
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
 
@@ -91,6 +90,22 @@ class WorkerSpec:
     """torch threads of a CPU worker (the cores Ray reserves for it)."""
 
 
+@dataclass(frozen=True)
+class Block:
+    """A worker's part of a step: the batch's prompts ``keys`` (their ids: ``prompts``), how to
+    sample them, with weights ``version``, and their leaves' ``rewards`` (for the informed
+    expansion rule and difficulty budgets)."""
+
+    prompts: list[list[int]]
+    keys: list[int]
+    shape: TreeShape
+    sampling: SamplingParams
+    limits: AgentLimits
+    seed: int
+    version: int
+    rewards: LeafRewards | None
+
+
 class StaleWeights(RuntimeError):
     """A worker was asked to sample with weights it does not hold."""
 
@@ -112,13 +127,8 @@ class RolloutWorker:
         model, tokenizer = load_model(Path(spec.model_dir))
         model.to(spec.device).eval()
         self.protocol = agent_protocol(tokenizer, tool, spec.max_obs_tokens)
-        self.engine = build_engine(
-            spec.engine,
-            model,
-            tokenizer,
-            StepStopper(tokenizer, self.protocol.stop_tags),
-            spec.cpu_speedups,
-        )
+        stopper = StepStopper(tokenizer, self.protocol.stop_tags)
+        self.engine = build_engine(spec.engine, model, tokenizer, stopper, spec.cpu_speedups)
         self.tool = tool
         self.version = 0  # 0: the starting model's weights
         self.sampler: ForestSampler | None = None  # the step in progress (difficulty budgets)
@@ -127,46 +137,25 @@ class RolloutWorker:
         """The version of the weights this worker holds (a call that waits for its start)."""
         return self.version
 
-    def sample(
-        self,
-        prompts: Sequence[list[int]],
-        keys: Sequence[int],
-        shape: TreeShape,
-        sampling: SamplingParams,
-        limits: AgentLimits,
-        seed: int,
-        version: int,
-        rewards: LeafRewards | None = None,
-    ) -> Rollout:
-        """The forests of ``prompts``, the batch's prompts ``keys``, with weights ``version``;
-        ``rewards``: the reward of these prompts' leaves (for the informed expansion rule)."""
-        self._check_version(version)
-        local = LocalRollout(self.engine, self.protocol, self.tool)
-        return local.sample(prompts, shape, sampling, limits, seed, rewards, prompt_keys=keys)
+    def sample(self, block: Block) -> Rollout:
+        """The forests of ``block`` (``rollout.sampler.ForestSampler.sample``)."""
+        return self._sampler(block).sample()
 
-    def begin(
-        self,
-        prompts: Sequence[list[int]],
-        keys: Sequence[int],
-        shape: TreeShape,
-        sampling: SamplingParams,
-        limits: AgentLimits,
-        seed: int,
-        version: int,
-        rewards: LeafRewards | None = None,
-    ) -> None:
-        """Begin a step run round by round (``ForestSampler``): ``sample``'s arguments; the
-        initial chains are sampled now."""
-        self._check_version(version)
-        score = rewards.scorer(self.protocol.decode) if rewards is not None else None
-        local = (self.engine, self.protocol, self.tool)
-        self.sampler = ForestSampler(*local, prompts, shape, sampling, limits, seed, keys, score)
+    def begin(self, block: Block) -> None:
+        """Begin ``block``'s step run round by round (``ForestSampler``): the initial chains are
+        sampled now."""
+        self.sampler = self._sampler(block)
         self.sampler.begin()
 
-    def _check_version(self, version: int) -> None:
-        """Refuse (``StaleWeights``) to sample with weights ``version`` unless it holds them."""
-        if version != self.version:
-            raise StaleWeights(f"asked for weights version {version}, holds {self.version}")
+    def _sampler(self, block: Block) -> ForestSampler:
+        """``block``'s sampler, refused (``StaleWeights``) unless this worker holds its
+        weights."""
+        if block.version != self.version:
+            raise StaleWeights(f"asked for weights version {block.version}, holds {self.version}")
+        rewards = block.rewards
+        score = rewards.scorer(self.protocol.decode) if rewards is not None else None
+        how = (block.shape, block.sampling, block.limits, block.seed, block.keys, score)
+        return ForestSampler(self.engine, self.protocol, self.tool, block.prompts, *how)
 
     def outcomes(self) -> TreeOutcomes:
         """Each tree's successes and scored leaves so far."""
@@ -289,14 +278,17 @@ class RayRollout:
         """The batch's forest: one contiguous block of prompts per worker, merged."""
         import ray
 
-        blocks = [b.tolist() for b in np.array_split(np.arange(len(prompts)), len(self.workers))]
+        split = [b.tolist() for b in np.array_split(np.arange(len(prompts)), len(self.workers))]
+        how = (shape, sampling, limits, seed, self.version)
+        blocks: dict[int, Block] = {}  # worker → its block
+        for i, keys in enumerate(split):
+            if keys:
+                mine = rewards.only(keys) if rewards is not None else None
+                blocks[i] = Block([prompts[k] for k in keys], keys, *how, mine)
         if shape.expansion.budget == "difficulty" and shape.l > 0:
-            return self._by_rounds(prompts, blocks, shape, sampling, limits, seed, rewards)
-        jobs = {
-            i: self._submit(i, prompts, keys, shape, sampling, limits, seed, rewards)
-            for i, keys in enumerate(blocks)
-            if keys
-        }
+            check_scorer(shape, rewards is not None)
+            return self._by_rounds(blocks, shape, len(prompts))
+        jobs = {i: self.workers[i].sample.remote(block) for i, block in blocks.items()}
         parts: dict[int, Rollout] = {}
         while jobs:
             i, ref = next(iter(jobs.items()))
@@ -304,35 +296,18 @@ class RayRollout:
                 parts[i] = ray.get(ref)
             except ray.exceptions.RayActorError as err:  # the worker's process died
                 self._revive(i, err)
-                keys = blocks[i]
-                jobs[i] = self._submit(i, prompts, keys, shape, sampling, limits, seed, rewards)
+                jobs[i] = self.workers[i].sample.remote(blocks[i])
                 continue
             del jobs[i]
-        return merge_rollouts([(blocks[i], parts[i]) for i in sorted(parts)], len(prompts))
+        return merge_rollouts([(blocks[i].keys, parts[i]) for i in sorted(parts)], len(prompts))
 
-    def _by_rounds(
-        self,
-        prompts: Sequence[list[int]],
-        blocks: list[list[int]],
-        shape: TreeShape,
-        sampling: SamplingParams,
-        limits: AgentLimits,
-        seed: int,
-        rewards: LeafRewards | None,
-    ) -> Rollout:
+    def _by_rounds(self, blocks: dict[int, Block], shape: TreeShape, n_prompts: int) -> Rollout:
         """The batch's forest under a difficulty budget: each round allocated over the whole
         batch's trees (the worker blocks' trees in block order are the batch's in tree order,
         as in one process), each worker expanding its own."""
-        check_scorer(shape, rewards is not None)
-        busy = [i for i, keys in enumerate(blocks) if keys]
+        busy = list(blocks)
         done: dict[int, list[_Call]] = {i: [] for i in busy}  # each worker's step so far
-        begin: dict[int, _Call] = {}
-        for i in busy:
-            keys = blocks[i]
-            mine = rewards.only(keys) if rewards is not None else None
-            rest = (shape, sampling, limits, seed, self.version, mine)
-            begin[i] = ("begin", ([prompts[k] for k in keys], keys, *rest))
-        self._on_each(begin, done)
+        self._on_each({i: ("begin", (block,)) for i, block in blocks.items()}, done)
         spent = 0.0  # seconds allocating, here; the workers count their own
         for _ in range(shape.l):
             got = self._on_each({i: ("outcomes", ()) for i in busy}, done)
@@ -344,7 +319,7 @@ class RayRollout:
             spent += time.perf_counter() - t0
             self._on_each({i: ("expand", (parts[i].tolist(), n_max)) for i in busy}, done)
         out = self._on_each({i: ("finish", ()) for i in busy}, done)
-        merged = merge_rollouts([(blocks[i], out[i]) for i in busy], len(prompts))
+        merged = merge_rollouts([(blocks[i].keys, out[i]) for i in busy], n_prompts)
         merged.expansion_s += spent
         return merged
 
@@ -400,23 +375,6 @@ class RayRollout:
         for actor in [*self.workers, *([self._retriever] if self._retriever else [])]:
             ray.kill(actor, no_restart=True)
         self.workers = []
-
-    def _submit(
-        self,
-        i: int,
-        prompts: Sequence[list[int]],
-        keys: list[int],
-        shape: TreeShape,
-        sampling: SamplingParams,
-        limits: AgentLimits,
-        seed: int,
-        rewards: LeafRewards | None,
-    ) -> Any:
-        """Worker ``i`` samples the batch's prompts ``keys``."""
-        mine = rewards.only(keys) if rewards is not None else None
-        return self.workers[i].sample.remote(
-            [prompts[k] for k in keys], keys, shape, sampling, limits, seed, self.version, mine
-        )
 
     def _revive(self, i: int, err: Exception) -> None:
         """Wait for worker ``i``'s new process (Ray restarts it) and give it the current

@@ -11,9 +11,9 @@ Per prompt, with shape (M, N, L, K):
    and no-root, N per tree), a tree's round starts as soon as its own episodes have ended, in the
    same engine calls as the other trees' chains and branches (``ForestSampler.pipeline``): the
    same forests, with more rows per engine call. The rollout records each expansion's node and
-   the rule's reason. With
-   a difficulty budget the round's T·N expansions are shared over the batch's T trees by how
-   uncertain each tree's outcome is (``core.allocation``), from the leaves scored so far;
+   the rule's reason. With a difficulty budget the round's T·N expansions are shared over the
+   batch's T trees by how uncertain each tree's outcome is (``core.allocation``), from the
+   leaves scored so far;
 3. keep K leaves per tree at random (all by default).
 
 An episode's turn limit follows Search-R1: steps 1..max_turns may search; step max_turns + 1 is
@@ -90,39 +90,10 @@ class AgentLimits:
     max_context: int = 4096  # prompt + all steps and observations, in tokens
 
 
-def sample_forest(
-    engine: Engine,
-    protocol: ToolProtocol,
-    tool: SearchTool | Toolbox,
-    prompts: Sequence[list[int]],
-    shape: TreeShape,
-    sampling: SamplingParams,
-    limits: AgentLimits = AgentLimits(),
-    seed: int = 0,
-    prompt_keys: Sequence[int] | None = None,
-    score: LeafScorer | None = None,
-) -> Rollout:
-    """Sample one forest for a batch of prompts (token ids). The forest's prompt id of a tree is
-    the index of its prompt in ``prompts``; map it to your dataset's group ids yourself.
-    ``tool``: the agent's tools (a retriever alone: Search-R1's ``search``, ``limits.topk``
-    passages per query); ``protocol`` must offer the same tools.
-    ``prompt_keys``: what seeds each prompt's randomness (default: its index here); a part of a
-    larger batch passes the prompts' indices in that batch. ``score``: rewards the leaves seen so
-    far before each expansion round; the ``informed`` rule and difficulty budgets need it, the
-    others ignore it. A difficulty budget shares each round over these prompts' trees.
-
-    Many arguments: those of ``ForestSampler``, which this function builds and runs."""
-    sampler = ForestSampler(
-        engine, protocol, tool, prompts, shape, sampling, limits, seed, prompt_keys, score
-    )
-    if pipelined(shape):
-        sampler.pipeline()
-        return sampler.finish()
-    sampler.begin()
-    by_difficulty = shape.expansion.budget == "difficulty"
-    for _ in range(shape.l):
-        sampler.expand(sampler.difficulty_counts() if by_difficulty else None)
-    return sampler.finish()
+def sample_forest(*args: Any, **kwargs: Any) -> Rollout:
+    """Sample one forest for a batch of prompts (token ids): a ``ForestSampler`` of these
+    arguments, run to the end."""
+    return ForestSampler(*args, **kwargs).sample()
 
 
 PER_TREE_RULES = ("uniform", "no-root")
@@ -180,7 +151,8 @@ def check_scorer(shape: TreeShape, given: bool) -> None:
 
 
 class ForestSampler:
-    """``sample_forest`` one phase at a time, so that a round's expansions per tree can be
+    """One forest for a batch of prompts (token ids), sampled whole (``sample``, as
+    ``sample_forest`` does) or one phase at a time, so that a round's expansions per tree can be
     decided outside, over a batch split across rollout workers (``distributed.rollout``):
 
         begin()                 prefill the prompts, run the M initial chains per prompt
@@ -188,7 +160,15 @@ class ForestSampler:
         expand(counts, n_max)   one round, ``counts[t]`` expansions from tree t (None: N each)
         finish()                keep K leaves per tree: the ``Rollout``
 
-    ``sample_forest`` drives it in this process; a worker holds one between a step's calls.
+    A rollout worker holds one between a step's calls.
+
+    The forest's prompt id of a tree is the index of its prompt in ``prompts``; map it to your
+    dataset's group ids yourself. ``tool``: the agent's tools (a retriever alone: Search-R1's
+    ``search``, ``limits.topk`` passages per query); ``protocol`` must offer the same tools.
+    ``prompt_keys``: what seeds each prompt's randomness (default: its index here); a part of a
+    larger batch passes the prompts' indices in that batch. ``score``: rewards the leaves seen so
+    far before each expansion round; the ``informed`` rule and difficulty budgets need it, the
+    others ignore it. A difficulty budget shares each round over these prompts' trees.
 
     Many arguments: the engine, protocol, tools, prompts, tree shape, sampling and limits are
     collaborators of their own, each named at the call.
@@ -213,30 +193,20 @@ class ForestSampler:
         keys = list(range(len(prompts))) if prompt_keys is None else [int(k) for k in prompt_keys]
         if len(keys) != len(prompts):
             raise ValueError(f"{len(keys)} prompt keys for {len(prompts)} prompts")
-        self.engine, self.shape, self.score = engine, shape, score
+        self.engine, self.protocol, self.shape, self.score = engine, protocol, shape, score
+        self.sampling, self.limits = sampling, limits
         self.prompts, self.keys, self.seed = [list(p) for p in prompts], keys, seed
         self.forest = Forest()
         self.steps: list[StepRecord] = []
         self.spend = SpendAccountant()
         # Where an expansion from a node resumes: (cached context, the one token still to feed).
         self.resume: dict[int, tuple[Segment, int]] = {}
-        tools = toolbox(tool, limits.topk)
+        self.tools = tools = toolbox(tool, limits.topk)
         if tools.names != protocol.names:
             raise ValueError(
                 f"the protocol offers the tools {protocol.names} but the toolbox holds "
                 f"{tools.names}: build the protocol from the toolbox (ToolProtocol(..., tools=))"
             )
-        self.run = _Runner(
-            engine,
-            protocol,
-            tools,
-            sampling,
-            limits,
-            self.forest,
-            self.steps,
-            self.spend,
-            self.resume,
-        )
         self.tree_keys: list[tuple[int, int, int]] = []  # (seed, prompt key, tree in prompt)
         self.rngs: list[np.random.Generator] = []  # each tree's: expansion picks, kept leaves
         self.branches: list[int] = []  # each tree's next branch number (0: the initial chain)
@@ -246,9 +216,21 @@ class ForestSampler:
         self.counts: list[npt.NDArray[np.int64]] = []  # (T,) per round
         self.expansion_s = 0.0
 
+    def sample(self) -> Rollout:
+        """The whole forest: ``pipeline`` where the shape allows, else ``begin`` and L rounds of
+        ``expand``, then ``finish``."""
+        if pipelined(self.shape):
+            self.pipeline()
+            return self.finish()
+        self.begin()
+        by_difficulty = self.shape.expansion.budget == "difficulty"
+        for _ in range(self.shape.l):
+            self.expand(self.difficulty_counts() if by_difficulty else None)
+        return self.finish()
+
     def begin(self) -> None:
         """The prompt is computed once and shared by its M trees; then the initial chains."""
-        self.run.until_done(self._chains())
+        self._until_done(self._chains())
 
     def pipeline(self) -> None:
         """``begin`` and the L rounds in one run of steps, each tree's next round starting as
@@ -260,7 +242,7 @@ class ForestSampler:
         episodes = self._chains()
         rounds = [self.shape.l] * self.forest.n_trees
         while episodes:
-            episodes = self.run.advance(episodes)
+            episodes = self._advance(episodes)
             live = np.bincount(
                 [int(self.forest.tree_id[e.parent]) for e in episodes],
                 minlength=self.forest.n_trees,
@@ -375,7 +357,7 @@ class ForestSampler:
             ]
         self.counts.append(counts)
         self.expansion_s += time.perf_counter() - t0
-        self.run.until_done(branches)
+        self._until_done(branches)
 
     def finish(self) -> Rollout:
         """Keep K leaves per tree at random (each tree's own generator) and book the leaves."""
@@ -426,39 +408,12 @@ class ForestSampler:
         by_node[list(self.rewards)] = list(self.rewards.values())
         return by_node
 
-
-def toolbox(tool: SearchTool | Toolbox, topk: int = 3) -> Toolbox:
-    """``tool`` as a toolbox: a retriever becomes Search-R1's ``search`` (``topk`` passages)."""
-    return tool if isinstance(tool, Toolbox) else Toolbox.search_r1(tool, topk)
-
-
-def agent_protocol(
-    tokenizer: Any, tool: SearchTool | Toolbox, max_obs_tokens: int = 500
-) -> ToolProtocol:
-    """The protocol that offers ``tool``'s tools (a retriever: Search-R1's, ``search`` alone)."""
-    if isinstance(tool, Toolbox):
-        return ToolProtocol(tokenizer, max_obs_tokens, tool)
-    return ToolProtocol(tokenizer, max_obs_tokens)
-
-
-@dataclass
-class _Runner:
-    engine: Engine
-    protocol: ToolProtocol
-    tools: Toolbox
-    sampling: SamplingParams
-    limits: AgentLimits
-    forest: Forest
-    steps: list[StepRecord]
-    spend: SpendAccountant
-    resume: dict[int, tuple[Segment, int]]
-
-    def until_done(self, episodes: list[_Episode]) -> None:
+    def _until_done(self, episodes: list[_Episode]) -> None:
         """Run episodes step by step, all live ones in one engine call per step."""
         while episodes:
-            episodes = self.advance(episodes)
+            episodes = self._advance(episodes)
 
-    def advance(self, episodes: list[_Episode]) -> list[_Episode]:
+    def _advance(self, episodes: list[_Episode]) -> list[_Episode]:
         """One step of every episode, in one engine call; the episodes that go on."""
         cap = self.limits.max_context
         requests = [
@@ -527,6 +482,20 @@ class _Runner:
             self.steps[int(self.forest.payload[v])].past_call() for v in self.forest.path(node)
         )
         return tuple(c for c in calls if c is not None)
+
+
+def toolbox(tool: SearchTool | Toolbox, topk: int = 3) -> Toolbox:
+    """``tool`` as a toolbox: a retriever becomes Search-R1's ``search`` (``topk`` passages)."""
+    return tool if isinstance(tool, Toolbox) else Toolbox.search_r1(tool, topk)
+
+
+def agent_protocol(
+    tokenizer: Any, tool: SearchTool | Toolbox, max_obs_tokens: int = 500
+) -> ToolProtocol:
+    """The protocol that offers ``tool``'s tools (a retriever: Search-R1's, ``search`` alone)."""
+    if isinstance(tool, Toolbox):
+        return ToolProtocol(tokenizer, max_obs_tokens, tool)
+    return ToolProtocol(tokenizer, max_obs_tokens)
 
 
 def _stream_seed(*key: int) -> int:

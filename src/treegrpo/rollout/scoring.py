@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -151,8 +151,7 @@ class LeafRewards:
 
     def only(self, prompts: Sequence[int]) -> LeafRewards:
         """The same reward for a part of the batch: its prompts ``prompts``, renumbered 0.."""
-        golds = [self.golds[p] for p in prompts]
-        return LeafRewards(golds, self.reward, self.format_score, self.tools, self.format_gate)
+        return replace(self, golds=[self.golds[p] for p in prompts])
 
     def scorer(
         self, decode: Callable[[list[int]], str]

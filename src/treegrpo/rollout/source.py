@@ -69,24 +69,10 @@ class LocalRollout:
         limits: AgentLimits,
         seed: int,
         rewards: LeafRewards | None = None,
-        prompt_keys: Sequence[int] | None = None,
     ) -> Rollout:
-        """``prompt_keys``: what seeds each prompt's randomness, when these prompts are part of
-        a larger batch (``sample_forest``); ``rewards``: for the informed expansion rule and
-        difficulty budgets."""
         score = rewards.scorer(self.protocol.decode) if rewards is not None else None
-        return sample_forest(
-            self.engine,
-            self.protocol,
-            self.tool,
-            prompts,
-            shape,
-            sampling,
-            limits,
-            seed,
-            prompt_keys,
-            score=score,
-        )
+        local = (self.engine, self.protocol, self.tool)
+        return sample_forest(*local, prompts, shape, sampling, limits, seed, score=score)
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         self.engine.update_weights(weights)

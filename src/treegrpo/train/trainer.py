@@ -289,13 +289,8 @@ def _rollouts(
         rollouts = rollout_source()
         rollouts.update_weights(policy)  # the workers start from the policy as it is now
         return rollouts, model_cfg.engine
-    engine = build_engine(
-        model_cfg.engine,
-        policy,
-        tokenizer,
-        StepStopper(tokenizer, protocol.stop_tags),
-        model_cfg.cpu_speedups,
-    )
+    stopper = StepStopper(tokenizer, protocol.stop_tags)
+    engine = build_engine(model_cfg.engine, policy, tokenizer, stopper, model_cfg.cpu_speedups)
     return LocalRollout(engine, protocol, tool), engine
 
 
