@@ -8,12 +8,10 @@ actors, driven by the trainer's process.
 - ``FSDPLearner`` is the driver, the ``train.step.Learner`` of ``rl_step``. The driver keeps the
   micro-batches of a step as one process would cut them, with their weights in the mini-batch's
   loss (``train.update.weighted``: token-mean is the mini-batch's action tokens). It deals each
-  mini-batch's micro-batches out to the ranks (largest first, to the least loaded), so a rank's
-  loss is its part of the one mini-batch loss; FSDP's reduce-scatter sums the parts (divide
-  factor 1), which is the single-process gradient up to float rounding. Ranks run the same
-  number of forwards and backwards, since each is a collective: a rank short of micro-batches
-  runs stand-ins of weight 0. Gradients are reduced once per mini-batch (gradient sync off
-  before its last backward).
+  mini-batch's micro-batches out to the ranks (``deal``), so a rank's loss is its part of the
+  one mini-batch loss (``train.update``); FSDP's reduce-scatter sums the parts (divide factor
+  1), which is the single-process gradient up to float rounding. Gradients are reduced once
+  per mini-batch (gradient sync off before its last backward).
 - After the update the full weights are gathered (``get_model_state_dict``, full state on the
   CPU) into the driver's copy of the policy, which the rollout workers, evaluations and
   checkpoints read as in one process; the learning-rate schedule's position too. The AdamW
@@ -55,11 +53,11 @@ from transformers.utils import logging as hf_logging
 
 from treegrpo.distributed.cluster import Ask, check_ask, join_ray, wait_started
 from treegrpo.models.load import load_model
-from treegrpo.train.config import AlgorithmConfig, ClusterConfig, ModelConfig, OptimConfig
+from treegrpo.train.config import ClusterConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
 from treegrpo.train.precision import autocast_dtype
 from treegrpo.train.trainer import make_optimizer
-from treegrpo.train.update import Part, UpdateStats, ppo_update
+from treegrpo.train.update import Part, UpdatePlan, UpdateStats
 
 log = logging.getLogger(__name__)
 
@@ -192,26 +190,8 @@ class TrainRank:
         self.amp = autocast_dtype(cfg.dtype, self.device)
         self.policy.eval()
 
-    def update(
-        self,
-        minis: Sequence[Sequence[Part]],
-        schedule: Sequence[int],
-        algo: AlgorithmConfig,
-        optim: OptimConfig,
-        temperature: float,
-    ) -> UpdateStats:
-        return ppo_update(
-            self.policy,
-            self.reference,
-            self.optimizer,
-            self.scheduler,
-            minis,
-            schedule,
-            algo,
-            optim,
-            temperature,
-            self.amp,
-        )
+    def update(self, plan: UpdatePlan) -> UpdateStats:
+        return plan.run(self.policy, self.reference, self.optimizer, self.scheduler, self.amp)
 
     def model_state(self) -> dict[str, Any]:
         """The full weights on the CPU (rank 0; the others return an empty dict)."""
@@ -289,21 +269,15 @@ class FSDPLearner:
         ray.get([r.setup.remote(master, state, opt, sched) for r in self.ranks])
         self.gather_seconds = 0.0  # the latest weight gather into the driver
 
-    def update(
-        self,
-        minis: Sequence[Sequence[Part]],
-        schedule: Sequence[int],
-        algo: AlgorithmConfig,
-        optim: OptimConfig,
-        temperature: float,
-    ) -> UpdateStats:
-        """``ppo_update`` on the ranks; the metrics summed over their counted micro-batches."""
+    def update(self, plan: UpdatePlan) -> UpdateStats:
+        """``plan`` run on the ranks, each on its share of every mini-batch (``deal``); the
+        metrics summed over their counted micro-batches."""
         import ray
 
-        shares = deal(minis, len(self.ranks))
+        shares = deal(plan.minis, len(self.ranks))
         out: list[UpdateStats] = ray.get(
             [
-                r.update.remote(share, schedule, algo, optim, temperature)
+                r.update.remote(replace(plan, minis=share))
                 for r, share in zip(self.ranks, shares, strict=True)
             ]
         )

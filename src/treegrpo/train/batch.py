@@ -22,7 +22,7 @@ import torch
 from treegrpo.core.partition import contiguous_partition
 from treegrpo.rollout.records import LeafSequence
 from treegrpo.train.config import Aggregation
-from treegrpo.train.logprobs import reference_logprobs, token_logprobs
+from treegrpo.train.logprobs import token_logprobs
 from treegrpo.train.losses import aggregate, ppo_clip_loss
 
 
@@ -31,10 +31,9 @@ class MicroBatch:
     """b sequences padded to T ids; per-token tensors are (b, T − 1) in target space.
 
     The update (``train.update``) calls a token batch through the methods this class and
-    ``train.shared.PackedBatch`` both have: ``target_weight``, ``logprobs``,
-    ``reference_logprobs``, ``policy_loss``, ``reduce``, ``metric_share`` and ``term_scale``.
-    Here each target is one leaf's token, and a term's mean over the micro-batch follows
-    ``aggregation`` (``losses.aggregate``)."""
+    ``train.shared.PackedBatch`` both have: ``target_weight``, ``logprobs``, ``policy_loss``,
+    ``reduce``, ``metric_share`` and ``term_scale``. Here each target is one leaf's token, and
+    a term's mean over the micro-batch follows ``aggregation`` (``losses.aggregate``)."""
 
     index: list[int]  # positions of these sequences in the caller's list
     input_ids: torch.Tensor  # (b, T)
@@ -77,17 +76,6 @@ class MicroBatch:
             autocast_dtype=autocast_dtype, keep=self.action_mask, temperature=temperature,
         )  # fmt: skip
 
-    def reference_logprobs(
-        self,
-        policy: Any,
-        reference: Any | None,
-        autocast_dtype: torch.dtype | None,
-        temperature: float,
-    ) -> torch.Tensor:
-        """(b, T − 1) the frozen reference's log-probs of the targets."""
-        args = (self.input_ids, self.attention_mask, autocast_dtype, self.action_mask)
-        return reference_logprobs(policy, reference, *args, temperature)
-
     def policy_loss(
         self,
         logp: torch.Tensor,
@@ -116,22 +104,6 @@ class MicroBatch:
     def term_scale(self) -> float:
         """What turns its reported loss terms into its own means: they are already (1)."""
         return 1.0
-
-    def to(self, device: torch.device) -> MicroBatch:
-        return MicroBatch(
-            self.index,
-            *(
-                t.to(device)
-                for t in (
-                    self.input_ids,
-                    self.attention_mask,
-                    self.targets,
-                    self.action_mask,
-                    self.advantages,
-                    self.sampled_logprobs,
-                )
-            ),
-        )
 
 
 BATCH_OVERHEAD = 256

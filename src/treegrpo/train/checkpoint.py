@@ -131,7 +131,7 @@ def save_checkpoint(
     if final.exists():  # re-saving the same step (for example after a resume)
         shutil.rmtree(final)
     os.replace(tmp, final)
-    done = sorted(p for p in root.glob(f"{PREFIX}*") if _complete(p))
+    done = [p for p in _saved_in(run_dir) if _complete(p)]
     good = [p for p in done if _meta(p).get("healthy", True)][-1:]
     for old in done[:-keep]:
         if old not in good:
@@ -142,9 +142,7 @@ def save_checkpoint(
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The newest intact checkpoint of ``run_dir``, or None. Newer ones that are damaged
     (``checkpoint_problem``) are skipped with a warning that says why."""
-    root = Path(run_dir) / "checkpoints"
-    saved = sorted(p for p in root.glob(f"{PREFIX}*") if _saved(p)) if root.exists() else []
-    for path in reversed(saved):
+    for path in reversed(_saved_in(run_dir)):
         problem = checkpoint_problem(path)
         if problem is None:
             return path
@@ -180,8 +178,7 @@ def checkpoint_problem(path: Path) -> str | None:
 def healthy_checkpoint(run_dir: Path, before: int) -> Path | None:
     """The newest intact checkpoint of ``run_dir`` from before step ``before`` that was saved
     while the run was healthy (``meta.json`` "healthy"), or None."""
-    root = Path(run_dir) / "checkpoints"
-    for path in sorted((p for p in root.glob(f"{PREFIX}*") if _complete(p)), reverse=True):
+    for path in reversed([p for p in _saved_in(run_dir) if _complete(p)]):
         meta = _meta(path)
         good = meta.get("step", before) < before and meta.get("healthy", True)
         if good and checkpoint_problem(path) is None:
@@ -195,8 +192,8 @@ def discard_newer(run_dir: Path, checkpoint: Path, why: str = "damaged") -> list
     of the way of the steps redone from ``checkpoint`` and of the clean-up of old checkpoints;
     returns the new names."""
     moved = []
-    for p in sorted((Path(run_dir) / "checkpoints").glob(f"{PREFIX}*")):
-        if _saved(p) and p.name > checkpoint.name:
+    for p in _saved_in(run_dir):
+        if p.name > checkpoint.name:
             target = p.with_name(f"{p.name}.{why}")
             if target.exists():
                 shutil.rmtree(target)
@@ -216,6 +213,11 @@ def load_trainer_state(checkpoint: Path) -> TrainerState:
             f"it was not written by this version of treegrpo ({exc})"
         ) from None
     return TrainerState(**raw)
+
+
+def _saved_in(run_dir: Path) -> list[Path]:
+    """The checkpoint directories of ``run_dir`` (``_saved``), oldest first."""
+    return sorted(p for p in (Path(run_dir) / "checkpoints").glob(f"{PREFIX}*") if _saved(p))
 
 
 def _saved(path: Path) -> bool:

@@ -76,18 +76,16 @@ def logits_at(
     model: Any,
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None,
-    keep: torch.Tensor,
+    keep: torch.Tensor | tuple[torch.Tensor, torch.Tensor],
+    position_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The logits of the positions where ``keep`` is True, in row-major order: ids (B, T),
-    keep (B, T) bool → (n, V). Position t's logits predict token t + 1."""
+    """The logits of the positions ``keep`` picks, in its order: ids (B, T), keep (B, T) bool
+    (row-major) or (rows, columns), (n,) each → (n, V). Position t's logits predict token t + 1."""
+    kwargs = {"attention_mask": attention_mask, "position_ids": position_ids, "use_cache": False}
     if not split_head(model):
-        out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-        logits: torch.Tensor = out.logits[keep]  # (n, V)
+        logits: torch.Tensor = model(input_ids=input_ids, **kwargs).logits[keep]  # (n, V)
         return logits
-    decoder = model.get_decoder()
-    hidden = decoder(
-        input_ids=input_ids, attention_mask=attention_mask, use_cache=False
-    ).last_hidden_state  # (B, T, H)
+    hidden = model.get_decoder()(input_ids=input_ids, **kwargs).last_hidden_state  # (B, T, H)
     head: torch.Tensor = model.get_output_embeddings()(hidden[keep])  # (n, V)
     return head
 

@@ -106,8 +106,8 @@ class HealthMonitor:
                     )
                 self.best_format = max(self.best_format, mean)
         self.rewards.append(float(metrics["reward/mean"]))
-        if len(self.rewards) >= cfg.window:
-            mean = sum(self.rewards[-cfg.window :]) / cfg.window
+        mean = _last_mean(self.rewards, cfg.window)
+        if mean is not None:
             limit = None if cfg.reward_collapse is None else cfg.reward_collapse * self.best
             if limit is not None and self.best > 0 and mean < limit:
                 out.append(

@@ -46,18 +46,25 @@ def token_logprobs(
             logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1]
         else:
             logits = logits_at(model, input_ids, attention_mask, pad(chosen, (0, 1)))
-    logits = logits.float()  # (b, T − 1, V), or (n, V) at the kept targets
-    if temperature != 1.0:
-        logits = logits / temperature  # the entropy too is the sampled distribution's
-    logp = policy_logprobs(logits)
     read = targets if chosen is None else targets[chosen]  # (b, T − 1) or (n,)
-    target_logp = logp.gather(-1, read[..., None]).squeeze(-1)
-    entropy = entropy_from_logits(logits) if with_entropy else None
+    target_logp, entropy = picked_logprobs(logits, read, temperature, with_entropy)
     if chosen is None:
         return target_logp, entropy
     zeros = torch.zeros(chosen.shape, dtype=target_logp.dtype, device=target_logp.device)
     scatter = zeros.masked_scatter  # the kept values in place, 0 elsewhere: (b, T − 1)
     return scatter(chosen, target_logp), None if entropy is None else scatter(chosen, entropy)
+
+
+def picked_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(target) under p = softmax(logits / temperature) in float32, and the entropy of p
+    when asked: logits (..., V), targets (...) → (...)."""
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature  # the entropy too is the sampled distribution's
+    logp = policy_logprobs(logits).gather(-1, targets[..., None]).squeeze(-1)
+    return logp, entropy_from_logits(logits) if with_entropy else None
 
 
 def _right_padded(attention_mask: torch.Tensor | None) -> bool:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,27 +166,20 @@ def train_sft(
     return losses
 
 
-class _progress:
+@contextmanager
+def _progress(enabled: bool, total: int) -> Iterator[Callable[[float], None]]:
     """A rich progress bar with the running loss, or nothing."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.enabled, self.total = enabled, total
-
-    def __enter__(self):  # type: ignore[no-untyped-def]
-        if not self.enabled:
-            return lambda loss: None
-        self._bar = Progress(
-            TextColumn("warm start SFT"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TextColumn("loss {task.fields[loss]:.3f}"),
-            TimeRemainingColumn(),
-            transient=True,
-        )
-        self._bar.start()
-        task = self._bar.add_task("sft", total=self.total, loss=float("nan"))
-        return lambda loss: self._bar.update(task, advance=1, loss=loss)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self._bar.stop()
+    if not enabled:
+        yield lambda loss: None
+        return
+    bar = Progress(
+        TextColumn("warm start SFT"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("loss {task.fields[loss]:.3f}"),
+        TimeRemainingColumn(),
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task("sft", total=total, loss=float("nan"))
+        yield lambda loss: bar.update(task, advance=1, loss=loss)

@@ -25,20 +25,18 @@ Shapes: b packed rows of S tokens, n action targets of a micro-batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from treegrpo.core.packing import Layout, pack
-from treegrpo.engine.sampling import policy_logprobs
 from treegrpo.rollout.records import Rollout
 from treegrpo.train.batch import BATCH_OVERHEAD, cut_by_length
 from treegrpo.train.config import Aggregation
-from treegrpo.train.head import split_head
-from treegrpo.train.logprobs import as_reference
-from treegrpo.train.losses import entropy_from_logits
+from treegrpo.train.head import logits_at
+from treegrpo.train.logprobs import picked_logprobs
 from treegrpo.train.precision import autocast
 
 SUPPORTED_ATTENTION = ("eager", "sdpa")
@@ -101,16 +99,6 @@ class PackedBatch:
         """(n,) ``packed_logprobs`` of the policy, and the entropies when asked."""
         return packed_logprobs(policy, self, with_entropy, autocast_dtype, temperature)
 
-    def reference_logprobs(
-        self,
-        policy: Any,
-        reference: Any | None,
-        autocast_dtype: torch.dtype | None,
-        temperature: float,
-    ) -> torch.Tensor:
-        """(n,) ``packed_reference_logprobs``."""
-        return packed_reference_logprobs(policy, reference, self, autocast_dtype, temperature)
-
     def policy_loss(
         self,
         logp: torch.Tensor,
@@ -136,12 +124,6 @@ class PackedBatch:
     def term_scale(self) -> float:
         """What turns its loss terms, parts of the mini-batch's loss, into its own means."""
         return 1.0 / self.share if self.share > 0 else 0.0
-
-    def to(self, device: torch.device) -> PackedBatch:
-        moved: dict[str, Any] = {
-            k: v.to(device) for k, v in vars(self).items() if isinstance(v, torch.Tensor)
-        }
-        return replace(self, **moved)
 
 
 def leaf_weights(n_actions: Sequence[int], aggregation: str) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +184,7 @@ def pack_batches(
     groups = cut_by_length([r.size for r in rows], max_tokens, overhead)
     batches = []
     for g in groups:
-        idx = _idx(rows, g)
+        idx = [i for r in g for i in rows[r].index]
         held = sum(path_len[i] for i in idx)
         batches.append(_tensors([rows[r] for r in g], float(share[idx].sum()), held, pad_id))
     return batches
@@ -307,10 +289,6 @@ def _row(
     )
 
 
-def _idx(rows: list[_Row], group: list[int]) -> list[int]:
-    return [i for r in group for i in rows[r].index]
-
-
 def _tensors(rows: list[_Row], share: float, path_tokens: int, pad_id: int) -> PackedBatch:
     b, width = len(rows), max(r.size for r in rows)
     k = max(len(r.layout.segments) for r in rows)
@@ -331,10 +309,8 @@ def _tensors(rows: list[_Row], share: float, path_tokens: int, pad_id: int) -> P
     sums = np.concatenate([r.sums[r.action] for r in rows])  # (n, 6)
     targets = np.concatenate([r.ids[r.action] for r in rows])
     lps = np.concatenate([r.logprobs[r.action] for r in rows])
-
-    def col(j: int) -> torch.Tensor:
-        return torch.from_numpy(sums[:, j]).float()
-
+    columns = (torch.from_numpy(sums[:, j]).float() for j in range(6))
+    adv_pos, adv_neg, weight, count, count_pos, count_neg = columns
     return PackedBatch(
         [i for r in rows for i in r.index],
         ids,
@@ -344,12 +320,12 @@ def _tensors(rows: list[_Row], share: float, path_tokens: int, pad_id: int) -> P
         torch.from_numpy(row_of),
         torch.from_numpy(cols),
         torch.from_numpy(targets),
-        col(0),
-        col(1),
-        col(2),
-        col(3),
-        col(4),
-        col(5),
+        adv_pos,
+        adv_neg,
+        weight,
+        count,
+        count_pos,
+        count_neg,
         torch.from_numpy(lps).float(),
         share,
         path_tokens,
@@ -382,40 +358,9 @@ def packed_logprobs(
     mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
     mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)  # additive, as eager and sdpa take
     with autocast(batch.input_ids.device, autocast_dtype):
-        if split_head(model):
-            hidden = model.get_decoder()(
-                input_ids=batch.input_ids,
-                attention_mask=mask,
-                position_ids=batch.position_ids,
-                use_cache=False,
-            ).last_hidden_state  # (b, S, H)
-            logits = model.get_output_embeddings()(hidden[batch.rows, batch.cols])  # (n, V)
-        else:
-            out = model(
-                input_ids=batch.input_ids,
-                attention_mask=mask,
-                position_ids=batch.position_ids,
-                use_cache=False,
-            )
-            logits = out.logits[batch.rows, batch.cols]  # (n, V)
-    logits = logits.float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    logp = policy_logprobs(logits).gather(-1, batch.targets[:, None]).squeeze(-1)  # (n,)
-    return logp, entropy_from_logits(logits) if with_entropy else None
-
-
-def packed_reference_logprobs(
-    policy: Any,
-    reference: Any | None,
-    batch: PackedBatch,
-    autocast_dtype: torch.dtype | None = None,
-    temperature: float = 1.0,
-) -> torch.Tensor:
-    """(n,) log-probs under the frozen reference: the separate reference model when one is
-    loaded, else the LoRA policy with its adapters disabled (as ``logprobs.reference_logprobs``)."""
-    with as_reference(policy, reference) as model:
-        return packed_logprobs(model, batch, False, autocast_dtype, temperature)[0]
+        at = (batch.rows, batch.cols)
+        logits = logits_at(model, batch.input_ids, mask, at, batch.position_ids)  # (n, V)
+    return picked_logprobs(logits, batch.targets, temperature, with_entropy)
 
 
 def packed_ppo_loss(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,7 +30,7 @@ from treegrpo.train.batch import make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
 from treegrpo.train.shared import pack_batches, row_span, supports_packing
-from treegrpo.train.update import Part, UpdateStats, ppo_update, weighted
+from treegrpo.train.update import Part, UpdatePlan, UpdateStats, weighted
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +38,8 @@ log = logging.getLogger(__name__)
 class Learner(Protocol):
     """An update that runs elsewhere (``distributed.fsdp.FSDPLearner``)."""
 
-    def update(
-        self,
-        minis: Sequence[Sequence[Part]],
-        schedule: Sequence[int],
-        algo: AlgorithmConfig,
-        optim: OptimConfig,
-        temperature: float,
-    ) -> UpdateStats:
-        """``train.update.ppo_update`` on the learner's own policy and optimizer."""
+    def update(self, plan: UpdatePlan) -> UpdateStats:
+        """``plan`` run on the learner's own policy and optimizer."""
         ...
 
     def load_into(self, policy: Any, scheduler: Any | None) -> None:
@@ -186,10 +179,10 @@ def rl_step(
     # mini-batch, gradients accumulated over its micro-batches (train.update); here, or on the
     # ranks of a sharded update, which then hand the new weights back to the policy
     schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
-    temperature = rollouts.sampling.logprob_temperature  # log-probs of the sampled distribution
+    plan = UpdatePlan(minis, schedule, algo, optim, rollouts.sampling.logprob_temperature)
     log.debug("updating the policy: %d optimizer steps", len(schedule))
     t1 = time.perf_counter()  # the update starts
-    stats = _update(learning, minis, schedule, algo, optim, temperature)
+    stats = _update(learning, plan)
     t2 = time.perf_counter()  # the weight push starts
     rollouts.source.update_weights(learning.policy)  # the next rollout samples from it
     times = {"rollout": t_rollout, "update": t2 - t1, "push": time.perf_counter() - t2}
@@ -275,23 +268,16 @@ def _mini_batches(
     return minis
 
 
-def _update(
-    learning: Learning,
-    minis: list[list[Part]],
-    schedule: list[int],
-    algo: AlgorithmConfig,
-    optim: OptimConfig,
-    temperature: float,
-) -> UpdateStats:
+def _update(learning: Learning, plan: UpdatePlan) -> UpdateStats:
     """The PPO update in this process, or on the learner's ranks (then copied back)."""
     if learning.learner is not None:
-        stats = learning.learner.update(minis, schedule, algo, optim, temperature)
+        stats = learning.learner.update(plan)
         learning.learner.load_into(learning.policy, learning.scheduler)
         return stats
     assert learning.optimizer is not None, "an update in this process needs the optimizer"
-    return ppo_update(
-        learning.policy, learning.reference, learning.optimizer, learning.scheduler, minis,
-        schedule, algo, optim, temperature, learning.autocast_dtype,
+    return plan.run(
+        learning.policy, learning.reference, learning.optimizer, learning.scheduler,
+        learning.autocast_dtype,
     )  # fmt: skip
 
 

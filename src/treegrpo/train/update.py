@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from treegrpo.train.batch import MicroBatch
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
+from treegrpo.train.logprobs import as_reference
 from treegrpo.train.losses import kl_penalty
 from treegrpo.train.offpolicy import GAP_TERMS, gap_sums, is_weights
 from treegrpo.train.shared import PackedBatch
@@ -98,6 +99,33 @@ class UpdateStats:
         }
 
 
+@dataclass(frozen=True)
+class UpdatePlan:
+    """One RL step's update: its mini-batches, the order they are stepped in (``schedule``:
+    indices into ``minis``, each mini-batch once per PPO epoch), the configs, and the sampled
+    distribution's ``temperature`` (log-probs under softmax(logits / T))."""
+
+    minis: Sequence[Sequence[Part]]
+    schedule: Sequence[int]
+    algo: AlgorithmConfig
+    optim: OptimConfig
+    temperature: float
+
+    def run(
+        self,
+        policy: Any,
+        reference: Any | None,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any | None,
+        autocast_dtype: torch.dtype | None = None,
+    ) -> UpdateStats:
+        """``ppo_update`` of ``policy`` by this plan."""
+        return ppo_update(
+            policy, reference, optimizer, scheduler, self.minis, self.schedule, self.algo,
+            self.optim, self.temperature, autocast_dtype,
+        )  # fmt: skip
+
+
 def weighted(mbs: Sequence[MicroBatch], aggregation: str) -> list[Part]:
     """The weights that turn per-micro-batch means into the mean over the whole mini-batch."""
     if aggregation == "token-mean":
@@ -120,14 +148,13 @@ def ppo_update(
     temperature: float,
     autocast_dtype: torch.dtype | None = None,
 ) -> UpdateStats:
-    """Update ``policy`` on ``minis`` in the order ``schedule`` (indices into ``minis``, each
-    mini-batch once per PPO epoch): one optimizer step per mini-batch, gradient clipped, skipped
-    when not finite.
+    """Update ``policy`` on ``minis`` in the order ``schedule`` (``UpdatePlan``): one optimizer
+    step per mini-batch, gradient clipped, skipped when not finite.
 
     Old log-probs are computed for every micro-batch before the first update, except those of
     the first scheduled mini-batch: before any optimizer step the policy is the old policy, so
     their old log-probs are the update forward's own, detached (ratio 1, as TRL does; exact
-    without active dropout). ``temperature``: the sampled distribution's, softmax(logits / T).
+    without active dropout).
     Many arguments: the models, optimizer and scheduler, the batches in their order, the configs."""
     first = {id(p) for p in minis[schedule[0]]} if schedule else set()
     device = next(policy.parameters()).device
@@ -138,7 +165,7 @@ def ppo_update(
     with torch.no_grad():
         for part in (p for parts in minis for p in parts):
             held = part.batch.path_tokens if part.counted else 0  # before the copy to device
-            d = part.batch.to(device)
+            d = _to(part.batch, device)
             t0 = _now(device)
             if id(part) not in first:
                 old[id(part)] = d.logprobs(policy, False, autocast_dtype, temperature)[0]
@@ -148,7 +175,8 @@ def ppo_update(
             t1 = _now(device)
             clock["old_logprobs"] += t1 - t0
             if algo.kl_coef > 0:
-                ref[id(part)] = d.reference_logprobs(policy, reference, autocast_dtype, temperature)
+                with as_reference(policy, reference) as model:
+                    ref[id(part)] = d.logprobs(model, False, autocast_dtype, temperature)[0]
                 clock["ref_logprobs"] += _now(device) - t1
                 tokens["ref_logprobs"] += held
 
@@ -160,7 +188,7 @@ def ppo_update(
     for parts in (minis[i] for i in schedule):
         for k, part in enumerate(parts):
             _gradient_sync(policy, k == len(parts) - 1)  # sharded: reduce once per mini-batch
-            d = part.batch.to(device)
+            d = _to(part.batch, device)
             with_entropy = algo.entropy_coef > 0
             logp, ent = d.logprobs(policy, with_entropy, autocast_dtype, temperature)
             if id(part) not in old:  # first update: its own, detached
@@ -188,6 +216,14 @@ def ppo_update(
     policy.eval()
     stats.seconds["policy"] = _now(device) - t_policy
     return stats
+
+
+def _to(batch: TokenBatch, device: torch.device) -> TokenBatch:
+    """``batch`` with its tensors on ``device``."""
+    moved: dict[str, Any] = {
+        k: v.to(device) for k, v in vars(batch).items() if isinstance(v, torch.Tensor)
+    }
+    return replace(batch, **moved)
 
 
 def _gradient_sync(model: Any, on: bool) -> None:
