@@ -27,7 +27,7 @@ from treegrpo.rollout.records import LeafSequence
 from treegrpo.train.batch import make_micro_batches
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.trainer import make_optimizer
-from treegrpo.train.update import Part, ppo_update, weighted
+from treegrpo.train.update import Part, UpdatePlan, ppo_update, weighted
 
 
 def synthetic_minis(vocab: int, leaves: int, minis: int, seed: int) -> list[list[Part]]:
@@ -85,7 +85,9 @@ def main() -> None:
             return out, time.perf_counter() - t
 
         here, t_here = timed(
-            lambda: ppo_update(policy, None, opt, sched, minis, schedule, algo, optim, 1.0)
+            lambda: ppo_update(
+                policy, None, opt, sched, UpdatePlan(minis, schedule, algo, optim, 1.0)
+            )
         )
         ranked, t_rank = timed(lambda: rank.update(minis, schedule, algo, optim, 1.0))
         gathered, t_gather = timed(rank.model_state)

@@ -57,7 +57,7 @@ from treegrpo.train.config import ClusterConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
 from treegrpo.train.precision import autocast_dtype
 from treegrpo.train.trainer import make_optimizer
-from treegrpo.train.update import Part, UpdatePlan, UpdateStats
+from treegrpo.train.update import Part, UpdatePlan, UpdateStats, ppo_update
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,9 @@ class TrainRank:
         self.policy.eval()
 
     def update(self, plan: UpdatePlan) -> UpdateStats:
-        return plan.run(self.policy, self.reference, self.optimizer, self.scheduler, self.amp)
+        return ppo_update(
+            self.policy, self.reference, self.optimizer, self.scheduler, plan, self.amp
+        )
 
     def model_state(self) -> dict[str, Any]:
         """The full weights on the CPU (rank 0; the others return an empty dict)."""

@@ -90,10 +90,24 @@ class AgentLimits:
     max_context: int = 4096  # prompt + all steps and observations, in tokens
 
 
-def sample_forest(*args: Any, **kwargs: Any) -> Rollout:
+def sample_forest(
+    engine: Engine,
+    protocol: ToolProtocol,
+    tool: SearchTool | Toolbox,
+    prompts: Sequence[list[int]],
+    shape: TreeShape,
+    sampling: SamplingParams,
+    limits: AgentLimits = AgentLimits(),
+    seed: int = 0,
+    prompt_keys: Sequence[int] | None = None,
+    score: LeafScorer | None = None,
+) -> Rollout:
     """Sample one forest for a batch of prompts (token ids): a ``ForestSampler`` of these
-    arguments, run to the end."""
-    return ForestSampler(*args, **kwargs).sample()
+    arguments (its docstring says what each is), run to the end.
+
+    Many arguments: those of ``ForestSampler``, typed here for the callers of this entry point."""
+    how = (shape, sampling, limits, seed, prompt_keys, score)
+    return ForestSampler(engine, protocol, tool, prompts, *how).sample()
 
 
 PER_TREE_RULES = ("uniform", "no-root")

@@ -30,7 +30,7 @@ from treegrpo.train.batch import make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
 from treegrpo.train.shared import pack_batches, row_span, supports_packing
-from treegrpo.train.update import Part, UpdatePlan, UpdateStats, weighted
+from treegrpo.train.update import Part, UpdatePlan, UpdateStats, ppo_update, weighted
 
 log = logging.getLogger(__name__)
 
@@ -275,8 +275,8 @@ def _update(learning: Learning, plan: UpdatePlan) -> UpdateStats:
         learning.learner.load_into(learning.policy, learning.scheduler)
         return stats
     assert learning.optimizer is not None, "an update in this process needs the optimizer"
-    return plan.run(
-        learning.policy, learning.reference, learning.optimizer, learning.scheduler,
+    return ppo_update(
+        learning.policy, learning.reference, learning.optimizer, learning.scheduler, plan,
         learning.autocast_dtype,
     )  # fmt: skip
 

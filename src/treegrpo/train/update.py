@@ -111,20 +111,6 @@ class UpdatePlan:
     optim: OptimConfig
     temperature: float
 
-    def run(
-        self,
-        policy: Any,
-        reference: Any | None,
-        optimizer: torch.optim.Optimizer,
-        scheduler: Any | None,
-        autocast_dtype: torch.dtype | None = None,
-    ) -> UpdateStats:
-        """``ppo_update`` of ``policy`` by this plan."""
-        return ppo_update(
-            policy, reference, optimizer, scheduler, self.minis, self.schedule, self.algo,
-            self.optim, self.temperature, autocast_dtype,
-        )  # fmt: skip
-
 
 def weighted(mbs: Sequence[MicroBatch], aggregation: str) -> list[Part]:
     """The weights that turn per-micro-batch means into the mean over the whole mini-batch."""
@@ -141,21 +127,19 @@ def ppo_update(
     reference: Any | None,
     optimizer: torch.optim.Optimizer,
     scheduler: Any | None,
-    minis: Sequence[Sequence[Part]],
-    schedule: Sequence[int],
-    algo: AlgorithmConfig,
-    optim: OptimConfig,
-    temperature: float,
+    plan: UpdatePlan,
     autocast_dtype: torch.dtype | None = None,
 ) -> UpdateStats:
-    """Update ``policy`` on ``minis`` in the order ``schedule`` (``UpdatePlan``): one optimizer
-    step per mini-batch, gradient clipped, skipped when not finite.
+    """Update ``policy`` by ``plan``: its mini-batches in the order of its schedule, one
+    optimizer step per mini-batch, gradient clipped, skipped when not finite.
 
     Old log-probs are computed for every micro-batch before the first update, except those of
     the first scheduled mini-batch: before any optimizer step the policy is the old policy, so
     their old log-probs are the update forward's own, detached (ratio 1, as TRL does; exact
-    without active dropout).
-    Many arguments: the models, optimizer and scheduler, the batches in their order, the configs."""
+    without active dropout)."""
+    minis, schedule, algo, optim, temperature = (
+        plan.minis, plan.schedule, plan.algo, plan.optim, plan.temperature
+    )  # fmt: skip
     first = {id(p) for p in minis[schedule[0]]} if schedule else set()
     device = next(policy.parameters()).device
     old: dict[int, torch.Tensor] = {}

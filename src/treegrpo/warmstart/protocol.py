@@ -75,8 +75,10 @@ def protocol_warm_start(
     and ``tool`` default to the wiki train questions and BM25 over the wiki corpus (given: tests
     or other title-question sets; then they are part of what the caller keys the cache on)."""
     make = partial(build, questions=questions, tool=tool)
-    key = {"custom": questions is not None}
-    return cached_build("protocol", base, cfg, FORMAT_VERSION, make, cache_dir, progress, **key)
+    custom = questions is not None
+    return cached_build(
+        "protocol", base, cfg, FORMAT_VERSION, make, cache_dir, progress, custom=custom
+    )
 
 
 def cached_build(
