@@ -97,8 +97,10 @@ class FlawedAgent:
     ``flaws`` records which ones it made. With no flaws (all probabilities 0) it is the oracle:
     the right query at every hop, each bridge entity read from the observation it received."""
 
-    def __init__(self, plan: Plan, flaws: Flaws, rng: random.Random) -> None:
-        self.plan, self.p, self.rng = plan, flaws, rng
+    def __init__(
+        self, plan: Plan, flaws: Flaws, rng: random.Random, counted: bool = False
+    ) -> None:
+        self.plan, self.p, self.rng, self.counted = plan, flaws, rng, counted
         self.current: str | None = plan.start  # the entity in hand
         self.rest = plan.relations  # relations still to follow
         self.searched = plan.start  # the entity of the last search
@@ -110,14 +112,14 @@ class FlawedAgent:
             self.rest = self.rest[1:]
         if self.current is None:
             return answer_step("the fact is missing", "unknown")
-        think = plan_text(self.current, self.rest)
+        think = plan_text(self.current, self.rest, self.counted)
         if not observations and self.rng.random() < self.p.early:
             self.flaws.append("early")
             return answer_step(think, self.rng.choice(NAME_POOL))
         if (step := self._after_search(think, self.current)) is not None:
             return step
         if not self.rest:
-            return answer_step(self.current, self.current)
+            return answer_step(think, self.current)
         read = len(self.plan.relations) - len(self.rest)  # facts read so far
         if read:
             draw, stop = self.rng.random(), self.p.stop if read == 1 else self.p.later
@@ -147,8 +149,10 @@ class WebFlawedAgent(FlawedAgent):
     (the page, read as the passage is), with the flaws of ``Flaws`` after each page read, and
     ``skip`` after each search: answer the entity in hand without visiting."""
 
-    def __init__(self, plan: Plan, flaws: Flaws, skip: float, rng: random.Random) -> None:
-        super().__init__(plan, flaws, rng)
+    def __init__(
+        self, plan: Plan, flaws: Flaws, skip: float, rng: random.Random, counted: bool = False
+    ) -> None:
+        super().__init__(plan, flaws, rng, counted)
         self.skip = skip
         self.last = ""  # the tool the last step called
 
@@ -178,6 +182,7 @@ def build_demos(
     max_turns: int = 4,
     topk: int = 3,
     skip: float | None = None,
+    counted: bool = False,
 ) -> list[Demo]:
     """``n`` demonstrations over the questions of ``worlds`` (each with its own search tool, or
     with the web variant's toolbox when ``skip`` is given: ``WebFlawedAgent``), visited in a
@@ -194,9 +199,9 @@ def build_demos(
         q = world.questions[qi]
         plan = world.plans[q.uid]
         agent = (
-            FlawedAgent(plan, flaws, rng)
+            FlawedAgent(plan, flaws, rng, counted)
             if skip is None
-            else WebFlawedAgent(plan, flaws, skip, rng)
+            else WebFlawedAgent(plan, flaws, skip, rng, counted)
         )
         episode = run_episode(agent, protocol, tool, max_turns, topk)
         demos.append(demo_from_episode(q, episode, protocol, tuple(agent.flaws)))

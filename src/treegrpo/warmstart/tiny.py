@@ -111,6 +111,9 @@ class WarmStartConfig:
     skip: float = 0.3
     """Web variant: after a search, answer the entity in hand without visiting the page."""
 
+    counted: bool = False
+    """Thoughts that count the relations left ("1 left: Xa's rival"; ``oracle.plan_text``)."""
+
     linear: LinearPath = "auto"
     """Which path trains the linear layers in SFT (``engine.cpu.onednn``): mkl (``F.linear``),
     onednn, or auto (this CPU's default: oneDNN on AMD CPUs with AVX-512). The two compute the
@@ -120,12 +123,14 @@ class WarmStartConfig:
 
     def key(self) -> dict[str, Any]:
         """The settings the cache key hashes: all of them, with the linear path resolved on
-        this CPU; the web variant's only when on (so the search world's warm starts keep the
-        keys they had before the web variant)."""
+        this CPU; the web variant's and ``counted`` only when on (so the search world's warm starts
+        keep the keys they had before those settings)."""
         fields = asdict(self)
         fields["linear"] = resolve_path(self.linear)
         if not self.web:
             del fields["web"], fields["skip"]
+        if not self.counted:
+            del fields["counted"]
         return fields
 
 
@@ -232,6 +237,7 @@ def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
         max_turns=cfg.max_turns,
         topk=cfg.topk,
         skip=cfg.skip if cfg.web else None,
+        counted=cfg.counted,
     )
 
 
