@@ -164,6 +164,7 @@ def check_scorer(shape: TreeShape, given: bool) -> None:
         )
 
 
+@dataclass(eq=False)
 class ForestSampler:
     """One forest for a batch of prompts (token ids), sampled whole (``sample``, as
     ``sample_forest`` does) or one phase at a time, so that a round's expansions per tree can be
@@ -183,42 +184,37 @@ class ForestSampler:
     larger batch passes the prompts' indices in that batch. ``score``: rewards the leaves seen so
     far before each expansion round; the ``informed`` rule and difficulty budgets need it, the
     others ignore it. A difficulty budget shares each round over these prompts' trees.
-
-    Many arguments: the engine, protocol, tools, prompts, tree shape, sampling and limits are
-    collaborators of their own, each named at the call.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        protocol: ToolProtocol,
-        tool: SearchTool | Toolbox,
-        prompts: Sequence[list[int]],
-        shape: TreeShape,
-        sampling: SamplingParams,
-        limits: AgentLimits = AgentLimits(),
-        seed: int = 0,
-        prompt_keys: Sequence[int] | None = None,
-        score: LeafScorer | None = None,
-    ) -> None:
+    engine: Engine
+    protocol: ToolProtocol
+    tool: SearchTool | Toolbox
+    prompts: Sequence[list[int]]
+    shape: TreeShape
+    sampling: SamplingParams
+    limits: AgentLimits = AgentLimits()
+    seed: int = 0
+    prompt_keys: Sequence[int] | None = None
+    score: LeafScorer | None = None
+
+    def __post_init__(self) -> None:
+        prompts, prompt_keys = self.prompts, self.prompt_keys
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
-        check_scorer(shape, score is not None)
+        check_scorer(self.shape, self.score is not None)
         keys = list(range(len(prompts))) if prompt_keys is None else [int(k) for k in prompt_keys]
         if len(keys) != len(prompts):
             raise ValueError(f"{len(keys)} prompt keys for {len(prompts)} prompts")
-        self.engine, self.protocol, self.shape, self.score = engine, protocol, shape, score
-        self.sampling, self.limits = sampling, limits
-        self.prompts, self.keys, self.seed = [list(p) for p in prompts], keys, seed
+        self.prompt_ids, self.keys = [list(p) for p in prompts], keys  # copies
         self.forest = Forest()
         self.steps: list[StepRecord] = []
         self.spend = SpendAccountant()
         # Where an expansion from a node resumes: (cached context, the one token still to feed).
         self.resume: dict[int, tuple[Segment, int]] = {}
-        self.tools = tools = toolbox(tool, limits.topk)
-        if tools.names != protocol.names:
+        self.tools = tools = toolbox(self.tool, self.limits.topk)
+        if tools.names != self.protocol.names:
             raise ValueError(
-                f"the protocol offers the tools {protocol.names} but the toolbox holds "
+                f"the protocol offers the tools {self.protocol.names} but the toolbox holds "
                 f"{tools.names}: build the protocol from the toolbox (ToolProtocol(..., tools=))"
             )
         self.tree_keys: list[tuple[int, int, int]] = []  # (seed, prompt key, tree in prompt)
@@ -301,7 +297,7 @@ class ForestSampler:
     def _chains(self) -> list[_Episode]:
         """Prefill the prompts (each computed once, shared by its M trees) and make the trees:
         the initial chains' episodes."""
-        prompts, spend = self.prompts, self.spend
+        prompts, spend = self.prompt_ids, self.spend
         shared, cost = self.engine.prefill(
             [self.engine.root()] * len(prompts), [p[:-1] for p in prompts]
         )
@@ -382,7 +378,7 @@ class ForestSampler:
         counts = np.stack(self.counts) if self.counts else np.zeros((0, self.forest.n_trees))
         return Rollout(
             self.forest,
-            self.prompts,
+            self.prompt_ids,
             self.steps,
             kept,
             self.spend,
@@ -412,7 +408,7 @@ class ForestSampler:
         new = [int(v) for v in self.forest.leaves() if int(v) not in self.rewards]
         if new:
             so_far = Rollout(
-                self.forest, self.prompts, self.steps, np.zeros(0, np.int64), self.spend
+                self.forest, self.prompt_ids, self.steps, np.zeros(0, np.int64), self.spend
             )
             got = np.asarray(self.score(so_far, new), dtype=np.float64)
             if got.shape != (len(new),):
