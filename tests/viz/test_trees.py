@@ -223,3 +223,38 @@ def test_the_entropy_rules_reasons_reach_the_page() -> None:
     assert len(rollout.expansion_reasons) == 2
     for v, why in zip(rollout.expansions.tolist(), rollout.expansion_reasons, strict=True):
         assert why.startswith("entropy ") and why in _badges(page, v)
+
+
+def test_the_batch_terms_part_is_shown_beside_intra_and_inter() -> None:
+    """With ``algo.batch_baseline`` w the total advantage is intra + inter + w·Â_batch; the
+    snapshot holds each part and the page shows the batch part, so the three add up."""
+    agent = trained_agent()
+    people = PEOPLE[:3]
+    engine = HFEngine(agent.model, agent.tokenizer, StepStopper(agent.tokenizer))
+    rollout = sample_forest(
+        engine,
+        agent.protocol,
+        WordTool(),
+        [agent.prompt(p) for p in people],
+        TreeShape(2, 3, 1),
+        SamplingParams(max_new_tokens=40, temperature=1.0),
+        AgentLimits(max_turns=2, max_context=1024),
+        seed=3,
+    )
+    leaves = [int(x) for x in rollout.kept]
+    golds = [[FACTS[p]] for p in people]
+    scores = score_leaves(rollout, leaves, golds, agent.protocol.decode, "em", 0.0)
+    prompt_of, tree_of = rollout.forest.leaf_groups(np.array(leaves))
+    groups = dense_ids(prompt_of.tolist())
+    adv = tree_advantage(scores.reward, groups, tree_of, "intra+inter", batch=2.0)
+    scored = ScoredRollout(rollout, leaves, scores, groups, adv)
+    data = forest_snapshot(scored, [0, 1, 2], agent.protocol.decode, golds, people, batch=2.0)
+    kept = [n for n in _nodes({"prompts": data}) if n["kept"]]
+    assert len(kept) == len(leaves)
+    assert any(abs(n["adv_batch"]) > 1e-6 for n in kept)  # the rewards differ over the batch
+    for n in kept:
+        assert n["adv_intra"] + n["adv_inter"] + n["adv_batch"] == pytest.approx(n["adv"])
+    page = render_step({"step": 1, "algo": {}, "prompts": data})
+    assert all(f", batch {n['adv_batch']:+.2f}, total {n['adv']:+.2f}" in page for n in kept)
+    plain = forest_snapshot(scored, [0], agent.protocol.decode, golds[:1], people[:1])
+    assert all("adv_batch" not in n for n in _nodes({"prompts": plain}))

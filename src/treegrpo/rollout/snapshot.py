@@ -26,13 +26,15 @@ def forest_snapshot(
     questions: Sequence[str],
     hops: Sequence[int] | None = None,
     scale: bool = True,
+    batch: float = 0.0,
 ) -> list[dict[str, Any]]:
     """The trees of batch prompts ``prompts`` as nested dicts (JSON-ready).
 
     ``scored``: the kept leaves with their scores, prompt groups (B,) and total advantages (B,)
     as the RL step computed them; the intra-tree and inter-tree parts are recomputed from the
-    rewards (``core.advantage.tree_advantage``) with the same std ``scale``. golds, questions
-    and hops (0: unknown) are per batch prompt."""
+    rewards (``core.advantage.tree_advantage``) with the same std ``scale``, and with a batch
+    term of weight ``batch`` > 0 (``algo.batch_baseline``) its part too. golds, questions and
+    hops (0: unknown) are per batch prompt."""
     forest = scored.rollout.forest
     leaf_ids = np.asarray(scored.leaves, dtype=np.int64)
     total = np.asarray(scored.adv, dtype=np.float64)
@@ -44,6 +46,9 @@ def forest_snapshot(
         "adv_inter": tree_advantage(reward, group_ids, trees, "inter", scale=scale),
         "adv": total,
     }
+    if batch > 0:
+        no_groups = np.zeros_like(group_ids)
+        parts["adv_batch"] = tree_advantage(reward, no_groups, trees, "inter", scale=scale) * batch
     node_sum, node_mean, node_count = node_advantage(forest.parent, leaf_ids, total)
     row = {int(n): i for i, n in enumerate(leaf_ids.tolist())}
     why = _expansion_reasons(scored.rollout)

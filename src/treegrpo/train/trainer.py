@@ -378,6 +378,7 @@ def _forest_keeper(
                 [items[i].question for i in idx],
                 hops=[items[i].hops for i in idx],
                 scale=algo.scale_std,
+                batch=algo.batch_baseline,
             ),
         }
         path = out / "forests" / f"step-{step:06d}.json"

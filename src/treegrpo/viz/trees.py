@@ -115,9 +115,10 @@ def _node_html(node: dict[str, Any], children: dict[int, list[dict[str, Any]]], 
     if node["kept"]:
         r = node["reward"]
         badges += f'<span class="badge leaf {"r1" if r > 0 else "r0"}">reward {r:g}</span>'
+        batch = f", batch {_fmt(node['adv_batch'])}" if "adv_batch" in node else ""
         badges += (
             f'<span class="adv">Â intra {_fmt(node["adv_intra"])}, inter '
-            f"{_fmt(node['adv_inter'])}, total {_fmt(node['adv'])}</span>"
+            f"{_fmt(node['adv_inter'])}{batch}, total {_fmt(node['adv'])}</span>"
         )
     elif node["n_leaves"]:
         badges += (
