@@ -18,7 +18,8 @@ With ``--model`` it evaluates that model (a built-in name or a directory) instea
 of the first config, and adds the share of the commonest answer, how often the first search
 holds the question's key terms (``warmstart.reader_demos.key_terms``), where the answers come
 from (the title of a retrieved Doc, a span of a retrieved passage's text, or neither: the
-model's own words) and EM per question kind. ``NAME`` may be any question file (FlashRAG jsonl,
+model's own words), why the misses were missed (``miss_kind``) and EM per question kind and
+per hop count. ``NAME`` may be any question file (FlashRAG jsonl,
 Search-R1 parquet) over the wiki corpus:
 
     .venv/bin/python bench/wiki_start.py --model smollm2-reader \
@@ -116,6 +117,23 @@ def answer_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+MISS_KINDS = ("wrong span", "subject answered", "own words", "no search", "no answer")
+
+
+def miss_kind(row: dict[str, Any]) -> str:
+    """Why a missed question (EM 0) was missed, first match wins: "no answer" (the episode
+    ended without one: turn limit, length limit), "no search" (answered without a tool call),
+    "subject answered" (the answer only repeats words of the question), "wrong span" (a title
+    or a span of what it retrieved, not the gold), "own words" (none of these)."""
+    if row["answer"] is None:
+        return "no answer"
+    if row["tool_calls"] == 0:
+        return "no search"
+    if is_span(row["answer"], row["question"]):
+        return "subject answered"
+    return "wrong span" if row["answer_from"] in ("title", "span") else "own words"
+
+
 def measure_model(
     model: str, sets: list[str], config: str, out: Path | None = None
 ) -> list[dict[str, Any]]:
@@ -137,7 +155,10 @@ def measure_model(
         row |= {k: overall[k] for k in ("em", "f1", "valid_format", "tool_calls")}
         row |= answer_stats(report["rows"]) | {"seconds": time.perf_counter() - t0}
         row["answer_sources"] = report["answer_from"]  # ``eval.evaluate.answer_source`` shares
+        missed = Counter(miss_kind(r) for r in report["rows"] if r["em"] < 1.0)
+        row["misses"] = {k: missed[k] for k in MISS_KINDS}
         row["per_kind"] = {k: {"n": v["n"], "em": v["em"]} for k, v in report["by_kind"].items()}
+        row["per_hops"] = {k: {"n": v["n"], "em": v["em"]} for k, v in report["by_hops"].items()}
         row["examples"] = [
             {k: r[k] for k in ("question", "golds", "answer", "em")} for r in report["rows"][:8]
         ]
@@ -162,9 +183,9 @@ def main() -> None:
         print(
             "| model | set | questions | EM | F1 | valid format | tool calls | top answer share "
             "| answer repeats the question | first search has the key terms "
-            "| answers: title / span / other | seconds |"
+            "| answers: title / span / other | misses: " + " / ".join(MISS_KINDS) + " | seconds |"
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|")
         for r in rows:
             src = r["answer_sources"]
             print(
@@ -174,7 +195,7 @@ def main() -> None:
                 f"{100 * r['echo_share']:.0f}% | "
                 f"{100 * r['first_search_all_key_terms']:.0f}% | "
                 f"{100 * src['title']:.0f}% / {100 * src['span']:.0f}% / {100 * src['other']:.0f}% "
-                f"| {r['seconds']:.0f} |"
+                f"| {' / '.join(str(r['misses'][k]) for k in MISS_KINDS)} | {r['seconds']:.0f} |"
             )
         return
     rows = [measure(c, args.questions) for c in args.configs]
