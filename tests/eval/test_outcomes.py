@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from treegrpo.agent.protocol import Action
-from treegrpo.eval.evaluate import before_after_rows, misses_cell, outcome, summarize
+from treegrpo.eval.evaluate import (
+    before_after_rows,
+    collapse_warning,
+    misses_cell,
+    outcome,
+    summarize,
+)
 from treegrpo.rollout.records import StepRecord
 
 
@@ -61,3 +67,18 @@ def test_reports_written_before_outcomes_existed_still_summarize() -> None:
     row = _row(2, 0.0, "wrong answer")
     del row["outcome"]
     assert summarize([row])["overall"]["misses"] == {}
+
+
+def _report(em: float, valid_format: float) -> dict[str, Any]:
+    return {"overall": {"em": em, "valid_format": valid_format}}
+
+
+def test_a_collapse_is_told_with_its_reasons() -> None:
+    assert collapse_warning(_report(0.25, 1.0), _report(0.94, 0.97)) is None  # learned
+    assert collapse_warning(_report(0.25, 1.0), _report(0.25, 0.80)) is None  # at both bounds
+    off_format = collapse_warning(_report(0.25, 1.0), _report(0.41, 0.44))
+    assert off_format is not None and "held-out valid format 44% < 80%" in off_format
+    assert "EM fell" not in off_format
+    unlearned = collapse_warning(_report(0.25, 1.0), _report(0.20, 0.95))
+    assert unlearned is not None and "held-out EM fell from 25.0 to 20.0" in unlearned
+    assert "valid format" not in unlearned.split(":")[0]

@@ -12,6 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agent_fixtures import TINY_WARM
+from treegrpo.eval.evaluate import collapse_warning
 from treegrpo.jobs.embedded import rl_and_eval_worlds, run_embedded
 from treegrpo.jobs.presets import DEFAULT_ALGO, DEFAULT_EMBEDDED, DEFAULT_OPTIM, DEFAULT_RUN
 from treegrpo.train.checkpoint import latest_checkpoint
@@ -40,6 +41,7 @@ def test_the_default_job_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert 'href="view/step-000001.html"' in report and (out / "view/step-000001.html").is_file()
     assert 'href="view/eval-after.html"' in report and (out / "view/eval-after.html").is_file()
     assert summary["before"]["overall"]["n"] == summary["after"]["overall"]["n"] == 6
+    assert summary["collapse"] == collapse_warning(summary["before"], summary["after"])
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
     # held-out EM at step 1 (periodic) and at 2 (the final checkpoint's, evaluated once, after)

@@ -238,6 +238,8 @@ def train(args: TrainOptions) -> None:
         console.print(compare_table(summary["before"], summary["after"]))
     elif job == "embedded":
         console.print(embedded_job.before_after_table(summary["before"], summary["after"]))
+    if summary.get("collapse"):
+        console.print(f"[bold yellow]warning: {summary['collapse']}")
     console.print(f"run directory: {run.out_dir} ({summary['seconds']['total']:.0f} s)")
 
 

@@ -97,9 +97,7 @@ class FlawedAgent:
     ``flaws`` records which ones it made. With no flaws (all probabilities 0) it is the oracle:
     the right query at every hop, each bridge entity read from the observation it received."""
 
-    def __init__(
-        self, plan: Plan, flaws: Flaws, rng: random.Random, counted: bool = False
-    ) -> None:
+    def __init__(self, plan: Plan, flaws: Flaws, rng: random.Random, counted: bool = False) -> None:
         self.plan, self.p, self.rng, self.counted = plan, flaws, rng, counted
         self.current: str | None = plan.start  # the entity in hand
         self.rest = plan.relations  # relations still to follow

@@ -204,6 +204,34 @@ _OBSERVATION = re.compile(r"<information>(.*?)</information>", re.DOTALL)
 _RESULT_TITLE = re.compile(r"^\[\d+\] (.+)$", re.MULTILINE)
 
 
+COLLAPSE_FORMAT = 0.8
+"""A run collapsed when its held-out valid-format share after RL is below this, or its
+held-out EM below its starting model's (docs/algorithm.md §9)."""
+
+
+def collapsed(before_em: float, after_em: float, valid_format: float) -> bool:
+    """Whether a run collapsed (``COLLAPSE_FORMAT``)."""
+    return valid_format < COLLAPSE_FORMAT or after_em < before_em
+
+
+def collapse_warning(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+    """What to tell the user when the held-out reports before and after RL show a collapse
+    (``collapsed``); None when they do not."""
+    b, a = before["overall"], after["overall"]
+    if not collapsed(b["em"], a["em"], a["valid_format"]):
+        return None
+    why = []
+    if a["valid_format"] < COLLAPSE_FORMAT:
+        why.append(f"held-out valid format {a['valid_format']:.0%} < {COLLAPSE_FORMAT:.0%}")
+    if a["em"] < b["em"]:
+        why.append(f"held-out EM fell from {100 * b['em']:.1f} to {100 * a['em']:.1f}")
+    return (
+        f"this run collapsed ({'; '.join(why)}): RL drifted off the format or unlearned what "
+        "the start knew. Its health alarms are in train.log; docs/algorithm.md §9 says what "
+        "was measured against it (another seed or warm start, algo.batch_baseline)"
+    )
+
+
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Means overall, per source, per hop count and per question kind (rows without a kind
     are left out of ``by_kind``), each with its misses counted by ``OUTCOMES``, and the share of

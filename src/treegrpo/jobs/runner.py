@@ -26,7 +26,7 @@ from treegrpo.distributed.fsdp import FSDPLearner, start_learner
 from treegrpo.distributed.rollout import RayRollout, start_workers
 from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
-from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
+from treegrpo.eval.evaluate import EvalItem, collapse_warning, evaluate, write_report
 from treegrpo.files import write_atomic
 from treegrpo.jobs.presets import DataConfig, EmbeddedConfig
 from treegrpo.models.load import load_model, resolve_device
@@ -154,8 +154,11 @@ def run_job(
     if final is not None and job.held_out is not None:
         log.info("evaluating the final checkpoint %s", final)
     after = _evaluate_dir(job, out, model_cfg, final / "model", "eval-after") if final else None
+    warning = None
     if after is not None:
         log.info("held-out EM after RL: %.3f", after["overall"]["em"])
+        if before is not None and (warning := collapse_warning(before, after)):
+            log.warning(warning)
     seconds = {**job.seconds, "eval_before": t1 - t0, "train": t2 - t1}
     seconds["total"] = sum(job.seconds.values()) + time.perf_counter() - t0
     summary: dict[str, Any] = {
@@ -164,6 +167,7 @@ def run_job(
         **job.summary,
         "before": without_rows(before),
         "after": without_rows(after),
+        "collapse": warning,  # ``eval.evaluate.collapse_warning``: None unless it collapsed
         "seconds": seconds,
         "config": {
             "algo": asdict(algo),

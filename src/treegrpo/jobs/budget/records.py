@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from treegrpo.core.expansion import RULES
+from treegrpo.eval.evaluate import collapsed
 from treegrpo.jobs.budget.curves import AXES, held_out_curve, mean_curve
 from treegrpo.jobs.budget.stats import mean_std, t_interval, unit
 
@@ -65,14 +66,6 @@ NUMERIC = (
     "collapsed",
 )
 """Per-run numbers aggregated over seeds (mean and sample std)."""
-COLLAPSE_FORMAT = 0.8
-"""A run collapsed when its held-out valid-format share after RL is below this, or its
-held-out EM below its starting model's."""
-
-
-def collapsed(before_em: float, after_em: float, valid_format: float) -> bool:
-    """Whether a run collapsed (``COLLAPSE_FORMAT``)."""
-    return valid_format < COLLAPSE_FORMAT or after_em < before_em
 
 
 def per_1k_tokens(trajectories: float, tokens: float) -> float:

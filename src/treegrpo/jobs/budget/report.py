@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from treegrpo.jobs.budget.records import ABLATION_BUDGET, COLLAPSE_FORMAT, EXPANSION_METHODS
+from treegrpo.eval.evaluate import COLLAPSE_FORMAT
+from treegrpo.jobs.budget.records import ABLATION_BUDGET, EXPANSION_METHODS
 from treegrpo.jobs.budget.stats import ci_text
 from treegrpo.jobs.budget.verdict import (
     diagnostics_table,
