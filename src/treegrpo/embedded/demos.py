@@ -184,7 +184,9 @@ def build_demos(
 ) -> list[Demo]:
     """``n`` demonstrations over the questions of ``worlds`` (each with its own search tool, or
     with the web variant's toolbox when ``skip`` is given: ``WebFlawedAgent``), visited in a
-    seeded order and cycled. The settings are fields of ``warmstart.tiny.WarmStartConfig``."""
+    seeded order and cycled; ``counted``: thoughts that count the relations left (``plan_text``).
+
+    Many arguments: each is one field of ``warmstart.tiny.WarmStartConfig``, passed as it is."""
     rng = random.Random(f"treegrpo-demos:{seed}")
     pool = [(k, q) for k, (w, _) in enumerate(worlds) for q in range(len(w.questions))]
     order: list[tuple[int, int]] = []
