@@ -1,6 +1,7 @@
 """Files on disk, written once for every layer: cache directories (``default_cache_root``,
 ``cache_key``, ``cache_entry``, ``cached_dir``: retriever indexes, warm starts, converted
-models) and atomic writes (``write_atomic``: run files, evaluations, checkpoints' JSON).
+models) and atomic writes (``atomic_path``, ``write_atomic``: run files, evaluations,
+checkpoints' JSON, question files).
 
 A cached build (an index, a warm start) is a pure function of its inputs and settings, so its
 cache directory is named by a hash of both: a changed corpus or a changed setting simply misses
@@ -18,7 +19,7 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,20 +79,26 @@ def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any
     return False
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary sibling and a rename: a reader (or a run
-    resumed after a kill) sees the old file or the new one, never half of one. Each write has a
-    temporary of its own, so two writers of one file at once never collide (the last rename
-    wins)."""
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary sibling of ``path`` for the block to write, renamed to ``path`` when the block
+    ends and removed when it fails: a reader sees the old file or the new one, never half of
+    one. Each call has a temporary of its own, so two writers of one file at once never collide
+    (the last rename wins)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    finally:
         with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+            tmp.unlink(missing_ok=True)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through ``atomic_path``, flushed to disk before the rename (a
+    run resumed after a kill finds the old file or the new one)."""
+    with atomic_path(path) as tmp, open(tmp, "x", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())

@@ -10,13 +10,13 @@ schema over all rows, so a bad row surfaces as an Arrow type error without a lin
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from treegrpo.data.errors import DataError, type_name
 from treegrpo.data.types import Question
+from treegrpo.files import atomic_path
 
 # FlashRAG ships `nq/test.jsonl`: there the directory, not the file, names the source.
 SPLIT_NAMES = frozenset({"train", "dev", "val", "valid", "validation", "test"})
@@ -55,23 +55,18 @@ def write_flashrag(path: str | Path, questions: Iterable[Question]) -> int:
     gives them back with the same uids, sources, hop counts and kinds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     n = 0
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for q in questions:
-                row = {
-                    "id": row_id(q, n),
-                    "question": q.question,
-                    "golden_answers": list(q.golds),
-                    "data_source": q.source,
-                    "metadata": {"hops": q.hops} | ({"kind": q.kind} if q.kind else {}),
-                }
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                n += 1
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for q in questions:
+            row = {
+                "id": row_id(q, n),
+                "question": q.question,
+                "golden_answers": list(q.golds),
+                "data_source": q.source,
+                "metadata": {"hops": q.hops} | ({"kind": q.kind} if q.kind else {}),
+            }
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
     return n
 
 

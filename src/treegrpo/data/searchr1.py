@@ -15,7 +15,6 @@ copy the whole file into the Hugging Face cache as Arrow, for the same rows. Wri
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from datasets import Dataset
 
 from treegrpo.data.errors import DataError
 from treegrpo.data.types import Question
+from treegrpo.files import atomic_path
 
 ABILITY = "fact-reasoning"
 REQUIRED = ("data_source", "prompt", "reward_model")  # `ability` is not read; `extra_info` optional
@@ -172,12 +172,8 @@ def write_searchr1(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
     table = Dataset.from_list(list(rows)).data.table  # datasets' schema and metadata
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _user_message(prompt: Any, fail: Callable[[str, str], DataError]) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Literal
 
 from treegrpo.data.title_questions import article_question, description_question, name_words
 from treegrpo.data.types import Question
-from treegrpo.files import default_cache_root
+from treegrpo.files import atomic_path, default_cache_root
 from treegrpo.retrieval.base import Passage
 from treegrpo.retrieval.corpus import make_contents, write_corpus
 
@@ -109,12 +108,8 @@ def wiki_corpus(cache_dir: str | Path | None = None) -> Path:
         return path
     passages = [Passage(str(a.index), make_contents(a.title, a.extract)) for a in load_articles()]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         write_corpus(tmp, passages)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 
