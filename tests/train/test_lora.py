@@ -20,7 +20,7 @@ from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import LocalRollout
 from treegrpo.train.checkpoint import latest_checkpoint, save_checkpoint
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
-from treegrpo.train.logprobs import reference_logprobs, token_logprobs
+from treegrpo.train.logprobs import as_reference, token_logprobs
 from treegrpo.train.policy import is_lora, load_adapter, prepare_policy
 from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
 from treegrpo.train.task import TrainItem, TrainSettings, TrainTask
@@ -76,6 +76,12 @@ def test_only_adapters_train_and_one_step_moves_every_adapter() -> None:
     for name, p in policy.named_parameters():
         moved = not torch.equal(p, before[name])
         assert moved == (name in trainable), name
+
+
+def reference_logprobs(policy, reference, ids, mask):  # type: ignore[no-untyped-def]
+    """Log-probs under the frozen reference, as the update computes them."""
+    with as_reference(policy, reference) as model:
+        return token_logprobs(model, ids, mask)[0]
 
 
 def test_reference_is_the_base_model_with_adapters_disabled() -> None:

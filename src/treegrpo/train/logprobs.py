@@ -74,24 +74,6 @@ def _right_padded(attention_mask: torch.Tensor | None) -> bool:
     return bool((attention_mask[:, 1:] <= attention_mask[:, :-1]).all())
 
 
-def reference_logprobs(
-    policy: Any,
-    reference: Any | None,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    autocast_dtype: torch.dtype | None = None,
-    keep: torch.Tensor | None = None,
-    temperature: float = 1.0,
-) -> torch.Tensor:
-    """Log-probs under the frozen reference, (b, T) ids → (b, T − 1): the separate reference
-    model when one is loaded, else the LoRA policy with its adapters disabled (its base model).
-    ``keep`` and ``temperature`` as in ``token_logprobs``."""
-    with as_reference(policy, reference) as model:
-        return token_logprobs(
-            model, input_ids, attention_mask, False, autocast_dtype, keep, temperature
-        )[0]
-
-
 @contextmanager
 def as_reference(policy: Any, reference: Any | None) -> Iterator[Any]:
     """The frozen reference to run: ``reference`` when one is loaded, else the LoRA policy
