@@ -31,6 +31,8 @@ def small_corpus(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         splits._split,
         splits.all_built,
         splits._plans,
+        splits.all_wh,
+        splits._wh_split,
         web_questions.all_web_questions,
     )
     for cache in caches:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from treegrpo.data.flashrag import read_flashrag
-from treegrpo.data.lead_questions import all_built, lead_questions
+from treegrpo.data.lead_questions import all_built, all_wh, lead_questions, wh_questions
 from treegrpo.data.wiki import Article, load_articles, split_of, wiki_questions
 
 NATURAL = Path(__file__).resolve().parents[2] / "bench" / "data" / "natural"
@@ -88,9 +88,11 @@ def test_no_test_question_or_article_is_in_training_or_selection_data(articles) 
     # the reading questions the warm starts learn from and the validation ones settings are
     # chosen on touch train articles only (a question that touches a test article is test)
     train_side = {q.uid for split in ("train", "val") for q in lead_questions(split)}
-    for built in all_built():
+    train_side |= {q.uid for split in ("train", "val") for q in wh_questions(split)}
+    for built in all_built() + all_wh():
         if built.question.uid in train_side:
             assert not test_ids & set(built.touches), built.question.uid
     seen = lead_questions("train") + lead_questions("val") + wiki_questions("train")
+    seen += wh_questions("train") + wh_questions("val")
     seen += read_flashrag(NATURAL / "val.jsonl")
     assert not asked & {q.question.strip().lower() for q in seen}

@@ -141,8 +141,12 @@ def test_the_mix_keeps_its_shares(tag_tokenizer) -> None:  # type: ignore[no-unt
         Question(f"t-{i}", f"T{i}: capital of Mauritania?", ("Nouakchott",), "wiki", 1)
         for i in range(10)
     ]
-    results = RESULTS | {q.question: ["Nouakchott"] for q in single[:40] + titles}
-    mix = rd.ReaderMix(two_hop=0.2, title=0.2, cloze=0.25, retry=0.1)
+    wh = [
+        Question(f"w-{i}", f"W{i}: Mauritania's capital?", ("Nouakchott",), "wiki-read", 1)
+        for i in range(6)
+    ]
+    results = RESULTS | {q.question: ["Nouakchott"] for q in single[:40] + titles + wh}
+    mix = rd.ReaderMix(two_hop=0.2, title=0.2, wh=0.2, cloze=0.25, retry=0.1)
     demos = rd.build_reader_demos(
         single,
         [EMMA_AUTHOR],
@@ -153,11 +157,14 @@ def test_the_mix_keeps_its_shares(tag_tokenizer) -> None:  # type: ignore[no-unt
         mix,
         subject=lambda q: SUBJECT.get(q.uid, ""),
         plan=lambda q: EMMA_PLAN if q.uid == "d-0" else None,
+        wh=wh,
     )
     count = {c: len(ds) for c, ds in demos.items()}
-    # 4 titles; 1 two-hop (all there is); of the 15 single-hop: 4 cloze, the one re-search
-    # (its share of 2 is more than there is), the reads fill the rest
-    assert count == {"title": 4, "two-hop": 1, "cloze": 4, "retry": 1, "read": 10, "direct": 0}
+    # 4 titles; 1 two-hop (all there is); of the 15 single-hop: 3 wh (a fifth), and of the
+    # 12 left: 3 cloze, the one re-search (its share of 1 is all there is), the reads the rest
+    assert count == {
+        "title": 4, "two-hop": 1, "wh": 3, "cloze": 3, "retry": 1, "read": 8, "direct": 0
+    }  # fmt: skip
     for ds in demos.values():  # every answer is gold
         for d in ds:
             answer = _text(tag_tokenizer, d, 1).rsplit("<answer>", 1)[1].split("</answer>")[0]

@@ -94,19 +94,24 @@ def load_articles() -> tuple[Article, ...]:
     )
 
 
-def wiki_corpus(cache_dir: str | Path | None = None) -> Path:
-    """The Search-R1 jsonl corpus of all articles (one passage each); written on the first call
-    into a temporary file beside the target and renamed into place, reused afterwards.
+def wiki_corpus(cache_dir: str | Path | None = None, split: Split | None = None) -> Path:
+    """The Search-R1 jsonl corpus of all articles (one passage each), or of one split's
+    (``split_of``); written on the first call into a temporary file beside the target and
+    renamed into place, reused afterwards. The warm starts' demonstrations search the train
+    split's, so no test passage is in what they learn from.
 
     Args:
         cache_dir: Cache root (default ``default_cache_root()``); the corpus is
-            ``<cache_dir>/corpora/wiki-offline.jsonl``.
+            ``<cache_dir>/corpora/wiki-offline.jsonl`` (``wiki-offline-train.jsonl``, …).
+        split: "train" or "test" for that split's articles only; None for all of them.
     """
     root = Path(cache_dir) if cache_dir is not None else default_cache_root()
-    path = root / "corpora" / CORPUS_NAME
+    name = CORPUS_NAME if split is None else CORPUS_NAME.replace(".jsonl", f"-{split}.jsonl")
+    path = root / "corpora" / name
     if path.is_file():
         return path
-    passages = [Passage(str(a.index), make_contents(a.title, a.extract)) for a in load_articles()]
+    articles = [a for a in load_articles() if split is None or split_of(a.title) == split]
+    passages = [Passage(str(a.index), make_contents(a.title, a.extract)) for a in articles]
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         write_corpus(tmp, passages)

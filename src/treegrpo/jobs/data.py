@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from treegrpo.data.lead_questions import lead_questions
+from treegrpo.data.lead_questions import lead_questions, wh_questions
 from treegrpo.data.load import load_questions
 from treegrpo.data.types import Question
 from treegrpo.data.web_questions import KINDS as WEB_KINDS
@@ -74,13 +74,17 @@ BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
     "wiki-qa2:train": partial(lead_questions, "train", hops=2),
     "wiki-qa2:val": partial(lead_questions, "val", hops=2),
     "wiki-qa2:test": partial(lead_questions, "test", hops=2),
+    "wiki-read:train": partial(wh_questions, "train"),
+    "wiki-read:val": partial(wh_questions, "val"),
+    "wiki-read:test": partial(wh_questions, "test"),
     "wiki-web:train": partial(web_side, "train"),
     "wiki-web:test": partial(web_side, "test"),
     **{name: partial(web_side, *name.split(":")[1:]) for name in WEB_KIND_SETS},
 }
 """Built-in question sets → the function that makes them: ``wiki`` / ``wiki-hard`` answer with
 an article's title (``treegrpo.data.wiki.wiki_questions``); ``wiki-qa`` (single-hop) and
-``wiki-qa2`` (two-hop) with a span inside the passages (``treegrpo.data.lead_questions``); their
+``wiki-qa2`` (two-hop) with a span inside the passages (``treegrpo.data.lead_questions``), and
+``wiki-read`` reworded wh-questions on any sentence of a passage (``lead_questions.wh``); their
 ``val`` sets are a part of ``train`` for choosing settings (evaluating on them drops them from
 training, ``prepare_inputs``); ``wiki-web`` for web agents on ``treegrpo serve-web``, of kinds
 in-snippet, in-page and link (``treegrpo.data.web_questions``), and ``wiki-web:<side>:<kind>``

@@ -97,10 +97,11 @@ class DataConfig(Checked):
     "wiki:train" and "wiki:test" (the answer is an article's title), "wiki-hard:train" and
     "wiki-hard:test" (the same, the short description the only clue), "wiki-qa:train",
     "wiki-qa:val" and "wiki-qa:test" (the answer is a span of a passage), "wiki-qa2:train",
-    "wiki-qa2:val" and "wiki-qa2:test" (the same through two articles); a val set is a part of
-    train, for choosing settings. "wiki-web:train" and "wiki-web:test": web questions for
-    `treegrpo serve-web` (in a snippet, in a page, one link away), and one kind of them each:
-    "wiki-web:train:in-snippet", "wiki-web:train:in-page", "wiki-web:train:link",
+    "wiki-qa2:val" and "wiki-qa2:test" (the same through two articles), "wiki-read:train",
+    "wiki-read:val" and "wiki-read:test" (reworded wh-questions on any sentence of a passage);
+    a val set is a part of train, for choosing settings. "wiki-web:train" and "wiki-web:test":
+    web questions for `treegrpo serve-web` (in a snippet, in a page, one link away), and one
+    kind of them each: "wiki-web:train:in-snippet", "wiki-web:train:in-page", "wiki-web:train:link",
     "wiki-web:test:in-snippet", "wiki-web:test:in-page" and "wiki-web:test:link". Corpus
     "wiki:corpus"; models "smollm2", "smollm2-protocol", "smollm2-reader" and "smollm2-web"."""
 

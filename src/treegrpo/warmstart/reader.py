@@ -6,7 +6,8 @@ answers natural questions with a title. This one demonstrates searching, saying 
 holds the answer and answering the span as written, searching again when a search missed, two
 hops through a bridge entity, answering without a search what the base model already knows
 (``closed_book``), and a share of title questions. Train split only: the single-hop and two-hop
-``lead_questions`` of train articles and the ``wiki:train`` title questions.
+``lead_questions`` of train articles, their reworded wh-questions (``lead_questions.wh``) and
+the ``wiki:train`` title questions, searched in the train split's articles only.
 
 ``reader_warm_start(base)`` builds and caches it as ``protocol_warm_start`` does, in
 ``<cache>/reader/<key>/``; its ``protocol.json`` also counts the demonstrations per category.
@@ -23,7 +24,7 @@ from typing import Any
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from treegrpo.agent.protocol import SearchProtocol
-from treegrpo.data.lead_questions import hop_plan, lead_questions
+from treegrpo.data.lead_questions import hop_plan, lead_questions, wh_questions
 from treegrpo.data.types import Question
 from treegrpo.data.wiki import load_articles, wiki_corpus, wiki_questions
 from treegrpo.retrieval.bm25 import BM25Retriever
@@ -34,7 +35,7 @@ from treegrpo.warmstart.reader_demos import ReaderMix, build_reader_demos
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1  # bump when a code change alters what a configuration builds
+FORMAT_VERSION = 2  # bump when a code change alters what a configuration builds
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def build(
         single,
         lead_questions("train", hops=2),
         wiki_questions("train"),
-        BM25Retriever(wiki_corpus()),
+        BM25Retriever(wiki_corpus(split="train")),
         protocol,
         cfg.sft.n_demos,
         cfg.mix,
@@ -89,6 +90,7 @@ def build(
         plan=lambda q: hop_plan(q.uid),
         seed=cfg.sft.seed,
         known=known,
+        wh=wh_questions("train"),
     )
     every, categories = pooled_demos("reader", demos)
     about = {

@@ -51,7 +51,7 @@ QUESTION_WORDS = frozenset(_QUESTION_WORDS.split())
 """Words of a question that are no key terms, beside ``title_questions.FUNCTION_WORDS``."""
 CONTEXT_WORDS = 6  # words of the passage quoted before the answer in the answering thought
 FIRST_THINK = "I need a passage that answers this."
-CATEGORIES = ("read", "cloze", "retry", "two-hop", "direct", "title")
+CATEGORIES = ("read", "wh", "cloze", "retry", "two-hop", "direct", "title")
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,12 @@ class ReaderMix:
 
     two_hop: float = 0.2
     """Two-hop questions (search, read the bridge, search the bridge, answer)."""
-    title: float = 0.2
+    title: float = 0.1
     """Title questions of ``wiki:train`` (answer: the retrieved article's title)."""
-    cloze: float = 0.5
+    wh: float = 0.3
+    """Wh-questions over any sentence of a lead, reworded (``lead_questions.wh``), of the
+    single-hop demonstrations (at most: as many as are retrieved)."""
+    cloze: float = 0.3
     """Cloze questions, of the single-hop demonstrations (a cap: they are 63% of the set)."""
     retry: float = 0.05
     """Single-hop questions whose first search misses and a rewrite finds the answer, of the
@@ -208,11 +211,13 @@ def build_reader_demos(
     max_turns: int = 3,
     topk: int = 3,
     known: Sequence[tuple[Question, str]] = (),
+    wh: Sequence[Question] = (),
 ) -> dict[str, list[Demo]]:
     """About ``n`` demonstrations by category (``CATEGORIES``): ``mix.title`` of them from
     ``titles``, ``mix.two_hop`` from ``two_hop`` (as many as were retrieved), at most
     ``mix.direct`` from ``known`` (single-hop questions with the base model's closed-book
-    sentence, ``closed_book.closed_book``; those whose sentence holds a gold), the rest from
+    sentence, ``closed_book.closed_book``; those whose sentence holds a gold), at most
+    ``mix.wh`` of the single-hop rest from ``wh`` (reworded wh-questions), the rest from
     ``single`` (cloze at ``mix.cloze`` of those, re-searches at most ``mix.retry``; reads fill
     what is short). ``subject``: the title of a question's article (its rewrite when the first
     search misses); ``plan``: a two-hop question's bridge and second hop. Each question is used
@@ -239,6 +244,13 @@ def build_reader_demos(
         if made is not None:
             out["two-hop"].append(made[0])
     n_single = n - n_title - len(out["two-hop"]) - len(out["direct"])
+    for q in rng.sample(list(wh), len(wh)):
+        if len(out["wh"]) == round(n_single * mix.wh):
+            break
+        made = _episode_demo(q, single_oracle(q, subject(q)), tool, protocol, max_turns, topk)
+        if made is not None:
+            out["wh"].append(made[0])
+    n_single -= len(out["wh"])
     want = {"cloze": round(n_single * mix.cloze), "retry": round(n_single * mix.retry)}
     want["read"] = n_single - want["cloze"] - want["retry"]
     spare: list[Demo] = []  # reads beyond their share: they fill what cloze or retry lack

@@ -58,8 +58,12 @@ The package, one concept a file (each imports only those above it):
   ``works`` (``work_facts``), ``science`` (``science_facts``), ``cloze`` (``cloze_fact``);
 - ``build``: ``build_questions``, the checks, the two-hop joins and the caps (``Built``,
   ``HopPlan``, ``SOURCE``, ``SOURCE_2HOP``, ``MAX_SAME_ANSWER``, …);
+- ``wh``: wh-questions over any sentence of a lead, reworded so that they do not repeat the
+  passage (source "wiki-read": who, when, where, what, how many, another name; ``build_read``,
+  ``copies``), what the reader warm start learns reading from;
 - ``splits``: the questions of one split of the offline corpus (``lead_questions``: train,
-  val (a part of train, for choosing settings) or test; ``hop_plan``, ``all_built``, cached).
+  val (a part of train, for choosing settings) or test; ``wh_questions`` the same of the
+  wh-questions; ``hop_plan``, ``all_built``, ``all_wh``, cached).
 
 Everything public is re-exported here: ``from treegrpo.data.lead_questions import X``.
 """
@@ -89,11 +93,13 @@ from treegrpo.data.lead_questions.splits import (
     VAL_SHARE,
     QuestionSplit,
     all_built,
+    all_wh,
     hop_plan,
     is_val_article,
     lead_questions,
     question_split,
     split_questions,
+    wh_questions,
 )
 from treegrpo.data.lead_questions.text import (
     after_title,
@@ -122,6 +128,7 @@ __all__ = [
     "Row",
     "after_title",
     "all_built",
+    "all_wh",
     "article_facts",
     "build_questions",
     "cloze_fact",
@@ -142,6 +149,7 @@ __all__ = [
     "sentences",
     "split_questions",
     "subject_name",
+    "wh_questions",
     "work_facts",
     "year_golds",
 ]

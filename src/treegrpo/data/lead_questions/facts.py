@@ -7,7 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from treegrpo.data.lead_questions.patterns import _COUNTRY_DESCRIPTION, _REGION_DESCRIPTION
+from treegrpo.data.lead_questions.patterns import (
+    _COUNTRY_DESCRIPTION,
+    _PLACE_DESCRIPTION,
+    _REGION_DESCRIPTION,
+)
 from treegrpo.data.lead_questions.text import is_person, subject_name
 from treegrpo.data.wiki import Article
 
@@ -35,10 +39,11 @@ class Context:
     countries: frozenset[str]  # titles of articles whose short description says "country"
     regions: Mapping[str, str]  # title → "state", "province", … (from the short description)
     people: frozenset[str]  # titles of articles about a person
+    places: frozenset[str] = frozenset()  # countries, regions and what a description calls a place
 
     @classmethod
     def of(cls, articles: Sequence[Article]) -> Context:
-        countries = (a.title for a in articles if _COUNTRY_DESCRIPTION.match(a.description))
+        countries = {a.title for a in articles if _COUNTRY_DESCRIPTION.match(a.description)}
         regions = {
             a.title: m[1].lower()
             for a in articles
@@ -46,7 +51,9 @@ class Context:
         }
         people = (a.title for a in articles if is_person(a))
         titles = frozenset(a.title for a in articles)
-        return cls(titles, frozenset(countries), regions, frozenset(people))
+        places = {a.title for a in articles if _PLACE_DESCRIPTION.search(a.description)}
+        places |= countries | set(regions)
+        return cls(titles, frozenset(countries), regions, frozenset(people), frozenset(places))
 
 
 def _own(article: Article, kind: str, ask: str, golds: Sequence[str], bridge: str = "") -> Fact:

@@ -165,3 +165,8 @@ _ELEMENT = re.compile(
     r"and atomic number (\d+)\b"
 )
 _NUMBER = re.compile(r"(?<![\w.,–\-/])\d+(?:,\d{3})*(?:\.\d+)?(?![\w–\-/%]|[.,]\d)")
+_PLACE_DESCRIPTION = re.compile(  # what a short description calls a place
+    r"\b(?:country|city|town|capital|state|province|region|island|county|village|river|"
+    r"mountain|sea|ocean|continent|municipality|territory|kingdom|empire|republic)\b",
+    re.I,
+)

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Literal
 
 from treegrpo.data.lead_questions.build import Built, HopPlan, build_questions
+from treegrpo.data.lead_questions.wh import build_read
 from treegrpo.data.types import Question
 from treegrpo.data.wiki import Article, Split, load_articles, split_of, stable_hash
 
@@ -65,6 +66,25 @@ def lead_questions(split: QuestionSplit, hops: int | None = None) -> list[Questi
 @lru_cache(maxsize=3)
 def _split(split: QuestionSplit) -> tuple[Question, ...]:
     return tuple(split_questions(all_built(), load_articles(), split))
+
+
+def wh_questions(split: QuestionSplit) -> list[Question]:
+    """The wh-questions (``wh``, source "wiki-read") of one split, split as ``lead_questions``
+    splits: each reads one article, train or test as that article is; val a part of train."""
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
+    return list(_wh_split(split))
+
+
+@lru_cache(maxsize=3)
+def _wh_split(split: QuestionSplit) -> tuple[Question, ...]:
+    return tuple(split_questions(all_wh(), load_articles(), split))
+
+
+@lru_cache(maxsize=1)
+def all_wh() -> tuple[Built, ...]:
+    """Every wh-question over the offline corpus (both splits; ``wh_questions`` splits them)."""
+    return build_read(load_articles())
 
 
 def hop_plan(uid: str) -> HopPlan | None:
