@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from treegrpo.agent.protocol import SearchProtocol, parse_passages
 from treegrpo.core.rewards import normalize_answer
@@ -192,6 +193,24 @@ def _exact_demo(q: Question, episode: Episode, protocol: SearchProtocol) -> Demo
     return demo_from_episode(q, episode, protocol)
 
 
+T = TypeVar("T")
+
+
+def _first(
+    items: Iterable[T], limit: int, make: Callable[[T], Demo | None]
+) -> list[tuple[T, Demo]]:
+    """The first ``limit`` items that ``make`` demonstrates (it gives None where it cannot),
+    in order, each with its demonstration."""
+    out: list[tuple[T, Demo]] = []
+    for item in items:
+        if len(out) == limit:
+            break
+        demo = make(item)
+        if demo is not None:
+            out.append((item, demo))
+    return out
+
+
 def _first_search_holds(q: Question, tool: SearchTool, topk: int) -> bool:
     """Whether searching the question retrieves a passage holding ``golds[0]``."""
     return any(q.golds[0] in p.contents for p in tool.search([q.question], topk)[0])
@@ -228,28 +247,26 @@ def build_reader_demos(
     rng = random.Random(f"treegrpo-reader-demos:{seed}")
     n_title, n_two = round(n * mix.title), round(n * mix.two_hop)
     out: dict[str, list[Demo]] = {c: [] for c in CATEGORIES}
-    used: set[str] = set()
-    for q, sentence in known:
-        if len(out["direct"]) == round(n * mix.direct):
-            break
-        demo = _direct_demo(q, sentence, tool, protocol)
-        if demo is not None:
-            out["direct"].append(demo)
-            used.add(q.uid)
-    for q in rng.sample(list(two_hop), len(two_hop)):
+    direct = _first(known, round(n * mix.direct), lambda k: _direct_demo(*k, tool, protocol))
+    out["direct"] = [demo for _, demo in direct]
+    used = {q.uid for (q, _), _ in direct}
+
+    def episode(q: Question, oracle: ReaderOracle | None) -> Demo | None:
+        made = oracle and _episode_demo(q, oracle, tool, protocol, max_turns, topk)
+        return made[0] if made else None
+
+    def two(q: Question) -> Demo | None:
         p = plan(q)
-        if len(out["two-hop"]) == n_two or p is None:
-            continue
-        made = _episode_demo(q, two_hop_oracle(q, p, subject(q)), tool, protocol, max_turns, topk)
-        if made is not None:
-            out["two-hop"].append(made[0])
+        return episode(q, two_hop_oracle(q, p, subject(q)) if p else None)
+
+    out["two-hop"] = [d for _, d in _first(rng.sample(list(two_hop), len(two_hop)), n_two, two)]
     n_single = n - n_title - len(out["two-hop"]) - len(out["direct"])
-    for q in rng.sample(list(wh), len(wh)):
-        if len(out["wh"]) == round(n_single * mix.wh):
-            break
-        made = _episode_demo(q, single_oracle(q, subject(q)), tool, protocol, max_turns, topk)
-        if made is not None:
-            out["wh"].append(made[0])
+    read = _first(
+        rng.sample(list(wh), len(wh)),
+        round(n_single * mix.wh),
+        lambda q: episode(q, single_oracle(q, subject(q))),
+    )
+    out["wh"] = [demo for _, demo in read]
     n_single -= len(out["wh"])
     want = {"cloze": round(n_single * mix.cloze), "retry": round(n_single * mix.retry)}
     want["read"] = n_single - want["cloze"] - want["retry"]
