@@ -66,7 +66,7 @@ class ReaderMix:
     wh: float = 0.3
     """Wh-questions over any sentence of a lead, reworded (``lead_questions.wh``), of the
     single-hop demonstrations (at most: as many as are retrieved)."""
-    cloze: float = 0.3
+    cloze: float = 0.4
     """Cloze questions, of the single-hop demonstrations (a cap: they are 63% of the set)."""
     retry: float = 0.05
     """Single-hop questions whose first search misses and a rewrite finds the answer, of the
