@@ -39,8 +39,9 @@ run: setup
 # Everything CI checks: lint, format, types, then the test suite.
 test: setup lint typecheck unit
 
+# Two workers, each test file on one of them (its module fixtures built once).
 unit: setup
-	$(PY) -m pytest -rs --fail-on-skip --allow-skip vllm
+	$(PY) -m pytest -n 2 --dist loadfile -rs --fail-on-skip --allow-skip vllm
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

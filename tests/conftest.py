@@ -5,6 +5,7 @@ one-topic passages (tests/passages.py) with their jsonl file."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+if "PYTEST_XDIST_WORKER" in os.environ:  # `make test` runs two workers: one thread each
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from agent_fixtures import CORPUS, FACTS, PEOPLE, TAGS, trained_agent
 from passages import TOPICS
