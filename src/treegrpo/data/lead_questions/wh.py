@@ -31,12 +31,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from treegrpo.data.lead_questions.build import (
     MAX_ANSWER_SHARE,
     MAX_SAME_ANSWER,
     Built,
+    Row,
     capped,
     first_answer,
     is_valid,
@@ -173,16 +173,6 @@ _OWNER = re.compile(
 )
 """An attribute of the article: "Chad's capital and largest city is N'Djamena" → "What is the
 capital and largest city of Chad?"."""
-
-
-@dataclass(frozen=True)
-class WhRow:
-    """One wh-question of an article: its kind, wording and golds (``golds[0]`` verbatim)."""
-
-    kind: str
-    index: int
-    question: str
-    golds: tuple[str, ...]
 
 
 def resolve(sentence: str, name: str) -> str:
@@ -323,12 +313,12 @@ def _names_article(question: str, title: str) -> bool:
     return any(w in asked for w in words if len(w) >= 3 and w not in FUNCTION_WORDS)
 
 
-def wh_rows(article: Article, ctx: Context, rejected: Counter[str] | None = None) -> list[WhRow]:
+def wh_rows(article: Article, ctx: Context, rejected: Counter[str] | None = None) -> list[Row]:
     """The wh-questions of one article's lead (every sentence but the first), checked; each
     rejection counted in ``rejected`` as "<kind>: <reason>"."""
     text = passage(article)
     name = base_title(article.title)
-    out: list[WhRow] = []
+    out: list[Row] = []
     for sentence in sentences(article.extract)[1:]:
         for kind, question, golds in _candidates(resolve(sentence, name), name, ctx):
             reason = (
@@ -346,7 +336,8 @@ def wh_rows(article: Article, ctx: Context, rejected: Counter[str] | None = None
                 if rejected is not None:
                     rejected[f"{kind}: {reason}"] += 1
                 continue
-            out.append(WhRow(kind, article.index, question[0].upper() + question[1:], golds))
+            question = question[0].upper() + question[1:]
+            out.append(Row(kind, question, golds, (article.index,), (article.index,)))
     return out
 
 
@@ -365,8 +356,9 @@ def build_read(
     counter: Counter[int] = Counter()
     out = []
     for row in capped(rows, [(first_answer, limit)]):
-        uid = f"{SOURCE_READ}-{row.index}-{counter[row.index]}"
-        counter[row.index] += 1
-        q = Question(uid, row.question, row.golds, SOURCE_READ, 1, row.index, kind=row.kind)
-        out.append(Built(q, (row.index,), (row.index,)))
+        index = row.articles[0]
+        uid = f"{SOURCE_READ}-{index}-{counter[index]}"
+        counter[index] += 1
+        q = Question(uid, row.question, row.golds, SOURCE_READ, 1, index, kind=row.kind)
+        out.append(Built(q, row.articles, row.touches))
     return tuple(out)
