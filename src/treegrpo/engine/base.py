@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 import torch
 
+from treegrpo.engine.cpu.lora import is_lora_layer
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
 
@@ -102,11 +103,6 @@ class Engine(Protocol):
     def reset_prefix_cache(self) -> None:
         """Forget every cached prefix (after the weights changed in place)."""
         ...
-
-
-def is_lora_layer(m: Any) -> bool:
-    """A peft LoRA layer wrapping a linear one (``base_layer`` plus ``lora_A``)."""
-    return isinstance(getattr(m, "base_layer", None), torch.nn.Linear) and hasattr(m, "lora_A")
 
 
 def state_dict_of(weights: torch.nn.Module | Mapping[str, Any]) -> dict[str, torch.Tensor]:

@@ -27,7 +27,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from treegrpo.engine.base import is_lora_layer
 from treegrpo.engine.cpu import onednn
 
 
@@ -181,3 +180,8 @@ class FoldedLoRA:
             product = self._weights[m] = Fused([m])
         product.refresh(packed)  # rebuilt only when the fold's key changed
         return product(x)[0]
+
+
+def is_lora_layer(m: Any) -> bool:
+    """A peft LoRA layer wrapping a linear one (``base_layer`` plus ``lora_A``)."""
+    return isinstance(getattr(m, "base_layer", None), torch.nn.Linear) and hasattr(m, "lora_A")
