@@ -60,12 +60,15 @@ def test_the_base_model_is_loaded_once(
     monkeypatch.setattr(rw, "load_articles", lambda: ())
     monkeypatch.setattr(rw, "lead_questions", lambda split, hops: single if hops == 1 else two_hop)
     monkeypatch.setattr(rw, "wiki_questions", lambda split: [TITLE])
-    monkeypatch.setattr(rw, "wiki_corpus", lambda: None)
+    corpora: list[str | None] = []
+    monkeypatch.setattr(rw, "wiki_corpus", lambda split=None: corpora.append(split))
+    monkeypatch.setattr(rw, "wh_questions", lambda split: [])
     monkeypatch.setattr(rw, "BM25Retriever", lambda corpus: Tool(RESULTS))
     monkeypatch.setattr(rw, "hop_plan", lambda uid: EMMA_PLAN if uid == EMMA_AUTHOR.uid else None)
     cfg = rw.ReaderWarmStartConfig(sft=SFT, probe=2)
     out = rw.reader_warm_start(base, cfg, cache_dir=tmp_path / "cache", progress=False)
     assert loads == [base]  # probed and tuned: one model
+    assert corpora == ["train"]  # the demonstrations search the train split's articles only
     assert '"asked": 2' in (out / "protocol.json").read_text()
     tuned = AutoModelForCausalLM.from_pretrained(out).state_dict()
     start = AutoModelForCausalLM.from_pretrained(base).state_dict()
