@@ -28,11 +28,10 @@ def small_corpus(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # the web questions too: they are built from the reading questions' split
     caches = (
         wiki._all_questions,
-        splits._split,
+        splits._cached_split,
         splits.all_built,
         splits._plans,
         splits.all_wh,
-        splits._wh_split,
         web_questions.all_web_questions,
     )
     for cache in caches:

@@ -5,14 +5,13 @@ starts learn from or the validation questions settings are chosen on."""
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from treegrpo.data.flashrag import read_flashrag
-from treegrpo.data.lead_questions import all_built, all_wh, lead_questions, wh_questions
+from treegrpo.data.lead_questions import all_built, all_wh, lead_questions, wh, wh_questions
 from treegrpo.data.wiki import Article, load_articles, split_of, wiki_questions
 
 NATURAL = Path(__file__).resolve().parents[2] / "bench" / "data" / "natural"
@@ -29,14 +28,9 @@ def articles() -> dict[str, Article]:
     return {str(a.index): a for a in load_articles()}
 
 
-def words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
-
-
-def copies(question: str, passage: str, n: int = 4) -> bool:
-    """Whether the question repeats n consecutive words of the passage."""
-    q, p = words(question), " ".join(words(passage))
-    return any(f" {' '.join(q[i : i + n])} " in f" {p} " for i in range(len(q) - n + 1))
+def copies(question: str, passage: str) -> bool:
+    """Whether the question repeats 4 consecutive words of the passage."""
+    return wh.copies(question, passage, 4)
 
 
 def test_the_parts_read_as_flashrag_and_have_their_sizes() -> None:

@@ -56,29 +56,27 @@ def lead_questions(split: QuestionSplit, hops: int | None = None) -> list[Questi
     """The reading questions of one split of the offline corpus: single-hop then two-hop,
     each in article order; ``hops`` 1 or 2 keeps those only. ``"val"``: the train questions
     that touch a validation article (``is_val_article``); they stay in ``"train"``."""
-    if split not in ("train", "val", "test"):
-        raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
     if hops not in (None, 1, 2):
         raise ValueError(f"hops must be 1, 2 or None, got {hops!r}")
-    return [q for q in _split(split) if hops is None or q.hops == hops]
-
-
-@lru_cache(maxsize=3)
-def _split(split: QuestionSplit) -> tuple[Question, ...]:
-    return tuple(split_questions(all_built(), load_articles(), split))
+    return [q for q in _split(split, wh=False) if hops is None or q.hops == hops]
 
 
 def wh_questions(split: QuestionSplit) -> list[Question]:
     """The wh-questions (``wh``, source "wiki-read") of one split, split as ``lead_questions``
     splits: each reads one article, train or test as that article is; val a part of train."""
+    return list(_split(split, wh=True))
+
+
+def _split(split: QuestionSplit, wh: bool) -> tuple[Question, ...]:
+    """The lead questions (or, ``wh``, the wh-questions) of a checked split, cached."""
     if split not in ("train", "val", "test"):
         raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
-    return list(_wh_split(split))
+    return _cached_split(split, wh)
 
 
-@lru_cache(maxsize=3)
-def _wh_split(split: QuestionSplit) -> tuple[Question, ...]:
-    return tuple(split_questions(all_wh(), load_articles(), split))
+@lru_cache(maxsize=6)
+def _cached_split(split: QuestionSplit, wh: bool) -> tuple[Question, ...]:
+    return tuple(split_questions(all_wh() if wh else all_built(), load_articles(), split))
 
 
 @lru_cache(maxsize=1)

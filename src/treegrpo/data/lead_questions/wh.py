@@ -93,9 +93,9 @@ _PAST_TO_ROOT = {
     "earned": "earn", "obtained": "obtain", "debuted": "debut", "premiered": "premiere",
     "appeared": "appear", "starred": "star", "lived": "live", "worked": "work",
     "fled": "flee", "travelled": "travel", "traveled": "travel", "toured": "tour",
-    "founded,": "found", "wrote,": "write", "sold": "sell", "killed": "kill", "ruled": "rule",
+    "sold": "sell", "killed": "kill", "ruled": "rule",
     "reigned": "reign", "invaded": "invade", "annexed": "annex", "hosted": "host",
-    "issued": "issue", "recorded,": "record", "built,": "build", "had": "have",
+    "issued": "issue", "had": "have",
 }  # fmt: skip
 """Past tenses a question may turn back to their root ("did X win …?"): a fixed list, so that
 no rule guesses a root."""
@@ -106,7 +106,7 @@ _PARTICIPLE_TO_PAST = {
     "sold": "sold", "taught": "taught", "brought": "brought", "bought": "bought",
     "seen": "saw", "spoken": "spoke", "sent": "sent", "struck": "struck", "run": "ran",
     "grown": "grew", "thrown": "threw", "laid": "laid", "paid": "paid", "told": "told",
-    "known": "knew", "set": "set", "put": "put", "kept": "kept", "won,": "won",
+    "known": "knew", "set": "set", "put": "put", "kept": "kept",
 }  # fmt: skip
 """Irregular past participles and their past tense ("written by" → "Who wrote …?"); a
 regular one ("composed") is its own past tense."""
@@ -211,9 +211,9 @@ _NOUN_STOP = frozenset(_words("in its of the and or his her their a an on at to 
 _ADJUNCT = re.compile(r"(?:in|at|from|to|into) ")
 _ANSWER_OF_KIND = {"when": re.compile(rf"\b(?:{_YEAR})\b"), "how-many": re.compile(r"\d")}
 _INTRO_YEAR = re.compile(rf"^In (?P<year>{_YEAR}), (?P<rest>.+)$")
-Turn = tuple[str, str, list[str], str, list[str], tuple[str, ...]]
+Turn = tuple[str, str, list[str], str, tuple[str, ...]]
 """(kind, the answer as written, the question's words before the optional part, the optional
-part (the words between verb and answer), the words after it, golds)."""
+part (the words between verb and answer, last in the question), golds)."""
 
 
 def _candidates(s: str, name: str, ctx: Context) -> Iterator[tuple[str, str, tuple[str, ...]]]:
@@ -224,12 +224,12 @@ def _candidates(s: str, name: str, ctx: Context) -> Iterator[tuple[str, str, tup
     "In 1882, " is moved to the end first ("Kanō created Judo in 1882")."""
     if m := _INTRO_YEAR.match(s):
         s = f"{m['rest']} in {m['year']}"
-    for kind, answer, head, mid, tail, golds in _turns(s, name, ctx):
-        if _another(kind, answer, " ".join(filter(None, [*head, mid, *tail]))):
+    for kind, answer, head, mid, golds in _turns(s, name, ctx):
+        if _another(kind, answer, " ".join(filter(None, [*head, mid]))):
             continue
-        yield kind, _join(*head, mid, *tail), golds
+        yield kind, _join(*head, mid), golds
         if _ADJUNCT.match(mid) and len(_ANSWER_OF_KIND.get(kind, _NAME_RE).findall(s)) == 1:
-            yield kind, _join(*head, *tail), golds
+            yield kind, _join(*head), golds
 
 
 def _turns(s: str, name: str, ctx: Context) -> Iterator[Turn]:
@@ -239,7 +239,7 @@ def _turns(s: str, name: str, ctx: Context) -> Iterator[Turn]:
         if past and not after.startswith((" and ", ",")):
             wh = f"Which {m['desc']}" if m["desc"] else "Who"
             head = [wh, m["adv"], past, _object(m["subj"])]
-            yield "who", m["answer"], head, m["mid"], [], (m["answer"],)
+            yield "who", m["answer"], head, m["mid"], (m["answer"],)
     for pattern in (_WHEN_PASSIVE, _WHERE_PASSIVE):
         if not (m := pattern.match(s)) or not _participle(m["verb"]):
             continue
@@ -249,7 +249,7 @@ def _turns(s: str, name: str, ctx: Context) -> Iterator[Turn]:
         wh = "Where" if kind == "where" else _when(m["answer"])
         head = [wh, m["aux"], _object(m["subj"]), m["adv"], m["verb"]]
         golds = _golds(kind, m["answer"])
-        yield kind, m["answer"], head, m["mid"], [], golds
+        yield kind, m["answer"], head, m["mid"], golds
     for pattern in (_WHEN_ACTIVE, _WHERE_ACTIVE):
         m = pattern.match(s)
         if not m or m["verb"] not in _PAST_TO_ROOT or m["verb"] == "had":
@@ -260,7 +260,7 @@ def _turns(s: str, name: str, ctx: Context) -> Iterator[Turn]:
         wh = "Where did" if kind == "where" else f"{_when(m['answer'])} did"
         head = [wh, _object(m["subj"]), m["adv"], _PAST_TO_ROOT[m["verb"]]]
         golds = _golds(kind, m["answer"])
-        yield kind, m["answer"], head, m["mid"], [], golds
+        yield kind, m["answer"], head, m["mid"], golds
     if (m := _HOW_MANY.match(s)) and not _NOUN_STOP & set(m["noun"].split()):
         verb, rest = m["verb"], m["rest"]
         roots = {"has": ("have", "does"), "have": ("have", "do"), "contains": ("contain", "does")}
@@ -269,21 +269,21 @@ def _turns(s: str, name: str, ctx: Context) -> Iterator[Turn]:
         quantity = m["noun"].startswith(("million", "billion", "thousand", "percent"))
         if root and not quantity and not rest.startswith((" and ", " or ")):
             head = ["How many", m["noun"], do, _object(m["subj"]), m["adv"], root]
-            yield "how-many", m["answer"], head, rest, [], number_golds(m["answer"])
+            yield "how-many", m["answer"], head, rest, number_golds(m["answer"])
     if m := _ALIAS.match(s):
         what = f"By what {m['desc']}" if m["desc"] else "By what other name"
         head = [what, m["aux"], _object(m["subj"]), "known"]
-        yield "alias", m["answer"], head, "", [], (m["answer"],)
+        yield "alias", m["answer"], head, "", (m["answer"],)
     if (m := _AGENT.match(s)) and m["verb"] in _PAST_TO_ROOT and m["answer"] in ctx.people:
-        yield "who", m["answer"], ["Who", m["adv"], m["verb"], m["mid"]], "", [], (m["answer"],)
+        yield "who", m["answer"], ["Who", m["adv"], m["verb"], m["mid"]], "", (m["answer"],)
     if (m := _OBJECT.match(s)) and m["verb"] in _OBJECT_VERBS:
         wh = "Whom did" if m["answer"] in ctx.people else "What did"
         head = [wh, _object(m["subj"]), m["adv"], _PAST_TO_ROOT[m["verb"]]]
-        yield "what", m["answer"], head, "", [], (m["answer"],)
+        yield "what", m["answer"], head, "", (m["answer"],)
     if (m := _OWNER.match(s)) and m["owner"] == name and m["attr"] not in ("name", "title"):
         wh = "Who" if m["answer"] in ctx.people else "What"
         head = [wh, m["aux"], "the", m["attr"], "of", m["owner"]]
-        yield "what", m["answer"], head, "", [], (m["answer"],)
+        yield "what", m["answer"], head, "", (m["answer"],)
 
 
 def _when(answer: str) -> str:
@@ -308,8 +308,8 @@ def _participle(verb: str) -> bool:
 
 
 def _names_article(question: str, title: str) -> bool:
-    words = re.findall(r"\w+", base_title(title).lower())
-    asked = set(re.findall(r"\w+", question.lower()))
+    words = _WORD.findall(base_title(title).lower())
+    asked = set(_WORD.findall(question.lower()))
     return any(w in asked for w in words if len(w) >= 3 and w not in FUNCTION_WORDS)
 
 
