@@ -7,7 +7,8 @@ a process pinned to one core with one torch thread (as `treegrpo bench-budget` r
         --variant gate+kl=algo.format_gate=true,algo.kl_coef=0.05
 
 A variant is NAME=SECTION.FIELD=VALUE,... over the benchmark's settings, in the sections algo,
-optim, health and run (e.g. health.action=rollback,run.save_every=2), or over the warm start's
+optim, health, run and world (``jobs.presets.EmbeddedConfig``; e.g.
+health.action=rollback,run.save_every=2), or over the warm start's
 recipe in the section warm (``warmstart.tiny.WarmStartConfig``, e.g. warm.steps=3200: each
 warm start is then built with it, once, and cached); ``--tree`` runs Tree-GRPO
 (2,6,1) instead of 8 chains. Writes one JSON line per run (variant, warm start, seed, held-out
@@ -33,6 +34,7 @@ from treegrpo.jobs.budget.plan import BENCH_ALGO, BENCH_OPTIM, _chain_algo, _tre
 from treegrpo.jobs.budget.run import _init_worker
 from treegrpo.jobs.presets import EmbeddedConfig
 from treegrpo.train.config import HealthConfig, RunConfig
+from treegrpo.train.health import TrainingUnhealthy
 from treegrpo.train.task import TrainSettings
 from treegrpo.warmstart.tiny import WarmStartConfig
 
@@ -55,18 +57,27 @@ def run_one(job: tuple[str, str, str, int, bool, str]) -> dict[str, Any]:
     warm_seed, _, path = warm.partition(":")
     recipe = WarmStartConfig(seed=int(warm_seed), linear=path or "auto")  # type: ignore[arg-type]
     sections: dict[str, Any] = {"algo": algo, "optim": BENCH_OPTIM, "health": HealthConfig()}
-    sections |= {"run": run, "warm": recipe}
+    world = EmbeddedConfig(warm_start_seed=int(warm_seed), warm_start_linear=path or "auto")  # type: ignore[arg-type]
+    sections |= {"run": run, "warm": recipe, "world": world}
     for item in filter(None, overrides.split(",")):
         key, _, value = item.partition("=")
         section, _, field = key.partition(".")
         sections[section] = replace(sections[section], **{field: _value(value)})
-    world = EmbeddedConfig(warm_start_seed=int(warm_seed), warm_start_linear=path or "auto")  # type: ignore[arg-type]
     out = Path(root) / f"{name}-w{warm_seed}{path}-s{seed}"
     run = replace(sections["run"], out_dir=str(out))
     settings = TrainSettings(sections["algo"], sections["optim"], run, health=sections["health"])
-    summary = run_embedded(settings, world, sections["warm"], progress=False)
+    stopped = False
+    try:
+        summary = run_embedded(settings, sections["world"], sections["warm"], progress=False)
+    except TrainingUnhealthy:  # health.action stop, or rollback out of tries: a collapse
+        stopped = True
     steps = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     alarms = [m["step"] for m in steps if m.get("health/alarm")]
+    if stopped:  # the last held-out evaluation it made stands for the run
+        evals = [m for m in steps if "eval/em" in m]
+        last = {"em": evals[-1]["eval/em"] if evals else 0.0, "valid_format": None}
+        before = json.loads((out / "eval-before.json").read_text())
+        summary = {"before": before, "after": {"overall": last}}
     return {
         "variant": name,
         "overrides": overrides,
@@ -77,6 +88,7 @@ def run_one(job: tuple[str, str, str, int, bool, str]) -> dict[str, Any]:
         "em": summary["after"]["overall"]["em"],
         "valid_format": summary["after"]["overall"]["valid_format"],
         "alarm_step": alarms[0] if alarms else None,
+        "stopped": stopped,
     }
 
 

@@ -26,6 +26,7 @@ from treegrpo.rollout.source import LocalRollout
 from treegrpo.train.batch import make_micro_batches
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
+from treegrpo.train.sft import SFTExample
 from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
 from treegrpo.train.task import TrainSettings
 from treegrpo.train.trainer import make_optimizer
@@ -73,17 +74,26 @@ def _batch(agent):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("lora", "shared"), [(0, False), (4, False), (0, True), (4, True)])
-def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int, shared: bool) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("lora", "shared", "demo"),
+    [(0, False, 0.0), (4, False, 0.0), (0, True, 0.0), (4, True, 0.0), (0, True, 0.5)],
+)
+def test_two_ranks_update_as_one_process(  # type: ignore[no-untyped-def]
+    cluster, tmp_path: Path, lora: int, shared: bool, demo: float
+) -> None:
     """Full fine-tuning with a KL term (the reference sharded too) and an entropy bonus, or
     LoRA (its base is the reference); two mini-batches of several micro-batches each; two
     steps, the second on new ranks given the first's gathered weights and AdamW state. With
-    ``shared``, each prompt's paths packed (``train.shared``) on both sides."""
+    ``shared``, each prompt's paths packed (``train.shared``) on both sides; with ``demo``, the
+    demonstration term (``algo.demo_coef``) counted once, not once per rank."""
     agent = trained_agent()
     agent.model.save_pretrained(tmp_path)
     cfg = ModelConfig(lora_rank=lora, cpu_speedups=False)
     optim = OptimConfig(lr=1e-3, mini_batch_prompts=2, micro_batch_tokens=600, warmup_steps=3)
-    algo = AlgorithmConfig(m=2, kl_coef=0.05, entropy_coef=0.01, shared_prefix=shared)
+    algo = AlgorithmConfig(m=2, kl_coef=0.05, entropy_coef=0.01, shared_prefix=shared,
+                           demo_coef=demo, demo_batch=3)  # fmt: skip
+    demos = [SFTExample(ids, [0] * (len(ids) - 4) + [1] * 4)
+             for ids in (agent.prompt(p) for p in PEOPLE[4:8])]  # fmt: skip
     runs = {}
     for where in ("here", "ranks"):
         policy = prepare_policy(copy.deepcopy(agent.model), cfg, seed=0)
@@ -97,7 +107,7 @@ def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int, sha
             if where == "ranks":  # new ranks every step: they start from the driver's state
                 spec = RankSpec(str(tmp_path), cfg, optim, reference=not lora, seed=0)
                 learner = FSDPLearner(spec, 2, policy, opt, sched)
-            learning = Learning(policy, reference, opt, sched, learner=learner)
+            learning = Learning(policy, reference, opt, sched, learner=learner, demos=demos)
             side = Rollouts(rollouts, agent.protocol, SAMPLING, LIMITS)
             settings = StepSettings(algo, optim)
             metrics.append(rl_step(learning, side, _batch(agent), settings, seed=step))
@@ -112,7 +122,10 @@ def test_two_ranks_update_as_one_process(cluster, tmp_path: Path, lora: int, sha
         assert m2["tokens/update/policy"] == m1["tokens/update/policy"] > 0
         assert (m2["tokens/update/computed"] < m2["tokens/update/policy"]) == shared
         assert m1["reward/mean"] == m2["reward/mean"]
-        for key in ("loss/pg_loss", "loss/kl", "loss/entropy", "train/grad_norm"):
+        assert ("loss/demo_nll" in m1) == ("loss/demo_nll" in m2) == (demo > 0)
+        for key in ("loss/pg_loss", "loss/kl", "loss/entropy", "train/grad_norm", "loss/demo_nll"):
+            if key not in m1:
+                continue
             assert m2[key] == pytest.approx(m1[key], rel=1e-4, abs=1e-7), key
     moved = 0
     start = dict(prepare_policy(copy.deepcopy(agent.model), cfg, seed=0).named_parameters())

@@ -23,6 +23,7 @@ from treegrpo.train import batch as batch_module
 from treegrpo.train import step as step_module
 from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
+from treegrpo.train.sft import SFTExample, weighted_nll
 from treegrpo.train.step import (
     Batch,
     Learning,
@@ -422,3 +423,52 @@ def test_the_sampler_gap_is_measured_and_corrected(shared: bool) -> None:
     for level in ("token", "sequence"):
         m, delta = _corrected_step(replace(masked, sampler_correction_level=level), -1.0)
         assert m["train/grad_norm"] == 0.0 and all(not d.any() for d in delta.values())
+
+
+def _demos(agent: Any) -> list[SFTExample]:
+    """Demonstrations for the demonstration term: each prompt, its last five tokens trained."""
+    return [
+        SFTExample(ids, [0] * (len(ids) - 5) + [1] * 5)
+        for ids in (agent.prompt(p) for p in PEOPLE[:6])
+    ]
+
+
+@pytest.mark.slow
+def test_the_demonstration_term_adds_gamma_times_the_demonstrations_nll_gradient(
+    monkeypatch,
+) -> None:  # type: ignore[no-untyped-def]
+    # zero advantages and no KL or entropy: the step's only gradient is γ · ∇ NLL(demos)
+    agent, policy, _, _, eng, batch = _setup(lr=1.0)
+    monkeypatch.setattr(
+        step_module, "tree_advantage", lambda rewards, *a, **k: np.zeros(len(rewards))
+    )
+    demos, gamma = _demos(agent), 0.5
+    algo = AlgorithmConfig(kl_coef=0.0, entropy_coef=0.0, demo_coef=gamma, demo_batch=4)
+    optim = OptimConfig(lr=1.0, mini_batch_prompts=4, grad_clip=1e9)  # one optimizer step
+    start = copy.deepcopy(policy)
+    expected = copy.deepcopy(policy)
+    (drawn,) = step_module._demo_batches(demos, 1, algo, eng.pad_id, seed=0)
+    nll = weighted_nll(expected, *drawn, 0.0)
+    (gamma * nll).backward()
+    sgd = torch.optim.SGD(policy.parameters(), lr=1e-2)
+    rollouts = Rollouts(LocalRollout(eng, agent.protocol, WordTool()), agent.protocol, SAMPLING,
+                        LIMITS)  # fmt: skip
+    learning = Learning(policy, None, sgd, demos=demos)
+    metrics = rl_step(learning, rollouts, batch, StepSettings(algo, optim), seed=0)
+    assert metrics["train/updates"] == 1
+    assert metrics["loss/demo_nll"] == pytest.approx(nll.item(), rel=1e-5)
+    moved = 0
+    for (n, p), p0, q in zip(
+        policy.named_parameters(), start.parameters(), expected.parameters(), strict=True
+    ):
+        step = p0.detach() - 1e-2 * (q.grad if q.grad is not None else torch.zeros_like(p0))
+        assert torch.allclose(p.detach(), step, atol=1e-6), n
+        moved += not torch.equal(p, p0)
+    assert moved > 0
+
+
+def test_the_demonstration_term_without_demonstrations_is_refused() -> None:
+    algo = AlgorithmConfig(demo_coef=0.1)
+    with pytest.raises(ValueError, match="demo_coef > 0 needs demonstrations"):
+        step_module._demo_batches([], 2, algo, pad_id=0, seed=0)
+    assert step_module._demo_batches([], 2, AlgorithmConfig(), pad_id=0, seed=0) == []

@@ -279,8 +279,8 @@ class FSDPLearner:
         shares = deal(plan.minis, len(self.ranks))
         out: list[UpdateStats] = ray.get(
             [
-                r.update.remote(replace(plan, minis=share))
-                for r, share in zip(self.ranks, shares, strict=True)
+                r.update.remote(replace(plan, minis=share, demo_share=float(k == 0)))
+                for k, (r, share) in enumerate(zip(self.ranks, shares, strict=True))
             ]
         )
         stats = out[0]  # grad norms and skips are the same on every rank

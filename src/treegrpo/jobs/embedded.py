@@ -35,8 +35,9 @@ from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
+from treegrpo.train.sft import SFTExample
 from treegrpo.train.task import TrainItem, TrainSettings
-from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, warm_start
+from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, demonstrations, warm_start
 
 
 def world_tools(cfg: EmbeddedConfig, world: World) -> SearchTool | Toolbox:
@@ -94,8 +95,18 @@ def run_embedded(
         summary={"warm_start_dir": str(model_dir)},
         config={"embedded": asdict(cfg)},
         seconds={"warm_start": time.perf_counter() - t0},
+        demos=_anchor(settings, cfg, warm),
     )
     return run_job(job, replace(settings, model=model_cfg), cluster, before, progress)
+
+
+def _anchor(
+    settings: TrainSettings, cfg: EmbeddedConfig, warm: WarmStartConfig
+) -> tuple[SFTExample, ...]:
+    """The demonstrations of ``algo.demo_coef``'s term (none when it is off)."""
+    if settings.algo.demo_coef == 0:
+        return ()
+    return tuple(demonstrations(warm, oracle=cfg.demo_anchor == "oracle"))
 
 
 def _report(before: Report | None, after: Report | None) -> list[str]:

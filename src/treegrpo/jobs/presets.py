@@ -58,6 +58,9 @@ class EmbeddedConfig(Checked):
     warm_start_linear: LinearPath = "auto"
     """Linear-layer path of the warm start's SFT: mkl, onednn, or auto (this CPU's default).
     The two differ by fp32 rounding only, yet give different starting policies."""
+    demo_anchor: Literal["mix", "oracle"] = "mix"
+    """The demonstrations of ``algo.demo_coef``'s term: the warm start's own (mix: all of
+    them, flaws included) or only its flawless ones (oracle)."""
 
     def _check(self) -> None:
         people = f"in [{len(RELATIONS) + 2}, {POOL_SIZE}]"  # someone else for every relation

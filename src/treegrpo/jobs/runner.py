@@ -36,6 +36,7 @@ from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import discard_newer, latest_checkpoint
 from treegrpo.train.config import ClusterConfig, ModelConfig, RunConfig
 from treegrpo.train.health import Rollback
+from treegrpo.train.sft import SFTExample
 from treegrpo.train.task import TrainHooks, TrainItem, TrainSettings, TrainTask
 from treegrpo.train.trainer import refuse_previous_run, train
 from treegrpo.viz.curves import plot_learning_curve
@@ -86,6 +87,8 @@ class Job:
     mix: tuple[float, ...] = ()
     """Sampling weight per training source (``TrainItem.source``); empty: each question once
     per epoch."""
+    demos: tuple[SFTExample, ...] = ()
+    """Demonstrations for ``algo.demo_coef``'s term (``TrainTask.demos``)."""
 
 
 def greedy_evaluator(
@@ -284,7 +287,7 @@ def _train_with_rollbacks(
     bar = TrainProgress(run.steps) if progress else None
     part = run
     task = TrainTask(job.model_dir, load_model, job.tool, job.items, job.sampling, job.limits,
-                     job.max_obs_tokens, job.mix)  # fmt: skip
+                     job.max_obs_tokens, job.mix, job.demos)  # fmt: skip
     hooks = TrainHooks(
         evaluate=_periodic(job, run),
         on_step=bar.update if bar else None,

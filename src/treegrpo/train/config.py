@@ -165,6 +165,15 @@ class AlgorithmConfig(Checked):
     std_B R over the whole batch (REINFORCE++'s global baseline, arXiv 2501.03262): a prompt
     whose leaves all fail then pushes its shared error down instead of carrying no signal
     (docs/algorithm.md §9). 0: off, the paper's advantages."""
+    demo_coef: float = 0.0
+    """Weight γ of a demonstration term added to every optimizer step's loss: γ × the mean
+    NLL per action token of ``demo_batch`` demonstrations drawn for the step (PPO-ptx, Ouyang
+    et al. 2022, eq. 2, with the warm start's demonstrations for the pretraining data). It keeps
+    what SFT taught in view where the group-relative advantage carries no signal
+    (docs/algorithm.md §9). Needs demonstrations: the embedded job passes its warm start's
+    (``TrainTask.demos``). 0: off."""
+    demo_batch: int = 8
+    """Demonstrations per optimizer step of the demonstration term."""
     reward: Literal["em", "f1"] = "em"
     """Search-R1 reward with format score, on exact match or on F1."""
     format_score: float = 0.2
@@ -217,7 +226,7 @@ class AlgorithmConfig(Checked):
     def _check(self) -> None:
         check_ranges(self, m=">= 1", n=">= 0", l=">= 0", k=">= 1", format_score="in [0, 1)")
         check_ranges(self, clip_eps="in (0, 1)", dual_clip="> 1", kl_coef=">= 0")
-        check_ranges(self, batch_baseline=">= 0")
+        check_ranges(self, batch_baseline=">= 0", demo_coef=">= 0", demo_batch=">= 1")
         check_ranges(self, entropy_coef=">= 0", expansion_tokens=">= 1")
         check_ranges(self, sampler_correction_cap="> 1")
         check_ranges(self, expansion_temperature="> 0", expansion_repeat_penalty="in (0, 1]")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +29,7 @@ from treegrpo.rollout.source import RolloutSource
 from treegrpo.train.batch import make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
+from treegrpo.train.sft import SFTExample, collate
 from treegrpo.train.shared import pack_batches, row_span, supports_packing
 from treegrpo.train.update import Part, UpdatePlan, UpdateStats, ppo_update, weighted
 
@@ -67,7 +68,8 @@ class Learning:
     LoRA policy, whose base is the reference), the optimizer and learning-rate ``scheduler``,
     the forward precision on CUDA (``autocast_dtype``), and the ``learner`` when the update runs
     elsewhere (the ranks of ``distributed.fsdp.FSDPLearner``: ``policy`` and ``scheduler`` then
-    mirror its weights and learning rate after each update, and ``optimizer`` is not used)."""
+    mirror its weights and learning rate after each update, and ``optimizer`` is not used);
+    ``demos``: the demonstrations of ``algo.demo_coef``'s term."""
 
     policy: Any
     reference: Any | None
@@ -75,6 +77,7 @@ class Learning:
     scheduler: Any | None = None
     autocast_dtype: torch.dtype | None = None
     learner: Learner | None = None
+    demos: Sequence[SFTExample] = ()
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,8 @@ def rl_step(
     # mini-batch, gradients accumulated over its micro-batches (train.update); here, or on the
     # ranks of a sharded update, which then hand the new weights back to the policy
     schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
-    plan = UpdatePlan(minis, schedule, algo, optim, rollouts.sampling.logprob_temperature)
+    demos = _demo_batches(learning.demos, len(schedule), algo, rollouts.source.pad_id, seed)
+    plan = UpdatePlan(minis, schedule, algo, optim, rollouts.sampling.logprob_temperature, demos)
     log.debug("updating the policy: %d optimizer steps", len(schedule))
     t1 = time.perf_counter()  # the update starts
     stats = _update(learning, plan)
@@ -268,6 +272,24 @@ def _mini_batches(
     return minis
 
 
+def _demo_batches(
+    demos: Sequence[SFTExample], steps: int, algo: AlgorithmConfig, pad_id: int, seed: int
+) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """``algo.demo_batch`` demonstrations drawn afresh for each of the ``steps`` optimizer steps
+    (from a generator of their own, so the step's other draws stay as without them), collated
+    (``train.sft.collate``); none without ``algo.demo_coef``."""
+    if algo.demo_coef == 0:
+        return []
+    if not demos:
+        raise ValueError("algo.demo_coef > 0 needs demonstrations (TrainTask.demos), got none")
+    rng = np.random.default_rng([seed, 0xDE30])
+    size = min(algo.demo_batch, len(demos))
+    return [
+        collate([demos[i] for i in rng.choice(len(demos), size, replace=False)], pad_id)
+        for _ in range(steps)
+    ]
+
+
 def _update(learning: Learning, plan: UpdatePlan) -> UpdateStats:
     """The PPO update in this process, or on the learner's ranks (then copied back)."""
     if learning.learner is not None:
@@ -336,6 +358,7 @@ def _leaf_metrics(
         "tree/expansion_depth": float(starts.mean()) if starts is not None else 0.0,
         "tree/root_expansions": float((starts == 0).mean()) if starts is not None else 0.0,
         **depth_shares(starts),
+        **({"loss/demo_nll": float(np.mean(stats.demo_nll))} if stats.demo_nll else {}),
         "train/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
         "train/skipped_updates": float(stats.skipped),
     }

@@ -20,6 +20,7 @@ from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.source import RolloutSource
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import AlgorithmConfig, HealthConfig, ModelConfig, OptimConfig, RunConfig
+from treegrpo.train.sft import SFTExample
 from treegrpo.train.step import Learner
 
 
@@ -41,7 +42,8 @@ class TrainTask:
 
     ``mix``: the sampling weight of each training source (``TrainItem.source``): each prompt
     comes from source s with probability mix[s] / Σ mix (``train.order.mixed_order``); empty:
-    every question once per epoch (``data_order``)."""
+    every question once per epoch (``data_order``). ``demos``: demonstrations (token ids and
+    action mask) for ``algo.demo_coef``'s term."""
 
     model_path: str | Path
     load_model: Callable[[Path], tuple[Any, Any]]
@@ -51,6 +53,7 @@ class TrainTask:
     limits: AgentLimits
     max_obs_tokens: int = 500
     mix: Sequence[float] = ()
+    demos: Sequence[SFTExample] = ()
 
 
 @dataclass(frozen=True)

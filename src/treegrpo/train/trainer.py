@@ -125,7 +125,7 @@ def train(task: TrainTask, settings: TrainSettings, hooks: TrainHooks | None = N
     )
     update = learner(policy, optimizer, scheduler) if learner is not None else None
     batches = _Batches(task.items, protocol, task.mix, run)
-    learning = Learning(policy, reference, optimizer, scheduler, amp, update)
+    learning = Learning(policy, reference, optimizer, scheduler, amp, update, task.demos)
     side = Rollouts(rollouts, protocol, task.sampling, task.limits)
     per_step = StepSettings(algo, optim, health.max_failed_searches)
     monitor = HealthMonitor.replay(health, logged)

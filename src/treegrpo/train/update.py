@@ -24,6 +24,8 @@ from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.logprobs import as_reference
 from treegrpo.train.losses import kl_penalty
 from treegrpo.train.offpolicy import GAP_TERMS, gap_sums, is_weights
+from treegrpo.train.precision import autocast
+from treegrpo.train.sft import weighted_nll
 from treegrpo.train.shared import PackedBatch
 
 TokenBatch = MicroBatch | PackedBatch
@@ -66,6 +68,7 @@ class UpdateStats:
     # through it (``train.offpolicy.gap_sums``): its sums and its maximum |Δ log p|
     gap: dict[str, float] = field(default_factory=lambda: dict.fromkeys(GAP_TERMS, 0.0))
     gap_max: float = 0.0
+    demo_nll: list[float] = field(default_factory=list)  # per optimizer step (algo.demo_coef)
 
     def merge(self, other: UpdateStats) -> None:
         """Add another rank's sums (its counted micro-batches; the optimizer steps, grad norms
@@ -103,13 +106,18 @@ class UpdateStats:
 class UpdatePlan:
     """One RL step's update: its mini-batches, the order they are stepped in (``schedule``:
     indices into ``minis``, each mini-batch once per PPO epoch), the configs, and the sampled
-    distribution's ``temperature`` (log-probs under softmax(logits / T))."""
+    distribution's ``temperature`` (log-probs under softmax(logits / T)). With
+    ``algo.demo_coef``: ``demos`` holds one demonstration batch per scheduled optimizer step
+    (``train.sft.collate``'s ids, action mask and labels, each (B, T)), whose term counts
+    ``demo_share`` times on this process (a sharded update: 1 on one rank, 0 on the others)."""
 
     minis: Sequence[Sequence[Part]]
     schedule: Sequence[int]
     algo: AlgorithmConfig
     optim: OptimConfig
     temperature: float
+    demos: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = ()
+    demo_share: float = 1.0
 
 
 def weighted(mbs: Sequence[MicroBatch], aggregation: str) -> list[Part]:
@@ -169,7 +177,14 @@ def ppo_update(
     params = [p for p in policy.parameters() if p.requires_grad]
     t_policy = _now(device)
     sums = stats.sums
-    for parts in (minis[i] for i in schedule):
+    for j, parts in enumerate(minis[i] for i in schedule):
+        if plan.demos:  # γ · NLL of the step's demonstrations (its gradient joins the parts')
+            _gradient_sync(policy, False)
+            ids, action, labels = (t.to(device) for t in plan.demos[j])
+            with autocast(device, autocast_dtype):
+                nll = weighted_nll(policy, ids, action, labels, 0.0)
+            (algo.demo_coef * plan.demo_share * nll).backward()
+            stats.demo_nll.append(nll.item())
         for k, part in enumerate(parts):
             _gradient_sync(policy, k == len(parts) - 1)  # sharded: reduce once per mini-batch
             d = _to(part.batch, device)

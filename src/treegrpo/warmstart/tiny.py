@@ -40,6 +40,7 @@ from treegrpo.engine.cpu.paths import LinearPath
 from treegrpo.files import cache_entry, cached_dir
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.train.sft import SFTExample
 from treegrpo.warmstart.demo_sft import fit_demos
 
 log = logging.getLogger(__name__)
@@ -213,6 +214,13 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
     (out_dir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
     log.info("warm start built in %.0f s", stats["seconds"]["total"])
     return stats
+
+
+def demonstrations(cfg: WarmStartConfig, oracle: bool = False) -> list[SFTExample]:
+    """The demonstrations the warm start of ``cfg`` is fitted on, drawn again (seconds) as SFT
+    examples; ``oracle``: only those without a flaw (``demos.Flaws``), the expert's own."""
+    demos = _demonstrations(cfg, train_search_tokenizer(cfg.vocab_size, web=cfg.web))
+    return [SFTExample(d.ids, d.mask) for d in demos if not (oracle and d.flaws)]
 
 
 def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
