@@ -180,11 +180,8 @@ def ppo_update(
     for j, parts in enumerate(minis[i] for i in schedule):
         if plan.demos:  # γ · NLL of the step's demonstrations (its gradient joins the parts')
             _gradient_sync(policy, False)
-            ids, action, labels = (t.to(device) for t in plan.demos[j])
-            with autocast(device, autocast_dtype):
-                nll = weighted_nll(policy, ids, action, labels, 0.0)
-            (algo.demo_coef * plan.demo_share * nll).backward()
-            stats.demo_nll.append(nll.item())
+            weight = algo.demo_coef * plan.demo_share
+            stats.demo_nll.append(_demo_term(policy, plan.demos[j], weight, autocast_dtype))
         for k, part in enumerate(parts):
             _gradient_sync(policy, k == len(parts) - 1)  # sharded: reduce once per mini-batch
             d = _to(part.batch, device)
@@ -215,6 +212,22 @@ def ppo_update(
     policy.eval()
     stats.seconds["policy"] = _now(device) - t_policy
     return stats
+
+
+def _demo_term(
+    policy: Any,
+    demos: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    weight: float,
+    autocast_dtype: torch.dtype | None,
+) -> float:
+    """Back-propagate ``weight`` × the mean NLL per action token of the collated ``demos``
+    (ids, action mask, labels; ``train.sft.weighted_nll``); returns that NLL."""
+    device = next(policy.parameters()).device
+    ids, action, labels = (t.to(device) for t in demos)
+    with autocast(device, autocast_dtype):
+        nll = weighted_nll(policy, ids, action, labels, 0.0)
+    (weight * nll).backward()
+    return nll.item()
 
 
 def _to(batch: TokenBatch, device: torch.device) -> TokenBatch:
