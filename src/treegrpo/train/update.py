@@ -145,13 +145,11 @@ def ppo_update(
     the first scheduled mini-batch: before any optimizer step the policy is the old policy, so
     their old log-probs are the update forward's own, detached (ratio 1, as TRL does; exact
     without active dropout)."""
-    minis, schedule, algo, optim, temperature = (
-        plan.minis, plan.schedule, plan.algo, plan.optim, plan.temperature
-    )  # fmt: skip
+    minis, schedule, algo, temperature = plan.minis, plan.schedule, plan.algo, plan.temperature
     first = {id(p) for p in minis[schedule[0]]} if schedule else set()
     device = next(policy.parameters()).device
-    old: dict[int, torch.Tensor] = {}
-    ref: dict[int, torch.Tensor] = {}
+    old: dict[int, torch.Tensor] = {}  # id(part) → its old log-probs
+    ref: dict[int, torch.Tensor] = {}  # … and its reference log-probs
     stats = UpdateStats(seconds={"old_logprobs": 0.0, "ref_logprobs": 0.0})
     clock, tokens = stats.seconds, stats.tokens
     with torch.no_grad():
@@ -200,7 +198,7 @@ def ppo_update(
                     sums[name] += share * value.item()
                 stats.share += share
                 tokens["policy"] += part.batch.path_tokens
-        norm = _total(torch.nn.utils.clip_grad_norm_(params, optim.grad_clip))
+        norm = _total(torch.nn.utils.clip_grad_norm_(params, plan.optim.grad_clip))
         stats.grad_norms.append(norm)
         if math.isfinite(norm):
             optimizer.step()
