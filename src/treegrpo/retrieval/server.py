@@ -1,35 +1,12 @@
 """A Search-R1 compatible retriever server: ``POST /retrieve`` and ``GET /health``.
 
 Any ``SearchTool`` (BM25, dense, even a ``RemoteRetriever``) can be served; Search-R1, verl
-and SkyRL clients work against it unchanged (docs/algorithm.md §6). Behaviour at the edges:
-
-- ``queries: []`` answers ``{"result": []}`` (Search-R1 clients may send an empty batch).
-- ``topk`` absent or null means ``default_topk``; ``topk < 1`` is a 422; a ``topk`` above
-  ``max_topk`` or the corpus size is clamped to it (never an error: fewer hits come back), however
-  large (``10**30`` too); an integer too long for the JSON parser (thousands of digits) is a 422.
-- Wrong types (``queries`` a string, ``topk`` a string or a float, ``null`` among the queries,
-  a top level that is not an object) are 422 with pydantic's message and the field's location; a
-  body that is not JSON is also a 422 ("Invalid JSON: …"), and so is one nested deeper than the
-  parser's limit or one that is not UTF-8 ("body is not valid UTF-8 JSON: …"). A 422's errors
-  carry ``type``, ``loc`` and ``msg`` but never echo the input back (it may be megabytes, bytes
-  that are not text, or a NaN that JSON cannot carry).
-- The body is read as JSON whatever the Content-Type header says. As with Python's ``json``,
-  ``NaN``/``Infinity`` literals parse (they are never a valid ``topk``), a duplicated key keeps
-  its last value, and unknown fields are ignored (clients send extras such as a request id).
-- Limits (``create_app`` arguments, ``treegrpo serve`` flags of the same names):
-  ``max_body_bytes`` (413, checked on Content-Length before reading and while reading a chunked
-  body), ``max_queries`` per request (413: the request is too large, not malformed),
-  ``max_query_chars`` per query (422 naming the query's index and length), and
-  ``max_response_bytes`` (413: the answer would be too large; never cut short, since a client
-  would take fewer passages for the whole answer). Each message names the size, the limit and
-  the flag that raises it; the server logs each refusal as a warning. A batch refused with 413
-  or 422 can be sent again in parts: ``RemoteRetriever`` does so by itself.
-- Concurrent requests are micro-batched (``treegrpo.retrieval.batcher``) into one search call, run
-  in the batcher's worker thread.
-- Nothing slow runs on the event loop: a body over ``OFFLOAD_BYTES`` is parsed, and a response
-  of over ``OFFLOAD_HITS`` hits encoded, in a worker thread of its own, so a large request does
-  not hold up the others (``/health`` included).
-- Responses are serialized with orjson, the one hot spot FastAPI's own encoder would add.
+and SkyRL clients work against it unchanged (docs/algorithm.md §6). Every malformed request is
+a 4xx with the field's location, never a 5xx; the limits (``create_app`` arguments, ``treegrpo
+serve`` flags of the same names) refuse with 413 or 422 and say which flag raises them.
+Concurrent requests are micro-batched (``retrieval.batcher``), and nothing slow runs on the
+event loop: a body over ``OFFLOAD_BYTES`` is parsed, and a response of over ``OFFLOAD_HITS``
+hits encoded, in a worker thread. Behaviour at the edges: docs/retrieval.md, "Serving a corpus".
 """
 
 from __future__ import annotations

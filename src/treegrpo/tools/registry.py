@@ -1,35 +1,12 @@
 """The tool registry: the tools an agent may call, each added by one registration.
 
-A tool is
-
-- a name, which is also its tag: the model calls it by writing ``<name> argument </name>``;
-- a line for the prompt: what the argument is (``usage``) and what comes back (``description``);
-- an argument parser (``parse``: the text between the tags → the argument, or ``BadArgument``);
-- a batched call (``call``: every call of one agent step across the batch at once), which may
-  fail as a whole (``ToolFailed``: the server is down) or call by call (a ``Failure`` in place
-  of a result: a page that does not exist);
-- a formatter (``format``: a result → the text of the observation);
-- optionally ``unavailable``, what a call observes when the tool did not answer (default: "The
-  <name> tool did not answer.").
-
-``Toolbox.run`` does the rest for every tool alike: parse, call, turn failures into outcomes
-that say what went wrong. The rollout (``rollout.sampler``) puts each outcome's text between
-``<information>`` tags, and the protocol (``agent.protocol.ToolProtocol``) parses the tags the
-toolbox names. Search-R1's agent is the toolbox holding ``search`` alone
-(``Toolbox.search_r1``), and then every token it produces is what it was before tools had a
-registry.
-
-A call sees the episode's earlier calls on its path (``Call.history``): ``visit 2`` opens the
-second result of the last search, ``find`` reads the last page. In a tree the history is the
-path from the root, so sibling branches never see each other's calls.
-
-Adding a tool, a worked example (docs/tools.md has more)::
-
-    tools = Toolbox.search_r1(retriever, topk=3)
-
-    @tools.function("calculate", "expression", "evaluates arithmetic; returns the value")
-    def calculate(expression: str) -> str:
-        return str(evaluate_arithmetic(expression))
+A tool is a name (also its tag: ``<name> argument </name>``), a prompt line (``usage``,
+``description``), an argument parser (``parse``), a batched ``call`` that may fail as a whole
+(``ToolFailed``) or call by call (a ``Failure``), a ``format`` for the observation and
+optionally the text of ``unavailable``. ``Toolbox.run`` parses, calls and turns failures into
+outcomes for every tool alike; a call sees the earlier calls on its own path (``Call.history``).
+Search-R1's agent is ``Toolbox.search_r1``, ``search`` alone. The parts, outcomes and a worked
+example: docs/tools.md, "What a tool is".
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """What the offline website serves: its articles, their addresses, snippets and links.
 
-The site (``website.site``) and the web questions built over it (``data.web_questions``)
-read the same definitions from here, so a question's claim ("the answer is in the search
-snippet", "A's page links to B") holds on the pages the server really sends:
-
-- ``slug(title)``: the article's path after ``/wiki/``, Wikipedia's spelling (spaces become
-  underscores, the rest is percent-encoded);
-- ``first_sentence(text)``: the search snippet of an article, the first sentence of its lead;
-- ``LinkIndex``: where one article's lead mentions another article's title. A mention is a
-  whole-word, case-sensitive match of a title of at least ``MIN_TITLE_CHARS`` characters; where
-  mentions overlap the leftmost wins, and of those starting at one word the longest; a page
-  never links to itself. Titles are grouped by their first word, so scanning a lead costs one
-  dictionary look-up per word plus a ``startswith`` per candidate title: about a second for
-  the 10k-article wiki corpus.
+The site (``website.site``) and the web questions built over it (``data.web_questions``) read
+the same definitions from here, so a question's claim ("the answer is in the search snippet",
+"A's page links to B") holds on the pages the server really sends: ``slug(title)``,
+``first_sentence(text)`` (the search snippet) and ``LinkIndex`` (where one lead mentions another
+article's title; the matching rules are in docs/data.md, "Web questions"). Titles are grouped
+by their first word, so scanning a lead costs one look-up per word plus a ``startswith`` per
+candidate title.
 """
 
 from __future__ import annotations

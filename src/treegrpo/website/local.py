@@ -1,15 +1,12 @@
 """A website served in this process, reached under a fixed name: the offline site
 (``website.site``) for a data job or a warm start without a separate ``treegrpo serve-web``.
 
-``LocalSite.start(site)`` runs uvicorn in a daemon thread on 127.0.0.1, on a port the system
-picks (bound before the thread starts, so two processes never race for one port), for as long
-as the process lives or until ``close``. Its pages are addressed as ``http://wiki.test/...``
-(``HOST``, a reserved name that no resolver answers), never by the port: the search client
-sends ``Host: wiki.test``, so the site writes its result URLs on that name, and the page
-fetcher routes the name to the port (``tools.web.hosts``). So every URL an agent reads or writes
-is the same in every process and run: demonstrations recorded in one process stay valid in a
-training run in another, whatever ports they got; a URL that escapes (a log, a model's
-memory) points nowhere on the real web.
+``LocalSite.start(site)`` runs uvicorn in a daemon thread on a 127.0.0.1 port the system picks
+(bound before the thread starts, so two processes never race for one). Pages are addressed as
+``http://wiki.test/...`` (``HOST``, a reserved name no resolver answers), never by the port:
+the search client sends ``Host: wiki.test`` and the fetcher routes the name to the port
+(``tools.web.hosts``), so every URL an agent reads or writes is the same in every process and
+run (docs/real-model.md, "The web warm start").
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
 """An offline website over a corpus of articles, to train and evaluate web agents on.
 
-``treegrpo serve-web`` serves the offline Wikipedia corpus (``data.wiki``) as a small website
-on loopback; any corpus of titled passages works (``site_corpus.read_site_corpus``):
-
-- ``GET /``: the home page, a few articles to start from;
-- ``GET /wiki/<slug>``: one HTML page per article: its title, short description and lead, in
-  a frame of nav bar and footer (boilerplate an extractor should drop), with a link wherever
-  the lead mentions another article's title (``site_corpus.LinkIndex``, computed once at
-  start-up for all pages); an unknown article is a 404 page;
-- ``GET /search?q=…&pageno=1``: BM25 over the articles (the same ``"Title"\\ntext`` passages
-  ``treegrpo serve`` indexes), ``RESULTS_PER_PAGE`` a page; HTML by default, and with
-  ``format=json`` the shape SearXNG answers (``{"query", "number_of_results", "results":
-  [{"title", "url", "content", …}], …}``), so a SearXNG client works against it unchanged.
-  ``content``, the snippet, is the first sentence of the lead (``site_corpus.first_sentence``);
-  ``url`` is absolute, on the address the request came to. A query over ``max_query_chars``
-  characters is a 422; pages past ``max_results`` are empty;
-- ``GET /healthz``: liveness, article and link counts, start-up time, searches served.
-
-Many clients at once: pages are rendered on first request and kept as bytes, so a page costs a
-dictionary look-up on the event loop; searches, the only CPU work, are micro-batched
-(``retrieval.batcher``) into one BM25 call in a worker thread, so the loop keeps answering pages
-while a batch is scored.
+``treegrpo serve-web`` serves the offline Wikipedia corpus (``data.wiki``), or any corpus of
+titled passages, on loopback: a home page, one HTML page per article whose lead links the other
+articles it mentions (``corpus.LinkIndex``), BM25 search answering in HTML or in SearXNG's JSON
+(snippet: ``corpus.first_sentence``), and ``/healthz``. Pages are rendered once and kept as
+bytes; searches are micro-batched (``retrieval.batcher``) into a worker thread, so the event
+loop keeps answering pages. Endpoints and limits: docs/data.md, "Web questions".
 """
 
 from __future__ import annotations

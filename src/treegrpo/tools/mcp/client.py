@@ -1,29 +1,10 @@
-"""MCP servers' tools in the tool registry, attached by configuration.
+"""MCP servers' tools in the tool registry, attached by configuration: one ``McpServer`` per
+server (a command over stdio, or a streamable HTTP URL), ``mcp_tools`` connects them all, and
+each tool they list registers in a ``Toolbox`` like any other.
 
-Any Model Context Protocol server (a process spoken to over stdio, or a streamable HTTP URL)
-becomes tools an agent can call: one ``McpServer`` config per server, ``mcp_tools`` connects
-them all, and each tool they list registers in a ``Toolbox`` like any other::
-
-    with mcp_tools([McpServer("wiki", command="python", args=("-m",
-                   "treegrpo.tools.mcp.server", "--corpus", "wiki.jsonl"))]) as mcp:
-        tools = Toolbox(mcp.tools)   # <wiki_search> {"query": str, "topk"?: int} </wiki_search>
-
-Each server has one session for the life of the toolbox, on an asyncio loop in a background
-thread since the rollout is synchronous (``tools.mcp.connection``), and a step's calls to a tool
-go out together on it (concurrently: the server sees them all at once).
-
-What the model sees and how calls fail:
-
-- name: the MCP tool's name with the config's ``prefix``, anything a tag cannot hold replaced
-  by ``_`` (``tools.registry.NAME``);
-- usage: the input schema's argument names and types (``tools.mcp.schema``); the model writes a
-  JSON object between the tags, or a bare string when the tool takes one string;
-- description: the first sentence of the tool's description;
-- arguments the schema refuses never reach the server (an error outcome that names the
-  argument); a result with ``isError`` is a ``Failure`` with its text (the model's doing, or the
-  world's: an unknown page); a server that is dead, unreachable, or slower than ``timeout_s`` is
-  ``ToolFailed``, an outage the trainer counts, and the next batch first reconnects (once; a
-  batch whose reconnect fails is failed too, and the one after tries again).
+Each server has one session for the life of the toolbox (``tools.mcp.connection``); a step's
+calls to a tool go out together. Names, usage lines (``tools.mcp.schema``), argument checks and
+how calls fail: docs/mcp.md, "What the model sees" and "When a call does not work".
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """A session with one MCP server for a synchronous caller: the connection behind
 ``tools.mcp.client``'s tools.
 
-The official SDK's ``mcp.Client`` is asynchronous and its context (a stdio server process, or
-an HTTP session) must be entered and left in one task; the rollout is synchronous. So each
-``McpConnection`` runs an asyncio loop in a background thread, where one task holds the
-``Client`` open for the life of the connection, and a caller's batch of calls goes onto that
-loop at once (``asyncio.gather``: the server sees them concurrently).
-
-Failures: a call the server answers (even with ``isError``) is a result; a dead server, a
-broken transport or no answer within ``timeout_s`` is an outage (``is_outage``). After an
-outage the connection is marked broken unless the server still answers a tool listing (a call
-that was only slow), and the next batch opens a new session first (a stdio server is started
-again); when that fails the batch raises ``ToolFailed``, and the one after tries again.
+The SDK's ``mcp.Client`` is asynchronous and its context must be entered and left in one task,
+while the rollout is synchronous. So each ``McpConnection`` runs an asyncio loop in a background
+thread, where one task holds the ``Client`` open, and a caller's batch goes onto that loop at
+once (``asyncio.gather``). A dead server, a broken transport or no answer within ``timeout_s``
+is an outage (``is_outage``); the connection is then broken unless the server still answers a
+tool listing, and the next batch reconnects first (docs/mcp.md, "When a call does not work").
 """
 
 from __future__ import annotations

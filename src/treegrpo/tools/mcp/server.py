@@ -1,18 +1,10 @@
-"""An MCP server over a Search-R1 corpus: ``wiki_search`` (BM25) and ``wiki_page`` (a whole
-article), on the official ``mcp`` SDK's ``MCPServer``, over stdio or streamable HTTP.
+"""An MCP server over a Search-R1 corpus: ``wiki_search`` (BM25, passages formatted as the
+``search`` tool's observation) and ``wiki_page`` (a whole article; an unknown title is an
+``isError`` result), on the official ``mcp`` SDK's ``MCPServer``, over stdio or streamable HTTP.
 
-Any MCP client can use it (an IDE, an assistant, ``tools.mcp.client`` here): it is the wiki
-corpus as MCP tools, so an agent trained on MCP tools and one trained on Search-R1's ``search``
-can read the same text. Run it as ``python -m treegrpo.tools.mcp.server --corpus PATH`` or
-``treegrpo serve-mcp`` (which builds the offline wiki corpus first when no corpus is given).
-
-- ``wiki_search(query, topk=3)``: the ``topk`` best passages, formatted as the ``search`` tool's
-  observation (``Doc i(Title: "T") text``), so both tools read alike;
-- ``wiki_page(title)``: every passage of the article with that title, in corpus order (one per
-  article in the offline wiki corpus; wiki-18 cuts an article into 100-word passages); an
-  unknown title is a tool error (``isError``) that says so, not a protocol error.
-
-Over stdio, stdout carries the protocol: nothing else may print there (logs go to stderr).
+Run it as ``python -m treegrpo.tools.mcp.server --corpus PATH`` or ``treegrpo serve-mcp``. Over
+stdio, stdout carries the protocol: nothing else may print there (logs go to stderr). Usage:
+docs/mcp.md, "The wiki MCP server".
 """
 
 from __future__ import annotations

@@ -1,41 +1,12 @@
 """Browsing tools for the registry: ``visit`` opens a page, ``find`` searches the page last
 opened.
 
-``visit``'s argument is a URL or the number of a result of the episode's last search, and may
-end with a goal after ``|``: ``<visit> 2 | year of birth </visit>``. Without a goal, the goal is
-the last search's query (what the agent was looking for when it chose the page). The
-observation is the page's title and URL, then the page's passages that best match the goal in
-page order (``text.select_passages``), then a few of the page's links that bear on the goal,
-so the agent can follow one with ``<visit> URL </visit>``::
-
-    Title: Marie Curie
-    URL: https://en.wikipedia.org/wiki/Marie_Curie
-    Marie Skłodowska Curie was a Polish and naturalised-French physicist and chemist …
-    …
-    She was born in Warsaw, in what was then the Kingdom of Poland, on 7 November 1867.
-    Links:
-    - Warsaw: https://en.wikipedia.org/wiki/Warsaw
-
-Links listed: first those whose anchor text or last path segment (``/wiki/Marie_Curie``)
-shares words with the goal (ranked by BM25), then those whose anchor text appears in the passages
-shown (the links of the text the agent is reading, in reading order), at most ``max_links``. A
-page has hundreds of links (menus, footers): the first few would be boilerplate, and all of them
-would drown the text. The whole observation stays within ``max_chars``: the passages get what
-the title, URL and links leave, and links are dropped before the passages would shrink below
-``MIN_PASSAGE_CHARS``.
-
-``find``'s argument is a word or phrase; the observation lists the sentences of the last
-visited page that contain it (case ignored; failing that, sentences with all of its words), each
-with a sentence of context either side from its paragraph::
-
-    2 matches for "Nobel" on https://en.wikipedia.org/wiki/Marie_Curie:
-    [1] She shared the 1903 Nobel Prize in Physics with Pierre Curie. In 1911 she …
-    [2] …
-
-Bad arguments (no URL, a result number out of range, ``find`` before any ``visit``) and pages
-that cannot be read (404, timeout, too large, binary) are the call's ``Failure``: an
-observation that says what happened or what to write instead, never an exception out of the
-rollout.
+``visit``'s argument is a URL or a result number of the episode's last search, optionally
+``| goal`` (default: the last search's query); it shows the title, URL, the passages that best
+match the goal (``text.select_passages``) and the links that bear on it, within ``max_chars``.
+``find`` lists the last page's sentences that hold a phrase, with context. Bad arguments and
+unreadable pages are the call's ``Failure``, never an exception. Observations, link ranking and
+budgets: docs/tools.md, "Reading a page".
 """
 
 from __future__ import annotations

@@ -1,32 +1,12 @@
 """Fetching web pages over HTTP for the ``visit`` tool: one page or a batch, a ``Page`` or a
 ``Failure`` that says why not.
 
-Rules, each for a reason:
-
-- One shared ``httpx.Client`` (connection reuse across calls and threads) with separate connect
-  and read timeouts, plus a total time limit per page checked while reading, so a server that
-  sends a byte now and then cannot hold an agent step for long.
-- Redirects are followed up to ``max_redirects``; the page's ``url`` is where they ended.
-- At most ``max_bytes`` of (decompressed) body are read, counted while streaming, so a huge page
-  or a compression bomb costs no more than that. By default what came is kept as a page marked
-  ``truncated`` (the start of a long article is usually what an agent wants); with
-  ``oversize="refuse"`` such a page is a failure instead ("too large").
-- HTML (``text/html``, ``application/xhtml+xml``) is read for its main text, title and links
-  (``text.extract``); other text (``text/plain``, ``text/markdown``, CSV, JSON) is shown as it is;
-  anything else (PDF, images, ``application/octet-stream``) is refused before its body is read:
-  "binary content (application/pdf), not shown". A response without a content type is sniffed.
-- HTTP errors, timeouts, refused connections, bad URLs: a ``Failure`` for that URL, never an
-  exception. No retries: a page that failed once is reported at once and the agent may try
-  again, rather than the whole batch of agent steps waiting on one slow site.
-- Pages (not failures, which may be passing) are kept in an LRU cache of ``cache_size`` entries
-  keyed by URL, requested and final: in tree rollouts sibling branches often open the same page.
-- A batch (the calls of one agent step) is fetched on a bounded thread pool, each URL once.
-
-Fetching arbitrary URLs never makes the whole tool unusable: an unreachable site is a fact about
-that site, so there is no ``ToolFailed`` here; every problem is the one URL's ``Failure``.
-
-URLs come from a model, so a fetcher can reach whatever its host can (including loopback and
-the local network); where that matters, give it a ``proxy`` that enforces an allow-list.
+One shared ``httpx.Client``; connect, read and total timeouts; a byte limit counted while
+streaming; text types only; an LRU cache of pages; a batch on a bounded thread pool. Every
+problem is that one URL's ``Failure``, never ``ToolFailed``: an unreachable site is a fact about
+that site. URLs come from a model, so a fetcher reaches whatever its host can; give it a
+``proxy`` that enforces an allow-list where that matters. The rules and the reason for each:
+docs/tools.md, "Fetching pages".
 """
 
 from __future__ import annotations

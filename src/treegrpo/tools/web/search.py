@@ -1,29 +1,10 @@
-"""Web search for agents: search-engine clients and the ``search`` tool that shows their hits.
+"""Web search for agents: search-engine clients (``SearxngSearch``, ``JsonSearch``) and the
+``search`` tool that shows their hits as numbered entries, so an agent can name one
+(``<visit> 2 </visit>``).
 
-Two clients, each one HTTP request per query (the queries of one agent step are sent at once on
-a bounded thread pool):
-
-- ``SearxngSearch``: a SearXNG instance's search API, ``GET {base}/search?q=…&format=json``
-  with optional ``categories``, ``engines``, ``language``, ``time_range`` and ``safesearch``;
-  the answer's ``results`` are ``{"title", "url", "content", …}``. The JSON format must be
-  enabled in the instance's ``settings.yml`` (``search: formats: [html, json]``): otherwise it
-  answers 403, and the error says so.
-- ``JsonSearch``: any JSON search API, described by its URL, method, parameter names, the dotted
-  path to the result list and the result fields (Brave, Serper, Tavily, an in-house service).
-
-A backend that cannot answer (refused connection, timeout, HTTP error, an answer not of the
-expected shape) raises ``ToolFailed``, so the rollout says "the search tool did not answer" and
-the trainer's health check counts it; transient troubles (connection errors, timeouts, 5xx, 429)
-are retried first with exponential backoff. A query that finds nothing is an empty list, not
-an error.
-
-The tool's observation lists the hits as numbered entries, one field per line, because an agent
-then names a hit by its number (``<visit> 2 </visit>``)::
-
-    [1] Marie Curie - Wikipedia
-    https://en.wikipedia.org/wiki/Marie_Curie
-    Marie Curie was a Polish and naturalised-French physicist and chemist …
-    [2] …
+A backend that cannot answer raises ``ToolFailed`` after retrying transient troubles with
+exponential backoff; a query that finds nothing is an empty list. Parameters, retries and the
+observation's layout: docs/tools.md, "Searching".
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """A web page's readable text, title and links, and the parts of it worth showing an agent.
 
-Main text comes from trafilatura, which drops menus, sidebars, cookie banners and footers and
-keeps the article's paragraphs. It was chosen because it is the best-measured open extractor:
-its authors publish precision and recall on a shared benchmark of real pages (ACL 2021 demo
-paper, and the ScrapingHub article-extraction benchmark, where it leads the open-source tools),
-it handles broken real-world HTML, and it is actively maintained. Where it finds no main text
-(a page of a few words, a body without paragraphs), the body's plain text is used instead, so a
-short page is never shown as empty. Title and links come from lxml directly: links must keep
-their targets, which trafilatura's text does not.
-
-What an agent sees of a page is chosen here too (``select_passages``): the text is cut into
-passages (paragraphs; a long paragraph into windows of whole sentences), each passage is scored
-against the agent's goal with BM25 (the page's passages are the collection, so a word common on
-this page counts little; words are stemmed as the retrievers stem them), and the best passages
-are shown **in page order** within a character budget. Passages that share no word with the
-goal are left out even where room remains: the agent reads what bears on its goal, not filler.
-With no goal, or no passage sharing a word with it, the page's beginning is shown.
-``find_sentences`` is the page's Ctrl-F: the sentences that contain a phrase, with context.
+Main text from trafilatura (the body's plain text when it finds none), title and links from
+lxml, which keeps the links' targets. ``select_passages`` picks, by BM25 against the agent's
+goal over the page's own passages, the passages to show, in page order within a character
+budget; ``find_sentences`` is the page's Ctrl-F. Why trafilatura, and the selection rules:
+docs/tools.md, "Fetching pages" and "Reading a page".
 """
 
 from __future__ import annotations
