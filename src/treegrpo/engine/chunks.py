@@ -8,15 +8,10 @@ right-aligned: p = max n_i new columns and c = max C_i cached columns per row. I
                                                   hides padding and the future, but the kernel
                                                   computes them all the same
 
-where F_lin is one token's cost in the linear layers and F_att one query-key pair's (QKᵀ and
-the weighted sum of V, over all heads and layers). A row needs n_i · F_lin + n_i (C_i + n_i)
-F_att of it. Rows of similar feed length but very different contexts (an observation fed on
-top of a first turn and on top of a third) waste attention on context padding, which grouping
-by feed length alone does not see; in bench/rollout.py's "search" workload it was 41% of the
-prefill's attention.
-
-Pure Python on lengths; the engine (``engine.hf``) computes the ratio F_att / F_lin from the
-model's shape.
+with F_lin one token's cost in the linear layers and F_att one query-key pair's (QKᵀ and the
+weighted sum of V, over all heads and layers); a row needs n_i · F_lin + n_i (C_i + n_i) F_att of
+it. Grouping by feed length alone misses the context padding (docs/library.md, "CPU speed-ups").
+Pure Python on lengths; the engine (``engine.hf``) computes F_att / F_lin from the model's shape.
 """
 
 from __future__ import annotations

@@ -1,42 +1,19 @@
 """One decode token per row through a Llama-family model, without transformers' plumbing.
 
-At decode time each forward computes a single token per row, so the arithmetic is small and the
-fixed cost of the model's module stack (keyword plumbing, output capturing, mask and cache
-bookkeeping, about forty module calls per layer) is a large share of the step: on the bench
-model of ``bench/rollout.py`` (8 layers, hidden 512, ~8 rows) about 4 ms of a 13 ms step at two
-CPU threads. ``LeanDecoder`` runs the same computation as the model's own forward for
-``q_len = 1`` and an additive mask, calling the model's own linear, MLP and rotary modules (so
-LoRA adapters, packed oneDNN weights and any rope scaling still apply) and doing the rest with a
-handful of tensor ops per layer:
+``LeanDecoder`` computes what the model's own forward computes for ``q_len = 1`` and an additive
+mask, calling the model's linear, MLP and rotary modules (so LoRA adapters, packed oneDNN
+weights and any rope scaling still apply) and doing the rest with a few tensor ops per layer:
 
     x = h + o_proj(attn(rope(q_proj(n1(h))), cache ⊕ rope(k_proj(n1(h))), cache ⊕ v_proj(n1(h))))
     h' = x + mlp(n2(x));   logits = lm_head(norm(h_L))
 
 with RMSNorm n(x) = w · x / sqrt(mean(x²) + eps) (Zhang & Sennrich 2019) and rotary position
 embedding (Su et al. 2021) as the model defines them. Grouped-query attention runs on the
-key/value heads directly: the n_rep query heads of a group become n_rep query rows.
-
-Projections that read the same input run as one product: q, k and v as x [W_q; W_k; W_v]ᵀ,
-and the MLP's gate and up as x [W_g; W_u]ᵀ, with the stacked weights rebuilt when a part changes
-(``engine.cpu.lora.Fused``). At a few rows per decode step a product streams its weight from
-memory at a fixed cost per call; five calls become two, and the second CPU thread gets wider
-products to split. A projection wrapped by peft's LoRA (as while training with adapters) folds its
-adapters into that weight, W₀ + s·B·A (``engine.cpu.lora.fold``), so the decode step runs four
-products per layer instead of three per wrapped projection (base, A, B), plus dropout and
-scaling; the weights are rebuilt after each optimizer step, since A and B changed.
-
-Attention on CPU in fp32 runs as two batched products and a softmax (``_attend_matmul``): with
-a query block of only n_rep rows, SDPA's flash kernel there reads the cache more slowly, and
-decode attention is bound by reading it (elsewhere, SDPA).
-
-Rotary embedding is applied to q and k together (one set of ops on their heads side by side,
-straight from the fused product), and for rope types whose frequencies do not depend on the
-position reached (``STATIC_ROPE``) cos and sin come from a table the model's own rotary module
-computes once per batch of decode steps, so a step looks them up instead of recomputing them.
-
-Only architectures whose decoder layer is exactly that (Qwen2, Llama and their fine-tunes, such
-as SmolLM2 and Qwen2.5) are accepted; ``lean_decoder`` returns None for anything else, and the
-engine then calls the model itself. A test compares the logits with the model's forward.
+key/value heads: the n_rep query heads of a group become n_rep query rows. q, k, v (and the
+MLP's gate and up) run as one stacked product with LoRA folded in (``engine.cpu.lora.Fused``);
+fp32 attention on CPU is two batched products and a softmax (``_attend_matmul``); static rope
+types read cos and sin from a table. ``lean_decoder`` returns None for layers of another form.
+Why each of these, and measurements: docs/library.md, "CPU speed-ups".
 """
 
 from __future__ import annotations

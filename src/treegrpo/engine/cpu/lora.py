@@ -1,20 +1,12 @@
 """peft LoRA layers as one linear map, W = W₀ + Σₐ sₐ Bₐ Aₐ, for gradient-free forwards.
 
-peft computes a LoRA projection as W₀x + b₀ + Σₐ sₐ Bₐ(Aₐ x) (Hu et al. 2021, eq. 3): the base
-product, then per adapter two thin products, a scaling and an addition over the whole
-(tokens, out) output. While generating, the adapters do not change between optimizer steps,
-so the same map is one product with the folded weight W₀ + Σₐ sₐ Bₐ Aₐ (the r-rank update
-costs out·r·in multiply-adds once, not per token). ``fold`` reads a layer as that map (or says
-it cannot: DoRA and other variants, transposed weights, active dropout), and ``Fused`` keeps
-folded weights, stacked where several projections read the same input. The lean decode step
-runs its products on them (``engine.cpu.lean``), and ``FoldedLoRA`` computes a whole model's
-LoRA layers as one-part products for prefill and the trainer's old log-probs, where the
-SmolLM2 + LoRA prefill of bench/rollout.py's R workload runs 1.20× faster (one forward of
-8 × 400 tokens: 1.27×).
-
-A folded weight is a copy of W₀ per adapted projection (SmolLM2-135M with LoRA on every
-projection: 0.43 GB in fp32), rebuilt when the base, A or B tensors change (their version
-counters, bumped by in-place optimizer updates, or their storage) or the active adapters do.
+peft computes W₀x + b₀ + Σₐ sₐ Bₐ(Aₐ x) (Hu et al. 2021, eq. 3); while the adapters do not
+change, the same map is one product with the folded weight. ``fold`` reads a layer as that map
+(or says it cannot: DoRA and other variants, transposed weights, active dropout); ``Fused``
+keeps folded weights, stacked where several projections read the same input (the lean decode
+step's, ``engine.cpu.lean``); ``FoldedLoRA`` runs a model's LoRA layers so for prefill and old
+log-probs. A folded weight is a copy of W₀, rebuilt when the base, A or B tensors (version
+counter or storage) or the active adapters change. Measurements: docs/library.md, "CPU speed-ups".
 """
 
 from __future__ import annotations

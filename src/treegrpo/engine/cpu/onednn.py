@@ -1,27 +1,12 @@
 """Linear layers on oneDNN instead of MKL on CPU: for generation (packed weights) and training.
 
-On CPU, ``F.linear`` in fp32 and its backward run on MKL's sgemm. On AMD CPUs MKL takes its
-AVX2 path even where the CPU has AVX-512 (the AMD EPYC machines this project was first
-measured on): about 100 GFLOPS on one core at large batch, and much less at the few rows of a
-decode step, where the weights stream from memory. oneDNN (``torch.ops.mkldnn._linear_pointwise``,
-the kernel inductor's CPU backend emits) uses AVX-512 there and computes the same fp32 products
-faster: about 240 GFLOPS per core on packed weights (BENCHMARKS.md, its table of CPUs), and on
-an EPYC AVX-512 the cached tree rollouts ran about 1.5x faster with them (BENCHMARKS.md,
-"Rollout engine"). Where MKL already uses the CPU's widest vectors (Intel CPUs; AMD CPUs
-without AVX-512) oneDNN does not pay, so ``preferred`` turns these paths on by CPU vendor and
-vector width:
-
-- ``PackedLinears(model)``, for gradient-free forwards (the engine, old log-probs): each weight
-  is reordered once into oneDNN's blocked layout and rebuilt only when the weight changed (its
-  version counter, bumped by every in-place optimizer update, or a new storage), so an RL step
-  repacks once after its updates.
-- ``trainable_linear``, for forwards that backpropagate (SFT, the PPO update): an autograd
-  function whose forward (x Wᵀ + b) and input gradient (g W) run on oneDNN with plain weights
-  and whose weight gradient (gᵀ x) does too.
-
-``engine.cpu.speedups`` routes a model's ``nn.Linear`` modules (also the base layers inside
-peft's LoRA wrappers) through them. Results equal ``F.linear`` up to fp32 rounding (summation
-order), checked in the tests.
+On AMD CPUs with AVX-512, MKL's fp32 sgemm takes its AVX2 path while oneDNN
+(``torch.ops.mkldnn._linear_pointwise``) uses AVX-512; elsewhere MKL is as fast, so
+``preferred`` decides by CPU vendor and vector width. ``PackedLinears(model)`` serves
+gradient-free forwards from weights reordered once into oneDNN's blocked layout (rebuilt when a
+weight's version counter or storage changes); ``trainable_linear`` is an autograd function
+whose x Wᵀ + b, g W and gᵀ x all run on oneDNN. Results equal ``F.linear`` up to fp32 rounding
+(checked in the tests). Measurements: docs/library.md, "CPU speed-ups".
 """
 
 from __future__ import annotations

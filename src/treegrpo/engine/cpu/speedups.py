@@ -1,23 +1,12 @@
 """One switch for the CPU speed-ups of a model's own forwards.
 
-The RL step, the SFT loop and the engine call the model as plain PyTorch does. Where the switch
-is on (``enabled``: by default where the model sits on CPU, the only place these speed-ups were
-measured), ``CpuSpeedups.attach(model)`` routes the model's layers once, for as long as it lives:
-
-- each ``nn.Linear`` (also inside peft's LoRA layers): in a forward that records gradients (the
-  PPO update, SFT), x Wᵀ + b and both its gradients on oneDNN where ``onednn.preferred``; in a
-  gradient-free forward (generation, old and reference log-probs), on the weight packed into
-  oneDNN's blocked layout, everywhere or in decode steps only (``onednn.engine_mode``; the
-  engine marks its decode steps with ``decoding()``); otherwise ``F.linear``;
-- each peft LoRA layer, in a gradient-free forward: one product with the folded weight
-  W₀ + Σ sₐ Bₐ Aₐ (``engine.cpu.lora``).
-
-Each route computes what ``F.linear`` or peft computes, up to fp32 rounding (summation order),
-and keeps its packed or folded copies in step with the live weights through their version
-counters. The engine's other CPU speed-ups (the lean decode step, the additive decode mask)
-read the same switch (``engine.hf.HFEngine``), and so do denormal flushing and ``malloc_trim``
-(``engine.cpu.denormal``, ``engine.cpu.memory``) in the commands and the trainer. Off on CUDA
-until a GPU run shows them correct and faster there.
+Where the switch is on (``enabled``: by default where the model sits on CPU),
+``CpuSpeedups.attach(model)`` routes the model's layers once, for as long as it lives: each
+``nn.Linear`` (also inside peft's LoRA layers) on oneDNN (``engine.cpu.onednn``: an autograd
+function where gradients are recorded, packed weights in gradient-free forwards, everywhere or
+in decode steps only), and each peft LoRA layer, gradient-free, as one product with the folded
+weight W₀ + Σ sₐ Bₐ Aₐ (``engine.cpu.lora``). Each route computes what ``F.linear`` or peft
+computes, up to fp32 rounding. What each does, and why: docs/library.md, "CPU speed-ups".
 """
 
 from __future__ import annotations
