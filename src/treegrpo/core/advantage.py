@@ -1,27 +1,20 @@
-"""Group-relative advantages for tree and chain rollouts (Tree-GRPO, arXiv 2509.21240).
+"""Group-relative advantages for tree and chain rollouts (Tree-GRPO, arXiv 2509.21240;
+docs/algorithm.md §3, which records the authors' code).
 
-The numerics follow docs/algorithm.md §3 (which records the authors' code).
-
-Every estimator takes the same input, one entry per kept leaf (a complete trajectory):
+Every estimator takes one entry per kept leaf and returns (B,) float64 advantages:
 
     rewards     (B,) float   outcome reward R(H_i) of leaf i
     prompt_ids  (B,) int     prompt (inter-tree group) of leaf i, unique per prompt in the batch
     tree_ids    (B,) int     tree (intra-tree group) of leaf i
 
-and returns (B,) float64 advantages. The group-relative score of a group g is
-
     Â_g(H_i) = (R(H_i) − mean_g R) / (std_g R + ε),   std unbiased (n − 1), ε = 1e-6,
+    Â_tree = Â_intra + Â_inter;   chain GRPO: Â_inter on chains (each chain its own tree).
 
-and a group of one has mean 0 and std 1, so its advantage is R/(1 + ε), as in the authors' code.
-A group of two or more equal rewards scores exactly 0 (computed as written, the mean's rounding
-divided by ε would leave about ±1e-10).
-Tree-GRPO sums the intra-tree and inter-tree scores, Â_tree = Â_intra + Â_inter;
-chain GRPO is the inter-tree score on chains (each chain its own tree).
-
-An optional batch term w·Â_batch scores each reward against the whole batch (one group; the
-global baseline of REINFORCE++, Hu 2025, arXiv 2501.03262). A prompt whose leaves all fail
-scores 0 in every group-relative term, so nothing pushes its shared error down; the batch term
-does (docs/algorithm.md §9).
+A group of one has mean 0 and std 1 (advantage R/(1 + ε), as in the authors' code); a group of
+two or more equal rewards scores exactly 0 (as written, the mean's rounding divided by ε would
+leave about ±1e-10). An optional batch term w·Â_batch scores each reward against the whole batch
+(REINFORCE++'s global baseline, Hu 2025, arXiv 2501.03262), so a prompt whose leaves all fail
+still gets a signal (docs/algorithm.md §9).
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
 """Difficulty budgets: how many expansions each tree of a batch gets in one round.
 
-Tree-GRPO (arXiv 2509.21240; docs/algorithm.md §2) gives every tree N expansions per round. A tree
-whose leaves all score alike has no intra-tree signal, and a prompt the policy already gets
-right (or never does) will most likely stay that way, so those expansions teach little. This
-allocator shares the round's total, T·N for T trees, across the batch's trees so that the
-expected number of trees with mixed rewards is largest; the step spends exactly what the
-per-tree rule spends.
-
-Model. A leaf succeeds when its reward reaches a threshold (the caller counts). Tree t of
-prompt P has ``scored[t]`` scored leaves, ``successes[t]`` of them successes: all successes,
-all failures, or already mixed. New leaves of P succeed with probability p, whose belief is
-the Beta posterior of the prompt
+Instead of N per tree (Tree-GRPO, arXiv 2509.21240), the round's total T·N is shared across the
+batch's T trees so that the expected number of trees with mixed rewards, the only ones with an
+intra-tree signal, is largest (docs/expansion.md, "Budgets that follow difficulty"). Tree t has
+``scored[t]`` scored leaves, ``successes[t]`` of them at or above the threshold; new leaves of
+prompt P succeed with p ~ Beta(α_P, β_P), κ = ``prior_strength``:
 
     μ0 = (S + 1) / (D + 2)                   (the batch's success rate, Beta(1, 1) smoothed)
     α_P = κ μ0 + S_P,   β_P = κ (1 − μ0) + F_P,
-
-with S, D the successes and scored leaves of the whole batch, S_P, F_P the successes and
-failures of P's trees, κ = ``prior_strength`` (2, as in the ``informed`` rule). With k more
-leaves, tree t ends mixed with probability
 
     q_t(k) = 1 − E[p^k]          all its leaves succeeded,
              1 − E[(1 − p)^k]    all failed,
@@ -25,14 +15,11 @@ leaves, tree t ends mixed with probability
 
     E[p^k] = Π_{i<k} (α + i) / (α + β + i)   under Beta(α, β)  (swap α, β for (1 − p)^k).
 
-The allocation maximises Σ_t q_t(k_t) subject to Σ_t k_t = total and floor ≤ k_t ≤ cap. The
-marginal gain q_t(k) − q_t(k − 1) = E[p^(k−1) (1 − p)] (failures: α, β swapped) falls with k,
-so each q_t is concave and giving the expansions one at a time to the tree of largest gain is
-optimal. Ties go to the lowest tree id: no generator, the same counts every time. Mixed trees
-gain nothing; what is left once every tree with a positive gain is at its cap goes round-robin,
-in tree order, to the trees below their cap, so the counts always sum to ``total``.
-
-Shapes: T trees of the batch, in the forest's tree order.
+Maximise Σ_t q_t(k_t) subject to Σ_t k_t = total and floor ≤ k_t ≤ cap. The gain
+q_t(k) − q_t(k − 1) = E[p^(k−1) (1 − p)] falls with k (q_t is concave), so giving expansions one
+at a time to the tree of largest gain is optimal; ties go to the lowest tree id. What is left
+once every tree with a positive gain is capped goes round-robin to trees below their cap, so
+the counts always sum to ``total``. Shapes: T trees, in the forest's tree order.
 """
 
 from __future__ import annotations

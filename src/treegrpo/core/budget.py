@@ -1,15 +1,14 @@
 """Rollout budget: what a tree shape is expected to cost, and what a rollout really spent.
 
-Budget is counted in complete trajectories per prompt (docs/algorithm.md §2). A chain costs 1. An
-expansion from a uniformly random depth regenerates about half a trajectory, so M trees with N
-expansions per tree in each of L rounds cost about
+Budget is counted in complete trajectories per prompt (docs/algorithm.md §2). A chain costs 1;
+an expansion from a uniformly random depth regenerates about half a trajectory, so
 
     C(M, N, L) = M · (1 + L · N / 2).
 
-That estimate ignores two facts: the root is an expansion candidate (expanding it regenerates a
-whole trajectory), and chains are short. ``expected_cost_l1`` gives the exact expectation for one
-round on chains of a known number of steps; ``SpendAccountant`` records the real spend (generated
-tokens, processed tokens, tool calls, leaves per prompt), which is what a fair comparison counts.
+That ignores that the root is a candidate (a whole trajectory) and that chains are short:
+``expected_cost_l1`` is the exact expectation for one round on chains of known length, and
+``SpendAccountant`` records the real spend (generated and processed tokens, tool calls, leaves
+per prompt), which is what a fair comparison counts.
 """
 
 from __future__ import annotations

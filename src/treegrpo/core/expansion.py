@@ -1,33 +1,21 @@
-"""Expansion selectors: which nodes a tree branches from in one expansion round.
-
-Tree-GRPO (arXiv 2509.21240; docs/algorithm.md §2, step 2) picks the N nodes of a round uniformly
-with replacement among the root and the non-leaf steps of each tree. That is the default here
-(``uniform``); the other rules are opt-in alternatives that spend the same N expansions where a
-branch is more likely to teach something:
+"""Expansion selectors: which nodes a tree branches from in one expansion round
+(docs/expansion.md). ``uniform``, the paper's rule (arXiv 2509.21240), is the default; the others
+are opt-in and spend the same expansions where a branch is more likely to teach something:
 
 ``uniform``   p(v) = 1/|C_t| over the candidates C_t of tree t (root and non-leaf steps).
 ``no-root``   p(v) = 1/|C_t \\ {root}|; the root only when it is the tree's only candidate.
-              Expanding the root is a fresh chain that shares only the prompt, so this is the
-              ablation without "another chain" expansions.
-``entropy``   p(v) ∝ exp(s_v / τ) · ρ^(r_v + h_v), where s_v is the policy's surprise where the
-              next step after v begins (see ``surprise``), τ the temperature, ρ the repeat
-              penalty, r_v the times v was already expanded, h_v = 1 when v's parent was a
-              high-entropy branch point (AEPO's penalty on consecutive high-entropy branching,
-              Dong et al. 2025, arXiv 2510.14545). τ → 0 picks the highest-surprise node, τ → ∞
-              is ``uniform``.
-``informed``  p(v) ∝ p̂_v (1 − p̂_v) + c / √(1 + n_v), where p̂_v is a Beta-posterior estimate of
-              the success rate below v whose prior mean is the prompt's success rate (see
-              ``informed``): branch where the subtree is likely to end in mixed rewards, the
-              only trees with an intra-tree signal.
+``entropy``   p(v) ∝ exp(s_v / τ) · ρ^(r_v + h_v): s_v the policy's surprise where the next step
+              after v begins (``surprise``), τ the temperature, ρ the repeat penalty, r_v the
+              times v was expanded, h_v = 1 when v's parent was a high-entropy branch point
+              (AEPO, Dong et al. 2025, arXiv 2510.14545).
+``informed``  p(v) ∝ p̂_v (1 − p̂_v) + c / √(1 + n_v), p̂_v a Beta-posterior estimate of the
+              success rate below v with the prompt's success rate as prior mean (``informed``).
 
-How many expansions a tree gets is the budget's business, not the rule's: N per tree and round
-(``per-tree``, the paper's), or the batch's T·N shared by how uncertain each tree's outcome is
-(``difficulty``, ``core.allocation``); the rule then picks that many nodes of the tree.
-
-Every rule has one signature, ``rule(forest, n, rngs, stats, **params) -> Picks``, and
-``choose(rule, ...)`` dispatches by name. Each tree draws from its own generator (one generator
-shared by all trees, drawing tree by tree, is accepted too), so seeded generators give the same
-picks every time. Shapes use ``core.tree``'s letters: N nodes, T trees, n picks per tree.
+How many expansions a tree gets is the budget's (``core.allocation``). Every rule has one
+signature, ``rule(forest, n, rngs, stats, **params) -> Picks``, dispatched by ``choose``; each
+tree draws from its own generator (one shared generator, drawn tree by tree, is accepted too),
+so seeded generators give the same picks every time. Shapes use ``core.tree``'s letters: N
+nodes, T trees, n picks per tree.
 """
 
 from __future__ import annotations

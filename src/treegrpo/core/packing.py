@@ -1,23 +1,17 @@
 """Paths that share prefixes, packed so that each shared token is laid out once.
 
-A tree's leaves share their prefixes: the prompt, and every step above a branch point. Trained
-one path at a time, a step shared by k kept leaves is computed k times. Packed, the union of the
-paths is one row with every segment (the prompt, a step's action and observation) once, in an
-order where a segment follows its parent, and each token attends only to the tokens of its own
-path up to itself:
+The union of a prompt's paths is one row with every segment (the prompt, a step's action and
+observation) once, each after its parent, and each token attends only to its own path:
 
     allowed(i, j) = seg(j) is an ancestor-or-self of seg(i)  and  j ≤ i,
     position(i)   = i's offset on its path (the prompt starts at 0),
     prev(i)       = the token before i on its path (−1 for the first prompt token),
 
 so a causal LM given this mask and these positions computes for every token exactly what it
-computes on each path alone (the masked keys get zero weight), and the logits at prev(i) predict
-token i. Per-path quantities become per-token sums over the paths through the token
-(``per_token``): a loss that is a sum over paths of per-token terms is the same sum over the
-packed tokens with those weights.
-
-Segments are named by integers; a path is the list of its segments, root first, and a segment
-must sit under the same parent in every path that holds it (the union is a tree). Shapes:
+computes on each path alone (masked keys get zero weight), and the logits at prev(i) predict
+token i. A loss that is a sum over paths of per-token terms is the same sum over the packed
+tokens weighted by the paths through each token (``per_token``). A path is its list of segment
+ids, root first; a segment sits under the same parent in every path that holds it. Shapes:
 P paths, K segments, S packed tokens.
 """
 

@@ -1,17 +1,13 @@
-"""A rollout forest for a batch of prompts, stored as flat arrays.
+"""A rollout forest for a batch of prompts, stored as flat arrays (docs/algorithm.md §2).
 
-Tree-GRPO (arXiv 2509.21240; docs/algorithm.md §2, "initialize-then-expand") samples M trees per
-prompt. A tree node is one complete agent step (thought, action and the environment's
-observation); branching happens only between steps. Each tree has a root node that stands for
-the prompt itself (depth 0, no step): expanding the root samples a fresh chain that shares only
-the prompt, as the authors' code does.
+A node is one complete agent step (thought, action, observation); branching happens only
+between steps. Each tree's root stands for the prompt (depth 0, no step): expanding it samples a
+fresh chain that shares only the prompt, as the authors' code does. The forest only knows
+structure; ``payload`` is the caller's index into its own store of tokens (-1 = none).
 
 Dimension letters used in shape comments across ``core``:
     N  nodes of the forest      T  trees
     L  leaves (kept leaves)      n  picks per tree (expansions per round)
-
-The forest only knows structure. What a node holds (its token ids, masks, log-probs, tool
-results) lives with the caller; ``payload`` is the caller's index into that store (-1 = none).
 """
 
 from __future__ import annotations
