@@ -1,18 +1,12 @@
 """One agent step of the protocol: parse the action, build the observation tokens.
 
 A step is the model's text up to and including the first closing tag of a tool or of the
-answer (``StepStopper`` cuts it there; ``ToolProtocol.stop_tags``). Its action is
-
-- ``answer``: the text of the last ``<answer>…</answer>``; the episode ends;
-- a tool's name (``search`` in Search-R1's protocol): the non-empty argument of the last
-  ``<name>…</name>``; the tool runs (``tools.registry``) and its result comes back between
-  ``\n\n<information>`` and ``</information>\n\n``; a search's passages as
-  ``Doc 1(Title: …) …`` lines;
-- ``invalid``: anything else (no tag, an empty argument, an unclosed tag, end of text or the
-  token limit): a fixed feedback text tells the model how to act, and the episode goes on.
-
-With ``search`` as its only tool (``SearchProtocol``) this is Search-R1's protocol, token for
-token. Observation tokens are context, not actions: their mask is 0 (docs/algorithm.md §1).
+answer (``StepStopper``; ``ToolProtocol.stop_tags``). Its action is ``answer`` (the last
+``<answer>…</answer>``; the episode ends), a tool's name (the last ``<name>…</name>``'s
+non-empty argument; the result comes back between ``\\n\\n<information>`` and
+``</information>\\n\\n``) or ``invalid`` (a fixed feedback text; the episode goes on). With
+``search`` alone (``SearchProtocol``) this is Search-R1's protocol, token for token.
+Observation tokens are context, not actions: their mask is 0 (docs/algorithm.md §1).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The Ray cluster of a run: starting or joining it, the CPUs each rollout worker and training
 rank reserves, and a refusal at once when the cluster cannot hold them.
 
-Ray places an actor only where all it asks for is free, and otherwise waits, silently, for
-resources that may never come. So before any actor starts, what the workers and ranks ask for
-is compared with what the cluster has (``fit_error``): more CPUs or GPUs in all than the
-cluster has, or more for one actor than its largest node has, is refused with the numbers and
-the flags that change them. Resources that exist but other jobs hold are waited for, up to the
-start timeout of ``RayRollout`` and ``FSDPLearner`` (``wait_started``).
-
-CPUs per worker and per rank left unset (None) are sized here (``sized``): on a local cluster
-this process starts, an equal share of its CPUs for every worker and rank, so that
-``--cluster.rollout-workers 2 --cluster.train-ranks 2`` runs on two cores (half a core each:
-workers and ranks take turns, sampling then updating); on a joined cluster, one CPU each.
+Ray waits silently for resources that may never come, so what the workers and ranks ask for is
+compared with what the cluster has before any actor starts (``fit_error``); resources that
+other jobs hold are waited for up to the start timeout (``wait_started``). CPUs per worker and
+rank left unset are sized here (``sized``): an equal share of a local cluster's CPUs each (so 2
+workers and 2 ranks run on two cores, taking turns), one CPU each on a joined cluster
+(docs/configuration.md, "The `cluster` section").
 """
 
 from __future__ import annotations

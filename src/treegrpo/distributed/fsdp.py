@@ -1,30 +1,14 @@
 """The update on several ranks: PyTorch FSDP2 (``torch.distributed.fsdp.fully_shard``) in Ray
 actors, driven by the trainer's process.
 
-- ``TrainRank`` (a Ray actor, one per rank: a GPU each with NCCL, or CPU cores with gloo) holds
-  its shard of the policy (each decoder layer one FSDP unit, the rest in the root unit), of the
-  reference model when the KL term needs one, and of the AdamW state. ``update`` runs
-  ``train.update.ppo_update`` on the micro-batches it is given.
-- ``FSDPLearner`` is the driver, the ``train.step.Learner`` of ``rl_step``. The driver keeps the
-  micro-batches of a step as one process would cut them, with their weights in the mini-batch's
-  loss (``train.update.weighted``: token-mean is the mini-batch's action tokens). It deals each
-  mini-batch's micro-batches out to the ranks (``deal``), so a rank's loss is its part of the
-  one mini-batch loss (``train.update``); FSDP's reduce-scatter sums the parts (divide factor
-  1), which is the single-process gradient up to float rounding. Gradients are reduced once
-  per mini-batch (gradient sync off before its last backward).
-- After the update the full weights are gathered (``get_model_state_dict``, full state on the
-  CPU) into the driver's copy of the policy, which the rollout workers, evaluations and
-  checkpoints read as in one process; the learning-rate schedule's position too. The AdamW
-  state is gathered only when a checkpoint is written, in the index-keyed layout of
-  ``torch.optim.Optimizer.state_dict``, so checkpoints are the single-process ones: a sharded
-  run resumes in one process and the other way round.
-
-Why Ray actors and not ``torchrun``: the rollout workers are Ray actors already, so one
-``treegrpo train`` places both kinds on one machine or on a ``ray start`` cluster with no second
-launcher; the ranks are a process group of their own (gloo or NCCL) inside it. Rollout workers
-and ranks are separate actors (split placement): simple and right for the GPU counts where the
-update and the rollout each fill their GPUs; colocating both on one GPU (verl's hybrid engine)
-is not built.
+``TrainRank`` (a Ray actor per rank: a GPU each with NCCL, or CPU cores with gloo) holds its
+shard of the policy, of the reference model when the KL term needs one, and of the AdamW state,
+and runs ``train.update.ppo_update`` on the micro-batches it is dealt. ``FSDPLearner``, the
+driver (the ``train.step.Learner`` of ``rl_step``), cuts micro-batches as one process would and
+deals each mini-batch's out to the ranks (``deal``), so the summed gradient is the single-process
+one up to float rounding; afterwards it gathers the full weights into its own policy, and the
+optimizer state, in the single-process layout, when a checkpoint is written. Design and the
+reasons for Ray actors: docs/configuration.md, "The `cluster` section".
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""The data-driven job: train a model on your own questions with your own search tool.
-
-    questions (Search-R1 parquet / FlashRAG jsonl / built-in sets) + model + corpus or server
-    → the job runner (``jobs.runner``): greedy held-out eval → RL → greedy held-out eval
-    → before/after table, learning curve, summary.json, report.md in the run directory
-
-``treegrpo train --data.train-files …`` runs this instead of the embedded synthetic job. Names
-with a colon are built-in, offline sets (``BUILTIN_QUESTIONS``, ``BUILTIN_CORPORA``,
-``BUILTIN_SEARCH_URLS``; models: ``BUILTIN_MODELS``).
+"""The data-driven job: train a model on your own questions with your own search tool
+(``treegrpo train --data.train-files …``), through the job runner (``jobs.runner``): greedy
+held-out eval → RL → greedy held-out eval → report. Names with a colon are built-in, offline
+sets (``BUILTIN_QUESTIONS``, ``BUILTIN_CORPORA``, ``BUILTIN_SEARCH_URLS``, ``BUILTIN_MODELS``).
 
 Inputs are checked in two stages so a mistake costs seconds, not a model load: ``check_data``
 only looks at names and paths (``treegrpo train --dry-run`` stops there); ``prepare_inputs``
-reads every question file (a broken row stops with file, row and field), then prepares the
-model and the search tool; only then does ``run_data`` load a model.
+reads every question file, then prepares the model and the search tool; only then does
+``run_data`` load a model.
 """
 
 from __future__ import annotations

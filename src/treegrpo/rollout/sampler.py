@@ -1,45 +1,20 @@
 """Tree sampling ("initialize-then-expand", docs/algorithm.md §2), with chains as its L = 0 case.
 
-Per prompt, with shape (M, N, L, K):
+Per prompt, with shape (M, N, L, K): initialize M chains, all episodes of the batch in one engine
+call per step; expand L times, N nodes per tree picked by the shape's rule (``core.expansion``),
+each a complete continuation from its node's cached context; keep K leaves per tree at random.
+Where a tree's picks read that tree alone (``pipelined``), its round starts as soon as its own
+episodes end (``ForestSampler.pipeline``); with a difficulty budget the round's T·N expansions
+are shared over the batch (``core.allocation``) from the leaves scored so far. Turns follow
+Search-R1 (steps 1..max_turns may search, one final step more); a full context ends an episode.
 
-1. initialize: M independent chains (each the backbone of a tree), run step by step, all
-   episodes of the whole batch in one engine call per step;
-2. expand, L times: pick N nodes per tree with the shape's expansion rule (``core.expansion``;
-   by default uniformly with replacement among the root and the non-leaf steps, as the paper
-   does); from each, sample a complete continuation; all expansions of the round, across the
-   batch, run together. Where each tree's picks read that tree alone (``pipelined``: uniform
-   and no-root, N per tree), a tree's round starts as soon as its own episodes have ended, in the
-   same engine calls as the other trees' chains and branches (``ForestSampler.pipeline``): the
-   same forests, with more rows per engine call. The rollout records each expansion's node and
-   the rule's reason. With a difficulty budget the round's T·N expansions are shared over the
-   batch's T trees by how uncertain each tree's outcome is (``core.allocation``), from the
-   leaves scored so far;
-3. keep K leaves per tree at random (all by default).
-
-An episode's turn limit follows Search-R1: steps 1..max_turns may search; step max_turns + 1 is
-the final one, where a search is not executed. A step whose context leaves no room for another
-token ends the episode as well (a length leaf).
-
-Every expansion resumes from its node's context, which the engine has cached (``HFEngine`` forks
-the prefix's KV, ``VLLMEngine`` finds its blocks in vLLM's prefix cache), so a branch only pays
-for the tokens it adds.
-
-The agent's tools come from a registry (``tools.registry.Toolbox``; a plain retriever is
-Search-R1's toolbox, ``search`` alone). The calls of one step go to each tool as one batch, each
-call with the episode's earlier calls on its path (``Call.history``). A call the tool cannot
-answer (``ToolFailed``: the retriever is down, timed out after its retries, or refused the
-request) becomes an observation that says so, and the episode goes on; the step records it
-(``StepRecord.tool_failed``) for the trainer's failure count. When the tool answered some calls
-of the batch (``ToolFailed.results``), those get their results and only the others fail.
-
-Randomness is per prompt: every step of every branch samples from a stream of its own, seeded
-by (seed, prompt key, tree, branch, depth) (``StepRequest.seed``), and each tree draws its
-expansion nodes and kept leaves from a generator seeded by (seed, prompt key, tree). A prompt's
-trees therefore come out the same whatever other prompts share the batch, so a batch split over
-workers (``prompt_keys``: each prompt's index in the whole batch) gives the forests of one
-process. A difficulty budget makes each tree's count depend on the whole batch's outcomes; the
-rounds are then driven from outside (``ForestSampler``), with the allocation over the whole
-batch, and a split still gives the forests of one process.
+Tools come from a registry (``tools.registry.Toolbox``): a step's calls go to each tool as one
+batch, each with its path's earlier calls (``Call.history``); a call the tool cannot answer
+becomes an observation that says so (``StepRecord.tool_failed``) and the episode goes on.
+Randomness is per prompt: each step of each branch has a stream seeded by (seed, prompt key,
+tree, branch, depth) (``StepRequest.seed``), each tree a generator seeded by (seed, prompt key,
+tree), so a batch split over workers (``prompt_keys``) gives the forests of one process. Details:
+docs/library.md, "Sampling a rollout forest" and "Protocol details".
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Rollout trees as self-contained HTML pages (``treegrpo view``): no network, no CDN, the CSS
 and JavaScript inline.
 
-A page shows one kept step (``forests/step-NNNNNN.json``, written by the trainer through
-``rollout.snapshot``): per prompt its question and gold answers, and each tree drawn as nested
-lists, one node per agent step with its thought (collapsed), its action (the search query or the
-answer) and its observation (collapsed). Kept leaves show their reward and intra-tree,
-inter-tree and total advantage; every node shows the sum and mean of its descendant leaves'
-advantages, coloured by the mean (green above 0, red below); a node with several children is
-marked as a branch point, and a node an expansion started from says why the expansion rule
-picked it ("uniform", "entropy 2.31 (rank 1)", "p̂=0.50 from 2 leaves"). Filters: by reward,
-by prompt, by the question's hop count, by searches on a leaf's path, and a search box over all
-text.
+A page shows one kept step (``forests/step-NNNNNN.json``, written through ``rollout.snapshot``):
+per prompt, each tree as nested lists, one node per agent step, with leaves' rewards and
+advantages, descendant-advantage colours, branch points, expansion reasons and filters. What it
+shows: docs/configuration.md, "The run directory".
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
-"""Held-out EM against what a run spent, and comparisons at equal spend. Pure: no torch, no
-files.
+"""Held-out EM against what a run spent, and comparisons at equal spend (docs/evaluation.md,
+"Equal spend, not equal rungs"). Pure: no torch, no files.
 
-Each benchmark run evaluates the held-out questions before RL, every ``eval_every`` steps and
-after RL, so it has a curve of points (spend_j, EM_j) with spend 0 at the start, where spend
-is cumulative generated tokens per prompt (or training wall seconds). Two methods at the same
-nominal rung do not spend the same: a fair comparison reads both curves at one spend.
-
-For runs a and b of one seed, with final spends X_a and X_b, the matched spend is
-x* = min(X_a, X_b) and
+A run's curve is (spend_j, EM_j), spend 0 at the start, spend the cumulative generated tokens
+per prompt (or training wall seconds). For runs a and b of one seed with final spends X_a, X_b,
+at the matched spend x* = min(X_a, X_b):
 
     ΔEM(x*)  = EM_a(x*) − EM_b(x*),             EM(x) linear between evaluated points,
     ΔAUC(x*) = (1/x*) ∫_0^x* (EM_a − EM_b)(x) dx,
 
-the second being the mean EM over the spend (the area under the curve, normalised). Each is
-paired by seed (both runs share the warm start, the prompts and the held-out questions) and
-summarised by its mean and a Student-t 95% interval.
+each paired by seed and summarised by its mean and a Student-t 95% interval.
 """
 
 from __future__ import annotations

@@ -1,47 +1,15 @@
-"""The budget-matched benchmark: at the same rollout budget, does Tree-GRPO beat chain
-GRPO, on the embedded synthetic world or on your own questions, corpus and model?
+"""The budget-matched benchmark (``treegrpo bench-budget``): at the same rollout budget, does
+Tree-GRPO beat chain GRPO, on the embedded synthetic world or on your own questions, corpus and
+model?
 
-Every run starts from the same model, with the same prompts per step (the data order depends on
-the seed only), the same number of steps, the same seeds and the same held-out questions; only
-the sampling shape (and, in the ablation, the advantage mode or the expansion rule) changes.
-The ladder is the paper's (docs/algorithm.md §2): tree (M,N,L) = (1,2,1), (2,2,1), (2,6,1), (4,5,1)
-against 2, 4, 8, 16 chains, plus the advantage ablation at ≈ 4 (tree (2,2,1) with "intra" and
-with "inter"; "intra+inter" is the main tree run) and, with ``--expansions``, one more tree run
-per expansion rule at each budget and seed ("tree-entropy" etc.; the main tree run expands
-uniformly). Because the budget formula is only an estimate, each run also reports what it
-really spent: generated tokens and tool calls per prompt, leaves per prompt, trajectories per
-1,000 generated tokens and the engine's token efficiency.
-
-Two modes, one protocol:
-
-- Embedded (the default): every run is the embedded default job
-  (``jobs.embedded.run_embedded``) from the same cached warm start.
-- Data (``--config FILE``, a ``treegrpo train --config`` file with a ``data`` section, e.g.
-  configs/real-smollm2-wiki.yaml on a CPU or configs/searchr1-qa.yaml on a GPU): every run is
-  the data-driven job (``jobs.data.run_data``) with the file's algo section (the ladder sets
-  the shape and the advantage mode), its optim, model and data sections, and its run section
-  (the benchmark sets directory, seed, steps, prompts and checkpoints). Steps, prompts per step
-  and held-out questions are the file's unless flags give them. The held-out set must exist
-  (``data.eval_files``); it is broken down by data source where the questions have no hops.
-
-    treegrpo bench-budget --quick        # 1 seed, budgets 2 and 4, 3 steps, 30 questions
-    treegrpo bench-budget                # 3 seeds x 4 budgets x 2 methods + 6 ablation runs
-    treegrpo bench-budget --config configs/real-smollm2-wiki.yaml --quick   # data mode
-
-Each run has its own directory (``runs/bench-budget/<mode>/<method>-b<budget>-s<seed>``, mode
-full, quick, data or data-quick); one whose ``summary.json`` exists is reused if it was made
-with the same settings, so a killed benchmark resumes by re-running the same command (a run
-killed halfway starts over). The starting model (the warm start, or the data mode's model) is
-built or loaded and evaluated once, in this process; every run gets that report as its
-evaluation before training. Embedded runs go to a pool of ``--workers`` processes (default 2),
-each pinned to its own core with one torch thread. Data mode defaults to one worker: the runs
-go one after another in this process, which shares the questions, model directory and search
-index it prepared, and leaves ``model.device`` (a GPU) and torch's threads alone; more workers
-are pinned CPU processes as above, each preparing its own inputs (CPU runs only).
-
-Sizing of the embedded full mode (``FULL_STEPS`` = 20, 16 prompts per step), measured on 2
-cores of an AMD EPYC: budgets 2, 4 and 8 with the ablation, five seeds (40 runs), took 50 min on
-2 workers; a tree (4,5,1) step takes 27-40 s, so budget 16 adds about an hour.
+Every run starts from the same model, prompts, steps, seeds and held-out questions; only the
+sampling shape changes (the paper's ladder, docs/algorithm.md §2, plus the advantage ablation
+and, with ``--expansions``, one tree run per expansion rule). Embedded mode runs the embedded
+job (``jobs.embedded.run_embedded``) in a pool of pinned worker processes; data mode
+(``--config FILE``) runs the data job (``jobs.data.run_data``), by default one run after another
+in this process. A run whose ``summary.json`` was made with the same settings is reused, so the
+same command resumes. Modes, plan, run directories and sizing: docs/evaluation.md, "The budget
+benchmark".
 """
 
 from __future__ import annotations
