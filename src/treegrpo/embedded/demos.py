@@ -1,34 +1,13 @@
 """Scripted demonstrations for the warm start: oracle traces with decision flaws.
 
 Each demonstration plays one question of a demonstration world through
-``treegrpo.embedded.oracle.run_episode`` with the real search tool and the real observation tokens.
-Reading is always right (the bridge entity is copied from the passage about the entity that was
-searched); the flaws are in the search decisions, drawn per step:
-
-- ``early``: at the first step, answer a guess (a name of the pool) without searching;
-- ``stop``: after a search, with relations still to follow, answer the entity in hand (a hop
-  short or more: always wrong, since a question's chain never repeats a person): the habit of
-  answering with the first name found;
-- ``vague``: after a search, with relations still to follow, search the next relation of the
-  question's own start entity instead of the entity just read (what an agent does that searches
-  with the question rather than with what it found); the chain goes astray from there.
-
-With the defaults, answering after a search is the likeliest step wherever relations are left
-(0.65 against 0.3 for searching on), so the warm start answers one-hop questions and few others
-greedily, while its samples (temperature 1.0) reach the answer of 44% of two-hop questions
-(measured on the default build): often enough for
-reinforcement learning to find out that searching on pays. (Less stopping gives more such
-samples but a greedy start that depends on the build: at 0.55 the warm start answered 48% of
-held-out questions, most two-hop ones among them.) The thought before each step names the
-relations left ("Tevu's boss"), so the policy can learn when it is done.
-
-In the web variant (``embedded.web``: a search lists page titles, a visit opens a page)
-``WebFlawedAgent`` makes the same decisions hop by hop, each hop a search and a visit, with one
-flaw more: ``skip``, answering the entity in hand straight from the result list, which names who
-a page is about but never the fact.
-
-A demonstration is a token sequence with a loss mask: 1 on the agent's own step tokens, 0 on
-the prompt and on observations (docs/algorithm.md §1), exactly the layout of a rollout leaf.
+``treegrpo.embedded.oracle.run_episode`` with the real search tool and observation tokens.
+Reading is always right; the flaws (``Flaws``: ``early``, ``stop``, ``vague``) are search
+decisions drawn per step, and ``WebFlawedAgent`` adds ``skip`` (answering from the result list)
+in the web variant. A demonstration is a token sequence with a loss mask, 1 on the agent's step
+tokens and 0 on the prompt and observations (docs/algorithm.md §1), the layout of a rollout
+leaf. The flaws, their rates and what they do to the warm start: docs/embedded.md, "The warm
+start".
 """
 
 from __future__ import annotations

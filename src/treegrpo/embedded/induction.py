@@ -1,33 +1,21 @@
-"""Hand-built copying circuits in a fresh tiny Qwen2, so it can copy unseen names from step zero.
-
-Every skill of the search agent rests on copying names it has never seen (question → query,
-passage → next query and answer). A randomly initialized tiny transformer needs thousands of
-updates before the circuit that copies, the induction head, appears (Olsson et al. 2022, "In-
-context Learning and Induction Heads"): far beyond the default run's budget (measured: 1%
-held-out EM without these circuits after 2,000 SFT updates, the demonstrated behaviour with them
-after 800; BENCHMARKS.md). So the warm start writes
-four heads into the weights before it imitates the agent; SFT and the embedded job's RL train
-every other weight and keep these fixed (``warmstart.tiny.CIRCUIT_PARAMS``):
+"""Hand-built copying circuits in a fresh tiny Qwen2, so it can copy unseen names from step zero
+(why, and what it buys: docs/embedded.md, "The warm start"). The warm start writes four heads
+into the weights before SFT; SFT and RL keep them fixed (``warmstart.tiny.CIRCUIT_PARAMS``):
 
 - The token embedding E fills the first half of the residual stream ("content" dims; zeros in
   the second half, so the tied output layer reads only E).
 - Layer 0, head 0, previous-token head: constant query and key biases whose rotary phases make
   the score Σ_i a² cos((Δ − 1) θ_i) peak at distance Δ = 1 (fast pairs θ_i), and a value/output
   that copies the previous token's embedding into the second half ("previous" dims).
-- Layer 0, head 1, second previous-token head: the same at distance 2; it adds the token two
-  back, rotated by a fixed random orthogonal matrix and scaled, to the "previous" dims.
+- Layer 0, head 1: the same at distance 2, the token two back rotated by a fixed random
+  orthogonal matrix and scaled, added to the "previous" dims.
 - Layer 1, head 0, induction head: the query reads the current token's embedding (and the
-  previous token's, rotated like the second head's), the key reads the "previous" dims, through
-  one shared projection onto the slow rotary pairs (rotation under 0.3 rad over 4,096
-  positions, so the match ignores distance). It attends where the tokens before agree with the
-  current ones, two tokens scoring above one ("born in" → X beats "in" → Y), and adds the
-  embedding found there to the residual, which the tied output layer reads as "predict that
-  token": A B … A → B.
+  previous token's, rotated like head 1's), the key the "previous" dims, through one shared
+  projection onto the slow rotary pairs (under 0.3 rad over 4,096 positions: the match ignores
+  distance); the embedding found is added to the residual: A B … A → B.
 - Layer 1, head 1, name-start head (optional): a shared direction u is added to the embeddings
-  of the tokens that begin a name; the key reads u, and a constant rotary pair adds a score that
-  falls by ``recency`` nats per position, so the head copies the most recent name start. Together
-  with the induction head, which continues a name once started, this lets the fresh model carry
-  a name from the question into its thought and its query.
+  of name-initial tokens; the key reads u, and a constant rotary pair lowers the score by
+  ``recency`` nats per position, so the head copies the most recent name start.
 
 Requirements: head_dim = hidden / 2, at least two heads in the first two layers, no grouped-
 query sharing (num_key_value_heads = num_attention_heads), tied embeddings and a large rotary

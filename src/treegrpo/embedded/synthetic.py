@@ -1,16 +1,9 @@
-"""The embedded synthetic multi-hop search world: people, who relates to whom, a corpus and
-questions of 1 to 4 hops.
+"""The embedded synthetic multi-hop search world (docs/embedded.md, "The world"): people, who
+relates to whom, one Search-R1 passage per fact ('"Kalo's boss"\nKalo's boss is Tevu.'), and
+questions of 1 to 4 hops along a chain of distinct people, so an answer a hop early is wrong.
 
-A world is generated from a seed: ``n_people`` names drawn from the fixed pool
-(``treegrpo.embedded.names``), one person of the world for each of a person's relations
-(``treegrpo.embedded.relations``), one Search-R1 passage per fact ('"Kalo's boss"\nKalo's boss is
-Tevu.'), and questions that follow a chain of relations from a start person ("Who is Kalo's
-mentor's friend?"). Every person on a question's chain is distinct, so an answer given a hop
-early is always wrong.
-
-Every world shares the name pool and redraws the facts: a policy trained on one world and
-evaluated on another can only succeed by searching, never by remembering. Because names repeat
-across worlds with other facts, each world is searched through its own index.
+Every world shares the name pool (``embedded.names``) and redraws the facts from its seed, so a
+policy evaluated on another world succeeds only by searching; each world has its own index.
 """
 
 from __future__ import annotations

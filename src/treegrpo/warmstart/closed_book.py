@@ -1,16 +1,10 @@
 """What a model knows without searching: the material of the reader warm start's "direct"
 demonstrations, which answer from the model's own knowledge instead of searching for everything.
 
-The probe opens the agent's first step with the thought ``<think> I know this:`` and lets the
-model finish the sentence greedily (the prompt of ``agent.prompt``, nothing retrieved):
-
-    <think> I know this: Buenos Aires is the capital of Argentina. </think>
-
-A question counts as known when a gold answer appears, as whole words, in that sentence
-(``known_answer``); its demonstration keeps the model's own sentence as the thought and answers
-the gold, so the warm start shows answering from what the model already says and nothing it does
-not (SmolLM2-135M-Instruct knew 16 of 96 templated lead questions this way, mostly capitals and
-nationalities, and no cloze question).
+The probe opens the agent's first step with ``<think> I know this:`` and lets the model finish
+the sentence greedily, nothing retrieved. A question counts as known when a gold answer appears
+in that sentence as whole words (``known_answer``); its demonstration keeps the model's own
+sentence as the thought and answers the gold (docs/real-model.md, "The reader warm start").
 """
 
 from __future__ import annotations

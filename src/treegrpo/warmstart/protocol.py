@@ -1,16 +1,11 @@
 """A protocol warm start for a pretrained model on the wiki title questions: a short LoRA SFT on
-``title_demos`` demonstrations, merged into a plain checkpoint and cached.
+``title_demos`` demonstrations (train split only), merged into a plain checkpoint and cached.
 
-SmolLM2-135M-Instruct never writes a valid search or answer step from the instruction alone, nor
-with a one-shot example (BENCHMARKS.md, real preset), so RL has nothing to reinforce. A few dozen
-updates on scripted demonstrations teach the step format, the search call and reading the
-retrieved title. The demonstrations use the wiki *train* split only; the real preset evaluates
-on the test split, whose articles never appear in train (``data.wiki``).
-
-``protocol_warm_start(base)`` builds once per (base model, settings) into
-``<cache>/protocol/<key>/`` (written under a temporary name and renamed when complete) and
-returns the directory: an ordinary transformers checkpoint with the LoRA update merged in, plus
-the tokenizer and ``protocol.json`` (the settings, the demonstration count and the SFT losses).
+SmolLM2-135M-Instruct never writes a valid search or answer step from the instruction alone, so
+RL would have nothing to reinforce. ``protocol_warm_start(base)`` builds once per (base model,
+settings) into ``<cache>/protocol/<key>/`` (renamed into place when complete) and returns the
+directory: the merged checkpoint, the tokenizer and ``protocol.json`` (docs/real-model.md, "The
+protocol warm start").
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""The reader warm start: the protocol warm start's LoRA SFT (``warmstart.protocol``) on the
-reading demonstrations of ``reader_demos`` instead of the title ones, merged and cached.
+"""The reader warm start (``smollm2-reader``): the protocol warm start's LoRA SFT
+(``warmstart.protocol``) on the reading demonstrations of ``reader_demos`` instead of the title
+ones, merged and cached in ``<cache>/reader/<key>/`` as ``protocol_warm_start`` does.
 
-The title warm start (``smollm2-protocol``) learns to answer the first document's title, and
-answers natural questions with a title. This one demonstrates searching, saying which passage
-holds the answer and answering the span as written, searching again when a search missed, two
-hops through a bridge entity, answering without a search what the base model already knows
-(``closed_book``), and a share of title questions. Train split only: the single-hop and two-hop
-``lead_questions`` of train articles, their reworded wh-questions (``lead_questions.wh``) and
-the ``wiki:train`` title questions, searched in the train split's articles only.
-
-``reader_warm_start(base)`` builds and caches it as ``protocol_warm_start`` does, in
-``<cache>/reader/<key>/``; its ``protocol.json`` also counts the demonstrations per category.
+Train split only: the reading and reworded wh-questions of train articles and the
+``wiki:train`` title questions, searched in the train split's articles. What it demonstrates,
+and why: docs/real-model.md, "The reader warm start".
 """
 
 from __future__ import annotations

@@ -3,28 +3,13 @@ the material of the reader warm start, which teaches searching and reading rathe
 of answer (the title demonstrations of ``title_demos`` teach answering with a title, a habit a
 model then carries to every question).
 
-A single-hop demonstration searches the question, says which retrieved passage holds the answer
-(quoting the words that lead up to it) and answers the span as the passage writes it:
-
-    <think> I need a passage that answers this. </think><search> {question} </search>
-    <information>Doc 1(Title: "…") …</information>
-    <think> Doc k (Title) says: "… its capital is Nouakchott". </think><answer> Nouakchott </answer>
-
-When no retrieved passage holds the answer, it searches again with a rewrite (the subject's name
-where the question writes it, else the question's key terms) and answers from the second
-observation. A two-hop demonstration searches the question, reads the bridge entity from the
-first article, searches the second hop asked of the bridge by name (``lead_questions.hop_plan``)
-and answers from that observation. Episodes run through ``embedded.oracle.run_episode`` with the
-real search tool and observation tokens; an episode whose answer was not in what it read gives
-no demonstration, so the script never answers what it did not retrieve.
-
-A direct demonstration answers without searching, from a sentence the base model itself wrote
-when asked closed-book (``warmstart.closed_book``), for questions where that sentence holds the
-answer.
-
-``build_reader_demos`` mixes single-hop reading (cloze questions capped at a share), re-searches,
-two-hop questions, direct answers and a share of the old title questions (``title_demos``), so a
-title is still answered where a title is the answer.
+``build_reader_demos`` mixes single-hop reading (search, quote the passage, answer the span),
+re-searches with a rewrite (``rewrite``) when no passage held the answer, two-hop questions
+through the bridge (``lead_questions.hop_plan``), direct answers from what the model wrote
+closed-book (``warmstart.closed_book``) and a share of title questions. Episodes run through
+``embedded.oracle.run_episode`` with the real search tool; one whose answer was not in what it
+read gives no demonstration. The step texts and shares: docs/real-model.md, "The reader warm
+start".
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Scripted demonstrations of the search protocol on title questions (``data.title_questions``):
-the material of a protocol warm start for a pretrained model such as SmolLM2, which does not
-follow the protocol from the instruction alone (BENCHMARKS.md, real preset).
+the material of the protocol warm start for a pretrained model such as SmolLM2, which does not
+follow the protocol from the instruction alone.
 
-A title question describes a Wikipedia article with its title hidden. The demonstration searches
-the question's text, reads which retrieved passage is the described article and answers its
-title, in the step format of the synthetic demonstrations (``embedded.oracle``):
-
-    <think> I need the article this describes. </think><search> {question} </search>
-    <information>Doc 1(Title: "…") …</information>
-    <think> Doc k, "{title}", is the article described. </think><answer> {title} </answer>
-
-Episodes run through ``embedded.oracle.run_episode`` with the real search tool and the real
-observation tokens, so the demonstrations show exactly what the agent will see. A question whose
-gold title is not among the retrieved passages gives no demonstration: the script never answers
-from knowledge it did not retrieve.
+A demonstration searches the question, says which retrieved passage is the described article
+and answers its title, through ``embedded.oracle.run_episode`` with the real search tool and
+observation tokens; a question whose title was not retrieved gives none. The step texts:
+docs/real-model.md, "The protocol warm start".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The web warm start (``smollm2-web``): the protocol warm start's LoRA SFT
 (``warmstart.protocol.tune_and_save``) on the web demonstrations of ``web_demos``, merged and
-cached.
+cached in ``<cache>/web/<key>/`` as ``protocol_warm_start`` does.
 
-The demonstrations are played through ``search`` and ``visit`` on the offline wiki site started
-in this process (``data.wiki_web``), with the toolbox and the observation limits that the web
-presets give the data job (``topk``, ``visit_chars``, ``max_obs_tokens``, ``max_turns``,
-``max_context``: configs/real-smollm2-web.yaml uses the same values), so the tokens imitated are
-the tokens RL later samples after. Pages are addressed as ``http://wiki.test/...`` whatever the
-port, so the URLs in the demonstrations are those of any later run. Train split only: the
-``wiki-web:train`` questions (``held_out_share`` is the share ``jobs.data`` holds out), and no
-episode opens a held-out article.
-
-``web_warm_start(base)`` builds and caches it as ``protocol_warm_start`` does, in
-``<cache>/web/<key>/``; its ``protocol.json`` also counts the demonstrations per category.
+The demonstrations run on the offline wiki site started in this process (``data.wiki_web``)
+with the toolbox and observation limits of the web presets (configs/real-smollm2-web.yaml), so
+the tokens imitated are those RL later samples after; train split only (``held_out_share`` is
+the share ``jobs.data`` holds out). Docs: docs/real-model.md, "The web warm start".
 """
 
 from __future__ import annotations

@@ -2,36 +2,14 @@
 material of the web warm start (``warmstart.web``), played through the real ``search`` and
 ``visit`` tools over the real site, with the observation tokens a rollout gets.
 
-By question kind, the script does what a careful agent would (every episode searches the
-question first, and reads result numbers, URLs and text from the observations it received):
-
-- ``in-snippet``: search, then answer from the snippet of the result that is the question's
-  page, quoting the words before the answer
-  (``<think> Result 1 (Ada Lovelace) says: "… in 1815". </think>``);
-- ``in-page``: search, open the result that is the question's page (``<visit> 2 </visit>``),
-  answer from the passages the visit shows;
-- ``link``: search, open page A, then the link to page B that A's observation lists
-  (``<visit> http://wiki.test/wiki/B </visit>``), answer from B's passages.
-
-Where the page to open is not among the results, the script searches again with the page's
-subject as the question writes it, or its key terms (``reader_demos.rewrite``). An episode that
-did not end with the right answer gives no demonstration, so the script never answers what it
-did not read; nor does one longer than ``max_context`` tokens.
-
-Controlled imperfections, each a share of its kind's demonstrations (``WebMix``), so a policy
-sampled from the warm start sometimes takes the shortcut and RL has something to correct:
-
-- ``skip`` (in-page and link questions): answer straight from the result list, with the title
-  of the result that should have been opened, instead of visiting it (wrong);
-- ``stop`` (link questions): after opening A, answer with the title of page B instead of
-  opening it (the bridge, not the fact asked about it);
-- ``snippet-visit`` (in-snippet questions, not a mistake): open the page anyway before
-  answering; right, one turn longer. The other in-snippet episodes answer without a visit.
-
-A flawed episode is kept only when its answer is wrong (EM 0). Articles of the
-held-out split never have a question here, and no episode opens one: the script only visits
-the articles its question touches. Search result lists, which are observations (mask 0), may
-show a held-out article's title and snippet, as they do in training.
+By kind, the script does what a careful agent would, reading result numbers, URLs and text from
+its own observations: ``in-snippet`` answers from the snippet, ``in-page`` opens the question's
+page, ``link`` opens page A and then the link to B; where the page is not among the results it
+searches again (``reader_demos.rewrite``). An episode that did not end with the right answer, or
+longer than ``max_context``, gives no demonstration. Controlled imperfections (``WebMix``:
+``skip``, ``stop``, ``snippet-visit``) are kept only where they end wrong, except the harmless
+``snippet-visit``. No episode opens a held-out article. Shares and counts: docs/real-model.md,
+"The web warm start".
 """
 
 from __future__ import annotations
