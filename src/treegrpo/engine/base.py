@@ -49,6 +49,9 @@ class StepRequest:
     seed: int | None = None
 
 
+Requests = Sequence[StepRequest]  # one engine step's batch
+
+
 @dataclass
 class StepResult:
     tokens: list[int]  # sampled ids, the step-end token included
@@ -85,10 +88,7 @@ class Engine(Protocol):
         ...
 
     def step(
-        self,
-        requests: Sequence[StepRequest],
-        params: SamplingParams,
-        generator: torch.Generator | None = None,
+        self, requests: Requests, params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[StepResult]:
         """Generate one agent step for every request; results in request order. The draws come
         from ``generator`` (per-request seeds drawn from it where the backend needs them), so a
@@ -148,7 +148,7 @@ def _lora_delta(layer: Any, name: str) -> torch.Tensor | float:
     return delta
 
 
-def token_limits(requests: Sequence[StepRequest], params: SamplingParams) -> list[int]:
+def token_limits(requests: Requests, params: SamplingParams) -> list[int]:
     """Each request's token limit (its own, else ``params.max_new_tokens``); a request with no
     pending token to start from is refused."""
     for i, req in enumerate(requests):

@@ -38,6 +38,7 @@ from transformers.cache_utils import DynamicLayer
 
 from treegrpo.engine.base import (
     Finish,
+    Requests,
     StepRequest,
     StepResult,
     Stopper,
@@ -182,10 +183,7 @@ class HFEngine:
 
     @torch.inference_mode()
     def step(
-        self,
-        requests: Sequence[StepRequest],
-        params: SamplingParams,
-        generator: torch.Generator | None = None,
+        self, requests: Requests, params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[StepResult]:
         """Generate one agent step for every request; results come back in request order."""
         rows = []
@@ -351,7 +349,7 @@ class HFEngine:
     def _decode(
         self,
         rows: list[_Row],
-        requests: Sequence[StepRequest],
+        requests: Requests,
         params: SamplingParams,
         generator: torch.Generator | None,
         results: list[StepResult | None],
@@ -496,7 +494,7 @@ def _attention_per_token(model: Any) -> float:
 
 
 def _uniforms(
-    rows: Sequence[_Row], requests: Sequence[StepRequest], params: SamplingParams
+    rows: Sequence[_Row], requests: Requests, params: SamplingParams
 ) -> torch.Tensor | None:
     """Each row's next draw from its request's stream (``StepRequest.seed``; the draw's number
     is the count of tokens the row has sampled), or None to draw from the step's generator."""

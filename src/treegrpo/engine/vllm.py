@@ -44,6 +44,7 @@ import torch
 
 from treegrpo.engine.base import (
     Finish,
+    Requests,
     StepRequest,
     StepResult,
     Stopper,
@@ -175,10 +176,7 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
 
     def step(
-        self,
-        requests: Sequence[StepRequest],
-        params: SamplingParams,
-        generator: torch.Generator | None = None,
+        self, requests: Requests, params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[StepResult]:
         """Generate one agent step for every request; results in request order."""
         drawn = torch.randint(0, 2**31 - 1, (len(requests),), generator=generator).tolist()
@@ -224,7 +222,7 @@ class VLLMEngine:
         rows: list[_Row],
         out: Any,
         params: SamplingParams,
-        requests: Sequence[StepRequest],
+        requests: Requests,
         results: list[StepResult | None],
     ) -> list[_Row]:
         """Book a finished request's completions to its rows; the rows that go on."""
@@ -290,7 +288,7 @@ class VLLMEngine:
         self,
         row: _Row,
         completion: Any,
-        requests: Sequence[StepRequest],
+        requests: Requests,
         results: list[StepResult | None],
     ) -> list[_Row]:
         """Append a completion to its row; finish the row (into ``results``) or return it to go
