@@ -1,12 +1,9 @@
 """The ``treegrpo`` command line.
 
-Each command's options are one dataclass of ``treegrpo.cli.options``, which tyro turns into
-flags and help. Parsing gives that dataclass, which goes to the function of the same name in
-``treegrpo.cli.commands``, which does the work with the packages below (``jobs``, ``eval``,
-``retrieval``, ``tools``, ``data``, ``models``) and is imported only then. Between the two, every
-section is checked (``train.config.Checked``): a value it cannot take stops the command with one
-line that names the flag, ``treegrpo train: --algo.m: must be >= 1 (got 0)``, and exit status 2,
-as a bad value in a ``--config`` file does, naming the file and the key.
+Each command's options are one dataclass of ``treegrpo.cli.options`` (tyro makes flags and
+help of it), handed to the function of the same name in ``treegrpo.cli.commands``, which is
+imported only then. Every section is checked on the way (``train.config.Checked``: one line
+naming the flag, exit status 2; docs/configuration.md, "Checked values").
 ``treegrpo bench budget`` is another spelling of ``treegrpo bench-budget``.
 """
 

@@ -1,11 +1,7 @@
-"""What the offline website shows of a corpus, as the web questions check it.
-
-The site (``website.site``) serves each article as a page (title, short description, lead)
-whose links are ``website.corpus.LinkIndex``'s mentions, and answers a search with
-BM25 over the articles' passages, each result's snippet being the first sentence of the lead.
-``SiteView`` computes the same for a list of ``wiki.Article``, so a question's claim about the
-site ("the answer is in the first result's snippet", "page A links to page B") is checked
-against what the server really sends.
+"""What the offline website shows of a corpus, as the web questions check it: ``SiteView``
+computes the site's pages, links (``website.corpus.LinkIndex``) and search snippets for a list
+of ``wiki.Article``, so a question's claim about the site holds on what the server really sends
+(docs/data.md, "Web questions").
 """
 
 from __future__ import annotations

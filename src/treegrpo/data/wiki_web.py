@@ -1,11 +1,9 @@
 """The offline wiki as a website inside this process: ``data.search_url: "wiki:web"``.
 
-``wiki_web()`` builds the site of the offline wiki corpus (``website.site.Site``: the same
-pages, links and BM25 search that ``treegrpo serve-web`` serves; the index is cached on disk)
-and starts it on loopback the first time it is called, then returns the same running site for
-the life of the process (``website.local.LocalSite``: a port the system picks, pages
-addressed as ``http://wiki.test/wiki/<Title>`` whatever the port, so the URLs in a warm start's
-demonstrations are the URLs of a later training run). Start-up: the link index (about a second)
+``wiki_web()`` builds the site of the offline wiki corpus (``website.site.Site``, the index
+cached on disk) and starts it on loopback the first time it is called, then returns the same
+running site for the life of the process (``website.local.LocalSite``: pages addressed as
+``http://wiki.test/wiki/<Title>`` whatever the port). Start-up: the link index (about a second)
 and the BM25 index (seconds when cached).
 """
 

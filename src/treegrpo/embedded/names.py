@@ -1,14 +1,7 @@
 """The name pool of the synthetic world: short invented names, one token each, shared by every
-world.
-
-Every world draws its people from this one fixed pool and redraws who relates to whom, so a name
-carries no fact from one world to the next: remembering is useless and the agent has to search.
-Because the pool is fixed, the tiny agent's tokenizer makes each name a single token
-(``treegrpo.embedded.search_tokenizer``), and copying a name out of a passage is one token's
-attention, not a spelling task: reading is easy, the search decisions are what is hard.
-
-A name is two consonant-vowel syllables ("Kalo", "Tevu"), capitalized; none ends in "e" or "s",
-so the Snowball stemmer of the BM25 index leaves every name whole.
+world, so a name carries no fact from one world to the next and the agent has to search. A name
+is two consonant-vowel syllables, none ending in "e" or "s", so the Snowball stemmer of the BM25
+index leaves every name whole (docs/embedded.md, "The warm start").
 """
 
 from __future__ import annotations

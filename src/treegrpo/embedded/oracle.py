@@ -1,14 +1,11 @@
 """The episode loop of the scripted search agents, and their step format.
 
-``run_episode`` plays one question the way ``treegrpo.rollout.sampler`` does (steps 1..max_turns
-may call a tool, one final step must answer; an invalid step gets the protocol's feedback), with
-the real protocol's observation tokens and any real search tool or toolbox. Policies are plain
-functions from the observation texts seen so far to the next step's text, written in one step
-format (``search_step``, ``tool_step``, ``answer_step``, ``plan_text``). The oracle, which asks
-the right query at every hop and takes each bridge entity from the observation text it received
-(``relations.find_object``), not from the world's tables, is ``demos.FlawedAgent`` without
-flaws: its 100% score shows that every question is answerable through retrieval as the agent
-sees it (top-k, truncated observations).
+``run_episode`` plays one question the way ``treegrpo.rollout.sampler`` does, with the real
+protocol's observation tokens and any real search tool or toolbox. Policies are plain functions
+from the observation texts seen so far to the next step's text, written in one step format
+(``search_step``, ``tool_step``, ``answer_step``, ``plan_text``). The oracle is
+``demos.FlawedAgent`` without flaws; it reads bridge entities from what it retrieved
+(``relations.find_object``) and scores 100% (docs/embedded.md, "The warm start").
 """
 
 from __future__ import annotations

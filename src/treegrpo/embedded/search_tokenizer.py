@@ -1,13 +1,7 @@
-"""The BPE tokenizer of the tiny search agent: protocol tags and names as single tokens.
-
-Trained on the fixed text the agent sees (the instruction, the observation and feedback wording,
-fact sentences, questions and thoughts) with every name of the synthetic world's fixed pool
-(``treegrpo.embedded.names``) repeated until BPE merges it into one token, in both spellings a name
-takes (" Kalo" inside text, "Kalo" after the quote of a passage title). So copying a name out of
-a passage is copying one token. The eight protocol tags are special tokens, so a step-end tag is
-one token and no text can split it. The web variant's tokenizer (``web=True``) also learns the
-instruction that lists its tools, their feedback and result lines, with ``<visit>`` and
-``</visit>`` as special tokens too.
+"""The BPE tokenizer of the tiny search agent: protocol tags and names as single tokens, so
+copying a name out of a passage is copying one token and no text can split a step-end tag; the
+web variant's (``web=True``) also knows ``<visit>`` and its tools' wording. How it is trained:
+docs/embedded.md, "The warm start".
 """
 
 from __future__ import annotations

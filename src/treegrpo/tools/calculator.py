@@ -1,14 +1,7 @@
-"""A calculator tool: the worked example of adding a tool to the registry (docs/tools.md).
-
-``evaluate_arithmetic`` reads an arithmetic expression with Python's own parser (``ast``) and
-computes it over a whitelist of nodes (numbers, ``+ - * / // % **``, unary signs, parentheses),
-so a model's text can never run code. Exponents and results are bounded, so ``9**9**9`` is
-refused instead of hanging a rollout. Registering it is one line::
-
-    tools = Toolbox.search_r1(retriever)
-    tools.function("calculate", "expression", "evaluates arithmetic; the value comes back")(
-        calculate
-    )
+"""A calculator tool: the worked example of adding a tool to the registry (docs/tools.md,
+"Adding a tool"). ``evaluate_arithmetic`` parses with Python's ``ast`` and computes over a
+whitelist of nodes, so a model's text never runs code; bounded exponents and results refuse
+``9**9**9`` instead of hanging a rollout.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The train, validation and test questions of the offline corpus (built once, cached), and the
-hop plan of a two-hop question.
-
-Validation (``"val"``) is a part of train, not a third share of the corpus: the questions that
-touch one of the train articles a second hash of the title picks (one in ``VAL_SHARE``). The
-warm starts learn from the whole train split, val included, so val is for choosing RL settings
-(the learning rate, the batch, the reward) without looking at test; a job that evaluates on
-val questions drops them from its own training questions (``jobs.data.prepare_inputs``).
+hop plan of a two-hop question. Validation (``"val"``) is a part of train, the questions that
+touch one train article in ``VAL_SHARE`` (a second title hash), for choosing RL settings without
+looking at test (docs/data.md, "The wiki reading questions").
 """
 
 from __future__ import annotations
