@@ -1,14 +1,10 @@
 """The update on several ranks: PyTorch FSDP2 (``torch.distributed.fsdp.fully_shard``) in Ray
-actors, driven by the trainer's process.
-
-``TrainRank`` (a Ray actor per rank: a GPU each with NCCL, or CPU cores with gloo) holds its
-shard of the policy, of the reference model when the KL term needs one, and of the AdamW state,
-and runs ``train.update.ppo_update`` on the micro-batches it is dealt. ``FSDPLearner``, the
-driver (the ``train.step.Learner`` of ``rl_step``), cuts micro-batches as one process would and
-deals each mini-batch's out to the ranks (``deal``), so the summed gradient is the single-process
-one up to float rounding; afterwards it gathers the full weights into its own policy, and the
-optimizer state, in the single-process layout, when a checkpoint is written. Design and the
-reasons for Ray actors: docs/configuration.md, "The `cluster` section".
+actors, driven by the trainer's process. ``TrainRank`` (one actor per rank, NCCL or gloo) holds
+its shard of the policy, the reference and the AdamW state and runs ``train.update.ppo_update``
+on the micro-batches it is dealt; ``FSDPLearner`` (the ``train.step.Learner`` of ``rl_step``)
+cuts them as one process would and deals them out (``deal``), so the summed gradient is the
+single-process one up to rounding, then gathers the full weights (and, for a checkpoint, the
+optimizer state) back. Design: docs/configuration.md, "The `cluster` section".
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""Scripted demonstrations of the search protocol on reading questions (``data.lead_questions``):
-the material of the reader warm start, which teaches searching and reading rather than one shape
-of answer (the title demonstrations of ``title_demos`` teach answering with a title, a habit a
-model then carries to every question).
-
-``build_reader_demos`` mixes single-hop reading (search, quote the passage, answer the span),
-re-searches with a rewrite (``rewrite``) when no passage held the answer, two-hop questions
-through the bridge (``lead_questions.hop_plan``), direct answers from what the model wrote
-closed-book (``warmstart.closed_book``) and a share of title questions. Episodes run through
-``embedded.oracle.run_episode`` with the real search tool; one whose answer was not in what it
-read gives no demonstration. The step texts and shares: docs/real-model.md, "The reader warm
+"""Scripted demonstrations of the search protocol on reading questions (``data.lead_questions``),
+the material of the reader warm start: searching and reading rather than one shape of answer
+(``title_demos`` teach answering with a title, a habit a model carries to every question).
+``build_reader_demos`` mixes single-hop reads, re-searches (``rewrite``), two-hop questions
+(``lead_questions.hop_plan``), closed-book answers (``warmstart.closed_book``) and title
+questions; an episode (``embedded.oracle.run_episode``, the real search tool) whose answer was
+not in what it read gives none. Step texts and shares: docs/real-model.md, "The reader warm
 start".
 """
 

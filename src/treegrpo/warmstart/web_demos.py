@@ -1,15 +1,11 @@
-"""Scripted demonstrations of a web agent on the offline wiki site (``data.web_questions``): the
-material of the web warm start (``warmstart.web``), played through the real ``search`` and
-``visit`` tools over the real site, with the observation tokens a rollout gets.
-
-By kind, the script does what a careful agent would, reading result numbers, URLs and text from
-its own observations: ``in-snippet`` answers from the snippet, ``in-page`` opens the question's
-page, ``link`` opens page A and then the link to B; where the page is not among the results it
-searches again (``reader_demos.rewrite``). An episode that did not end with the right answer, or
-longer than ``max_context``, gives no demonstration. Controlled imperfections (``WebMix``:
-``skip``, ``stop``, ``snippet-visit``) are kept only where they end wrong, except the harmless
-``snippet-visit``. No episode opens a held-out article. Shares and counts: docs/real-model.md,
-"The web warm start".
+"""Scripted demonstrations of a web agent on the offline wiki site (``data.web_questions``), the
+material of the web warm start (``warmstart.web``): played through the real ``search`` and
+``visit`` tools over the real site, with the observation tokens a rollout gets, and by question
+kind as a careful agent would (re-searching with ``reader_demos.rewrite`` where the page is not
+among the results). An episode that does not end right, or outgrows ``max_context``, gives no
+demonstration, save the controlled imperfections of ``WebMix``, each kept only when wrong
+(``snippet-visit`` is right, a turn longer). No episode opens a held-out article. Per-kind
+scripts, shares and counts: docs/real-model.md, "The web warm start".
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The budget-matched benchmark (``treegrpo bench-budget``): at the same rollout budget, does
-Tree-GRPO beat chain GRPO, on the embedded synthetic world or on your own questions, corpus and
-model?
+Tree-GRPO beat chain GRPO, on the embedded world or on your own questions, corpus and model?
 
-Every run starts from the same model, prompts, steps, seeds and held-out questions; only the
-sampling shape changes (the paper's ladder, docs/algorithm.md §2, plus the advantage ablation
-and, with ``--expansions``, one tree run per expansion rule). Embedded mode runs the embedded
-job (``jobs.embedded.run_embedded``) in a pool of pinned worker processes; data mode
-(``--config FILE``) runs the data job (``jobs.data.run_data``), by default one run after another
-in this process. A run whose ``summary.json`` was made with the same settings is reused, so the
-same command resumes. Modes, plan, run directories and sizing: docs/evaluation.md, "The budget
-benchmark".
+Every run starts from the same model, prompts, seeds and held-out questions; only the sampling
+shape changes (the paper's ladder, docs/algorithm.md §2, the advantage ablation, expansion
+rules). Embedded runs (``jobs.embedded.run_embedded``) go to pinned worker processes; data mode
+(``--config FILE``, ``jobs.data.run_data``) runs one after another in this process by default.
+Finished runs with the same settings are reused, so the same command resumes. Modes, plan, run
+directories and sizing: docs/evaluation.md, "The budget benchmark".
 """
 
 from __future__ import annotations
