@@ -164,16 +164,6 @@ def _tag_sequence(text: str, tools: tuple[str, ...]) -> list[str] | None:
     return seq
 
 
-def _answer_and_format(
-    response: str, model_text: str | None, tools: Sequence[str]
-) -> tuple[str | None, bool]:
-    """What both Search-R1 rewards read off a response: the answer (``extract_answer`` of
-    ``model_text`` when given, else of ``response``) and whether ``response`` keeps the format
-    (``is_valid_format`` with ``tools``)."""
-    answer = extract_answer(response if model_text is None else model_text)
-    return answer, is_valid_format(response, tools)
-
-
 def search_r1_reward(
     response: str,
     golds: Golds,
@@ -183,6 +173,7 @@ def search_r1_reward(
     final_format_score: float = 0.1,
     score: float = 1.0,
     tools: Sequence[str] = ("search",),
+    f1: bool = False,
 ) -> float:
     """Search-R1's EM reward with format bonus:
 
@@ -199,41 +190,31 @@ def search_r1_reward(
     ``model_text``: the text of the model's own tokens only (no observations). When given, the
     answer is read from it, so a tag inside a retrieved passage or the invalid-action feedback
     can never count as the model's answer; the format is still checked on ``response``.
-    ``tools``: the agent's action tags (``is_valid_format``).
+    ``tools``: the agent's action tags (``is_valid_format``). ``f1``: the F1 schedule of
+    ``search_r1_f1_reward`` in place of EM.
     """
-    answer, valid = _answer_and_format(response, model_text, tools)
+    answer = extract_answer(response if model_text is None else model_text)
+    valid = is_valid_format(response, tools)
     if answer is None:
         return format_score if valid else 0.0
+    if f1:
+        f = f1_score(answer, golds)
+        if valid:
+            return format_score + (score - format_score) * f
+        return max(0.0, final_format_score + (score - format_score - final_format_score) * f)
     if exact_match(answer, golds):
         return score if valid else score - format_score
     return format_score if valid else final_format_score
 
 
-def search_r1_f1_reward(
-    response: str,
-    golds: Golds,
-    *,
-    model_text: str | None = None,
-    format_score: float = 0.2,
-    final_format_score: float = 0.1,
-    score: float = 1.0,
-    tools: Sequence[str] = ("search",),
-) -> float:
-    """F1 variant of ``search_r1_reward`` that is never negative.
+search_r1_f1_reward = functools.partial(search_r1_reward, f1=True)
+search_r1_f1_reward.__doc__ = """F1 variant of ``search_r1_reward`` that is never negative.
 
-    valid format:   format_score + (score − format_score) · F1                 ∈ [0.2, 1.0]
-    invalid format: final_format_score
-                    + (score − format_score − final_format_score) · F1           ∈ [0.1, 0.8]
-    no answer:      format_score if valid else 0
+valid format:   format_score + (score − format_score) · F1                 ∈ [0.2, 1.0]
+invalid format: final_format_score
+                + (score − format_score − final_format_score) · F1           ∈ [0.1, 0.8]
+no answer:      format_score if valid else 0
 
-    At F1 ∈ {0, 1} it equals the EM schedule. The authors' F1 variant subtracted the format
-    penalty from F1 and could go below 0 (docs/algorithm.md §8). ``model_text`` and ``tools`` as in
-    ``search_r1_reward``.
-    """
-    answer, valid = _answer_and_format(response, model_text, tools)
-    if answer is None:
-        return format_score if valid else 0.0
-    f1 = f1_score(answer, golds)
-    if valid:
-        return format_score + (score - format_score) * f1
-    return max(0.0, final_format_score + (score - format_score - final_format_score) * f1)
+At F1 ∈ {0, 1} it equals the EM schedule. The authors' F1 variant subtracted the format
+penalty from F1 and could go below 0 (docs/algorithm.md §8). ``model_text`` and ``tools`` as in
+``search_r1_reward``."""
