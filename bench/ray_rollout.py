@@ -35,6 +35,7 @@ from treegrpo.models.load import load_model
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits
+from treegrpo.rollout.source import Draw
 from treegrpo.warmstart.tiny import WarmStartConfig, warm_start
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +77,7 @@ def main() -> None:
     for rnd in range(args.repeats + 1):  # round 0: untimed
         for n, pool in pools.items():
             t0 = time.perf_counter()
-            forests[n] = pool.sample(prompts, shape, sampling, limits, seed=rnd)
+            forests[n] = pool.sample(prompts, Draw(shape, sampling, limits, seed=rnd))
             if rnd > 0:
                 times[n].append(time.perf_counter() - t0)
             print(f"round {rnd}: {n} worker(s) {time.perf_counter() - t0:.2f} s", flush=True)

@@ -30,6 +30,7 @@ from treegrpo.models.load import load_model
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, TreeOutcomes, sample_forest
 from treegrpo.rollout.scoring import LeafRewards
+from treegrpo.rollout.source import Draw
 
 pytestmark = pytest.mark.slow
 
@@ -79,7 +80,7 @@ def test_two_workers_expand_as_one_process(cluster: None, model_dir: Path) -> No
     prompts = [trained_agent().prompt(p) for p in PEOPLE_3]
     workers = RayRollout(WorkerSpec(str(model_dir), max_obs_tokens=120), WordTool(), workers=2)
     try:
-        got = workers.sample(prompts, SHAPE, SAMPLING, LIMITS, 3, REWARDS)
+        got = workers.sample(prompts, Draw(SHAPE, SAMPLING, LIMITS, 3, REWARDS))
     finally:
         workers.close()
     want = one_process(model_dir, SHAPE, 3)
@@ -96,7 +97,7 @@ def test_difficulty_budgets_on_one_and_two_workers_give_the_forests_of_one_proce
     for n in (1, 2):
         workers = RayRollout(WorkerSpec(str(model_dir), max_obs_tokens=120), WordTool(), n)
         try:
-            got = workers.sample(prompts, DIFFICULTY, SAMPLING, LIMITS, 4, REWARDS)
+            got = workers.sample(prompts, Draw(DIFFICULTY, SAMPLING, LIMITS, 4, REWARDS))
             with pytest.raises(LostStep, match="no step in progress"):  # the step is done
                 ray.get(workers.workers[0].expand.remote([1, 1], 1))
         finally:
@@ -125,7 +126,7 @@ def test_a_worker_killed_between_rounds_replays_its_block(
 
     monkeypatch.setattr(ray_rollout, "share_by_difficulty", kill_then_share)
     try:
-        got = workers.sample(prompts, DIFFICULTY, SAMPLING, LIMITS, 4, REWARDS)
+        got = workers.sample(prompts, Draw(DIFFICULTY, SAMPLING, LIMITS, 4, REWARDS))
         assert workers.restarts == 1 and rounds == [6, 6]
         new_pid = ray.get(workers.workers[0].__ray_call__.remote(lambda self: os.getpid()))
         assert new_pid != pid

@@ -35,6 +35,7 @@ from treegrpo.retrieval.base import Passage
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits, agent_protocol, sample_forest
+from treegrpo.rollout.source import Draw
 from treegrpo.tools.calculator import calculate
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
@@ -86,7 +87,7 @@ def test_two_workers_sample_the_forests_of_one_process(cluster, model_dir) -> No
     bm25 = BM25Retriever(CORPUS, use_cache=False)  # held once, by a retriever actor
     workers = RayRollout(WorkerSpec(str(model_dir), max_obs_tokens=120), bm25, workers=2)
     try:
-        got = workers.sample(prompts, SHAPE, SAMPLING, LIMITS, seed=3)
+        got = workers.sample(prompts, Draw(SHAPE, SAMPLING, LIMITS, seed=3))
         want = one_process(model_dir, prompts, seed=3, tool=bm25)
         assert trees_by_prompt(got) == trees_by_prompt(want)
         assert got.prompts == want.prompts
@@ -98,7 +99,7 @@ def test_two_workers_sample_the_forests_of_one_process(cluster, model_dir) -> No
         moved = {k: v * 1.05 if "mlp" in k else v for k, v in agent.model.state_dict().items()}
         workers.update_weights(moved)
         assert workers.version == 1 and workers.sync_seconds > 0
-        pushed = workers.sample(prompts, SHAPE, SAMPLING, LIMITS, seed=3)
+        pushed = workers.sample(prompts, Draw(SHAPE, SAMPLING, LIMITS, seed=3))
         again = one_process(model_dir, prompts, 3, moved, bm25)
         assert trees_by_prompt(pushed) == trees_by_prompt(again)
         assert trees_by_prompt(pushed) != trees_by_prompt(got)
@@ -116,7 +117,7 @@ def test_a_toolbox_goes_to_each_worker_and_gives_the_forests_of_one_process(  # 
     prompts = [protocol.prompt_ids(agent_fixtures.question(p)) for p in PEOPLE[:4]]
     workers = RayRollout(WorkerSpec(str(model_dir), max_obs_tokens=120), tools, workers=2)
     try:
-        got = workers.sample(prompts, SHAPE, SAMPLING, LIMITS, seed=5)
+        got = workers.sample(prompts, Draw(SHAPE, SAMPLING, LIMITS, seed=5))
         engine = HFEngine(model.eval(), tok, StepStopper(tok, protocol.stop_tags))
         want = sample_forest(engine, protocol, tools, prompts, SHAPE, SAMPLING, LIMITS, 5)
         assert trees_by_prompt(got) == trees_by_prompt(want)
@@ -153,7 +154,7 @@ def test_a_worker_killed_mid_step_is_restarted_and_its_prompts_redone(  # type: 
         pid = ray.get(workers.workers[0].__ray_call__.remote(lambda self: os.getpid()))
         out: dict[str, Rollout] = {}
         step = threading.Thread(
-            target=lambda: out.update(ro=workers.sample(prompts, SHAPE, SAMPLING, LIMITS, 5))
+            target=lambda: out.update(ro=workers.sample(prompts, Draw(SHAPE, SAMPLING, LIMITS, 5)))
         )
         step.start()
         deadline = time.monotonic() + 120

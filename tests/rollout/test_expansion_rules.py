@@ -17,7 +17,7 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.records import Rollout, merge_rollouts
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
 from treegrpo.rollout.scoring import LeafRewards, score_leaves
-from treegrpo.rollout.source import LocalRollout
+from treegrpo.rollout.source import Draw, LocalRollout
 from treegrpo.train.config import AlgorithmConfig, ConfigValueError
 
 SAMPLING = SamplingParams(max_new_tokens=40)
@@ -130,11 +130,11 @@ def test_the_local_source_scores_leaves_for_the_informed_rule(agent: Agent) -> N
     source = LocalRollout(engine, agent.protocol, WordTool())
     prompts = [agent.prompt(p) for p in PEOPLE[:N_PROMPTS]]
     golds = [[FACTS[p]] for p in PEOPLE[:N_PROMPTS]]
-    ro = source.sample(prompts, algo.shape(), SAMPLING, LIMITS, 0, LeafRewards(golds))
+    ro = source.sample(prompts, Draw(algo.shape(), SAMPLING, LIMITS, 0, LeafRewards(golds)))
     assert len(ro.expansion_reasons) == len(ro.expansions) == 2 * N_PROMPTS * 2
     assert all(r.startswith("p̂=") for r in ro.expansion_reasons)
     with pytest.raises(ValueError, match="needs the leaves' rewards"):
-        source.sample(prompts, algo.shape(), SAMPLING, LIMITS, 0)
+        source.sample(prompts, Draw(algo.shape(), SAMPLING, LIMITS, 0))
 
 
 def test_leaf_rewards_of_a_part_of_the_batch() -> None:

@@ -36,7 +36,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,20 +50,18 @@ from treegrpo.distributed.cluster import Ask, check_ask, join_ray, wait_started
 from treegrpo.engine.base import EngineKind, state_dict_of
 from treegrpo.engine.build import build_engine
 from treegrpo.engine.cpu.speedups import start_process
-from treegrpo.engine.sampling import SamplingParams
 from treegrpo.models.load import load_model
 from treegrpo.retrieval.base import Passage, SearchTool
 from treegrpo.retrieval.http_client import RemoteRetriever
 from treegrpo.rollout.records import Rollout, merge_rollouts
 from treegrpo.rollout.sampler import (
-    AgentLimits,
     ForestSampler,
     TreeOutcomes,
     agent_protocol,
     check_scorer,
     share_by_difficulty,
 )
-from treegrpo.rollout.scoring import LeafRewards
+from treegrpo.rollout.source import Draw
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
 
@@ -93,17 +91,12 @@ class WorkerSpec:
 @dataclass(frozen=True)
 class Block:
     """A worker's part of a step: the batch's prompts ``keys`` (their ids: ``prompts``), how to
-    sample them, with weights ``version``, and their leaves' ``rewards`` (for the informed
-    expansion rule and difficulty budgets)."""
+    sample them (``draw``, with their leaves' rewards) and with which weights (``version``)."""
 
     prompts: list[list[int]]
     keys: list[int]
-    shape: TreeShape
-    sampling: SamplingParams
-    limits: AgentLimits
-    seed: int
+    draw: Draw  # with the rewards of these prompts only
     version: int
-    rewards: LeafRewards | None
 
 
 class StaleWeights(RuntimeError):
@@ -152,9 +145,9 @@ class RolloutWorker:
         weights."""
         if block.version != self.version:
             raise StaleWeights(f"asked for weights version {block.version}, holds {self.version}")
-        rewards = block.rewards
+        draw, rewards = block.draw, block.draw.rewards
         score = rewards.scorer(self.protocol.decode) if rewards is not None else None
-        how = (block.shape, block.sampling, block.limits, block.seed, block.keys, score)
+        how = (draw.shape, draw.sampling, draw.limits, draw.seed, block.keys, score)
         return ForestSampler(self.engine, self.protocol, self.tool, block.prompts, *how)
 
     def outcomes(self) -> TreeOutcomes:
@@ -266,25 +259,17 @@ class RayRollout:
     def pad_id(self) -> int:
         return self._pad_id
 
-    def sample(
-        self,
-        prompts: Sequence[list[int]],
-        shape: TreeShape,
-        sampling: SamplingParams,
-        limits: AgentLimits,
-        seed: int,
-        rewards: LeafRewards | None = None,
-    ) -> Rollout:
+    def sample(self, prompts: Sequence[list[int]], draw: Draw) -> Rollout:
         """The batch's forest: one contiguous block of prompts per worker, merged."""
         import ray
 
         split = [b.tolist() for b in np.array_split(np.arange(len(prompts)), len(self.workers))]
-        how = (shape, sampling, limits, seed, self.version)
+        shape, rewards = draw.shape, draw.rewards
         blocks: dict[int, Block] = {}  # worker → its block
         for i, keys in enumerate(split):
             if keys:
-                mine = rewards.only(keys) if rewards is not None else None
-                blocks[i] = Block([prompts[k] for k in keys], keys, *how, mine)
+                mine = replace(draw, rewards=rewards.only(keys) if rewards is not None else None)
+                blocks[i] = Block([prompts[k] for k in keys], keys, mine, self.version)
         if shape.expansion.budget == "difficulty" and shape.l > 0:
             check_scorer(shape, rewards is not None)
             return self._by_rounds(blocks, shape, len(prompts))

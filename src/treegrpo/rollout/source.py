@@ -21,6 +21,19 @@ from treegrpo.rollout.scoring import LeafRewards
 from treegrpo.tools.registry import Toolbox
 
 
+@dataclass(frozen=True)
+class Draw:
+    """How a step's forest is drawn: ``rollout.sampler.sample_forest``'s tree shape, sampling,
+    episode limits and seed; ``rewards``: how its leaves are rewarded, for an expansion rule
+    that reads rewards (``informed``) and for difficulty budgets."""
+
+    shape: TreeShape
+    sampling: SamplingParams
+    limits: AgentLimits
+    seed: int
+    rewards: LeafRewards | None = None
+
+
 class RolloutSource(Protocol):
     """What the RL step needs to sample forests."""
 
@@ -29,18 +42,9 @@ class RolloutSource(Protocol):
         """The tokenizer's padding id (the trainer pads its batches with it)."""
         ...
 
-    def sample(
-        self,
-        prompts: Sequence[list[int]],
-        shape: TreeShape,
-        sampling: SamplingParams,
-        limits: AgentLimits,
-        seed: int,
-        rewards: LeafRewards | None = None,
-    ) -> Rollout:
-        """One forest for the batch (``rollout.sampler.sample_forest``'s contract); ``rewards``:
-        how its leaves are rewarded, for an expansion rule that reads rewards (``informed``)
-        and for difficulty budgets."""
+    def sample(self, prompts: Sequence[list[int]], draw: Draw) -> Rollout:
+        """One forest for the batch, drawn as ``draw`` says (``rollout.sampler.sample_forest``'s
+        contract)."""
         ...
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
@@ -61,18 +65,11 @@ class LocalRollout:
     def pad_id(self) -> int:
         return self.engine.pad_id
 
-    def sample(
-        self,
-        prompts: Sequence[list[int]],
-        shape: TreeShape,
-        sampling: SamplingParams,
-        limits: AgentLimits,
-        seed: int,
-        rewards: LeafRewards | None = None,
-    ) -> Rollout:
+    def sample(self, prompts: Sequence[list[int]], draw: Draw) -> Rollout:
+        rewards = draw.rewards
         score = rewards.scorer(self.protocol.decode) if rewards is not None else None
-        local = (self.engine, self.protocol, self.tool)
-        return sample_forest(*local, prompts, shape, sampling, limits, seed, score=score)
+        how = (draw.shape, draw.sampling, draw.limits, draw.seed)
+        return sample_forest(self.engine, self.protocol, self.tool, prompts, *how, score=score)
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         self.engine.update_weights(weights)

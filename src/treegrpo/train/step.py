@@ -25,7 +25,7 @@ from treegrpo.engine.sampling import SamplingParams
 from treegrpo.rollout.records import Rollout
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.rollout.scoring import OUTCOMES, LeafRewards, LeafScores, ScoredRollout, score_leaves
-from treegrpo.rollout.source import RolloutSource
+from treegrpo.rollout.source import Draw, RolloutSource
 from treegrpo.train.batch import make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
@@ -213,7 +213,7 @@ def _sample(
         batch.golds, algo.reward, algo.format_score, protocol.names, algo.format_gate
     )
     rollout = rollouts.source.sample(
-        batch.prompts, algo.shape(), rollouts.sampling, rollouts.limits, seed, rewards
+        batch.prompts, Draw(algo.shape(), rollouts.sampling, rollouts.limits, seed, rewards)
     )
     called = sum(s.called for s in rollout.steps)
     failed = sum(s.tool_failed for s in rollout.steps)
