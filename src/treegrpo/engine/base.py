@@ -106,11 +106,9 @@ class Engine(Protocol):
 
 
 def state_dict_of(weights: torch.nn.Module | Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    """The tensors of a module or a state dict, detached, by Hugging Face parameter name. A
-    model with peft LoRA layers (a ``PeftModel`` or the model inside it) gives its merged
-    weights under the base model's names, W = W₀ + Σₐ sₐ Bₐ Aₐ over the active adapters (Hu et
-    al. 2021, eq. 3; peft's ``get_delta_weight``), what ``merge_and_unload`` would save, without
-    changing the model."""
+    """The tensors of a module or a state dict, detached, by Hugging Face name. A peft LoRA model
+    (or the model inside one) gives what ``merge_and_unload`` would save, without changing it: W =
+    W₀ + Σₐ sₐ Bₐ Aₐ over the active adapters (Hu et al. 2021, eq. 3), under the base names."""
     if not isinstance(weights, torch.nn.Module):
         return {k: v.detach() for k, v in weights.items()}
     inner = getattr(weights, "get_base_model", None)

@@ -16,9 +16,8 @@ def build_engine(
     stopper: Stopper,
     cpu_speedups: bool | None = None,
 ) -> Engine:
-    """The ``kind`` engine generating with ``model``: hf shares the policy's weights (with the
-    CPU speed-ups where ``cpu_speedups`` is on: ``HFEngine``); vllm serves a copy, which
-    ``Engine.update_weights`` refreshes after every update (its stopper must name its stop ids,
+    """The ``kind`` engine generating with ``model``: hf shares the policy's weights (``HFEngine``);
+    vllm serves a copy that ``Engine.update_weights`` refreshes (its stopper must name its stop ids,
     as ``agent.stops.StepStopper`` does)."""
     if kind == "hf":
         return HFEngine(model, tokenizer, stopper, cpu_speedups=cpu_speedups)

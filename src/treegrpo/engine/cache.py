@@ -82,11 +82,9 @@ class BufferLayer(DynamicLayer):
             self._expose()
 
     def keep_rows(self, keep: Sequence[int]) -> None:
-        """Keep rows ``keep`` (ascending), in place: each kept row moves up to its new index.
-        ``batch_select_indices`` would gather the whole buffer, empty room included, into a new
-        one at every exit; this copies only the filled columns of the rows that move, straight
-        to their new place (row j < i was already moved or dropped). The buffers keep their
-        strides, so attention sees the same memory layout either way."""
+        """Keep rows ``keep`` (ascending), in place: only the filled columns of each row that moves
+        are copied up to its new index (``batch_select_indices`` would copy the whole buffer); the
+        buffers keep their strides, so attention sees the same memory layout."""
         if not self.is_initialized:
             return
         n = self._len
@@ -101,10 +99,9 @@ class BufferLayer(DynamicLayer):
 def assemble_cache(
     rows: Sequence[Sequence[torch.Tensor]], room: int, config: Any, n_layers: int
 ) -> tuple[DynamicCache, int]:
-    """A cache whose row i holds the concatenation of ``rows[i]`` (segment KVs, each
-    (layers, 2, H, n, D)) right-aligned in ``width`` = the longest row's columns, with room for
-    ``room`` more columns. Every segment is copied once, straight into its place; padding
-    columns are zero (finite, and masked by the caller). Returns the cache and ``width``."""
+    """A cache whose row i holds ``rows[i]``'s segment KVs (each (layers, 2, H, n, D)) concatenated
+    and right-aligned in ``width`` (the longest row's columns), with room for ``room`` more columns;
+    padding columns are zero (finite, masked by the caller). Returns the cache and ``width``."""
     lengths = [sum(p.shape[3] for p in parts) for parts in rows]
     width = max(lengths, default=0)
     ref = next((p for parts in rows for p in parts), None)

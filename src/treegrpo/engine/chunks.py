@@ -27,14 +27,10 @@ def prefill_chunks(
     waste: float,
 ) -> list[list[int]]:
     """Group rows (``feeds[i]`` new tokens on ``contexts[i]`` cached ones) into prefill chunks.
-
-    ``att_per_token`` = F_att / F_lin (see the module docstring); ``max_tokens`` caps b · p (a
-    single row may exceed it); ``waste``: the share of a chunk's work that may go to padding.
-    Rows are taken longest feed first (longest context first among equal feeds), and each row
-    joins the current chunk unless that would push the chunk's padding work above ``waste`` of
-    its work or its b · p above ``max_tokens``. Returns lists of row indices, each in that
-    order; every row is in exactly one list.
-    """
+    ``att_per_token`` = F_att / F_lin; ``max_tokens`` caps b · p (one row may exceed it); ``waste``:
+    the share of a chunk's work that may go to padding. Rows are taken longest feed first (then
+    longest context), each joining the current chunk unless that breaks either bound. Returns lists
+    of row indices, each row in exactly one."""
     if len(feeds) != len(contexts):
         raise ValueError(f"{len(feeds)} feeds but {len(contexts)} contexts")
     order = sorted(range(len(feeds)), key=lambda i: (-feeds[i], -contexts[i]))

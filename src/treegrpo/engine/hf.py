@@ -70,33 +70,21 @@ class _Row:
 
 
 class HFEngine:
-    """Agent-step generation with any transformers causal LM (full attention layers).
+    """Agent-step generation with any transformers causal LM (full attention layers;
+    docs/library.md, "The engine" and "CPU speed-ups").
 
-    model: a causal LM in eval mode; tokenizer: for ``eos`` ids; stopper: decides step ends
-    (``treegrpo.agent.stops.StepStopper``); reuse_cache: keep KV between steps and branches;
-    max_prefill_tokens: positions per prefill forward; pad_waste: the share of a prefill
-    forward's work that may go to padding (new and cached columns, ``engine.chunks``) before
-    rows go to another forward; min_shared_prefix: ``prefill`` computes a start of at least
-    this many tokens that several rows on the same context share once (``engine.prefix``; 0 =
-    never; only with the cache on). A peft (LoRA) model runs through the model it wraps, whose
-    layers carry the adapters in place: the wrapper's ``forward(**kwargs)`` would hide
-    ``logits_to_keep``.
+    stopper: decides step ends (``agent.stops.StepStopper``); reuse_cache: keep KV between steps and
+    branches; max_prefill_tokens: positions per prefill forward; pad_waste: the share of a prefill
+    forward that may go to padding (``engine.chunks``); min_shared_prefix: the shortest start
+    several rows share that ``prefill`` computes once (``engine.prefix``; 0 = never; cache on only).
+    A peft model runs through the model it wraps (the wrapper's ``forward(**kwargs)`` would hide
+    ``logits_to_keep``). cpu_speedups: None = where the model is on CPU; within it packed_linear
+    (None = ``engine.cpu.onednn.engine_mode``), lean_decode (None = where supported) and fold_lora
+    (None = on) are for benchmarks and tests. ``prefill`` and ``step`` run under
+    ``torch.inference_mode``: the KV kept in segments can never be backpropagated through.
 
-    cpu_speedups: the CPU speed-ups (``engine.cpu``; None = where the model is on CPU). Off,
-    the engine calls the model's own forward and nothing else. On, it attaches
-    ``engine.cpu.speedups.CpuSpeedups`` to the model (linear layers on oneDNN, LoRA folded)
-    and decodes with ``engine.cpu.lean.LeanDecoder`` and an additive mask of its own. Within
-    it, for benchmarks and tests: packed_linear (True everywhere, "decode" in decode steps, False
-    never; None = ``engine.cpu.onednn.engine_mode``), lean_decode (None = where the
-    architecture is supported) and fold_lora (None = on).
-
-    ``prefill`` and ``step`` run under ``torch.inference_mode`` (no autograd bookkeeping at all:
-    13% less time per decode step of the tiny agent than ``no_grad``), so the KV they keep in
-    segments are inference tensors: any later forward may read them, none may backpropagate
-    through them.
-
-    Many arguments: one per setting of the engine (model, tokenizer, stopper, cache and batching
-    knobs), each named at the call; a settings object would only move them.
+    Many arguments: one per setting of the engine, each named at the call; a settings object would
+    only move them.
     """
 
     def __init__(
@@ -217,10 +205,9 @@ class HFEngine:
         return [r for r in results if r is not None]
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
-        """Generate with these weights from now on. The engine computes with the model it was
-        given, so the trainer's policy (or the peft model around it) needs no copy; another
-        module or a state dict is loaded into it. Cached prefixes live in the segments the
-        caller holds: segments made before the change are stale, so sample afresh."""
+        """Generate with these weights from now on: the model the engine was given is used in
+        place (no copy); another module or a state dict is loaded into it. Segments made before
+        are stale."""
         if isinstance(weights, torch.nn.Module) and unwrap_peft(weights) is self.model:
             return
         with torch.no_grad():
@@ -236,11 +223,9 @@ class HFEngine:
         return self._cpu.decoding() if self._cpu is not None else nullcontext()
 
     def _share_prefixes(self, rows: list[_Row], cost: list[int]) -> bool:
-        """Compute once each start that several rows on the same context share (at least
-        ``min_shared_prefix`` tokens, ``engine.prefix``): it becomes one segment, those rows'
-        context, and their feeds shrink to what follows it. Adds to ``cost`` the positions each
-        row pays for it (split evenly over the rows that share it); False if nothing was
-        shared."""
+        """Compute once each start of at least ``min_shared_prefix`` tokens that several rows on the
+        same context share (``engine.prefix``): it becomes their context and their feeds shrink to
+        what follows. Adds to ``cost`` each row's even share; False if nothing was shared."""
         by_context: dict[int, list[_Row]] = {}
         for r in rows:
             by_context.setdefault(id(r.context), []).append(r)
@@ -354,12 +339,9 @@ class HFEngine:
         generator: torch.Generator | None,
         results: list[StepResult | None],
     ) -> None:
-        """One token per forward for all rows until each row's step ends.
-
-        Per-token work besides the model is kept small: the mask is built once at full width and
-        sliced; the fed tokens stay a tensor; a leaving row's KV is read once, and the rows that
-        stay move up in place instead of the whole cache being copied. The model's inputs (rows,
-        columns, mask values, positions) are exactly what a plainer loop would give it."""
+        """One token per forward for all rows until each row's step ends. The mask is built once and
+        sliced; a leaving row's KV is read once and the rows that stay move up in place; the model
+        sees exactly what a plainer loop would give it."""
         dev = self.device
         # longest first: rows of similar length sit together, so attention can skip padding
         rows = sorted(rows, key=lambda r: -(r.context.length + len(r.feed)))
@@ -418,13 +400,10 @@ class HFEngine:
 
 class _DecodeMask:
     """Which cache columns each decode row attends to, built once at full width: row i has
-    ``pads[i]`` padding columns, then its context, then every decoded column.
-
-    ``columns(n)`` gives the model the first n columns. As a 2-D mask, transformers turns it into
-    a 4-D one at every forward and SDPA turns that into an additive one in every layer. With
-    ``dtype`` set (SDPA on full-attention layers) this passes the additive mask itself, what those
-    two steps produce for one query token: (b, 1, 1, n), 0 where attended, -inf on padding. With
-    no padding in the batch it passes the all-ones 2-D mask, which transformers drops."""
+    ``pads[i]`` padding columns, then its context, then every decoded column. ``columns(n)`` gives
+    the first n columns: with ``dtype`` set (SDPA on full-attention layers) as the additive (b, 1,
+    1, n) mask that transformers and SDPA would build at every forward (0 attended, -inf on
+    padding), without padding as the all-ones 2-D mask that transformers drops."""
 
     def __init__(
         self, pads: list[int], width: int, dtype: torch.dtype | None, device: torch.device

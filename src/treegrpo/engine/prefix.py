@@ -28,18 +28,11 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
 def shared_prefix_groups(
     seqs: Sequence[Sequence[int]], min_shared: int
 ) -> list[tuple[list[int], int]]:
-    """Groups of at least two sequences that start with the same ``n >= min_shared`` tokens.
-
-    Returns ``[(indices, n), ...]``: the indices (ascending) of each group's sequences in
-    ``seqs`` and the length of the prefix all of them share (the longest such prefix for that
-    group). A sequence belongs to at most one group; sequences that share fewer than
-    ``min_shared`` tokens with every other one belong to none.
-
-    The sequences are sorted, so those with a long common start are neighbours, and each run of
-    neighbours is extended while the run's common prefix stays at least ``min_shared`` long (the
-    common prefix of a sorted run is the minimum over its neighbouring pairs). A batch of
-    prompts that differ only after one instruction forms a single group.
-    """
+    """Groups of at least two sequences that start with the same ``n >= min_shared`` tokens:
+    ``[(indices, n), ...]``, indices ascending and n the longest prefix the group shares. A sequence
+    is in at most one group. Sorting puts long common starts side by side; each run of neighbours
+    grows while its common prefix (the minimum over neighbouring pairs) stays at least
+    ``min_shared``."""
     if min_shared < 1:
         raise ValueError(f"min_shared must be at least 1, got {min_shared}")
     order = sorted(range(len(seqs)), key=lambda i: list(seqs[i]))

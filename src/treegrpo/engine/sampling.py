@@ -37,11 +37,10 @@ class SamplingParams:
 
 
 def policy_logprobs(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log softmax(logits / T) over the last axis, in float32: the log-probs of the distribution
-    sampled at temperature T, as verl takes them (docs/algorithm.md §4). The one definition that
-    every engine's step log-probs and the trainer's old, new and reference log-probs use. Top-k and
-    top-p truncation are not part of it (the trainer could not reproduce them token by token);
-    at T = 1 these are the model's own log-probs. logits: (..., V) → (..., V)."""
+    """log softmax(logits / T) over the last axis, in float32, as verl takes them: the one
+    definition of the log-probs of the distribution sampled at temperature T (docs/algorithm.md §4),
+    for every engine and the trainer. Top-k and top-p truncation are not part of it. (..., V) →
+    (..., V)."""
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
@@ -49,10 +48,9 @@ def policy_logprobs(logits: torch.Tensor, temperature: float = 1.0) -> torch.Ten
 
 
 def stream_uniforms(seeds: Sequence[int], counters: Sequence[int]) -> npt.NDArray[np.float64]:
-    """u ∈ [0, 1) for draw number ``counters[i]`` of the stream ``seeds[i]``, one per row: the
-    SplitMix64 output function (Steele, Lea & Flood 2014) of seed·φ64 + counter, top 53 bits.
-    A row's draws depend on its seed and counter only, not on the rows beside it, so a request
-    samples the same tokens in any batch, on any worker. (B,) → (B,)."""
+    """u ∈ [0, 1) for draw ``counters[i]`` of stream ``seeds[i]``: the SplitMix64 output function
+    (Steele, Lea & Flood 2014) of seed·φ64 + counter, top 53 bits, so a request samples the same
+    tokens in any batch, on any worker. (B,) → (B,)."""
     with np.errstate(over="ignore"):  # uint64 arithmetic wraps, as SplitMix64 intends
         x = np.asarray(seeds, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
         x = x + np.asarray(counters, dtype=np.uint64)
@@ -68,11 +66,9 @@ def sample(
     generator: torch.Generator | None,
     uniforms: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Choose one token per row. logits: (B, V); uniforms: (B,) in [0, 1), one per row
-    (``stream_uniforms``), or None to draw them from ``generator``. Returns tokens (B,) and
-    their log-probability under the sampled distribution (B,): ``policy_logprobs`` at the
-    sampling temperature (before top-k and top-p truncation), so it matches the trainer's
-    forward pass of the same model."""
+    """Choose one token per row. logits: (B, V); uniforms: (B,) in [0, 1) (``stream_uniforms``), or
+    None to draw from ``generator``. Returns tokens (B,) and their ``policy_logprobs`` at the
+    sampling temperature, before truncation (B,)."""
     logits = logits.float()
     logp = policy_logprobs(logits, params.logprob_temperature)  # (B, V)
     if params.greedy:
@@ -93,15 +89,10 @@ NUCLEUS_K = 1024
 
 
 def nucleus(scores: torch.Tensor, top_p: float, k: int = NUCLEUS_K) -> torch.Tensor:
-    """Top-p (nucleus) truncation (Holtzman et al. 2020): keep the smallest set of most likely
-    tokens whose probability reaches ``top_p``, i.e. drop a token when the mass of the tokens
-    before it in descending order already reaches top_p (the best always stays); the others
-    get -inf. scores: (B, V) → (B, V).
-
-    The nucleus is usually a small part of a large vocabulary (SmolLM2 has 49,152 tokens,
-    Qwen2.5 151,936), so it is looked for among each row's k best tokens first (a partial
-    sort), with probabilities normalized over the whole row; when some row's k best hold less
-    than top_p, the whole batch is sorted in full. Same kept set as sorting every row."""
+    """Top-p truncation (Holtzman et al. 2020): drop a token (-inf) when the mass of the tokens
+    before it in descending order already reaches top_p (the best always stays). scores: (B, V) →
+    (B, V). Looks among each row's k best first, sorting in full only where those fall short: the
+    same kept set as sorting every row (docs/library.md, "The engine")."""
     k = min(k, scores.shape[-1])
     lse = torch.logsumexp(scores, dim=-1, keepdim=True)  # (B, 1)
     top, order = torch.topk(scores, k, dim=-1)  # (B, k), descending
@@ -117,11 +108,9 @@ def _inverse_cdf(
     probs: torch.Tensor, generator: torch.Generator | None, uniforms: torch.Tensor | None
 ) -> torch.Tensor:
     """One draw per row of ``probs`` (B, V) → (B,): the first index whose cumulative probability
-    exceeds u · (row total), u ~ U(0, 1) (``uniforms``, else from ``generator``), so token i is
-    drawn with probability p_i / Σp and a token of probability 0 (cut by top-k or top-p) never.
-    Same distribution as ``torch.multinomial``, 10-40× faster on CPU (a cumulative sum and a
-    binary search instead of its sampler: 20 µs vs 260 µs for 32 × 512, 0.6 ms vs 24 ms for
-    32 × 49,152, SmolLM2's vocabulary)."""
+    exceeds u · (row total), u ~ U(0, 1), so token i comes with probability p_i / Σp and a token of
+    probability 0 never; ``torch.multinomial``'s distribution, faster (docs/library.md, "The
+    engine")."""
     cdf = probs.cumsum(dim=-1)  # (B, V)
     if uniforms is None:
         uniforms = torch.rand(probs.shape[0], generator=generator, device=probs.device)

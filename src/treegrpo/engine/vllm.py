@@ -80,19 +80,14 @@ class _Row:
 
 
 class VLLMEngine:
-    """Agent-step generation with vLLM in this process.
+    """Agent-step generation with vLLM in this process (docs/library.md, "The engine").
 
-    model: the transformers causal LM to serve, or a peft LoRA model around one (served with
-    its adapters merged; saved once to a temporary directory that vLLM loads; later weights
-    come through ``update_weights``); tokenizer: for the pad and ``eos``
-    ids; stopper: decides step ends (``treegrpo.agent.stops.StepStopper``); kv_cache_bytes: the
-    KV cache vLLM allocates; block_size: its cache block (a multiple of 32 on CPU; None: 32 on
-    CPU, vLLM's default elsewhere); max_model_len: None = the model's positions; seed: vLLM's
-    engine seed; llm_kwargs: passed on to ``vllm.LLM``.
-
-    Constructing it leaves the caller's process as it found it: vLLM's CPU worker replaces
-    ``torch.set_num_threads`` with a no-op and reseeds the global torch, numpy and random
-    generators; both are put back.
+    model: a transformers causal LM, or a peft LoRA model around one (served merged, saved once to a
+    temporary directory; later weights come through ``update_weights``); kv_cache_bytes: vLLM's KV
+    cache; block_size: its cache block (None: 32 on CPU, where it must be a multiple of 32, vLLM's
+    default elsewhere); max_model_len: None = the model's positions; seed: vLLM's engine seed;
+    llm_kwargs: passed on to ``vllm.LLM``. Constructing it leaves the caller's process as it found
+    it (``_process_state_kept``).
 
     Many arguments: one per setting of the engine, as vLLM's own ``LLM`` takes them; a settings
     object would only move them.
@@ -323,13 +318,10 @@ class VLLMEngine:
 @contextmanager
 def _process_state_kept() -> Iterator[None]:
     """Undo what constructing an in-process vLLM does to the caller's process: it replaces
-    ``torch.set_num_threads`` with a no-op and reseeds the global random generators.
-
-    Also keep out of its way, while it starts, the modules it cannot scan: vLLM's CPU worker
-    rebinds its Triton kernels by reading ``vars(value).get(...)`` for every value of every
-    loaded module, which fails on an object whose ``__dict__`` is not a mapping (llvmlite's
-    ``ffi.lib``, loaded with numba by bm25s where numba is installed). Those modules leave
-    ``sys.modules`` for the start and come back after it."""
+    ``torch.set_num_threads`` with a no-op and reseeds the global random generators. While it
+    starts, modules it cannot scan leave ``sys.modules``: its CPU worker reads
+    ``vars(value).get(...)`` for every value of every loaded module, which fails where ``__dict__``
+    is not a mapping (llvmlite's ``ffi.lib``, loaded with numba by bm25s)."""
     set_threads = torch.set_num_threads
     states = (torch.get_rng_state(), np.random.get_state(), random.getstate())  # noqa: NPY002
     hidden = {name: sys.modules.pop(name) for name in _unscannable_modules()}

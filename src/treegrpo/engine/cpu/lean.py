@@ -57,14 +57,10 @@ def lean_decoder(model: Any) -> LeanDecoder | None:
 
 
 class LeanDecoder:
-    """``decoder(ids, bias, pos, cache)`` → next-token logits, as ``model(...)`` would give.
-
-    ids: (b, 1) token ids; bias: (b, 1, 1, n) additive mask over the n = cached + 1 columns (0
-    attended, -inf not) or None for all columns; pos: (b, 1) position ids; cache: a
-    ``DynamicCache`` whose layers take the new column with ``update`` (the engine's
-    ``BufferLayer``). Returns (b, V) logits. Call ``prepare`` first, and again whenever the
-    weights may have changed (the engine does, before each batch of decode steps).
-    """
+    """``decoder(ids, bias, pos, cache)`` → next-token logits (b, V), as ``model(...)`` would give.
+    ids: (b, 1); bias: (b, 1, 1, n) additive mask over the n = cached + 1 columns, or None for all;
+    pos: (b, 1) position ids; cache: a ``DynamicCache`` whose layers take the new column with
+    ``update``. Call ``prepare`` first, and again whenever the weights may have changed."""
 
     def __init__(self, model: Any) -> None:
         inner = model.model
@@ -90,11 +86,9 @@ class LeanDecoder:
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None  # cos, sin: (P, D) each
 
     def prepare(self, packed: bool, positions: int = 0) -> None:
-        """Bring the fused weights in step with the model's (once per batch of decode steps):
-        ``packed``: keep them in oneDNN's blocked layout (the engine's packed linear layers);
-        ``positions``: the steps that follow stay below this position, so cos and sin for
-        positions 0..positions-1 are tabulated (static rope types only; 0 = no table, each step
-        calls the rotary module)."""
+        """Bring the fused weights in step with the model's (once per batch of decode steps), packed
+        for oneDNN if ``packed``; with ``positions`` > 0 (static rope types), tabulate cos and sin
+        for positions below it (0: each step calls the rotary module)."""
         for f in (*self.qkv, *self.o, *self.gate_up, *self.down):
             if f is not None:
                 f.refresh(packed)
@@ -174,15 +168,11 @@ def _fuse(module: Any, names: Sequence[str]) -> Fused | None:
 
 
 def attention_spans(pads: Sequence[int], width: int, overhead: int) -> list[tuple[int, int, int]]:
-    """Split the rows of a decode batch into contiguous ranges that attend separately.
-
-    Row i of the cache holds ``pads[i]`` padding columns, then its ``width - pads[i]`` real ones;
-    rows come longest first, so ``pads`` is ascending. One attention call over all rows reads
-    every padding column (a quarter of decode attention in bench/rollout.py, where attention is
-    bound by memory traffic); a call over rows [a, b) can start at column ``pads[a]``, the
-    range's least padding. Each call costs a fixed ``overhead`` (in row-columns). Returns the
-    ranges (a, b, first column) that minimize Σ (b − a)(width − pads[a]) + overhead
-    (``core.partition``). Within a range the mask still hides the remaining padding."""
+    """Split the rows of a decode batch into contiguous ranges that attend separately. Row i has
+    ``pads[i]`` padding columns (ascending) then ``width - pads[i]`` real ones; a call over rows [a,
+    b) starts at column ``pads[a]`` and costs a fixed ``overhead`` (row-columns). Returns the ranges
+    (a, b, first column) minimizing Σ (b − a)(width − pads[a]) + overhead (``core.partition``); the
+    mask still hides the rest of the padding."""
     if any(x > y for x, y in itertools.pairwise(pads)):
         raise ValueError("pads must be ascending (rows longest first)")
     ranges = contiguous_partition(len(pads), lambda a, b: (b - a) * (width - pads[a]) + overhead)
@@ -224,11 +214,8 @@ def _attend_sdpa(
 def _attend_matmul(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float
 ) -> torch.Tensor:
-    """The same attention as two batched products and a softmax, for CPU fp32. With a query
-    block of n_rep rows SDPA's flash kernel on CPU read the cache at 12.6-13.8 GB/s on two AMD
-    EPYC cores, these products at 13.8-17.0 GB/s (8 layers of bench/rollout.py's shape: 1.20x
-    faster at 11 rows x 500 columns, 1.35x at 16 x 1,500, equal at 32 x 800); decode attention
-    is bound by reading the cache, and about a third of a decode step there."""
+    """The same attention as two batched products and a softmax, for CPU fp32: faster than SDPA's
+    flash kernel at a query block of n_rep rows (docs/library.md, "CPU speed-ups")."""
     s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)  # (b, Hkv, n_rep, n)
     if bias is not None:
         s = s.add_(bias)

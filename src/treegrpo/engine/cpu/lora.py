@@ -58,10 +58,8 @@ class Folded:
 
 
 def fold(m: Any) -> Folded | None:
-    """``m`` as one linear map: a plain ``nn.Linear``, or a peft LoRA ``Linear`` (a
-    ``base_layer`` plus ``lora_A``/``lora_B`` per adapter) whose forward is exactly W₀x + b₀ +
-    Σₐ sₐ Bₐ(Aₐ x); None for anything else (DoRA and other variants, weights stored transposed,
-    dropout active in training mode, layers that are not ``nn.Linear``)."""
+    """``m`` as one linear map: a plain ``nn.Linear``, or a peft LoRA ``Linear`` whose forward is
+    exactly W₀x + b₀ + Σₐ sₐ Bₐ(Aₐ x); None for anything else (see the module docstring)."""
     if type(m) is torch.nn.Linear:
         return Folded(m, [])
     base = getattr(m, "base_layer", None)
@@ -88,12 +86,10 @@ def fold(m: Any) -> Folded | None:
 
 
 class Fused:
-    """Linear layers that read the same input as one product: y = x [W_1; …; W_m]ᵀ + [b_1; …],
-    split back into the m outputs. A part is a plain ``nn.Linear`` or a peft LoRA layer whose
-    active adapters fold into its weight (``engine.cpu.lora.fold``). The stacked weight (packed for
-    oneDNN or plain) is rebuilt by ``refresh`` when a part's weight or bias changed: its
-    version counter (bumped by every in-place optimizer update) or its storage, or its active
-    adapters."""
+    """Linear layers that read the same input as one product, y = x [W_1; …; W_m]ᵀ + [b_1; …], split
+    back into m outputs; a part is an ``nn.Linear`` or a LoRA layer that ``fold`` reads. ``refresh``
+    rebuilds the stacked weight when a part's weight, bias (version counter or storage) or active
+    adapters changed."""
 
     def __init__(self, modules: Sequence[Any]) -> None:
         self.modules = list(modules)
@@ -145,12 +141,9 @@ class Fused:
 
 
 class FoldedLoRA:
-    """The folded weights of a model's peft LoRA layers: ``forward(m, x)`` computes layer ``m``
-    as x Wᵀ + b with its folded weight where it folds, and with its own forward where it does
-    not (adapters disabled or merged, not plain LoRA, dropout in training mode), decided at each
-    call (so ``disable_adapter()``, as for the reference log-probs, still gives the base model).
-    For gradient-free forwards only: the folded weight carries no gradient
-    (``engine.cpu.speedups`` routes the layers)."""
+    """A model's peft LoRA layers on folded weights: ``forward(m, x)`` computes x Wᵀ + b where ``m``
+    folds and calls ``m``'s own forward where it does not, decided at each call (so
+    ``disable_adapter()`` still gives the base model). Gradient-free forwards only."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.layers = [m for m in model.modules() if is_lora_layer(m)]

@@ -33,23 +33,15 @@ def supported(model: nn.Module) -> bool:
 
 
 def preferred(model: nn.Module) -> bool:
-    """Whether to use them (``engine.cpu.speedups``'s defaults): where ``supported`` and the CPU
-    has AVX-512 that MKL leaves unused. MKL takes its AVX-512 path on Intel CPUs only: there
-    plain ``F.linear`` is as fast or faster. On an AMD CPU with AVX-512 MKL runs AVX2 while
-    oneDNN runs AVX-512 (see the module docstring); on an AMD CPU without AVX-512 both run AVX2
-    and MKL is faster again. Measured on 2 cores with ``TREEGRPO_ONEDNN=0`` against ``=1`` when
-    these defaults were set: the default job's RL step 10 s with MKL vs 13 s with oneDNN on a
-    Xeon (the warm start's SFT step 0.33 vs 0.48 s), 8.6-9.9 s vs 10.1-10.7 s on an AVX2 EPYC
-    (60 SFT updates 28-29 s vs 31-33 s). Other CPUs (unmeasured) keep oneDNN.
-    ``TREEGRPO_ONEDNN`` overrides: "1" wherever supported, "0" never."""
+    """Whether to use them by default (``engine.cpu.speedups``): where ``supported`` and the CPU has
+    AVX-512 that MKL leaves unused (AMD; MKL runs AVX-512 on Intel only). ``TREEGRPO_ONEDNN``
+    overrides: "1" wherever supported, "0" never. Measurements: docs/library.md, "CPU speed-ups"."""
     return supported(model) and cpu_prefers()
 
 
 def resolve_path(path: LinearPath) -> Literal["mkl", "onednn"]:
-    """The path ``path`` names on this CPU, for a CPU fp32 model: auto resolved as ``preferred``
-    would (``TREEGRPO_ONEDNN`` included). Builds that hash their settings (the warm starts)
-    hash this, so two paths' builds are cached apart. Raises ValueError for onednn where this
-    torch has no oneDNN linear kernels."""
+    """The path ``path`` names on this CPU for a CPU fp32 model, auto resolved as ``preferred``
+    would; builds that hash their settings hash this. ValueError for onednn without the kernels."""
     if path == "mkl":
         return "mkl"
     if not _kernels():
@@ -85,16 +77,10 @@ DECODE_MIN_WIDTH = 512
 
 
 def engine_mode(model: nn.Module) -> bool | Literal["decode"]:
-    """Where the generation engine runs the linear layers on packed weights: everywhere where
+    """Where the generation engine runs linear layers on packed weights: everywhere where
     ``preferred``; else, on a ``supported`` model at least ``DECODE_MIN_WIDTH`` wide (unless
-    ``TREEGRPO_ONEDNN=0``), only in decode steps ("decode"); else nowhere (False).
-
-    Measured on 2 cores of an Intel Xeon when this default was set: a decode step computes one
-    token for a few dozen rows, where the packed products beat MKL even on AVX-512; the cached
-    tree rollouts of ``bench/rollout.py``'s 512-wide model ran 1.17x faster with packed weights
-    at decode only (25.3 → 21.6 s) and not faster with them everywhere (25.3 s: MKL is faster
-    at prefill there), while the 128-wide model of the default job decoded 11% slower packed
-    (7.97 → 8.88 s for 48 prompts)."""
+    ``TREEGRPO_ONEDNN=0``), in decode steps only ("decode"); else nowhere (False). Why, and
+    measurements: docs/library.md, "CPU speed-ups"."""
     if preferred(model):
         return True
     if os.environ.get(ENV, "auto") == "0" or not supported(model):
@@ -135,10 +121,8 @@ def pack(weight: torch.Tensor, batch_hint: int = 16) -> torch.Tensor:
 
 
 class PackedLinears:
-    """The packed weights of a model's linear layers, kept in step with the live weights. A
-    weight is packed when first asked for, so layers that never compute on a packed weight cost
-    no copy (the engine's lean decode step runs fused products of its own for all but the head
-    and, with LoRA, every projection)."""
+    """The packed weights of a model's linear layers, kept in step with the live weights; a weight
+    is packed when first asked for (the lean decode step packs its own fused products)."""
 
     def __init__(self, model: nn.Module, batch_hint: int = 16) -> None:
         self.linears = [m for m in model.modules() if type(m) is nn.Linear]

@@ -60,11 +60,9 @@ _ATTACHED: weakref.WeakKeyDictionary[nn.Module, CpuSpeedups] = weakref.WeakKeyDi
 
 
 class CpuSpeedups:
-    """The routes installed on one model (see the module docstring).
-
-    packed: where gradient-free forwards use packed weights (True everywhere, "decode" inside
-    ``decoding()`` only, False never); trainable: forwards with autograd on oneDNN; fold_lora:
-    LoRA layers on folded weights in gradient-free forwards."""
+    """The routes installed on one model. packed: where gradient-free forwards use packed weights
+    (True, "decode" inside ``decoding()`` only, False); trainable: forwards with autograd on oneDNN;
+    fold_lora: LoRA layers on folded weights in gradient-free forwards."""
 
     def __init__(
         self,
