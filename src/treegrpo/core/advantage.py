@@ -36,11 +36,9 @@ EPS = 1e-6
 def group_relative(
     rewards: npt.ArrayLike, groups: npt.ArrayLike, *, eps: float = EPS, scale: bool = True
 ) -> FloatArray:
-    """GRPO score of each reward within its group (GRPO, DeepSeekMath, arXiv 2402.03300).
-
-    ``scale=False`` keeps only the mean-centering, R − mean_g R (Dr. GRPO, arXiv 2503.20783).
-    rewards: (B,), groups: (B,) any integer labels. Returns (B,) float64.
-    """
+    """GRPO score of each reward within its group (DeepSeekMath, arXiv 2402.03300); ``scale=False``
+    keeps only R − mean_g R (Dr. GRPO, arXiv 2503.20783). rewards, groups (any integer labels):
+    (B,). Returns (B,) float64."""
     r = _as_rewards(rewards)
     g = np.asarray(groups)
     if g.shape != r.shape:
@@ -77,16 +75,15 @@ def tree_advantage(
     scale: bool = True,
     batch: float = 0.0,
 ) -> FloatArray:
-    """Tree-GRPO advantage of each kept leaf (intra-tree, inter-tree, or their sum).
+    """Tree-GRPO advantage of each kept leaf (docs/algorithm.md §3).
 
     mode "intra":       Â_intra, the group is the kept leaves of the same tree;
     mode "inter":       Â_inter, the group is all kept leaves of the same prompt (chain GRPO
                         when every tree is a single chain);
     mode "intra+inter": Â_intra + Â_inter (Tree-GRPO's default).
 
-    ``scale=False`` skips the division by the standard deviation (Dr. GRPO).
-    ``batch`` w > 0 adds w·Â_batch, every leaf scored against all B leaves (same ``scale``).
-    rewards, prompt_ids, tree_ids: (B,). Returns (B,) float64.
+    ``scale=False`` skips the division by the standard deviation (Dr. GRPO); ``batch`` w > 0 adds
+    w·Â_batch, every leaf against all B leaves. rewards, prompt_ids, tree_ids: (B,) → (B,) float64.
     """
     if mode not in MODES:
         raise ValueError(f"unknown advantage mode {mode!r}; expected one of {MODES}")
@@ -109,12 +106,9 @@ def tree_advantage(
 
 
 def token_advantages(leaf_adv: npt.ArrayLike, action_mask: npt.ArrayLike) -> FloatArray:
-    """Spread each leaf's advantage over the action tokens of its whole root-to-leaf path.
-
-    Shared prefix steps are included: a step shared by k leaves is trained k times, each copy
-    with its own leaf's advantage (docs/algorithm.md §3). Prompt and observation tokens get 0.
-    leaf_adv: (B,), action_mask: (B, T) with 1 on model-action tokens. Returns (B, T).
-    """
+    """Spread each leaf's advantage over the action tokens of its whole root-to-leaf path, shared
+    steps included (docs/algorithm.md §3); prompt and observation tokens get 0. leaf_adv: (B,),
+    action_mask: (B, T), 1 on model-action tokens. Returns (B, T)."""
     adv = np.asarray(leaf_adv, dtype=np.float64)
     mask = np.asarray(action_mask)
     if adv.ndim != 1 or mask.ndim != 2 or mask.shape[0] != adv.shape[0]:
@@ -128,18 +122,12 @@ def token_advantages(leaf_adv: npt.ArrayLike, action_mask: npt.ArrayLike) -> Flo
 def node_advantage(
     parent: npt.ArrayLike, leaf_nodes: npt.ArrayLike, leaf_adv: npt.ArrayLike
 ) -> tuple[FloatArray, FloatArray, IntArray]:
-    """Per node: sum and mean of its descendant kept leaves' advantages, and their count.
-
-    With token-mean aggregation a shared step is trained once per descendant leaf, so the
-    gradient on its tokens is proportional to the *sum*; the *mean* is the advantage to use when
-    each node is trained once (deduplicated training). A step shared by every leaf of a tree
-    gets Σ Â_intra = 0; sibling subtrees below a branch point get opposite signs: the step-level
-    preference signal that the paper relates to step-level DPO. Nodes without kept descendant
-    leaves get mean NaN.
-
-    parent: (N,) parent node id (-1 for roots); leaf_nodes: (B,) node id of each kept leaf;
-    leaf_adv: (B,). Returns sum (N,), mean (N,), count (N,).
-    """
+    """Per node: sum and mean of its descendant kept leaves' advantages, and their count. Under
+    token-mean aggregation a shared step's gradient is proportional to the sum; the mean is the
+    advantage when each node is trained once. A step shared by every leaf of a tree gets
+    Σ Â_intra = 0, sibling subtrees opposite signs (the paper's link to step-level DPO); nodes
+    without kept descendant leaves get mean NaN. parent: (N,) parent id (-1 for roots);
+    leaf_nodes: (B,) each kept leaf's node; leaf_adv: (B,). Returns sum, mean, count (N,) each."""
     par = np.asarray(parent, dtype=np.int64)
     leaves = np.asarray(leaf_nodes, dtype=np.int64)
     adv = np.asarray(leaf_adv, dtype=np.float64)

@@ -43,11 +43,11 @@ def allocate(
     floor: int = 0,
     cap: int | None = None,
 ) -> IntArray:
-    """(T,) expansions per tree, summing to ``total``, that maximise the expected number of
-    trees with mixed rewards (module docstring). ``successes``, ``scored``: (T,) each tree's
-    successful and scored leaves (every tree needs a scored leaf); ``prompt_of_tree``: (T,) its
-    prompt (any integer ids); ``floor``: expansions every tree gets at least; ``cap``: at most
-    (None: no cap; the sampler uses 4·N, so one doubtful tree cannot take a whole round)."""
+    """(T,) expansions per tree, summing to ``total``, that maximise the expected number of trees
+    with mixed rewards (docs/expansion.md, "Budgets that follow difficulty"). ``successes``,
+    ``scored``: (T,) each tree's successful and scored leaves (at least one scored);
+    ``prompt_of_tree``: (T,) prompt ids; ``floor``, ``cap``: expansions per tree at least, at most
+    (None: no cap)."""
     wins, seen, prompt = _check(successes, scored, prompt_of_tree)
     n_trees = len(seen)
     if total < 0:

@@ -21,11 +21,10 @@ from treegrpo.core.expansion import Expansion
 @dataclass(frozen=True)
 class TreeShape:
     """Sampling shape per prompt: M trees, N expansions per tree per round, L rounds, K kept
-    leaves per tree (None = all), and the rule that picks the expansion nodes (the paper's
-    uniform choice by default; ``core.expansion``). Chain sampling is L = 0 (and N = 0): M
-    independent chains. With a difficulty budget N is a tree's share on average: a round
-    spends T·N over the batch's T trees, some trees more, some fewer (``core.allocation``),
-    so a tree may have more or fewer than 1 + N·L leaves; K still caps the kept ones."""
+    leaves per tree (None = all), and the expansion rule (``core.expansion``; uniform by
+    default). Chain sampling is L = 0 (and N = 0). Under a difficulty budget N is a tree's
+    average share (``core.allocation``), so a tree may have more or fewer than 1 + N·L leaves; K
+    still caps them."""
 
     m: int
     n: int = 0
@@ -74,15 +73,13 @@ def expected_cost(m: int, n: int, l: int) -> float:  # noqa: E741
 
 def expected_cost_l1(m: int, n: int, depth: int) -> float:
     """Exact expected cost of one expansion round (L = 1) when every chain has ``depth`` steps of
-    equal length, the root included among the candidates (as in the authors' code).
-
-    The candidates of a fresh chain are the root and its depth − 1 non-leaf steps; expanding the
-    node at depth j regenerates depth − j steps, so one expansion costs on average
+    equal length, the root a candidate (as in the authors' code): expanding the node at depth j
+    regenerates depth − j steps, so one expansion costs on average
     Σ_{j=0}^{depth−1} (depth − j)/depth / depth = (depth + 1) / (2·depth) trajectories, and
 
-        C = M · (1 + N · (depth + 1) / (2·depth)).
+        C = M · (1 + N · (depth + 1) / (2·depth)),
 
-    For depth → ∞ this tends to the paper's M·(1 + N/2); for 2–4 step chains it is higher.
+    which tends to the paper's M·(1 + N/2) as depth → ∞ and is higher for 2–4 step chains.
     """
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")

@@ -39,14 +39,10 @@ BUDGETS: tuple[str, ...] = get_args(Budget)
 
 @dataclass(frozen=True)
 class NodeStats:
-    """What the rules read about the nodes, indexed by node id; a rule that needs a field the
-    caller left None raises a ValueError naming it.
-
-    ``logprobs[v]``: log p of each token the policy sampled in node v's own step, in order
-    ([] for a root, which has no step). The engines return them with every step, so the
-    ``entropy`` rule costs no extra forward pass. ``rewards``: (N,) each leaf's reward, NaN where
-    not scored (every non-leaf, and leaves the caller did not score).
-    """
+    """What the rules read about the nodes, by node id; a rule missing a field it needs raises a
+    ValueError naming it. ``logprobs[v]``: log p of each token sampled in node v's own step ([] for
+    a root; the engines return them, so ``entropy`` costs no forward pass). ``rewards``: (N,) each
+    leaf's reward, NaN where not scored."""
 
     logprobs: Sequence[Sequence[float]] | None = None  # [N][tokens of the node's step]
     rewards: FloatArray | None = None  # (N,)
@@ -54,11 +50,8 @@ class NodeStats:
 
 @dataclass(frozen=True)
 class Picks:
-    """The nodes a round expands and why each was picked.
-
-    ``nodes``: (T, n) node ids, one row per tree in tree-id order. ``reasons``: [T][n] a short
-    text per pick ("uniform", "entropy 2.31 (rank 1)", "p̂=0.50 from 2 leaves", "unexplored").
-    """
+    """The nodes a round expands and why: ``nodes`` (T, n) node ids, a row per tree in tree-id
+    order; ``reasons`` [T][n] a text per pick (docs/expansion.md, "Seeing what a rule did")."""
 
     nodes: IntArray  # (T, n)
     reasons: tuple[tuple[str, ...], ...]  # [T][n]
@@ -69,10 +62,8 @@ Selector = Callable[..., Picks]
 
 # ------------------------------------------------------------------------------------- rules
 def uniform(forest: Forest, n: int, rngs: Rng, stats: NodeStats | None = None) -> Picks:
-    """p(v) = 1/|C_t| for v in C_t, the root and non-leaf steps of tree t (docs/algorithm.md §2).
-
-    Exactly ``Forest.choose_expansions``: the same generators give the same picks.
-    """
+    """p(v) = 1/|C_t| for v in C_t, the root and non-leaf steps of tree t (docs/algorithm.md §2):
+    exactly ``Forest.choose_expansions``, the same generators giving the same picks."""
     nodes = forest.choose_expansions(n, rngs)  # (T, n)
     return Picks(nodes, tuple(("uniform",) * n for _ in range(len(nodes))))
 
@@ -103,23 +94,16 @@ def entropy(
     temperature: float = 1.0,
     repeat_penalty: float = 0.5,
 ) -> Picks:
-    """Branch where the policy was uncertain as the next step began.
-
-    For each candidate v of tree t, s_v = ``surprise``(v, k): the mean of −log p over the first
-    k sampled tokens of the step that followed v (its first child; for the root, the first step
-    of the initial chain). −log p of a sampled token is a one-sample unbiased estimate of the
-    token distribution's entropy. The n picks are drawn one after another, each with
+    """Branch where the policy was uncertain as the next step began (docs/expansion.md, "entropy").
+    The n picks are drawn one after another, each with
 
         p(v) ∝ exp(s_v / τ) · ρ^(r_v + h_v)
 
-    r_v: times v was already expanded (its children beyond the first, from earlier rounds, plus
-    its picks earlier in this round); h_v = 1 when v's parent p was expanded already (so
-    counted) and was a high-entropy pick, s_p ≥ mean of s over C_t, else 0. The second factor
-    is AEPO's penalty on consecutive high-entropy branching (Dong et al. 2025, "Agentic
-    Entropy-Balanced Policy Optimization", arXiv 2510.14545), kept simple: it spreads the picks
-    instead of stacking them down one uncertain path. τ = ``temperature`` > 0, ρ =
-    ``repeat_penalty`` in (0, 1] (1: no penalty). A node whose following step has no tokens
-    scores s = 0. Reason: "entropy 2.31 (rank 1)", the rank of s_v among C_t (1 = highest).
+    s_v = ``surprise``(v, k): the mean −log p of the first k sampled tokens of the step after v (0
+    if none); r_v: times v was already expanded (earlier rounds and picks); h_v = 1 when v's parent
+    was expanded and a high-entropy pick (s_p ≥ the mean over C_t), else 0: AEPO's penalty (Dong et
+    al. 2025, arXiv 2510.14545). τ = ``temperature`` > 0, ρ = ``repeat_penalty`` in (0, 1]. Reason:
+    "entropy 2.31 (rank 1)", the rank of s_v among C_t.
     """
     _check_params("entropy: ", k=k, temperature=temperature, repeat_penalty=repeat_penalty)
     gens = _gens(forest, rngs, n)
@@ -161,27 +145,15 @@ def informed(
     bonus: float = 0.25,
     prior_strength: float = 2.0,
 ) -> Picks:
-    """Branch where the subtree is likely to end in mixed rewards.
+    """Branch where the subtree is likely to end in mixed rewards (docs/expansion.md, "informed"). A
+    leaf succeeds when its reward ≥ ``threshold``. For prompt P, with S_P successes among its N_P
+    scored leaves, and a candidate v with s_v successes among n_v scored leaves below it (for a
+    root: all the prompt's), κ = ``prior_strength`` and c = ``bonus``:
 
-    A leaf succeeds when its reward ≥ ``threshold`` (0.5: a correct answer under Search-R1's EM
-    reward, whose wrong answers score at most the 0.2 format bonus). For prompt P, with S_P
-    successes among its N_P scored leaves, the prompt's rate is the Beta(1, 1) posterior mean
-
-        μ_P = (S_P + 1) / (N_P + 2).
-
-    For a candidate v with s_v successes among n_v scored leaves below it, a Beta prior of mean
-    μ_P and strength κ = ``prior_strength`` (κ = 2, μ = 1/2 is Beta(1, 1)) gives
-
+        μ_P = (S_P + 1) / (N_P + 2),
         p̂_v = (κ μ_P + s_v) / (κ + n_v),
-        w_v = p̂_v (1 − p̂_v) + c / √(1 + n_v),      p(v) ∝ w_v over C_t,
+        w_v = p̂_v (1 − p̂_v) + c / √(1 + n_v),      p(v) ∝ w_v over C_t.
 
-    c = ``bonus``. The first term is largest at p̂ = 1/2 (a subtree that may go either way),
-    the second favours nodes with few or no scored leaves below (UCB-like exploration). The M
-    roots of a prompt are one state (the prompt), so a root's leaves are all the prompt's
-    scored leaves, across its trees. The prior carries the siblings across the M trees: after
-    the initial chains every non-root node has one leaf below it, and an all-right or all-wrong
-    prompt pulls its nodes' p̂ towards 0 or 1. Within one chain all non-root nodes share their
-    leaf, so they tie and the rule tells them apart only after a round has branched (L ≥ 2).
     The n picks are independent draws. Reason: "p̂=0.50 from 2 leaves", or "unexplored" when no
     scored leaf lies below v.
     """
@@ -299,10 +271,8 @@ class Expansion:
         return self.rule == "informed" or self.budget == "difficulty"
 
     def budget_cap(self, n: int) -> int:
-        """The most expansions a tree gets in a round of N = ``n`` per tree on average: ``cap``,
-        or 4·N, so that a round's few doubtful trees cannot take all of it (a tree's gain falls
-        with every leaf it gets, while a tree that is already mixed still profits from more
-        leaves in ways the objective leaves out: a better baseline, more distinct paths)."""
+        """The most expansions a tree gets in a round of N = ``n`` on average: ``cap``, or 4·N
+        (docs/expansion.md, "Budgets that follow difficulty", says why)."""
         return 4 * n if self.cap is None else self.cap
 
 

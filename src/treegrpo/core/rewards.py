@@ -104,15 +104,13 @@ def extract_answer(response: str) -> str | None:
 
 
 def is_valid_format(response: str, tools: Sequence[str] = ("search",)) -> bool:
-    """Whether ``response`` is exactly
+    """Whether ``response`` (the model's steps and the observations, no prompt) is exactly
 
         <think>…</think> ( <search>…</search> <information>…</information> <think>…</think> )*
         <answer>…</answer>
 
-    with only whitespace between tags and no protocol tag inside a tag's content.
-    ``response`` is the model's steps plus the observations, without the prompt. ``tools``: the
-    action tags that an observation follows (Search-R1: ``search`` alone); any of them may stand
-    where ``search`` stands above.
+    with only whitespace between tags and no protocol tag inside a tag's content; any action tag of
+    ``tools`` (Search-R1: ``search`` alone) may stand where ``search`` stands.
     """
     tools = tuple(tools)
     # Allowed successor of each tag, a small automaton over the tag sequence.
@@ -130,11 +128,9 @@ def is_valid_format(response: str, tools: Sequence[str] = ("search",)) -> bool:
 
 
 def is_well_formed_step(step: str, tools: Sequence[str] = ("search",)) -> bool:
-    """Whether one agent step (the model's own text of it) is exactly ``<think>…</think>`` and
-    then one action, ``<tool>…</tool>`` for a tool of ``tools`` or ``<answer>…</answer>``, with
-    only whitespace between tags and no protocol tag inside a tag's content: a step of a
-    response that ``is_valid_format`` accepts. A step that is not (no action, an unclosed tag,
-    an ``<information>`` block the model wrote itself, two actions) is a broken turn."""
+    """Whether one agent step (the model's own text) is exactly ``<think>…</think>`` and one action,
+    ``<tool>…</tool>`` for a tool of ``tools`` or ``<answer>…</answer>``, with only whitespace
+    between tags and no protocol tag inside a tag's content; a step that is not is a broken turn."""
     tools = tuple(tools)
     seq = _tag_sequence(step, tools)
     return seq is not None and len(seq) == 2 and seq[0] == "think" and seq[1] in (*tools, "answer")
@@ -175,7 +171,7 @@ def search_r1_reward(
     tools: Sequence[str] = ("search",),
     f1: bool = False,
 ) -> float:
-    """Search-R1's EM reward with format bonus:
+    """Search-R1's EM reward with format bonus (docs/algorithm.md §5):
 
     ====================  ==============  ================
     answer                valid format    invalid format
@@ -185,13 +181,10 @@ def search_r1_reward(
     none                  0.2             0
     ====================  ==============  ================
 
-    (With the grammar of ``is_valid_format`` a valid response always has an answer.)
-
-    ``model_text``: the text of the model's own tokens only (no observations). When given, the
-    answer is read from it, so a tag inside a retrieved passage or the invalid-action feedback
-    can never count as the model's answer; the format is still checked on ``response``.
-    ``tools``: the agent's action tags (``is_valid_format``). ``f1``: the F1 schedule of
-    ``search_r1_f1_reward`` in place of EM.
+    A valid response always has an answer. ``model_text``: the model's own tokens only; when
+    given, the answer is read from it (a tag in a retrieved passage or in feedback never counts),
+    the format still from ``response``. ``tools``: the action tags (``is_valid_format``); ``f1``:
+    ``search_r1_f1_reward``'s schedule instead of EM.
     """
     answer = extract_answer(response if model_text is None else model_text)
     valid = is_valid_format(response, tools)

@@ -23,12 +23,9 @@ BoolArray = npt.NDArray[np.bool_]
 
 
 class Forest:
-    """Growable forest of agent-step trees with flat-array views.
-
-    Node ids are dense integers in insertion order; tree ids are dense in creation order and
-    unique across the whole batch (never reuse a tree id for another prompt). Arrays returned by
-    the properties are read-only snapshots, rebuilt lazily after a mutation.
-    """
+    """Growable forest of agent-step trees with flat-array views. Node ids are dense in insertion
+    order; tree ids dense in creation order and unique across the batch (never reused for another
+    prompt). The properties' arrays are read-only snapshots, rebuilt lazily after a mutation."""
 
     def __init__(self) -> None:
         self._parent: list[int] = []
@@ -70,10 +67,8 @@ class Forest:
         )
 
     def add_chain(self, parent: int, payloads: Sequence[int], leaf_last: bool = True) -> list[int]:
-        """Append a chain of ``len(payloads)`` steps under ``parent``; the last is a leaf.
-
-        Returns the new node ids, from the step right under ``parent`` down to the last one.
-        """
+        """Append a chain of ``len(payloads)`` steps under ``parent``, the last a leaf; returns the
+        new node ids, top down."""
         if len(payloads) == 0:
             raise ValueError("a chain needs at least one step")
         nodes: list[int] = []
@@ -145,15 +140,10 @@ class Forest:
         return np.array([v for v in self._tree_nodes[tree] if not self._leaf[v]], dtype=np.int64)
 
     def choose_expansions(self, n: int, rng: Rng, trees: Sequence[int] | None = None) -> IntArray:
-        """Pick ``n`` expansion nodes per tree, uniformly with replacement (docs/algorithm.md §2).
-
-        Candidates are the root and the non-leaf nodes of each tree, as in the authors' code;
-        leaves are never picked. ``rng``: one generator that draws tree by tree in the given
-        order, or one generator per tree of ``trees`` (a tree's picks then depend on its own
-        generator only); seeded generators give the same picks every time.
-
-        Returns an (T, n) array of node ids, one row per tree in ``trees`` (default: all).
-        """
+        """Pick ``n`` expansion nodes per tree, uniformly with replacement among the root and
+        non-leaf nodes, as in the authors' code (docs/algorithm.md §2). ``rng``: one generator
+        drawing tree by tree in order, or one per tree of ``trees`` (a tree's picks then depend on
+        its own only). Returns (T, n) node ids, a row per tree of ``trees`` (default: all)."""
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         order = range(self.n_trees) if trees is None else [int(t) for t in trees]
