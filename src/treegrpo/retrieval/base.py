@@ -12,10 +12,7 @@ C = TypeVar("C", bound="Closes")
 
 @dataclass(frozen=True)
 class Passage:
-    """One retrieved passage in the Search-R1 corpus format.
-
-    ``contents`` is ``"Title"\\ntext``: the title in double quotes on the first line.
-    """
+    """One retrieved passage in the Search-R1 corpus format: ``contents`` is ``"Title"\\ntext``."""
 
     id: str
     contents: str
@@ -44,14 +41,10 @@ def format_passages(contents: Sequence[str]) -> str:
 
 
 class ToolFailed(RuntimeError):
-    """A batch of tool calls that could not be answered: the server is down, too slow, or
-    refused the request. A rollout turns each failed call into an observation that says so
-    (``tools.registry.Toolbox.run``) and the episode goes on.
-
-    ``results`` is None when every call of the batch failed. When only some did (a server that
-    refused one query of a batch), it holds each call's result in order, None for each call
-    that failed.
-    """
+    """A batch of tool calls that could not be answered (the server down, too slow, or refusing); a
+    rollout turns each failed call into an observation that says so
+    (``tools.registry.Toolbox.run``). ``results``: None when every call failed, else each call's
+    result in order, None where it failed."""
 
     def __init__(self, message: str, results: list[Any] | None = None) -> None:
         super().__init__(message)

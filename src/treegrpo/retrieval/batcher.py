@@ -32,13 +32,9 @@ class _Job:
 
 
 class MicroBatcher:
-    """Coalesce ``search`` calls made within a short window into batched calls of ``search_fn``.
-
-    Args:
-        search_fn: The retriever's ``search``; called in a worker thread.
-        max_batch: Most queries per ``search_fn`` call; larger requests are split.
-        max_wait_s: How long an idle batcher waits for more requests before searching.
-    """
+    """Coalesce ``search`` calls made within a short window into batched calls of ``search_fn`` (the
+    retriever's ``search``, run in a worker thread): at most ``max_batch`` queries a call (larger
+    requests are split), waiting up to ``max_wait_s`` for more requests when idle."""
 
     def __init__(self, search_fn: SearchFn, max_batch: int = 64, max_wait_s: float = 0.002):
         if max_batch < 1:

@@ -29,20 +29,13 @@ Method = Literal["lucene", "robertson", "atire"]
 
 
 class BM25Retriever:
-    """Lexical retriever: ``search(queries, topk)`` → ranked ``Passage`` lists with BM25 scores.
-
-    Args:
-        corpus: A jsonl corpus path (see ``treegrpo.retrieval.corpus``) or the passages themselves.
-        k1: Term-frequency saturation.
-        b: Length normalization.
-        method: bm25s's BM25 variant ("lucene" is Lucene's / Pyserini's).
-        stemmer: "auto" stems with PyStemmer's English Snowball stemmer when installed; "none"
-            never stems; "english" requires it.
-        stopwords: Drop NLTK's English stopwords.
-        cache_dir: Root of the index cache (default ``default_cache_root()``); the index lives
-            in ``<cache_dir>/bm25/<key>``, key = hash of corpus contents and all settings.
-        use_cache: Set False to always build in memory and write nothing.
-    """
+    """Lexical retriever (docs/retrieval.md, "BM25"): ``search(queries, topk)`` → ranked ``Passage``
+    lists with BM25 scores. corpus: a jsonl corpus path or the passages; k1, b: term-frequency
+    saturation, length normalization; method: bm25s's variant ("lucene": Lucene's and Pyserini's);
+    stemmer: "auto" (PyStemmer's English Snowball where installed), "none" or "english" (required);
+    stopwords: drop NLTK's English ones; cache_dir: the index cache's root (default
+    ``default_cache_root()``; the index in ``<cache_dir>/bm25/<key>``, key = hash of the corpus and
+    every setting); use_cache: False builds in memory and writes nothing."""
 
     def __init__(
         self,
@@ -96,10 +89,8 @@ class BM25Retriever:
         self._build().save(str(directory), show_progress=False)
 
     def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
-        """For each query, at most ``topk`` passages with a positive score, best first.
-
-        Ties are broken by corpus order, so results are deterministic.
-        """
+        """For each query, at most ``topk`` passages with a positive score, best first (ties in
+        corpus order)."""
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         s = self._model.scores
@@ -125,14 +116,10 @@ def top_documents(
     terms: list[int],
     k: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` (documents, scores) of one query from a CSC (documents × terms) weight matrix.
-
-    A document's score is the sum of its weights over the query's terms (a repeated term counts
-    again, as in bm25s). When the query's posting lists are short next to the corpus, documents
-    are merged sparsely (cost ∝ postings); otherwise scores are accumulated densely with
-    ``bincount`` (cost ∝ corpus size, but branch-free and about 0.2 ms per 100k documents).
-    Only positive scores are returned; ties are ordered by document index.
-    """
+    """Top-``k`` (documents, scores) of one query from a CSC (documents × terms) weight matrix: a
+    document scores the sum of its weights over the query's terms (a repeated term counts again, as
+    in bm25s), merged sparsely or densely (docs/retrieval.md, "BM25"). Positive scores only; ties by
+    document index."""
     if not terms:
         return np.empty(0, np.int64), np.empty(0, np.float64)
     docs: np.ndarray  # (n,) document indices

@@ -51,11 +51,9 @@ def _parse_line(path: str | Path, lineno: int, line: str) -> Passage:
 
 
 def iter_corpus(path: str | Path) -> Iterator[Passage]:
-    """Yield the passages of a jsonl corpus in file order; blank lines are skipped.
-
-    Raises ``CorpusError`` (a ``ValueError``) naming file, line and field on the first bad
-    line, and ``FileNotFoundError`` when the file is missing.
-    """
+    """Yield the passages of a jsonl corpus in file order, skipping blank lines. Raises
+    ``CorpusError`` (a ``ValueError``) naming file, line and field on the first bad line, and
+    ``FileNotFoundError``."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
             if line.strip():
@@ -68,10 +66,8 @@ def read_corpus(path: str | Path) -> list[Passage]:
 
 
 def write_corpus(path: str | Path, passages: Iterable[Passage]) -> int:
-    """Write passages as a Search-R1 jsonl corpus (UTF-8, one object a line); return the count.
-
-    Scores are not written: a corpus holds documents, not search results.
-    """
+    """Write passages as a Search-R1 jsonl corpus (UTF-8, one object a line, no scores); returns the
+    count."""
     n = 0
     with open(path, "w", encoding="utf-8") as f:
         for p in passages:
@@ -82,11 +78,8 @@ def write_corpus(path: str | Path, passages: Iterable[Passage]) -> int:
 
 
 def file_digest(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
-    """SHA-256 of a file's bytes (hex): the cache key of an index built from it.
-
-    Keyed on contents, not on name or modification time, so an edited corpus always rebuilds
-    and a copied one reuses its index. Reads about 1 GB/s, a small cost next to indexing.
-    """
+    """SHA-256 of a file's bytes (hex), the cache key of an index built from it: keyed on contents,
+    not name or modification time (docs/retrieval.md, "Index cache")."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(chunk_bytes):
@@ -108,10 +101,9 @@ def passages_digest(passages: Iterable[Passage]) -> str:
 def corpus_passages(
     corpus: str | Path | Sequence[Passage], index: str
 ) -> tuple[list[Passage], str]:
-    """The passages of ``corpus`` (a jsonl file or passages in memory) and their digest, the
-    cache key of an index over them: ``file_digest`` of a file, ``passages_digest`` otherwise.
-    Raises ``ValueError`` on an empty corpus, naming the ``index`` ("BM25", "dense") that
-    cannot be built over it."""
+    """The passages of ``corpus`` (a jsonl file or passages) and their digest, an index's cache
+    key (``file_digest`` or ``passages_digest``). ``ValueError`` on an empty corpus, naming
+    ``index``."""
     if isinstance(corpus, str | Path):
         digest = file_digest(corpus)
         passages = read_corpus(corpus)

