@@ -28,12 +28,9 @@ from treegrpo.train.losses import aggregate, ppo_clip_loss
 
 @dataclass
 class MicroBatch:
-    """b sequences padded to T ids; per-token tensors are (b, T − 1) in target space.
-
-    The update (``train.update``) calls a token batch through the methods this class and
-    ``train.shared.PackedBatch`` both have: ``target_weight``, ``logprobs``, ``policy_loss``,
-    ``reduce``, ``metric_share`` and ``term_scale``. Here each target is one leaf's token, and
-    a term's mean over the micro-batch follows ``aggregation`` (``losses.aggregate``)."""
+    """b sequences padded to T ids; per-token tensors are (b, T − 1) in target space. It has the
+    methods the update calls a token batch through (as ``train.shared.PackedBatch``); here each
+    target is one leaf's token, and a term's mean follows ``aggregation`` (``losses.aggregate``)."""
 
     index: list[int]  # positions of these sequences in the caller's list
     input_ids: torch.Tensor  # (b, T)

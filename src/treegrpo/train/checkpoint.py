@@ -89,11 +89,10 @@ def save_checkpoint(
     keep: int = 2,
     healthy: bool = True,
 ) -> Path:
-    """Write checkpoint ``step`` atomically and keep only the newest ``keep`` of them, and the
-    newest ``healthy`` one (saved with no health problem pending, ``train.health``) besides.
+    """Write checkpoint ``step`` atomically; keep the newest ``keep`` and the newest ``healthy``
+    one.
 
-    Many arguments: the parts of a checkpoint (model, tokenizer, optimizer, scheduler, data
-    position) and how many to keep, each named at the call."""
+    Many arguments: the parts of a checkpoint and how many to keep, each named at the call."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:06d}"
@@ -151,10 +150,9 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def checkpoint_problem(path: Path) -> str | None:
-    """What is wrong with the checkpoint directory ``path`` (None: nothing found): no or
-    unreadable ``meta.json``, a file it lists missing or of another size, a safetensors file
-    whose header does not parse. Checkpoints of format 1 list no files: only ``meta.json`` and
-    the safetensors headers are checked."""
+    """What is wrong with checkpoint ``path`` (None: nothing found): no or unreadable ``meta.json``,
+    a file it lists missing or resized, a safetensors header that does not parse (format 1 lists no
+    files)."""
     try:
         meta = json.loads((path / "meta.json").read_text())
     except FileNotFoundError:
@@ -188,8 +186,7 @@ def healthy_checkpoint(run_dir: Path, before: int) -> Path | None:
 
 def discard_newer(run_dir: Path, checkpoint: Path, why: str = "damaged") -> list[Path]:
     """Rename every checkpoint of ``run_dir`` newer than ``checkpoint`` to ``<name>.<why>``
-    (damaged ones, which ``latest_checkpoint`` skipped, or those a rollback leaves behind), out
-    of the way of the steps redone from ``checkpoint`` and of the clean-up of old checkpoints;
+    (damaged, or left behind by a rollback), out of the way of the redone steps and the clean-up;
     returns the new names."""
     moved = []
     for p in _saved_in(run_dir):

@@ -25,18 +25,12 @@ def token_logprobs(
     keep: torch.Tensor | None = None,
     temperature: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log p(ids[t + 1] | ids[≤ t]) for every position: (b, T) ids → (b, T − 1), and the entropy
-    of each predictive distribution when asked (b, T − 1). p is the distribution the rollout
-    sampled from, softmax(logits / temperature) (``engine.sampling.policy_logprobs``, the same
-    definition as the engines' log-probs). The forward pass runs under autocast on CUDA when
-    ``autocast_dtype`` is lower than float32; the softmax is always float32.
-
-    ``keep`` (b, T − 1), nonzero at the targets whose values are read (the action tokens): the
-    LM head and the softmax run there only (``train.head``) and every other entry is 0.
-
-    Rows padded on the right (the trainer's micro-batches) need no mask: in a causal LM a real
-    token never attends to the padding after it, so the mask is dropped and attention runs its
-    causal kernel (same numbers on real positions, ~6% faster forward and backward on CPU)."""
+    """log p(ids[t + 1] | ids[≤ t]) for every position, p = softmax(logits / temperature) as the
+    rollout sampled (``engine.sampling.policy_logprobs``): (b, T) ids → (b, T − 1), and each
+    predictive distribution's entropy when asked. Autocast on CUDA where ``autocast_dtype`` is below
+    float32; the softmax is float32. ``keep`` (b, T − 1): nonzero at the targets read; the LM head
+    runs there only (``train.head``), other entries are 0. Rows padded on the right need no mask (a
+    real token never attends to later padding), so it is dropped for the causal kernel."""
     if _right_padded(attention_mask):
         attention_mask = None
     targets = input_ids[:, 1:]  # (b, T − 1)

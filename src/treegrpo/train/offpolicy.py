@@ -61,9 +61,8 @@ def is_weights(
     cap: float,
 ) -> torch.Tensor | None:
     """The importance weights w (module docstring) of a micro-batch's targets, shaped as
-    ``logp_old``, or None for ``correction`` "none". ``level`` "sequence" needs rows of whole
-    sequences, (b, T − 1) with ``mask`` 1 on each row's action targets (a packed batch's rows
-    hold several leaves: token level only)."""
+    ``logp_old``; None for ``correction`` "none". ``level`` "sequence" needs rows of whole sequences
+    (a packed batch's rows hold several leaves: token level only)."""
     if correction == "none":
         return None
     with torch.no_grad():

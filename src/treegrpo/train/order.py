@@ -31,15 +31,11 @@ def data_order(n: int, seed: int, position: int, count: int) -> list[int]:
 def mixed_order(
     sources: Sequence[int], weights: Sequence[float], seed: int, position: int, count: int
 ) -> list[int]:
-    """Draws ``position .. position + count`` of the weighted mixture over sources.
-
-    sources[i]: the source (training file) of question i, in 0 .. len(weights) - 1; weights[s]:
-    source s's relative share of the draws (finite, ≥ 0, some > 0; a source without questions
-    must weigh 0). Draw j picks source s_j = F⁻¹(u_j), u_j ~ U[0, 1) from the seeded stream
-    (F: the cumulative normalised weights), then the k-th draw of source s takes element k of
-    s's permutation stream (``data_order`` over s's questions, seeded by (seed, s)). Returns
-    question indices, i.e. positions in ``sources``.
-    """
+    """Draws ``position .. position + count`` of the weighted mixture over sources. sources[i]: the
+    source of question i; weights[s]: source s's share (finite, ≥ 0, some > 0; 0 for a source
+    without questions). Draw j picks s_j = F⁻¹(u_j), u_j ~ U[0, 1) from the seeded stream (F: the
+    cumulative normalised weights), then takes the next element of s_j's permutation stream
+    (``data_order``, seeded by (seed, s)). Returns question indices."""
     src = np.asarray(sources, dtype=np.int64)  # [n_questions]
     w = np.asarray(weights, dtype=np.float64)  # [n_sources]
     if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:

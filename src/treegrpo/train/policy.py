@@ -28,11 +28,9 @@ def is_lora(model: Any) -> bool:
 
 
 def prepare_policy(model: Any, cfg: ModelConfig, seed: int = 0) -> Any:
-    """Turn on gradient checkpointing, freeze ``cfg.frozen`` (full fine-tuning) and wrap
-    ``model`` with LoRA adapters as ``cfg`` asks;
-    returns the model to train (the peft wrapper with LoRA, else ``model`` itself). LoRA's A
-    matrices are drawn from ``seed`` (B starts at zero) without touching the global RNG, so a
-    run starts from the same adapters every time."""
+    """Turn on gradient checkpointing, freeze ``cfg.frozen`` and wrap ``model`` with LoRA as ``cfg``
+    asks; returns the model to train. LoRA's A matrices are drawn from ``seed`` without touching the
+    global RNG, so a run starts from the same adapters every time."""
     if cfg.grad_checkpointing:
         enable_grad_checkpointing(model)
     if cfg.lora_rank == 0:

@@ -75,10 +75,9 @@ def collate(
 def weighted_nll(
     model: Any, ids: torch.Tensor, action: torch.Tensor, labels: torch.Tensor, context: float
 ) -> torch.Tensor:
-    """Next-token NLL, mean over action tokens plus ``context`` × the mean over the other
-    labelled tokens (prompt and observations; 0: action tokens only, the RL loss's tokens).
-    ids, action, labels (B, T); position t predicts labels[t + 1]. The LM head and the softmax
-    run on the positions that count only (``train.head``)."""
+    """Next-token NLL, mean over action tokens plus ``context`` × the mean over the other labelled
+    tokens (0: action tokens only). ids, action, labels (B, T); position t predicts labels[t + 1];
+    the LM head runs on the positions that count only (``train.head``)."""
     target = labels[:, 1:]  # (B, T-1)
     is_action = action[:, 1:].bool() & (target != IGNORE)  # (B, T-1)
     keep = is_action | ((target != IGNORE) & (context > 0))  # (B, T-1)
@@ -115,15 +114,13 @@ def train_sft(
     cpu_speedups: bool | None = None,
     onednn: bool | None = None,
 ) -> list[float]:
-    """``steps`` AdamW updates, one length-grouped batch each (the data is cycled, reshuffled
-    every epoch). The loss is the mean NLL per action token, plus ``context_weight`` × the mean
-    NLL of the context tokens (``weighted_nll``). ``cpu_speedups``: ``engine.cpu.speedups``'s
-    switch (None = on for a model on CPU); ``onednn``: whether its linear layers train on oneDNN
-    (None: where ``engine.cpu.onednn.preferred``; True needs the switch on). Returns each
-    step's loss.
+    """``steps`` AdamW updates, one length-grouped batch each (data cycled, reshuffled every epoch),
+    of ``weighted_nll`` with ``context_weight``. ``cpu_speedups``: ``engine.cpu.speedups``'s switch
+    (None: on for a model on CPU); ``onednn``: linear layers train on oneDNN (None: where
+    ``engine.cpu.onednn.preferred``). Returns each step's loss.
 
-    Many arguments: the optimizer's and the batches' settings as explicit values (house style for
-    training math), each warm start passing its own."""
+    Many arguments: the optimizer's and the batches' settings as explicit values, each warm start
+    passing its own."""
     if not examples:
         raise ValueError("no examples to train on")
     fast = speedups.enabled(model, cpu_speedups)

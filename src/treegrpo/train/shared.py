@@ -152,10 +152,9 @@ def pack_batches(
     pad_id: int = 0,
     overhead: int = BATCH_OVERHEAD,
 ) -> list[PackedBatch]:
-    """The kept ``leaves`` of one mini-batch (node ids, with their ``advantages``) packed one
-    row per prompt, or several where one row's attention would cost more (``span``, see
-    ``row_span``; None: one row per prompt), and the rows cut into micro-batches of at most
-    ``max_tokens`` padded positions (a longer row gets a micro-batch of its own) as
+    """The kept ``leaves`` of one mini-batch (node ids, with their ``advantages``) packed a row per
+    prompt, or several where one row's attention would cost more (``span``, ``row_span``; None: one
+    row), the rows cut into micro-batches of at most ``max_tokens`` padded positions as
     ``train.batch`` cuts sequences."""
     if len(leaves) != len(advantages):
         raise ValueError(f"{len(leaves)} leaves but {len(advantages)} advantages")
@@ -203,15 +202,10 @@ def _split_row(
     size: dict[int, int],
     span: int | None,
 ) -> list[list[int]]:
-    """One prompt's leaves ``idx`` (a prompt of ``start`` tokens, steps of ``size`` tokens) cut
-    into packed rows; ``span`` None: one row.
-
-    A row of S tokens costs about S · (1 + S / span) (its layers per token, plus attention
-    under a dense mask: S² pairs, each 1 / span of a token's other work; ``row_span``), so
-    one wide row can cost more than its paths apart. Leaves are taken in depth-first order
-    (sorted by path), so the leaves under one node stay together; a leaf joins the current row
-    while what that adds (its path's tokens not yet in the row) costs less than starting a row
-    of its own, which repeats the prompt and the steps it shares."""
+    """One prompt's leaves ``idx`` (a prompt of ``start`` tokens, steps of ``size`` tokens) cut into
+    packed rows (``span`` None: one). A row of S tokens costs about S · (1 + S / span)
+    (``row_span``). Leaves go in depth-first order, each joining the current row while the tokens it
+    adds cost less than a row of its own, which repeats the prompt and the shared steps."""
     if span is None:
         return [idx]
 
@@ -236,9 +230,9 @@ def _split_row(
 
 def row_span(config: Any) -> int:
     """The row width at which a packed row's attention costs as much as the rest of its layers:
-    per token the projections and MLP take about 2 (4H + 3I) flops (H hidden, I the MLP's
-    width) and each attended pair 4H (scores and values), so S0 = (4H + 3I) / 2. Tiny default
-    (H 128, I 512): 1,024; SmolLM2-135M: 3,456; Qwen2.5-3B: 20,608."""
+    per token the projections and MLP take about 2 (4H + 3I) flops (H hidden, I the MLP's width)
+    and each attended pair 4H, so S0 = (4H + 3I) / 2; Qwen2.5-3B: 20,608, the others in
+    docs/configuration.md, "Algorithm settings worth knowing"."""
     hidden = int(config.hidden_size)
     inner = int(getattr(config, "intermediate_size", None) or 4 * hidden)
     return (4 * hidden + 3 * inner) // 2
@@ -372,10 +366,9 @@ def packed_ppo_loss(
     is_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Σ_t pg_t (module docstring): the duplicated update's clipped PPO loss of these targets'
-    leaves, already weighted into the mini-batch's loss; and, as ``losses.ppo_clip_loss``
-    reports them, the clipped fraction and approximate KL over the targets counted once per
-    leaf. ``is_weight`` (n,): a detached token-level importance weight on each target's term
-    (``train.offpolicy``; the same for every leaf through it, since they share the token)."""
+    leaves, weighted into the mini-batch's loss, with ``losses.ppo_clip_loss``'s clipped fraction
+    and approximate KL over the targets counted once per leaf. ``is_weight`` (n,): a detached
+    token-level importance weight per target (``train.offpolicy``)."""
     log_ratio = torch.clamp(logp - logp_old, -20.0, 20.0)  # (n,)
     ratio = torch.exp(log_ratio)
     up = torch.clamp(ratio, max=1.0 + clip_eps)  # min(r, 1 + ε)

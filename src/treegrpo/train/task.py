@@ -37,13 +37,10 @@ class TrainItem:
 
 @dataclass(frozen=True)
 class TrainTask:
-    """What RL trains: the model at ``model_path`` (``load_model(path)`` → (model, tokenizer)
-    on the CPU), the agent's tools, its questions, sampling parameters and limits.
-
-    ``mix``: the sampling weight of each training source (``TrainItem.source``): each prompt
-    comes from source s with probability mix[s] / Σ mix (``train.order.mixed_order``); empty:
-    every question once per epoch (``data_order``). ``demos``: demonstrations (token ids and
-    action mask) for ``algo.demo_coef``'s term."""
+    """What RL trains: the model at ``model_path`` (``load_model(path)`` → (model, tokenizer) on the
+    CPU), the agent's tools, questions, sampling parameters and limits. ``mix``: each training
+    source's sampling weight (``train.order.mixed_order``; empty: every question once per epoch);
+    ``demos``: demonstrations (token ids, action mask) for ``algo.demo_coef``'s term."""
 
     model_path: str | Path
     load_model: Callable[[Path], tuple[Any, Any]]
@@ -58,10 +55,8 @@ class TrainTask:
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """The run's configs: the algorithm, the optimizer, the run (steps, seed, checkpoints), the
-    model (LoRA or full fine-tuning, device, precision, engine, CPU speed-ups) and the health
-    alarms with what they do (``health.action`` rollback raises ``train.health.Rollback`` for
-    the caller to resume from the checkpoint it names; ``jobs.runner`` does)."""
+    """The run's configs: algorithm, optimizer, run, model and health (``health.action`` rollback
+    raises ``train.health.Rollback`` for the caller, ``jobs.runner``, to resume from)."""
 
     algo: AlgorithmConfig
     optim: OptimConfig
@@ -74,16 +69,13 @@ class TrainSettings:
 class TrainHooks:
     """Callbacks of a run, each optional.
 
-    - ``evaluate(model, tokenizer, step, engine)`` → metrics to log (the trainer's engine, on the
-      current weights), every ``run.eval_every`` steps;
-    - ``on_step(step, metrics)`` after every step (the progress display);
-    - ``rollout_source()`` makes where the forests come from (rollout workers,
-      ``treegrpo.distributed``; default: this process's engine on the policy); it gets the
-      policy's weights at the start and after every update;
+    - ``evaluate(model, tokenizer, step, engine)`` → metrics to log, every ``run.eval_every`` steps;
+    - ``on_step(step, metrics)`` after every step;
+    - ``rollout_source()`` makes where the forests come from (default: this process's engine), given
+      the policy's weights at the start and after every update;
     - ``learner(policy, optimizer, scheduler)`` makes where the update runs when not in this
-      process (the FSDP ranks of ``treegrpo.distributed.fsdp``), starting from these as they
-      are (a resumed run's); the policy then mirrors its weights after every update and the
-      optimizer its state before every checkpoint."""
+      process (``treegrpo.distributed.fsdp``), from these as they are; the policy then mirrors
+      its weights after every update and the optimizer its state before every checkpoint."""
 
     evaluate: Callable[[Any, Any, int, Engine | EngineKind], dict[str, float]] | None = None
     on_step: Callable[[int, dict[str, float]], None] | None = None

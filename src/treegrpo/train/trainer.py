@@ -190,10 +190,8 @@ def _watch_and_log(
 
 
 def _checkpoint_to_resume(out: Path, run: RunConfig, lora: bool) -> Path | None:
-    """The newest complete checkpoint when ``run.resume`` (damaged newer ones set aside), else
-    None after clearing what a previous run left (``_start_afresh``). Resuming a directory that
-    holds no checkpoint (a run killed before its first, or a mistyped path) starts from step 0
-    and says so."""
+    """The newest complete checkpoint when ``run.resume`` (damaged newer ones set aside; none: step
+    0, said so), else None after ``_start_afresh``."""
     ckpt = latest_checkpoint(out) if run.resume else None
     if ckpt is not None:
         _check_resumable(ckpt, lora)
@@ -222,13 +220,12 @@ def _load_models(
     fast: bool,
 ) -> tuple[Any, Any | None, Any]:
     """The policy (LoRA-wrapped or not, from the checkpoint when resuming), the frozen reference
-    policy when the KL term needs one here, and the tokenizer, on ``device``, with the CPU
-    speed-ups attached when ``fast``. LoRA trains adapters on the frozen starting model and
-    resumes from its saved adapter; full fine-tuning resumes from model/. A LoRA policy's base
-    (adapters off) is its own reference; ``own_reference`` False: the training ranks hold it.
+    when the KL term needs one here (``own_reference`` False: the training ranks hold it; a LoRA
+    policy is its own, adapters off), and the tokenizer, on ``device``, with the CPU speed-ups when
+    ``fast``.
 
-    Many arguments: where the models come from and how the run trains them, each named at its
-    one call."""
+    Many arguments: where the models come from and how the run trains them, each named at its one
+    call."""
     lora = model_cfg.lora_rank > 0
     policy, tokenizer = load_model(ckpt / "model" if ckpt and not lora else Path(model_path))
     policy = prepare_policy(policy, model_cfg, seed=seed)
@@ -487,10 +484,9 @@ def _previous_files(out: Path) -> list[Path]:
 
 
 def _start_afresh(out: Path, resume: bool, overwrite: bool) -> None:
-    """Clear what a previous run left in ``out`` before step 1, so its steps never mix into this
-    run's metrics and its checkpoints are never taken for this run's (a checkpointed run is
-    refused unless ``overwrite``; with ``resume`` and no checkpoint yet, killed before the
-    first one, its logged steps are simply redone)."""
+    """Clear what a previous run left in ``out`` before step 1, so its steps and checkpoints never
+    mix into this run's; a checkpointed run is refused unless ``overwrite`` (with ``resume`` and no
+    checkpoint, its logged steps are redone)."""
     refuse_previous_run(out, resume, overwrite)
     for p in _previous_files(out):
         if p.is_dir():
