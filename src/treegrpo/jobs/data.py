@@ -280,11 +280,10 @@ def make_retriever(data: DataConfig) -> SearchTool:
 def eval_inputs(
     name: str, data: DataConfig, limit: int | None = None
 ) -> tuple[list[EvalItem], SearchTool | Toolbox]:
-    """``treegrpo eval``'s questions and tools: the first ``limit`` questions of ``name`` (a
-    question file or a built-in set such as "wiki-web:test:link") and the search tool or
-    toolbox that ``data``'s tool fields name (``make_tool``). The names are checked and the
-    questions read before any index is built or site started, so a mistake fails at once.
-    Raises ValueError (the problems, by flag) or OSError (missing files)."""
+    """``treegrpo eval``'s questions and tools: the first ``limit`` questions of ``name`` (a file
+    or a built-in set) and the tool ``data`` names (``make_tool``), names checked and questions
+    read before any index or site starts. ValueError (the problems, by flag) or OSError (missing
+    files)."""
     problem = _check_name(name, BUILTIN_QUESTIONS)
     problems = ([f"--data: {problem}"] if problem else []) + check_tools(data, "--")
     if problems:
@@ -311,11 +310,10 @@ class Questions:
 
 
 def read_questions(data: DataConfig) -> Questions:
-    """Check ``data`` and read its questions: cheap, so a bad name or row stops before a run
-    directory is made. A training question asked word for word by a held-out one
-    (``same_question``; a validation split carved out of train, a test file that repeats train
-    rows) is left out of training and counted in ``dropped``. Raises ValueError (bad names, bad
-    rows) or OSError (missing files, missing packages of the built-in sets)."""
+    """Check ``data`` and read its questions (cheap: a bad name or row stops before a run
+    directory is made). A training question a held-out one asks word for word (``same_question``)
+    is left out and counted in ``dropped``. ValueError (bad names, rows) or OSError (missing
+    files, packages)."""
     problems = check_data(data)
     if problems:
         raise ValueError("; ".join(problems))
@@ -334,10 +332,9 @@ def read_questions(data: DataConfig) -> Questions:
 
 
 def prepare_inputs(data: DataConfig, questions: Questions | None = None) -> DataInputs:
-    """The questions (``read_questions``, unless given), then the model directory (a built-in
-    one is built or loaded from the cache) and the search tool (an index is built or loaded
-    from the cache). Logs how many training questions were left out as held out; callers that
-    keep a run log open it first (``treegrpo train`` does)."""
+    """The questions (``read_questions``, unless given), the model directory and the search tool,
+    each built or loaded from the cache; logs how many training questions were left out as held out
+    (a caller that keeps a run log opens it first)."""
     questions = questions or read_questions(data)
     if questions.dropped:
         log.warning("left %d training questions out: they are held out", questions.dropped)
@@ -378,10 +375,9 @@ def _evaluator(inputs: DataInputs, data: DataConfig) -> Evaluator:
 def evaluate_model_dir(
     path: Path, inputs: DataInputs, data: DataConfig, device: str = "auto"
 ) -> dict[str, Any] | None:
-    """Load the model at ``path`` onto ``device`` (``ModelConfig.device``) and evaluate it with
-    ``held_out_eval``; None without held-out questions. With ``inputs.model_dir`` this is the
-    starting model's report: runs that share ``inputs`` can compute it once and hand it to
-    ``run_data(before=…)``."""
+    """Load the model at ``path`` onto ``device`` and evaluate it with ``held_out_eval`` (None
+    without held-out questions); for ``inputs.model_dir``, the starting report
+    ``run_data(before=…)`` takes."""
     if not inputs.held_out:
         return None
     model, tokenizer = load_model(path)

@@ -139,13 +139,10 @@ def run_job(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Evaluate, train, evaluate, report; returns the summary also written to
-    ``<run>/summary.json``.
-
-    ``settings``: the run's configs (a health rollback resumes as ``_train_with_rollbacks``
-    says); ``cluster``: the Ray actors to sample and update on. ``before``: the starting
-    model's held-out report to write instead of evaluating it again (runs that share the
-    starting model and the held-out questions can share it); a resumed run reads the one its
-    first part wrote."""
+    ``<run>/summary.json``. ``settings``: the run's configs (rollbacks:
+    ``_train_with_rollbacks``); ``cluster``: the Ray actors to sample and update on; ``before``:
+    the starting model's held-out report, to write instead of evaluating again (a resumed run
+    reads the one its first part wrote)."""
     algo, optim, run, model_cfg = settings.algo, settings.optim, settings.run, settings.model
     t0 = time.perf_counter()
     out = start_run(run)

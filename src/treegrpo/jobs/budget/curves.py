@@ -75,10 +75,9 @@ def matched(
     against_budget: int | None = None,
     axis: str = "tokens",
 ) -> dict[str, Any] | None:
-    """``method`` at ``budget`` − ``against`` at ``against_budget`` (default the same), read
-    at the matched spend of each seed on ``axis`` ("tokens" or "seconds"): ΔEM and ΔAUC per
-    seed, their means and 95% intervals (None with one seed), and the matched spends. None
-    when no seed has both runs with a curve."""
+    """``method`` at ``budget`` − ``against`` at ``against_budget`` (default the same), read at each
+    seed's matched spend on ``axis`` ("tokens" or "seconds"): ΔEM and ΔAUC per seed, their means and
+    95% intervals (None with one seed), the spends. None when no seed has both curves."""
     if axis not in AXES:
         raise ValueError(f"axis must be one of {', '.join(AXES)}, got {axis!r}")
     other = budget if against_budget is None else against_budget

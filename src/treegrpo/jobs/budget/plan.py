@@ -222,15 +222,12 @@ def warm_start_choices(
 def bench_settings(
     quick: bool = False, config: str | Path | None = None, **overrides: Any
 ) -> BenchSettings:
-    """The full or quick defaults with the given fields replaced (None values are ignored).
-
-    ``config``: data mode with this run config (``load_data_job``): steps, prompts per step and
-    held-out questions and periodic evaluation default to the file's (quick: 3 steps, at most 30
-    questions), workers to 1, the outputs to bench/results/budget-data[-quick].json and
-    runs/bench-budget/data[-quick]. A ``world_seed`` other than the preset's (a validation
-    world) adds "-world<seed>" to the default output and run directory names.
-    Raises ValueError on bad settings, a config file that does not fit, or a data section that
-    ``jobs.data.check_data`` rejects or that has no held-out questions."""
+    """The full or quick defaults with the given fields replaced (None values ignored). ``config``:
+    data mode with this run config (``load_data_job``): steps, prompts per step, held-out questions
+    and periodic evaluation from the file (quick: 3 steps, at most 30 questions), one worker,
+    outputs bench/results/budget-data[-quick].json and runs/bench-budget/data[-quick],
+    "-world<seed>" added for a validation world. ValueError on bad settings, a config that does not
+    fit, or a data section ``jobs.data.check_data`` rejects or without held-out questions."""
     base = BenchSettings()
     tag = ""
     if config is not None:
@@ -323,19 +320,14 @@ def plan_runs(
     warms: Sequence[tuple[str, WarmStartConfig | None]] = (("", WarmStartConfig()),),
     cross: bool = False,
 ) -> list[RunSpec]:
-    """Chain and tree at each budget for each seed, plus one tree run per expansion rule of
-    ``expansions`` at each budget ("tree-<rule>"), one per rule of ``difficulty`` with budgets
-    that follow difficulty ("tree-<rule>+difficulty"), the ablation's two modes at ≈ 4, and with
-    ``quarter`` a chain run at 4× each budget where the ladder has that rung (and it is not
-    among ``budgets`` already).
-
-    ``base``: the algorithm settings every run starts from (the embedded preset, or the data
-    mode's config). Chain runs change only ``algo`` and ``m`` of it, exactly as
-    ``treegrpo train --algo.algo chain --algo.m B`` does; tree runs set (M, N, L) from the
-    ladder (every leaf kept: k None) and the expansion rule (uniform but in the rule runs; the
-    rules' parameters are the base's); all use their algorithm's default advantage mode.
-    ``warms``: (tag, warm start) pairs, the i-th seed starting from the i-th (cycling), or with
-    ``cross`` every seed from every one.
+    """Chain and tree at each budget for each seed, plus a "tree-<rule>" run per rule of
+    ``expansions``, a "tree-<rule>+difficulty" run per rule of ``difficulty``, the ablation's two
+    modes at ≈ 4, and with ``quarter`` chains at 4× each budget where the ladder has that rung
+    (docs/evaluation.md, "The budget benchmark: `treegrpo bench-budget`"). ``base``: the algorithm
+    settings every run starts from; chain runs change only ``algo`` and ``m``, as ``--algo.algo
+    chain --algo.m B`` does; tree runs set (M, N, L) from the ladder (k None) and the rule, each
+    with its algorithm's default advantage mode. ``warms``: (tag, warm start) pairs, seed i starting
+    from the i-th (cycling), or with ``cross`` every seed from each.
 
     Many arguments: one per axis of the benchmark, each a flag of ``treegrpo bench-budget``."""
     rules, hard = tuple(expansions), tuple(difficulty)

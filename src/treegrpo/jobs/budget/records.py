@@ -76,14 +76,10 @@ def per_1k_tokens(trajectories: float, tokens: float) -> float:
 def run_record(
     identity: dict[str, Any], summary: dict[str, Any], steps: Sequence[dict[str, Any]]
 ) -> dict[str, Any]:
-    """One run's numbers from its ``summary.json`` and the RL-step lines of ``metrics.jsonl``,
-    after ``identity`` (name, method, budget, seed, shape, advantage mode, expansion rule).
-
-    Held-out (after RL): EM, F1, EM by hop count and by data source (either may be empty),
-    tool calls per question. Spent in training (mean over steps, per prompt): leaves, generated
-    tokens, tool calls; their totals over the run; trajectories per 1,000 generated tokens; the
-    engine's processed ÷ distinct tokens.
-    """
+    """One run's numbers from its ``summary.json`` and the RL-step lines of ``metrics.jsonl``, after
+    ``identity``: held-out EM, F1, EM by hop and by source (either may be empty) and tool calls per
+    question; spent per prompt (mean over steps) and in total: leaves, generated tokens, tool calls;
+    trajectories per 1,000 generated tokens; the engine's processed ÷ distinct tokens."""
     if not steps:
         raise ValueError(f"{identity.get('name')}: metrics.jsonl has no RL step")
     after, end = summary["after"], summary["after"]["overall"]
@@ -155,10 +151,8 @@ def _depth_shares(steps: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 
 def paired_differences(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per budget: tree − chain held-out EM paired by seed (both runs of a seed share the
-    warm start, the prompts and the held-out questions), with the mean difference and its 95%
-    interval (Student t over the seeds; None with fewer than two); then each expansion rule's
-    tree run ("tree-<rule>") − the uniform tree and − the chain, per budget, the same way.
+    """Per budget: tree − chain held-out EM paired by seed, with the mean and its 95% Student-t
+    interval (None under two seeds); then each "tree-<rule>" − the uniform tree and − the chain.
     Each entry names its ``method`` and what it is compared ``against``."""
     by: dict[tuple[str, int, str], float] = {
         (r["method"], r["budget"], unit(r)): r["em"] for r in records

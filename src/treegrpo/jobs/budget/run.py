@@ -66,10 +66,9 @@ def warm_start_report(cfg: EmbeddedConfig, warm: WarmStartConfig) -> dict[str, A
 
 
 def data_start(s: BenchSettings) -> tuple[Any, dict[str, Any]]:
-    """Data mode: read the questions, prepare the model directory and the search tool
-    (``jobs.data.prepare_inputs``), and evaluate the starting model on the held-out questions
-    exactly as ``run_data`` does before training; returns the inputs and that report, which
-    every run gets instead of repeating it. Bad rows or missing files stop the benchmark."""
+    """Data mode: prepare the inputs (``jobs.data.prepare_inputs``) and evaluate the starting
+    model on the held-out questions once, as ``run_data`` would; returns both. Bad rows or files
+    stop it."""
     assert s.job is not None
     data = data_config(s)
     try:
@@ -142,10 +141,9 @@ def run_pending(
     clock: _Clock,
     inputs: Any = None,
 ) -> list[str]:
-    """Run ``pending`` (costliest first) in ``s.workers`` pinned processes, or in this process
-    when workers is 1 (data mode: with the ``inputs`` prepared here; worker processes prepare
-    their own); ``befores``: the starting model's report by warm start tag. Returns the names
-    of runs that failed (their error is printed)."""
+    """Run ``pending`` (costliest first) in ``s.workers`` pinned processes, or here when workers is
+    1 (data mode: with ``inputs``); ``befores``: the starting report by warm start tag. Returns the
+    names of failed runs (their errors printed)."""
     order = sorted(pending, key=lambda sp: -sp.cost)
     failed: list[str] = []
 
@@ -210,10 +208,9 @@ def _run_in_pool(
 
 
 def _init_worker(cores: Any) -> None:
-    """Pin this worker to one core and one torch thread (the OpenMP and MKL variables say one
-    thread too, for what starts after this), and have it end with the benchmark: on Linux a
-    worker whose parent dies gets SIGTERM, so a killed benchmark leaves no worker training into
-    a run directory on its own."""
+    """Pin this worker to one core and one torch thread (and the OpenMP and MKL variables), and end
+    it with its parent (SIGTERM on Linux), so a killed benchmark leaves no worker training on its
+    own."""
     _die_with_parent()
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
@@ -248,11 +245,9 @@ def _shape_text(spec: RunSpec) -> str:
 def run_benchmark(
     s: BenchSettings, warm: WarmStartConfig | None = None, command: str | None = None
 ) -> dict[str, Any]:
-    """Run (or reuse) every run of ``s``, then write the JSON, the markdown table and the plots;
-    returns the result (the table is printed too). ``warm``: the warm start every run starts
-    from in embedded mode (default: the embedded job's; tests pass a tiny one); ``command``: for
-    the header (default: this process's command line). In data mode (``s.job``) every run starts
-    from the config's model; the result's "warm_start" is that model's report."""
+    """Run (or reuse) every run of ``s``, write the JSON, the markdown table (printed too) and the
+    plots, and return the result. ``warm``: the embedded mode's warm start (default the embedded
+    job's); ``command``: for the header. In data mode every run starts from the config's model."""
     warms = warm_start_choices(s, warm or WarmStartConfig()) if s.job is None else [("", None)]
     t0 = time.perf_counter()
     hf_logging.disable_progress_bar()  # one line per run is the progress

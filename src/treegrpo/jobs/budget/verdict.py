@@ -26,12 +26,10 @@ def _tree_methods(records: Sequence[dict[str, Any]], budget: int) -> list[str]:
 
 
 def matched_comparisons(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per budget: each tree method − the chain at equal generated tokens and at equal training
-    wall time; each other tree method − the uniform tree at equal tokens; and for each tree
-    method at ≈b with chains at ≈4b, the quarter comparison at equal tokens (``matched``) and
-    at equal steps (final EM, ``axis`` "steps"), with its control: the chains at ≈b against
-    those at ≈4b on the same two axes, which says how much of a tree's lead per token is the
-    smaller batch's alone. Entries whose runs are missing are left out."""
+    """Per budget, the comparisons at matched spend (``matched``) of docs/evaluation.md,
+    "Equal spend, not equal rungs": each tree method − the chain at equal tokens and time, each
+    other tree method − the uniform tree, and the quarter comparison with its control; missing
+    runs are left out."""
     out: list[dict[str, Any]] = []
     budgets = sorted({r["budget"] for r in records})
     for b in budgets:
@@ -119,11 +117,8 @@ DEPTH_COLUMNS = ("0", "1", "2", "3+")
 
 
 def diagnostics_table(aggregates: Sequence[dict[str, Any]]) -> str:
-    """What each method spent and what its trees held (mean over steps and seeds): generated and
-    processed tokens per prompt per step, the share of trees with mixed rewards, the share of
-    prompts with no signal (all leaves alike) over all steps and the first ten, where expansions
-    branched (share per depth, 0 the root), the expansion choice's share of step time and the
-    training time per run."""
+    """What each method spent and what its trees held, mean over steps and seeds (the table of
+    docs/evaluation.md, "Equal spend, not equal rungs")."""
     rows = [a for a in aggregates if a["method"] not in ABLATION and "no_signal" in a]
     if not rows:
         return ""
