@@ -108,9 +108,9 @@ def _inverse_cdf(
     probs: torch.Tensor, generator: torch.Generator | None, uniforms: torch.Tensor | None
 ) -> torch.Tensor:
     """One draw per row of ``probs`` (B, V) → (B,): the first index whose cumulative probability
-    exceeds u · (row total), u ~ U(0, 1), so token i comes with probability p_i / Σp and a token of
-    probability 0 never; ``torch.multinomial``'s distribution, faster (docs/library.md, "The
-    engine")."""
+    exceeds u · (row total), u ~ U(0, 1), so token i comes with probability p_i / Σp and a token
+    of probability 0 never; ``torch.multinomial``'s distribution, faster on CPU
+    (docs/library.md, "The engine")."""
     cdf = probs.cumsum(dim=-1)  # (B, V)
     if uniforms is None:
         uniforms = torch.rand(probs.shape[0], generator=generator, device=probs.device)
