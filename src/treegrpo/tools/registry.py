@@ -185,10 +185,9 @@ class Toolbox(Closes):
         return len(self._tools)
 
     def run(self, name: str, calls: Sequence[tuple[str, tuple[PastCall, ...]]]) -> list[Outcome]:
-        """Run the calls of one step to tool ``name``: ``calls[i] = (argument text, history)``.
-        Arguments the tool refuses get an error outcome and are not sent; the others go in one
-        batch. Never raises for a tool's failure: each call's outcome says what happened. A tool
-        that raises anything but ``ToolFailed`` (a bug) fails its batch the same way, logged
+        """Run the calls of one step to tool ``name`` (``calls[i] = (argument text, history)``):
+        refused arguments get an error outcome, the others go in one batch. Never raises for a
+        tool's failure; a tool raising anything but ``ToolFailed`` (a bug) fails its batch, logged
         with its traceback."""
         tool = self._tools[name]
         out: list[Outcome | None] = [None] * len(calls)

@@ -58,26 +58,16 @@ class _Refused(Exception):
 
 
 class PageFetcher(Reopens):
-    """Fetches pages; see the module docstring for the rules. Pickles as its settings
-    (``reopen``): a Ray worker's copy opens its own connections.
+    """Fetches pages (docs/tools.md, "Fetching pages"); pickles as its settings (``reopen``), so a
+    Ray worker's copy opens its own connections. Timeouts in seconds: connect_timeout, read_timeout
+    (each piece of the response), total_timeout (a whole page, redirects and body). max_bytes: body
+    bytes read at most, after decompression; oversize: "truncate" keeps them as a page marked
+    truncated, "refuse" fails; max_redirects; cache_size: the LRU's pages (0: none); workers: pages
+    fetched at once; user_agent: the User-Agent header (some sites refuse clients without one);
+    proxy: for every request (one enforcing an allow-list); hosts: names answered by a fixed address
+    (``{"wiki.test": "127.0.0.1:41234"}``, ``tools.web.hosts``), pages keeping the name.
 
-    Args:
-        connect_timeout: Seconds to open a connection.
-        read_timeout: Seconds to wait for each piece of the response.
-        total_timeout: Seconds for a whole page, redirects and body included.
-        max_bytes: Body bytes read at most (after decompression).
-        oversize: "truncate" keeps the first ``max_bytes`` as a page marked truncated;
-            "refuse" makes a bigger page a failure.
-        max_redirects: Redirects followed at most.
-        cache_size: Pages kept in the LRU cache (0: no cache).
-        workers: Pages fetched at once in a batch.
-        user_agent: The User-Agent header (some sites refuse clients without one).
-        proxy: An HTTP(S) proxy for every request, e.g. one that enforces an allow-list.
-        hosts: Host names answered by a fixed address (``{"wiki.test": "127.0.0.1:41234"}``,
-            ``tools.web.hosts``): pages keep the name in their URLs, never the port.
-
-    Many arguments: one per limit of the fetcher (timeouts, sizes, redirects, hosts), each a
-    setting users give as a ``--data.*`` flag.
+    Many arguments: one per limit of the fetcher, each a setting users give as a ``--data.*`` flag.
     """
 
     def __init__(

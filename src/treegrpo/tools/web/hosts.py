@@ -16,13 +16,9 @@ import httpx
 
 
 class RoutedTransport(httpx.BaseTransport):
-    """Sends each request to ``address`` (``"127.0.0.1:41234"``) over plain HTTP, keeping the
-    request's own URL and ``Host`` header for what the client and server see.
-
-    Args:
-        address: ``host:port`` of the server that answers for the routed name.
-        **transport: Options of the ``httpx.HTTPTransport`` underneath (``limits``, ...).
-    """
+    """Sends each request to ``address`` (``host:port``, e.g. ``"127.0.0.1:41234"``) over plain
+    HTTP, keeping the request's own URL and ``Host`` header; ``**transport``: options of the
+    ``httpx.HTTPTransport`` underneath."""
 
     def __init__(self, address: str, **transport: Any) -> None:
         host, sep, port = address.rpartition(":")

@@ -50,13 +50,11 @@ class SearchBackendError(ToolFailed):
 
 
 class HttpSearch(Reopens):
-    """What both clients share: the HTTP client, retries, the thread pool, the batch's errors.
-    Pickles as its settings (``reopen``): a Ray worker's copy opens its own connections.
-    A subclass says how one query becomes a request (``_request``) and how the answer becomes
-    hits (``_hits``).
+    """What both clients share: the HTTP client, retries, the thread pool, the batch's errors;
+    pickles as its settings (``reopen``). A subclass turns a query into a request (``_request``) and
+    the answer into hits (``_hits``).
 
-    Many arguments: one per setting of the search back-end (URL, API shape, fields, limits),
-    each a setting users give as a ``--data.*`` flag."""
+    Many arguments: one per setting of the search back-end, each a ``--data.*`` flag."""
 
     def __init__(
         self,
@@ -120,18 +118,11 @@ class HttpSearch(Reopens):
 
 
 class SearxngSearch(HttpSearch):
-    """A SearXNG instance's JSON search API (see the module docstring).
-
-    Args:
-        base_url: The instance, e.g. ``http://127.0.0.1:8888`` (``/search`` is appended unless
-            the URL already ends with it).
-        categories: Comma-separated categories (``general``, ``news``, ``science``, …).
-        engines: Comma-separated engines, overriding the categories' defaults.
-        language: A language code (``en``, ``de-CH``, ``all``).
-        time_range: ``day``, ``month`` or ``year``.
-        safesearch: 0 (off), 1 (moderate) or 2 (strict).
-        Others: as ``HttpSearch`` (timeout, retries, backoff, headers, workers).
-    """
+    """A SearXNG instance's JSON search API (docs/tools.md, "Searching"). base_url: the instance
+    (``/search`` appended unless there); categories, engines: comma-separated (engines override the
+    categories' defaults); language: a code (``en``, ``de-CH``, ``all``); time_range: ``day``,
+    ``month`` or ``year``; safesearch: 0 (off), 1 (moderate) or 2 (strict); the others as
+    ``HttpSearch``."""
 
     def __init__(
         self,
@@ -176,23 +167,14 @@ class SearxngSearch(HttpSearch):
 
 
 class JsonSearch(HttpSearch):
-    """A JSON search API described by its fields.
+    """A JSON search API described by its fields. method: "GET" (URL parameters) or "POST" (a JSON
+    body); query_param: the query's parameter or field; results_path: dotted path to the result list
+    (a number picks an element: ``responses.0.hits``); title_field, url_field, snippet_field: each
+    result's fields, dotted too (HTML tags dropped); topk_param: the parameter asking for a number
+    of results, if any (hits are cut to ``topk`` anyway); params: fixed parameters sent every time
+    (an API key); the others as ``HttpSearch``.
 
-    Args:
-        url: The endpoint.
-        method: "GET" sends the query as URL parameters, "POST" as a JSON body.
-        query_param: The query's parameter (or body field).
-        results_path: Dotted path to the list of results in the answer (``data.web.results``;
-            a number picks a list element: ``responses.0.hits``).
-        title_field, url_field, snippet_field: Each result's fields (dotted paths too). HTML
-            tags in titles and snippets (``<strong>``) are dropped.
-        topk_param: The parameter that asks for a number of results, if the API has one (the
-            hits are cut to ``topk`` either way).
-        params: Fixed parameters (or body fields) sent with every query, e.g. an API key.
-        Others: as ``HttpSearch`` (timeout, retries, backoff, headers, workers).
-
-    Many arguments: one per setting of the JSON API (URL, method, fields, limits), each a
-    setting users give as a ``--data.*`` flag.
+    Many arguments: one per setting of the JSON API, each a ``--data.*`` flag.
     """
 
     def __init__(

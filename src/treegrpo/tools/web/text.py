@@ -222,12 +222,10 @@ def cut(text: str, limit: int) -> str:
 
 
 def select_passages(text: str, goal: str | None, max_chars: int) -> str:
-    """The passages of ``text`` that best match ``goal``, in page order, in at most
-    ``max_chars`` characters (passages on separate lines, a ``…`` line where text was skipped).
-
-    Passages are taken best-first (BM25, ties to the earlier one) while they fit; a best
-    passage too long for what is left is cut. With no goal, or none of its words on the page,
-    the page's beginning is shown."""
+    """The passages of ``text`` that best match ``goal`` (BM25, ties to the earlier), taken best
+    first while they fit in ``max_chars``, shown in page order on separate lines with ``…`` where
+    text was skipped; a best passage too long for what is left is cut; no goal or no match: the
+    beginning."""
     if max_chars <= 0:
         return ""
     parts = passages(text)
