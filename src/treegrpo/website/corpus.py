@@ -98,12 +98,8 @@ def read_site_corpus(path: str | Path) -> list[WebArticle]:
 
 
 class LinkIndex:
-    """Every title of the site grouped by first word, to find the mentions in a lead.
-
-    Args:
-        titles: The site's titles; those under ``MIN_TITLE_CHARS`` characters or not
-            starting with a word character are never linked (``skipped`` counts them).
-    """
+    """Every title of the site grouped by first word, to find the mentions in a lead; titles under
+    ``MIN_TITLE_CHARS`` or not starting with a word character are never linked (``skipped``)."""
 
     def __init__(self, titles: Iterable[str]) -> None:
         by_word: dict[str, list[str]] = defaultdict(list)

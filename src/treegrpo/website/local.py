@@ -26,14 +26,9 @@ START_TIMEOUT_S = 30.0
 
 
 class LocalSite:
-    """A site served by uvicorn in a background thread (use ``LocalSite.start``).
-
-    Attributes:
-        address: ``127.0.0.1:<port>``, where it really listens.
-        url: ``http://<address>``, for a client that names the port (health checks).
-        host: The public name its pages are addressed by.
-        public_url: ``http://<host>``, the start of every URL an agent sees.
-    """
+    """A site served by uvicorn in a background thread (``LocalSite.start``): ``address``
+    (``127.0.0.1:<port>``, where it listens), ``url`` (``http://<address>``, for health checks),
+    ``host`` (the public name its pages are addressed by) and ``public_url`` (``http://<host>``)."""
 
     def __init__(self, server: Any, thread: threading.Thread, port: int, host: str) -> None:
         self._server, self._thread = server, thread

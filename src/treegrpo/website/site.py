@@ -48,13 +48,9 @@ HTML = "text/html; charset=utf-8"
 
 
 class Site:
-    """The site's content, built once: the articles, their pages' links, the search index.
-
-    Args:
-        articles: The pages, in the order that numbers them (search ids are positions).
-        cache_dir: BM25 index cache root (default ``files.default_cache_root()``).
-        use_cache: Set False to build the index in memory and write nothing.
-    """
+    """The site's content, built once: the articles (in the order that numbers them: search ids are
+    positions), their pages' links, the search index (``cache_dir``: its cache root, default
+    ``files.default_cache_root()``; ``use_cache`` False: in memory, nothing written)."""
 
     def __init__(
         self,
@@ -127,17 +123,12 @@ def create_site_app(
     max_batch: int = 64,
     batch_wait_ms: float = 1.0,
 ) -> FastAPI:
-    """The FastAPI app serving ``site`` (see the module docstring for the routes).
+    """The FastAPI app serving ``site`` (docs/data.md, "Web questions"): a query over
+    ``max_query_chars`` is a 422; ``max_results``: most results of one query over all its pages;
+    ``max_batch``, ``batch_wait_ms``: the search micro-batcher's (``retrieval.batcher``).
 
-    Args:
-        site: The content.
-        max_query_chars: Longest query in characters; longer is a 422.
-        max_results: Most results of one query over all its pages.
-        max_batch: Most queries per BM25 call when batching concurrent searches.
-        batch_wait_ms: How long an idle server waits for more searches to batch together.
-
-    Long: the routes are closures over the site and the search batcher, the FastAPI way of
-    giving handlers their state.
+    Long: the routes are closures over the site and the search batcher, the FastAPI way of giving
+    handlers their state.
     """
     if max_query_chars < 1 or max_results < 1:
         raise ValueError(f"limits must be >= 1, got {max_query_chars=}, {max_results=}")
