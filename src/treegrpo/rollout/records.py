@@ -138,12 +138,10 @@ def _mean(xs: list[float]) -> float:
 
 
 def merge_rollouts(parts: Sequence[tuple[Sequence[int], Rollout]], n_prompts: int) -> Rollout:
-    """One rollout of a batch of ``n_prompts`` prompts from the rollouts of its parts (as rollout
-    workers return them): ``parts[i] = (keys, rollout)``, where the rollout's prompt j is the
-    batch's prompt ``keys[j]``. Trees come in part order, nodes keep their order within a part,
-    every step keeps its record, the spend is booked to each prompt's batch index, and the
-    expansion counts of the parts' trees are put side by side (every part has the same rounds).
-    Every batch index must come from exactly one part."""
+    """One rollout of a batch of ``n_prompts`` prompts from its parts' (``parts[i] = (keys,
+    rollout)``, the rollout's prompt j being the batch's ``keys[j]``; each batch index in exactly
+    one part): trees in part order, nodes in order within a part, every step record and the spend
+    booked to each prompt's batch index, the parts' expansion counts side by side."""
     owners = [k for keys, _ in parts for k in keys]
     if sorted(owners) != list(range(n_prompts)):
         raise ValueError(f"the parts must cover prompts 0..{n_prompts - 1} once each: {owners}")

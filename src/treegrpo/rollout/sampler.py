@@ -77,8 +77,8 @@ def sample_forest(
     prompt_keys: Sequence[int] | None = None,
     score: LeafScorer | None = None,
 ) -> Rollout:
-    """Sample one forest for a batch of prompts (token ids): a ``ForestSampler`` of these
-    arguments (its docstring says what each is), run to the end.
+    """Sample one forest for a batch of prompts: a ``ForestSampler`` of these arguments, run to the
+    end.
 
     Many arguments: those of ``ForestSampler``, typed here for the callers of this entry point."""
     how = (shape, sampling, limits, seed, prompt_keys, score)
@@ -141,24 +141,19 @@ def check_scorer(shape: TreeShape, given: bool) -> None:
 
 @dataclass(eq=False)
 class ForestSampler:
-    """One forest for a batch of prompts (token ids), sampled whole (``sample``, as
-    ``sample_forest`` does) or one phase at a time, so that a round's expansions per tree can be
-    decided outside, over a batch split across rollout workers (``distributed.rollout``):
+    """One forest for a batch of prompts (token ids), sampled whole (``sample``) or a phase at a
+    time, so that a round's expansions per tree can be decided outside, over a batch split across
+    rollout workers (``distributed.rollout``; docs/expansion.md, "As a library"):
 
         begin()                 prefill the prompts, run the M initial chains per prompt
         outcomes()              score the leaves not scored yet: ``TreeOutcomes``
         expand(counts, n_max)   one round, ``counts[t]`` expansions from tree t (None: N each)
         finish()                keep K leaves per tree: the ``Rollout``
 
-    A rollout worker holds one between a step's calls.
-
-    The forest's prompt id of a tree is the index of its prompt in ``prompts``; map it to your
-    dataset's group ids yourself. ``tool``: the agent's tools (a retriever alone: Search-R1's
-    ``search``, ``limits.topk`` passages per query); ``protocol`` must offer the same tools.
-    ``prompt_keys``: what seeds each prompt's randomness (default: its index here); a part of a
-    larger batch passes the prompts' indices in that batch. ``score``: rewards the leaves seen so
-    far before each expansion round; the ``informed`` rule and difficulty budgets need it, the
-    others ignore it. A difficulty budget shares each round over these prompts' trees.
+    A tree's prompt id is its prompt's index in ``prompts``. ``tool``: the agent's tools (a
+    retriever alone: Search-R1's ``search``), which ``protocol`` must offer too; ``prompt_keys``:
+    what seeds each prompt's randomness (default: its index here); ``score``: rewards the leaves
+    before each round, for ``informed`` and difficulty budgets.
     """
 
     engine: Engine
@@ -218,12 +213,10 @@ class ForestSampler:
         self._until_done(self._chains())
 
     def pipeline(self) -> None:
-        """``begin`` and the L rounds in one run of steps, each tree's next round starting as
-        soon as its own episodes have ended, while other trees' chains or branches go on: the
-        engine holds more rows per step than with rounds that wait for the whole batch. For
-        ``pipelined`` shapes only, whose picks in a tree read nothing else: each tree's picks,
-        its branches' streams and so its branches are then the ones ``begin`` and ``expand``
-        give (node ids differ: nodes are numbered as they are made)."""
+        """``begin`` and the L rounds in one run of steps, each tree's next round starting as soon
+        as its own episodes end, so the engine holds more rows per step. For ``pipelined`` shapes
+        only: each tree's picks, streams and branches are then those of ``begin`` and ``expand``
+        (node ids differ)."""
         episodes = self._chains()
         rounds = [self.shape.l] * self.forest.n_trees
         while episodes:
@@ -312,10 +305,10 @@ class ForestSampler:
         return counts
 
     def expand(self, counts: npt.NDArray[np.int64] | None = None, n_max: int | None = None) -> None:
-        """One expansion round: ``counts`` (T,) expansions per tree (None: N each, the per-tree
-        budget). The rule picks ``n_max`` nodes per tree (default: the most of ``counts``) and
-        tree t keeps its first counts[t]; split over workers, every part passes the batch's
-        n_max, so a tree's generator draws the same whatever the split."""
+        """One expansion round: ``counts`` (T,) expansions per tree (None: N each). The rule picks
+        ``n_max`` nodes per tree (default: the most of ``counts``), tree t keeping its first
+        counts[t]; every part of a split batch passes the batch's n_max, so a tree draws the same on
+        any split."""
         t0 = time.perf_counter()
         shape, rule, f = self.shape, self.shape.expansion, self.forest
         per_tree = counts is None

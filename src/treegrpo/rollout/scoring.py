@@ -69,17 +69,12 @@ def score_leaves(
     tools: Sequence[str] = ("search",),
     format_gate: bool = False,
 ) -> LeafScores:
-    """Score ``leaves``; ``golds[p]`` are the gold answers of the forest's prompt p. The answer is
-    read from the model's own tokens of the leaf's last step, the format from the whole response.
-    ``format_score``: Search-R1's bonus for a valid format (half of it for a wrong answer in
-    invalid format); ``tools``: the agent's tool names (the format's action tags);
+    """Score ``leaves``; ``golds[p]``: the gold answers of the forest's prompt p (docs/algorithm.md
+    §5). ``format_score``: Search-R1's format bonus; ``tools``: the format's action tags;
     ``format_gate``: a leaf whose path holds a broken turn scores as a wrong answer in invalid
-    format does (``format_score / 2``; 0 without the bonus), whatever it answered.
-
-    Only the last step can hold the answer: an answer ends the episode. The model's tokens of
-    all steps joined would let an ``<answer>`` cut off at one step's token limit pair with a
-    ``</answer>`` of the next step, across the feedback between them, though the protocol parsed
-    no answer in either."""
+    format. The answer is read from the model's own tokens of the last step only (joining all steps
+    could pair an ``<answer>`` cut off at one step's limit with the next step's ``</answer>``), the
+    format from the whole response."""
     fn = search_r1_reward if reward == "em" else search_r1_f1_reward
     cols: list[list[float]] = [[] for _ in range(8)]
     broken: dict[int, bool] = {}  # node → its step is broken (a shared step is decoded once)

@@ -28,13 +28,10 @@ def forest_snapshot(
     scale: bool = True,
     batch: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """The trees of batch prompts ``prompts`` as nested dicts (JSON-ready).
-
-    ``scored``: the kept leaves with their scores, prompt groups (B,) and total advantages (B,)
-    as the RL step computed them; the intra-tree and inter-tree parts are recomputed from the
-    rewards (``core.advantage.tree_advantage``) with the same std ``scale``, and with a batch
-    term of weight ``batch`` > 0 (``algo.batch_baseline``) its part too. golds, questions and
-    hops (0: unknown) are per batch prompt."""
+    """The trees of batch prompts ``prompts`` as JSON-ready nested dicts. ``scored``: the kept
+    leaves, scores, groups and advantages of the RL step; the intra, inter (and, with ``batch`` > 0,
+    batch) parts are recomputed from the rewards with the same ``scale``. golds, questions and hops
+    (0: unknown) are per batch prompt."""
     forest = scored.rollout.forest
     leaf_ids = np.asarray(scored.leaves, dtype=np.int64)
     total = np.asarray(scored.adv, dtype=np.float64)
