@@ -78,10 +78,9 @@ def sized(cluster: ClusterConfig, cpus: float, local: bool) -> ClusterConfig:
 def fit_error(
     asks: Sequence[Ask], total: Mapping[str, float], largest: Mapping[str, float]
 ) -> str | None:
-    """Why Ray can never place all of ``asks`` on a cluster of ``total`` resources whose
-    largest node has ``largest`` (both as ``ray.cluster_resources()`` names them: CPU, GPU), in
-    one line with the flags to change; None when they fit (by totals and per node, not by
-    packing several actors onto nodes)."""
+    """Why Ray can never place ``asks`` on a cluster of ``total`` resources whose largest node has
+    ``largest`` (CPU, GPU), in one line with the flags to change; None when they fit (by totals and
+    per node, not by packing)."""
     for res, field in (("CPU", "cpus"), ("GPU", "gpus")):
         used = [a for a in asks if a.count > 0 and getattr(a, field) > 0]
         need = sum(a.count * getattr(a, field) for a in used)
@@ -175,10 +174,8 @@ def not_started(what: str, timeout: float) -> RuntimeError:
 
 
 class _QuietTokenNotice(logging.Filter):
-    """Drops Ray's notice that it turned on token authentication for a new local cluster: that
-    is Ray's default and a local cluster needs nothing done about it, but Ray prints it on every
-    start. Its warning that a cluster runs without authentication is kept: that one is for the
-    user to act on."""
+    """Drops Ray's notice, printed on every start, that it turned on token authentication for a new
+    local cluster (nothing to do); its warning of a cluster without authentication is kept."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not record.getMessage().startswith("Token authentication is enabled for this Ray")

@@ -193,10 +193,9 @@ class TrainRank:
 
 
 def deal(minis: Sequence[Sequence[Part]], ranks: int) -> list[list[list[Part]]]:
-    """Each mini-batch's micro-batches dealt out to ``ranks`` ranks, largest first (padded
-    positions) to the least loaded, then every rank's share padded to the same count with
-    stand-ins (a copy of the mini-batch's smallest micro-batch, weight 0, not counted).
-    Returns shares[rank][mini] → parts."""
+    """Each mini-batch's micro-batches dealt to ``ranks`` ranks, largest first to the least loaded,
+    each share padded to the same count with weight-0 stand-ins (copies of the smallest). Returns
+    shares[rank][mini] → parts."""
     shares: list[list[list[Part]]] = [[] for _ in range(ranks)]
     for parts in minis:
         load = [0] * ranks
@@ -216,11 +215,10 @@ def deal(minis: Sequence[Sequence[Part]], ranks: int) -> list[list[list[Part]]]:
 
 
 class FSDPLearner:
-    """The update on ``ranks`` ``TrainRank`` actors (see the module docstring); starts from
-    ``policy``'s weights and ``optimizer``'s and ``scheduler``'s states (a resumed run's). More
-    than the cluster has is refused at once (``distributed.cluster.ClusterTooSmall``); ranks
-    that wait longer than ``start_timeout`` for free resources are a ``RuntimeError``. Ray must
-    be running; call ``close`` when done."""
+    """The update on ``ranks`` ``TrainRank`` actors, starting from ``policy``'s weights and
+    ``optimizer``'s and ``scheduler``'s states. More ranks than the cluster has:
+    ``ClusterTooSmall`` at once; waiting past ``start_timeout``: ``RuntimeError``. Ray must be
+    running; call ``close``."""
 
     def __init__(
         self,
@@ -311,13 +309,12 @@ def start_learner(
     optimizer: torch.optim.Optimizer,
     scheduler: Any | None,
 ) -> FSDPLearner:
-    """Join (or start) the Ray cluster of ``cluster.ray_address`` and start the update's
-    ``cluster.train_ranks`` ranks from ``policy``, ``optimizer`` and ``scheduler`` as they are;
-    the workers and ranks that the cluster can never hold are refused first
-    (``distributed.cluster.join_ray``).
+    """Join (or start) the Ray cluster of ``cluster.ray_address`` and start ``cluster.train_ranks``
+    ranks from ``policy``, ``optimizer`` and ``scheduler``, after refusing what the cluster can
+    never hold (``distributed.cluster.join_ray``).
 
-    Many arguments: the ranks start from the trainer's own policy, optimizer and scheduler with
-    the configs that made them, each named at the call."""
+    Many arguments: the ranks start from the trainer's own policy, optimizer and scheduler with the
+    configs that made them, each named at the call."""
     cluster = join_ray(cluster)
     assert cluster.cpus_per_rank is not None  # sized by join_ray
     spec = RankSpec(

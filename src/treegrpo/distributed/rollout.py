@@ -210,16 +210,12 @@ class ActorTool:
 
 
 class RayRollout:
-    """Forests sampled by ``workers`` rollout workers on Ray (see the module docstring).
-
-    spec: what each worker runs; tool: the search tool (a ``/retrieve`` client goes to each
-    worker as it is; any other tool is held once by a ``RetrieverActor``) or the agent's
-    toolbox (it goes to each worker as it is, so its tools must pickle); workers: how many;
-    cpus_per_worker / gpus_per_worker: what Ray reserves for each; max_restarts: how often a
-    dead worker is restarted before the run fails; start_timeout: seconds to wait for all
-    workers to be placed and started (more than the cluster has is refused at once:
-    ``distributed.cluster.ClusterTooSmall``). Ray must be running (``ray.init()``, or
-    ``ray start`` and ``ray.init(address="auto")`` on a cluster); call ``close`` when done."""
+    """Forests sampled by ``workers`` rollout workers on Ray (see the module docstring). spec: what
+    each worker runs; tool: the search tool (a ``/retrieve`` client goes to each worker as it is,
+    any other is held once by a ``RetrieverActor``) or the toolbox (sent as it is: its tools must
+    pickle); cpus_per_worker / gpus_per_worker: Ray's reservation per worker; max_restarts: per dead
+    worker before the run fails; start_timeout: seconds for all workers to start (more than the
+    cluster has is refused at once: ``ClusterTooSmall``). Ray must be running; call ``close``."""
 
     def __init__(
         self,
@@ -309,10 +305,10 @@ class RayRollout:
         return merged
 
     def _on_each(self, calls: dict[int, _Call], done: dict[int, list[_Call]]) -> dict[int, Any]:
-        """Call ``calls[i] = (method, args)`` on worker i, for every i, and gather the results.
-        A worker that died (or was restarted between calls: ``LostStep``) is revived, its step
-        replayed from ``done[i]`` (the calls that changed it, in order; a call that changes the
-        step is added there once it returns), and the call made again."""
+        """Call ``calls[i] = (method, args)`` on worker i, for every i, and gather the results. A
+        worker that died (or was restarted: ``LostStep``) is revived, its step replayed from
+        ``done[i]`` (the calls that changed it, in order, each added once it returns) and the call
+        made again."""
         import ray
 
         refs = {i: [self._call(i, call)] for i, call in calls.items()}
