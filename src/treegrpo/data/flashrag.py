@@ -32,11 +32,9 @@ def default_source(path: str | Path) -> str:
 
 
 def read_flashrag(path: str | Path, source: str | None = None) -> list[Question]:
-    """The questions of a FlashRAG jsonl file in file order; blank lines are skipped.
-
-    ``source`` overrides every row's ``data_source``; without it a row's own ``data_source``
-    wins over :func:`default_source`. The uid is ``f"{source}-{id}"``.
-    """
+    """The questions of a FlashRAG jsonl file in file order, blank lines skipped; the uid is
+    ``f"{source}-{id}"``, source being ``source``, else the row's ``data_source``, else
+    :func:`default_source`."""
     path = Path(path)
     fallback = default_source(path)
     out: list[Question] = []
@@ -71,11 +69,9 @@ def write_flashrag(path: str | Path, questions: Iterable[Question]) -> int:
 
 
 def row_id(q: Question, n: int) -> int | str:
-    """The ``id`` to write for ``q`` (the ``n``-th row), so that reading gives its uid back
-    (``f"{source}-{id}"``): its index when the uid is made of it (a wiki question, a read
-    file's row), else the uid after the source (a reading question, ``wiki-qa-12-0``: one
-    article is asked several, so the article's index alone would repeat), else its index or
-    ``n``."""
+    """The ``id`` to write for ``q`` (the ``n``-th row) so that reading gives its uid back: its
+    index where the uid is made of it, else the uid after the source (``wiki-qa-12-0``: one article
+    asks several), else its index or ``n``."""
     prefix = f"{q.source}-"
     if q.index is not None and q.uid == f"{prefix}{q.index}":
         return q.index

@@ -28,10 +28,9 @@ def load_questions(
     paths: str | Path | Sequence[str | Path],
     sources: Sequence[str | None] | None = None,
 ) -> list[Question]:
-    """The questions of one or more files, in order: Search-R1 ``.parquet``, FlashRAG
-    ``.jsonl`` or a web-QA file (``WEBQA``). ``sources``, one per file (None keeps the file's
-    own), overrides the data source of every row of that file. Raises DataError naming the
-    file, row and field."""
+    """The questions of one or more files, in order: Search-R1 ``.parquet``, FlashRAG ``.jsonl`` or
+    a web-QA file (``WEBQA``); ``sources[i]`` (None: the file's own) overrides file i's data source.
+    Raises DataError naming the file, row and field."""
     if isinstance(paths, str | Path):
         paths = [paths]
     files = [Path(p) for p in paths]

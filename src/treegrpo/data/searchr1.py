@@ -126,15 +126,10 @@ def searchr1_question(
 def searchr1_rows(
     questions: Sequence[Question], split: str, user_message: Callable[[str], str]
 ) -> list[dict[str, Any]]:
-    """Questions as Search-R1 rows, the prompt being ``user_message(question)`` (the caller
-    passes ``treegrpo.agent.prompt.instruction_text``: data sits below the agent layer).
-
-    ``extra_info.index`` counts rows per data source, as Search-R1's own scripts do, so
-    ``(data_source, index)`` is unique within the file even when several inputs share a source.
-    ``extra_info.hops`` is written when any question knows its hop count (null for the others),
-    ``extra_info.kind`` when any has a kind (null for the others), so evaluations from the file
-    keep their per-kind rows.
-    """
+    """Questions as Search-R1 rows (docs/data.md, "Converting FlashRAG jsonl to Search-R1 parquet"),
+    the prompt ``user_message(question)`` (the agent layer's ``instruction_text``, passed in: data
+    sits below it). ``extra_info.index`` counts rows per source, as Search-R1's scripts do;
+    ``extra_info.hops`` and ``kind`` are written when any question has them (null for others)."""
     counts: dict[str, int] = {}
     with_hops = any(q.hops for q in questions)
     with_kind = any(q.kind for q in questions)

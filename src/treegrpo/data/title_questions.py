@@ -120,10 +120,8 @@ def hide_title(sentence: str, title: str) -> str:
 
 def name_words(texts: Iterable[str]) -> frozenset[str]:
     """Words (lower-cased) that ``texts`` capitalize inside a sentence more than three times as
-    often as not: names and adjectives of names ("english", "american"; not "king" or
-    "central"). A description's first word keeps its capital when it is one ("English
-    theologian") and loses it otherwise ("Edible berry" → "edible berry"), which reads right in
-    "Which … is it?"."""
+    often as not: names and their adjectives ("english", not "king"), whose capital a description's
+    first word keeps ("English theologian", but "edible berry")."""
     lower: dict[str, int] = {}
     upper: dict[str, int] = {}
     for text in texts:
@@ -165,10 +163,9 @@ def article_question(
 def description_question(
     title: str, description: str, names: frozenset[str]
 ) -> tuple[str, tuple[str, ...]] | None:
-    """The harder question of an article: its short description as the only clue ("Which
-    1968 film by Stanley Kubrick is it?"), or None when the description is too short, leaks the
-    title, or the title is an acronym. BM25 finds the article among its top 3 less often than
-    for ``article_question`` (the first sentence is left out), so searching well matters."""
+    """The harder question of an article, its short description as the only clue ("Which 1968 film
+    by Stanley Kubrick is it?"); None when it is too short, leaks the title, or the title is an
+    acronym."""
     description = description.strip().rstrip(".")
     if len(description.split()) < MIN_DESCRIPTION_WORDS + 1 or is_acronym(title):
         return None

@@ -7,12 +7,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Question:
-    """One question with its gold answers.
-
-    ``uid`` is unique across all sources (``f"{source}-{index}"``), so group ids built from it
-    never merge two datasets' rows (docs/algorithm.md §3, last point); the file readers refuse a
-    second row with the same uid instead of merging it.
-    """
+    """One question with its gold answers. ``uid`` is unique across all sources
+    (``f"{source}-{index}"``), so group ids built from it never merge two datasets' rows
+    (docs/algorithm.md §3); the readers refuse a second row with the same uid."""
 
     uid: str
     question: str

@@ -21,13 +21,9 @@ def web_article(article: Article) -> WebArticle:
 
 
 class SiteView:
-    """The site over ``articles``: each one's snippet, page text and links, and the search.
-
-    Args:
-        articles: The corpus (any ``Article.index`` values; the site numbers them by position).
-        cache_dir: BM25 index cache root, when ``use_cache``.
-        use_cache: Keep the BM25 index on disk (worth it for the 10k-article corpus).
-    """
+    """The site over ``articles`` (numbered by position): each one's snippet, page text and links,
+    and the search; ``use_cache``: keep the BM25 index on disk under ``cache_dir`` (worth it for
+    10k)."""
 
     def __init__(
         self,

