@@ -26,10 +26,10 @@ def _tree_methods(records: Sequence[dict[str, Any]], budget: int) -> list[str]:
 
 
 def matched_comparisons(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per budget, the comparisons at matched spend (``matched``) of docs/evaluation.md,
-    "Equal spend, not equal rungs": each tree method − the chain at equal tokens and time, each
-    other tree method − the uniform tree, and the quarter comparison with its control; missing
-    runs are left out."""
+    """Per budget, the comparisons at matched spend (``matched``): each tree method − the chain at
+    equal tokens and time, each other tree method − the uniform tree, and the quarter comparison
+    with its control (docs/evaluation.md, "Equal spend, not equal rungs"); missing runs are left
+    out."""
     out: list[dict[str, Any]] = []
     budgets = sorted({r["budget"] for r in records})
     for b in budgets:
