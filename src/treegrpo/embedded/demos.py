@@ -161,9 +161,9 @@ def build_demos(
     skip: float | None = None,
     counted: bool = False,
 ) -> list[Demo]:
-    """``n`` demonstrations over the questions of ``worlds`` (each with its own search tool, or
-    with the web variant's toolbox when ``skip`` is given: ``WebFlawedAgent``), visited in a
-    seeded order and cycled; ``counted``: thoughts that count the relations left (``plan_text``).
+    """``n`` demonstrations over the questions of ``worlds`` (each with its search tool, or with the
+    web variant's toolbox when ``skip`` is given), in a seeded order, cycled; ``counted``: thoughts
+    that count the relations left.
 
     Many arguments: each is one field of ``warmstart.tiny.WarmStartConfig``, passed as it is."""
     rng = random.Random(f"treegrpo-demos:{seed}")
@@ -185,6 +185,50 @@ def build_demos(
         episode = run_episode(agent, protocol, tool, max_turns, topk)
         demos.append(demo_from_episode(q, episode, protocol, tuple(agent.flaws)))
     return demos
+
+
+NO_LOSS = -1
+"""Mask value of a token that is neither trained nor context (``query_drills``)."""
+
+
+def query_drills(
+    worlds: Sequence[tuple[World, SearchTool]],
+    protocol: ToolProtocol,
+    n: int,
+    seed: int = 0,
+    max_turns: int = 4,
+    topk: int = 3,
+    depth: int = 3,
+) -> list[Demo]:
+    """``n`` oracle episodes of the questions of ``worlds`` with ``depth`` hops or more (seeded
+    order, cycled), trained on the queries of their ``depth``-th and later searches only; every
+    other token is ``NO_LOSS`` (docs/embedded.md, "The warm start")."""
+    rng = random.Random(f"treegrpo-drills:{seed}")
+    pool = [
+        (k, q) for k, (w, _) in enumerate(worlds) for q in w.questions if q.hops >= depth
+    ]  # fmt: skip
+    opening = protocol.tokenizer.convert_tokens_to_ids("<search>")
+    order: list[tuple[int, Question]] = []
+    drills = []
+    for _ in range(n):
+        if not order:
+            order = rng.sample(pool, len(pool))
+        k, q = order.pop()
+        world, tool = worlds[k]
+        oracle = FlawedAgent(world.plans[q.uid], Flaws(0, 0, None, 0), rng)
+        episode = run_episode(oracle, protocol, tool, max_turns, topk)
+        demo = demo_from_episode(q, episode, protocol)
+        mask, searches, t = [NO_LOSS] * len(demo.ids), 0, demo.prompt_len
+        for turn in episode.turns:
+            if opening in turn.action_ids:
+                searches += 1
+                start = t + turn.action_ids.index(opening) + 1  # the query and its closing tag
+                end = t + len(turn.action_ids)
+                if searches >= depth:
+                    mask[start:end] = [1] * (end - start)
+            t += len(turn.action_ids) + len(turn.obs_ids)
+        drills.append(Demo(demo.ids, mask, demo.prompt_len, (), q.hops, demo.reward))
+    return drills
 
 
 def demo_from_episode(

@@ -64,12 +64,10 @@ def induction_init(
     recency: float = 0.5,
     two_token: float = 0.7,
 ) -> Any:
-    """Write the circuits of the module docstring into ``model`` (a freshly built
-    Qwen2ForCausalLM) in place and return it. ``name_starts``: token ids that begin a name
-    (empty: no name-start head). ``two_token`` > 0 adds a second previous-token head (layer 0,
-    head 1) that writes the token two back, rotated and scaled by ``two_token``, into the same
-    previous dims, and lets the induction query carry the previous token too: the match then
-    rewards agreeing on two tokens ("born in" → X) over one ("in" → X).
+    """Write the circuits of the module docstring into ``model`` (a fresh Qwen2ForCausalLM) in place
+    and return it. ``name_starts``: token ids that begin a name (empty: no name-start head);
+    ``two_token`` > 0 adds a head writing the token two back into the previous dims, so the match
+    rewards agreeing on two tokens ("born in" → X) over one.
 
     Many arguments: the circuit's strengths and positions as explicit values, each one named in the
     module docstring's derivation."""

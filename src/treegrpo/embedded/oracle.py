@@ -34,11 +34,9 @@ def answer_step(think: str, answer: str) -> str:
 
 
 def plan_text(subject: str, relations: Sequence[str], counted: bool = False) -> str:
-    """The thought that opens a hop: the entity in hand and the relations still to follow, in
-    the question's own words ("Tevu's boss's rival"), or the entity alone when none is left.
-    ``counted`` puts their number first ("2 left: Tevu's boss's rival", then "1 left: Xa's
-    rival", "0 left: Yb"): whether to search on is then read off the last thought's count, one
-    step down, rather than off which relations the question named (docs/algorithm.md §9)."""
+    """The thought that opens a hop: the entity in hand and the relations left, in the question's
+    words ("Tevu's boss's rival"), or the entity alone; ``counted`` puts their number first ("2
+    left: Tevu's boss's rival", …, "0 left: Yb"; docs/algorithm.md §9)."""
     plan = "'s ".join([subject, *relations])
     return f"{len(relations)} left: {plan}" if counted else plan
 
