@@ -84,11 +84,10 @@ def evaluate(
     engine: Engine | EngineKind = "hf",
     cpu_speedups: bool | None = None,
 ) -> dict[str, Any]:
-    """Run every question once, greedily, and return aggregate and per-group metrics.
-    ``engine``: an engine that generates with ``model``'s current weights (the trainer's), or
-    the kind of engine to build on it (``engine.build.build_engine``, with ``cpu_speedups``).
-    ``tool``: a retriever (Search-R1's agent) or the agent's toolbox; with more tools than
-    ``search`` each row counts the calls of each (``calls/<tool>``, averaged per group).
+    """Run every question once, greedily; aggregate and per-group metrics. ``engine``: one
+    generating with ``model``'s current weights, or the kind to build
+    (``engine.build.build_engine``, with ``cpu_speedups``); ``tool``: a retriever or the agent's
+    toolbox (then ``calls/<tool>`` per row).
 
     Many arguments: the agent's limits and the generation settings each apply to every question, and
     callers (the trainer, ``treegrpo eval``) set them separately."""
@@ -176,11 +175,9 @@ ANSWER_SOURCES = ("title", "span", "other", "none")
 
 
 def answer_source(answer: str | None, response: str) -> str:
-    """Where an answer comes from: "title" (the title of a Doc the episode retrieved, or of a
-    web search result: what a model trained on title questions answers by habit), "span" (a run
-    of whole tokens of a retrieved passage's text, or of any other observation: a result's
-    snippet, a visited page), "other" (neither: the model's own words) or "none" (no answer).
-    ``response``: the episode after the prompt, observations included."""
+    """Where an answer comes from (``response``: the episode after the prompt): "title" (of a
+    retrieved Doc or a web result: a title-trained model's habit), "span" (whole tokens of any
+    observation's text), "other" (the model's own words) or "none"."""
     if answer is None or not normalize_answer(answer):
         return "none"
     docs = parse_passages(response)
@@ -277,11 +274,9 @@ def ordered_sources(names: Iterable[str]) -> list[str]:
 
 
 def source_averages(by_source: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """The paper's "single-hop avg" and "multi-hop avg": each metric's mean over the group's
-    sources (macro average; ``n`` is their total). A group with none of its sources present is
-    left out; one with some of them is labelled with those it averages, e.g.
-    ``"multi-hop avg (hotpotqa, musique)"``, so a partial average is never mistaken for the
-    paper's."""
+    """The paper's "single-hop avg" and "multi-hop avg": each metric's macro mean over the group's
+    sources (``n`` their total). A group with none present is left out; a partial one is labelled
+    with what it averages (``"multi-hop avg (hotpotqa, musique)"``)."""
     lower = {s.lower(): s for s in by_source}
     out: dict[str, dict[str, float]] = {}
     for name, group in AVERAGES.items():

@@ -48,8 +48,8 @@ def evaluate_checkpoint(
     settings: dict[str, Any] | None = None,
     engine: EngineKind = "hf",
 ) -> dict[str, Any]:
-    """Load ``model_dir`` with plain transformers, evaluate greedily, write the report to
-    ``out`` (``settings`` is recorded in the JSON) and return it.
+    """Load ``model_dir`` with plain transformers, evaluate greedily, write the report (with
+    ``settings``) to ``out`` and return it.
 
     Many arguments: the inputs of ``treegrpo eval``, each a flag of its own."""
     model_dir = model_directory(model_dir)
