@@ -59,11 +59,8 @@ def render_prompt(
     use_chat_template: bool | None = None,
     tools: Sequence[ToolLine] | None = None,
 ) -> list[int]:
-    """Token ids of the prompt for ``question`` (``tools``: see ``instruction_text``).
-
-    ``use_chat_template=None`` uses the tokenizer's chat template when it has one. The ids are
-    computed once here and never re-derived from text afterwards.
-    """
+    """Token ids of the prompt for ``question`` (``tools``: see ``instruction_text``), with the
+    tokenizer's chat template where it has one (``use_chat_template=None``); never re-derived."""
     text = instruction_text(question, tools)
     if use_chat_template is None:
         use_chat_template = bool(getattr(tokenizer, "chat_template", None))

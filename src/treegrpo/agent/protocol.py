@@ -91,14 +91,10 @@ SEARCH_TOOL = ToolLine(RetrieverTool.name, RetrieverTool.usage, RetrieverTool.de
 
 
 class ToolProtocol:
-    """Token-level helpers for one tokenizer and the tools the prompt offers: the prompt,
-    observation and feedback ids, step parsing, the tags that end a step.
-
-    ``max_obs_tokens`` bounds an observation (500 in the paper's runs); the body is cut so that
-    the closing ``</information>`` always survives. ``tools``: a ``tools.registry.Toolbox``, or
-    anything that lists tools with a name, usage and description; default: ``search`` alone,
-    Search-R1's protocol.
-    """
+    """Token-level helpers for one tokenizer and the tools the prompt offers: prompt, observation
+    and feedback ids, step parsing, the tags that end a step. ``max_obs_tokens`` bounds an
+    observation, cut so the closing ``</information>`` survives; ``tools``: a ``Toolbox`` or any
+    list of named tools with usage and description (default: Search-R1's ``search`` alone)."""
 
     def __init__(
         self, tokenizer: Any, max_obs_tokens: int = 500, tools: Iterable[Described] = (SEARCH_TOOL,)

@@ -37,10 +37,9 @@ class StepStopper:
 
     @property
     def end_token_ids(self) -> list[int]:
-        """The ids that may complete a tag: a backend that stops only at given ids (vLLM) stops
-        at these and asks ``hit``. Narrower than the ``hit`` pre-check: the token's text up to
-        a tag's last character must hold the whole tag or be an end of it (so ``<think>`` is
-        not one; ``>``, ``answer>`` and ``</answer>`` are)."""
+        """The ids that may complete a tag, where a backend that stops only at given ids (vLLM)
+        stops and asks ``hit``: the token's text up to a tag's last character holds the whole tag or
+        ends it (``>``, ``answer>``, ``</answer>``; not ``<think>``)."""
         if self._end_ids is None:
             ids = np.flatnonzero(self._can_end).tolist()
             pieces = self.tokenizer.convert_ids_to_tokens(ids)
