@@ -49,12 +49,9 @@ def cache_entry(cache_dir: str | Path | None, kind: str, /, **parts: Any) -> Pat
 
 
 def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any]) -> bool:
-    """Make sure ``entry`` holds a complete index; return True when it was already there.
-
-    ``build(tmp)`` writes the index into an empty temporary directory; on success the directory
-    is renamed to ``entry`` and ``meta.json`` (the key's parts, for humans) written into it. A
-    directory without ``meta.json`` is an interrupted build and is rebuilt.
-    """
+    """Make sure ``entry`` holds a complete index; True when it was already there. ``build(tmp)``
+    writes into an empty temporary directory, renamed to ``entry`` with ``meta.json`` (the key's
+    parts) on success; a directory without ``meta.json`` was interrupted and is rebuilt."""
     if (entry / "meta.json").is_file():
         return True
     entry.parent.mkdir(parents=True, exist_ok=True)
@@ -81,10 +78,9 @@ def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """A temporary sibling of ``path`` for the block to write, renamed to ``path`` when the block
-    ends and removed when it fails: a reader sees the old file or the new one, never half of
-    one. Each call has a temporary of its own, so two writers of one file at once never collide
-    (the last rename wins)."""
+    """A temporary sibling of ``path`` to write, renamed to ``path`` when the block ends, removed
+    when it fails: readers see the old file or the new one; concurrent writers never collide (the
+    last rename wins)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:

@@ -148,10 +148,9 @@ def plot_em_vs_tool_calls(result: dict[str, Any], out: Path) -> Path:
 
 
 def plot_held_out_curves(result: dict[str, Any], out: Path, axis: str) -> Path:
-    """Held-out EM (mean over seeds at each evaluation) against cumulative spend on ``axis``
-    ("tokens": generated tokens per prompt; "seconds": training wall time): one panel per
-    budget, one line per method, the paper's quarter-budget chains in the panel of the tree
-    budget they are compared with."""
+    """Held-out EM (mean over seeds) against cumulative spend on ``axis`` ("tokens" per prompt or
+    training "seconds"): a panel per budget, a line per method, quarter-budget chains in the panel
+    of the tree budget they face."""
     budgets: Sequence[int] = result["settings"]["budgets"]
     fig = Figure(figsize=(3.8 * len(budgets), 3.8))
     axes = fig.subplots(1, len(budgets), squeeze=False, sharey=True)
