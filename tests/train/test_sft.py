@@ -141,3 +141,9 @@ def test_train_sft_lowers_the_loss() -> None:
     )
     assert len(losses) == 40
     assert sum(losses[-5:]) / 5 < 0.5 * losses[0]
+
+
+def test_collate_gives_no_loss_tokens_no_label() -> None:
+    _, action, labels = collate([SFTExample([5, 6, 7, 8], [-1, 0, 1, -1])], pad_id=0)
+    assert action.tolist() == [[0, 0, 1, 0]]
+    assert labels.tolist() == [[IGNORE, 6, 7, IGNORE]]

@@ -145,3 +145,32 @@ def test_flaw_probabilities_are_checked() -> None:
         Flaws(stop=0.5, stop_later=0.95, vague=0.1)
     with pytest.raises(ValueError, match="must lie in"):
         Flaws(early=1.5)
+
+
+def test_query_drills_train_on_the_third_and_later_queries_only(built) -> None:  # type: ignore[no-untyped-def]
+    from treegrpo.embedded.demos import NO_LOSS, query_drills
+    from treegrpo.embedded.synthetic import train_eval_worlds
+    from treegrpo.retrieval.bm25 import BM25Retriever
+
+    tok = AutoTokenizer.from_pretrained(built[1])
+    world, _ = train_eval_worlds(0)
+    tool = BM25Retriever(world.passages, use_cache=False)
+    drills = query_drills([(world, tool)], SearchProtocol(tok, TINY.max_obs_tokens), 12, seed=0)
+    assert len(drills) == 12 and {d.hops for d in drills} == {3, 4}
+    for d in drills:
+        assert set(d.mask) == {NO_LOSS, 1} and d.reward == 1.0
+        trained = tok.decode([t for t, m in zip(d.ids, d.mask, strict=True) if m == 1])
+        text = tok.decode(d.ids[d.prompt_len :])
+        queries = [q.split("</search>")[0] for q in text.split("<search>")[1:]]
+        assert len(queries) == d.hops  # the oracle searched every hop
+        assert trained.split() == " ".join(f"{q} </search>" for q in queries[2:]).split()
+
+
+def test_query_drills_enter_the_cache_key_only_when_on() -> None:
+    assert "query_drills" not in WarmStartConfig().key()
+    assert WarmStartConfig(query_drills=300).key()["query_drills"] == 300
+    with pytest.raises(ValueError, match="search world's warm start only"):
+        warmstart._demonstrations(
+            WarmStartConfig(web=True, query_drills=1, demo_worlds=1, n_demos=1),
+            warmstart.train_search_tokenizer(1024, web=True),
+        )

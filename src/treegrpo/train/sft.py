@@ -32,7 +32,7 @@ IGNORE = -100  # label of a token without loss (the convention of transformers' 
 @dataclass(frozen=True)
 class SFTExample:
     ids: list[int]  # (T,)
-    mask: list[int]  # (T,) 1 where the token is trained (an action token)
+    mask: list[int]  # (T,) 1: trained (an action token); 0: context; -1: neither
 
 
 def length_batches(
@@ -59,7 +59,8 @@ def collate(
     examples: Sequence[SFTExample], pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded ``input_ids`` (B, T), ``action`` (B, T), 1 on action tokens, and ``labels``
-    (B, T): the token itself on every real position, ``IGNORE`` on padding."""
+    (B, T): the token itself on every real position, ``IGNORE`` on padding and where the mask
+    is -1 (no loss, not even as context)."""
     width = max(len(e.ids) for e in examples)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     action = torch.zeros((len(examples), width), dtype=torch.long)
@@ -67,8 +68,9 @@ def collate(
     for row, e in enumerate(examples):
         n = len(e.ids)
         ids[row, :n] = torch.tensor(e.ids, dtype=torch.long)
-        action[row, :n] = torch.tensor(e.mask, dtype=torch.long)
-        labels[row, :n] = ids[row, :n]
+        mask = torch.tensor(e.mask, dtype=torch.long)  # (n,)
+        action[row, :n] = mask == 1
+        labels[row, :n] = torch.where(mask >= 0, ids[row, :n], IGNORE)
     return ids, action, labels
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from treegrpo.agent.protocol import ToolProtocol
-from treegrpo.embedded.demos import Demo, Flaws, build_demos
+from treegrpo.embedded.demos import Demo, Flaws, build_demos, query_drills
 from treegrpo.embedded.induction import induction_init
 from treegrpo.embedded.search_tokenizer import name_ids, train_search_tokenizer
 from treegrpo.embedded.synthetic import World, WorldConfig, make_world
@@ -115,6 +115,12 @@ class WarmStartConfig:
     counted: bool = False
     """Thoughts that count the relations left ("1 left: Xa's rival"; ``oracle.plan_text``)."""
 
+    query_drills: int = 0
+    """Oracle episodes of 3- and 4-hop questions added to the demonstrations, trained on their
+    third and later queries only (``demos.query_drills``; search world only): the flaws end
+    most demonstrations before a third search, and some warm starts then write deep queries
+    badly (docs/algorithm.md §9). 0: none."""
+
     linear: LinearPath = "auto"
     """Which path trains the linear layers in SFT (``engine.cpu.onednn``): mkl (``F.linear``),
     onednn, or auto (this CPU's default: oneDNN on AMD CPUs with AVX-512). The two compute the
@@ -124,14 +130,16 @@ class WarmStartConfig:
 
     def key(self) -> dict[str, Any]:
         """The settings the cache key hashes: all of them, with the linear path resolved on
-        this CPU; the web variant's and ``counted`` only when on (so the search world's warm starts
-        keep the keys they had before those settings)."""
+        this CPU; the web variant's, ``counted`` and ``query_drills`` only when on (so the
+        search world's warm starts keep the keys they had before those settings)."""
         fields = asdict(self)
         fields["linear"] = resolve_path(self.linear)
         if not self.web:
             del fields["web"], fields["skip"]
         if not self.counted:
             del fields["counted"]
+        if not self.query_drills:
+            del fields["query_drills"]
         return fields
 
 
@@ -194,7 +202,8 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
         "demos": {
             "n": len(demos),
             "tokens": sum(len(d.ids) for d in demos),
-            "action_tokens": sum(sum(d.mask) for d in demos),
+            "action_tokens": sum(m == 1 for d in demos for m in d.mask),
+            "query_drills": cfg.query_drills,
             "flaws": {
                 f: sum(f in d.flaws for d in demos) for f in ("early", "stop", "vague", "skip")
             },
@@ -226,6 +235,8 @@ def demonstrations(cfg: WarmStartConfig, oracle: bool = False) -> list[SFTExampl
 def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
     """``cfg.n_demos`` flawed demonstrations on the demonstration worlds, searched with BM25
     (the web variant: through the worlds' web pages)."""
+    if cfg.query_drills and cfg.web:
+        raise ValueError("query_drills: the search world's warm start only (web is on)")
     worlds = demo_worlds(cfg)
     log.info("warm start: %d demonstrations from %d worlds", cfg.n_demos, len(worlds))
     retrievers = [BM25Retriever(w.passages, use_cache=False) for w in worlds]
@@ -236,7 +247,7 @@ def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
         ]
     else:
         protocol, tools = ToolProtocol(tokenizer, cfg.max_obs_tokens), retrievers
-    return build_demos(
+    demos = build_demos(
         list(zip(worlds, tools, strict=True)),
         protocol,
         cfg.n_demos,
@@ -247,6 +258,9 @@ def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
         skip=cfg.skip if cfg.web else None,
         counted=cfg.counted,
     )
+    pairs = list(zip(worlds, retrievers, strict=True))
+    drills = query_drills(pairs, protocol, cfg.query_drills, cfg.seed, cfg.max_turns, cfg.topk)
+    return demos + drills
 
 
 def _model(cfg: WarmStartConfig, tokenizer: Any) -> Any:
