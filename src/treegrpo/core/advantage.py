@@ -37,8 +37,7 @@ def group_relative(
     rewards: npt.ArrayLike, groups: npt.ArrayLike, *, eps: float = EPS, scale: bool = True
 ) -> FloatArray:
     """GRPO score of each reward within its group (DeepSeekMath, arXiv 2402.03300); ``scale=False``
-    keeps only R − mean_g R (Dr. GRPO, arXiv 2503.20783). rewards, groups (any integer labels):
-    (B,). Returns (B,) float64."""
+    keeps only R − mean_g R (Dr. GRPO, arXiv 2503.20783). (B,) rewards and group labels → (B,)."""
     r = _as_rewards(rewards)
     g = np.asarray(groups)
     if g.shape != r.shape:

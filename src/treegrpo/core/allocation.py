@@ -45,9 +45,8 @@ def allocate(
 ) -> IntArray:
     """(T,) expansions per tree, summing to ``total``, that maximise the expected number of trees
     with mixed rewards (docs/expansion.md, "Budgets that follow difficulty"). ``successes``,
-    ``scored``: (T,) each tree's successful and scored leaves (at least one scored);
-    ``prompt_of_tree``: (T,) prompt ids; ``floor``, ``cap``: expansions per tree at least, at most
-    (None: no cap)."""
+    ``scored``, ``prompt_of_tree``: (T,) each tree's successful and scored leaves (one or more) and
+    its prompt; ``floor``, ``cap``: expansions per tree at least, at most (None: no cap)."""
     wins, seen, prompt = _check(successes, scored, prompt_of_tree)
     n_trees = len(seen)
     if total < 0:

@@ -20,11 +20,10 @@ from treegrpo.core.expansion import Expansion
 
 @dataclass(frozen=True)
 class TreeShape:
-    """Sampling shape per prompt: M trees, N expansions per tree per round, L rounds, K kept
-    leaves per tree (None = all), and the expansion rule (``core.expansion``; uniform by
-    default). Chain sampling is L = 0 (and N = 0). Under a difficulty budget N is a tree's
-    average share (``core.allocation``), so a tree may have more or fewer than 1 + N·L leaves; K
-    still caps them."""
+    """Sampling shape per prompt: M trees, N expansions per tree per round, L rounds, K kept leaves
+    per tree (None = all), and the expansion rule (``core.expansion``; uniform by default). Chain
+    sampling is L = 0 (and N = 0). Under a difficulty budget N is a tree's average share
+    (``core.allocation``), so its leaves vary around 1 + N·L; K still caps them."""
 
     m: int
     n: int = 0
@@ -79,8 +78,7 @@ def expected_cost_l1(m: int, n: int, depth: int) -> float:
 
         C = M · (1 + N · (depth + 1) / (2·depth)),
 
-    which tends to the paper's M·(1 + N/2) as depth → ∞ and is higher for 2–4 step chains.
-    """
+    which tends to the paper's M·(1 + N/2) as depth → ∞ and is higher for 2–4 step chains."""
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
     return m * (1.0 + n * (depth + 1) / (2.0 * depth))

@@ -103,8 +103,7 @@ def entropy(
     if none); r_v: times v was already expanded (earlier rounds and picks); h_v = 1 when v's parent
     was expanded and a high-entropy pick (s_p ≥ the mean over C_t), else 0: AEPO's penalty (Dong et
     al. 2025, arXiv 2510.14545). τ = ``temperature`` > 0, ρ = ``repeat_penalty`` in (0, 1]. Reason:
-    "entropy 2.31 (rank 1)", the rank of s_v among C_t.
-    """
+    "entropy 2.31 (rank 1)", the rank of s_v among C_t."""
     _check_params("entropy: ", k=k, temperature=temperature, repeat_penalty=repeat_penalty)
     gens = _gens(forest, rngs, n)
     surprise = branch_surprise(forest, _need_logprobs(forest, stats, "entropy"), k)  # (N,)
@@ -155,8 +154,7 @@ def informed(
         w_v = p̂_v (1 − p̂_v) + c / √(1 + n_v),      p(v) ∝ w_v over C_t.
 
     The n picks are independent draws. Reason: "p̂=0.50 from 2 leaves", or "unexplored" when no
-    scored leaf lies below v.
-    """
+    scored leaf lies below v."""
     _check_params("informed: ", bonus=bonus, prior_strength=prior_strength)
     gens = _gens(forest, rngs, n)
     rewards = _need_rewards(forest, stats)  # (N,)
@@ -307,8 +305,8 @@ _BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {  # parameter → (ou
 
 
 def _check_params(where: str, **params: float) -> None:
-    """Raise a ValueError, its message prefixed with ``where``, for the first of ``params``
-    out of its bound (``_BOUNDS``)."""
+    """Raise a ValueError, prefixed with ``where``, for the first of ``params`` out of its bound
+    (``_BOUNDS``)."""
     for name, value in params.items():
         bad, bound = _BOUNDS[name]
         if bad(value):

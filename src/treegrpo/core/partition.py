@@ -18,11 +18,10 @@ from collections.abc import Callable
 
 
 def contiguous_partition(n: int, cost: Callable[[int, int], float]) -> list[tuple[int, int]]:
-    """Split items 0..n−1 into contiguous ranges [a, b) minimizing Σ cost(a, b); ``math.inf`` marks
-    a range not allowed. Ranges ending at b are tried from a = b − 1 outwards, stopping at the first
-    not allowed (so longer ones must be disallowed too, as size limits are): O(n · longest range)
-    calls, not O(n²). Single items must be allowed. Returns the ranges in order; on ties the longer
-    last range wins."""
+    """Split items 0..n−1 into contiguous ranges [a, b) minimizing Σ cost(a, b) (``math.inf``: not
+    allowed). Ranges ending at b go from a = b − 1 outwards until one is not allowed (so longer ones
+    must not be, as with size limits): O(n · longest range) calls. Single items must be allowed.
+    Returns the ranges in order; on ties the longer last range wins."""
     best = [0.0] + [math.inf] * n  # best[j]: least cost of items [0, j)
     cut = [0] * (n + 1)
     for j in range(1, n + 1):

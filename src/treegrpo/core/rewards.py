@@ -96,9 +96,8 @@ def f1_score(pred: str | None, golds: Golds) -> float:
 
 
 def extract_answer(response: str) -> str | None:
-    """Text of the last complete ``<answer>…</answer>`` in ``response``, stripped; None if there
-    is none. With nested opening tags the innermost span counts: ``<answer>a <answer>b</answer>``
-    gives "b"."""
+    """Text of the last complete ``<answer>…</answer>`` in ``response``, stripped, or None; with
+    nested opening tags the innermost span counts (``<answer>a <answer>b</answer>``: "b")."""
     spans = _ANSWER.findall(response)
     return spans[-1].strip() if spans else None
 
@@ -110,8 +109,7 @@ def is_valid_format(response: str, tools: Sequence[str] = ("search",)) -> bool:
         <answer>…</answer>
 
     with only whitespace between tags and no protocol tag inside a tag's content; any action tag of
-    ``tools`` (Search-R1: ``search`` alone) may stand where ``search`` stands.
-    """
+    ``tools`` (Search-R1: ``search`` alone) may stand where ``search`` stands."""
     tools = tuple(tools)
     # Allowed successor of each tag, a small automaton over the tag sequence.
     nxt: dict[str, set[str]] = {
@@ -184,8 +182,7 @@ def search_r1_reward(
     A valid response always has an answer. ``model_text``: the model's own tokens only; when
     given, the answer is read from it (a tag in a retrieved passage or in feedback never counts),
     the format still from ``response``. ``tools``: the action tags (``is_valid_format``); ``f1``:
-    ``search_r1_f1_reward``'s schedule instead of EM.
-    """
+    ``search_r1_f1_reward``'s schedule instead of EM."""
     answer = extract_answer(response if model_text is None else model_text)
     valid = is_valid_format(response, tools)
     if answer is None:

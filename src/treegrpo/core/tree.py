@@ -67,8 +67,8 @@ class Forest:
         )
 
     def add_chain(self, parent: int, payloads: Sequence[int], leaf_last: bool = True) -> list[int]:
-        """Append a chain of ``len(payloads)`` steps under ``parent``, the last a leaf; returns the
-        new node ids, top down."""
+        """Append a chain of ``len(payloads)`` steps under ``parent``, the last a leaf; the new ids,
+        top down."""
         if len(payloads) == 0:
             raise ValueError("a chain needs at least one step")
         nodes: list[int] = []
@@ -155,9 +155,8 @@ class Forest:
         return picks
 
     def sample_leaves(self, k: int | None, rng: Rng) -> IntArray:
-        """Keep ``k`` leaves per tree at random without replacement (all when ``k`` is None or
-        at least the tree's leaf count); ``rng``: one generator, or one per tree. Returns the
-        kept leaf ids in id order."""
+        """Keep ``k`` leaves per tree at random without replacement (all when ``k`` is None or ≥ the
+        leaf count); ``rng``: one generator, or one per tree. Returns kept leaf ids in id order."""
         if k is not None and k < 1:
             raise ValueError(f"k must be >= 1 or None, got {k}")
         if k is None:
