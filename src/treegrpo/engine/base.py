@@ -174,8 +174,7 @@ def special_ids(model: Any, tokenizer: Any, eos_ids: Sequence[int] | None) -> tu
 
 
 def default_eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    """The end-of-sequence ids of a transformers model's generation config, its config and the
-    tokenizer."""
+    """The end-of-sequence ids of a model's generation config, its config and the tokenizer."""
     ids: set[int] = set()
     for src in (getattr(model, "generation_config", None), model.config, tokenizer):
         eos = getattr(src, "eos_token_id", None)

@@ -17,8 +17,7 @@ def build_engine(
     cpu_speedups: bool | None = None,
 ) -> Engine:
     """The ``kind`` engine generating with ``model``: hf shares the policy's weights (``HFEngine``);
-    vllm serves a copy that ``Engine.update_weights`` refreshes (its stopper must name its stop ids,
-    as ``agent.stops.StepStopper`` does)."""
+    vllm serves a copy, refreshed by ``Engine.update_weights`` (its stopper names its stop ids)."""
     if kind == "hf":
         return HFEngine(model, tokenizer, stopper, cpu_speedups=cpu_speedups)
     if kind == "vllm":

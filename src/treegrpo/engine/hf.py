@@ -84,8 +84,7 @@ class HFEngine:
     ``torch.inference_mode``: the KV kept in segments can never be backpropagated through.
 
     Many arguments: one per setting of the engine, each named at the call; a settings object would
-    only move them.
-    """
+    only move them."""
 
     def __init__(
         self,
@@ -205,9 +204,8 @@ class HFEngine:
         return [r for r in results if r is not None]
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
-        """Generate with these weights from now on: the model the engine was given is used in
-        place (no copy); another module or a state dict is loaded into it. Segments made before
-        are stale."""
+        """Generate with these weights from now on: the engine's own model is used in place (no
+        copy); another module or a state dict is loaded into it. Segments made before are stale."""
         if isinstance(weights, torch.nn.Module) and unwrap_peft(weights) is self.model:
             return
         with torch.no_grad():

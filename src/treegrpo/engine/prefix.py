@@ -29,10 +29,9 @@ def shared_prefix_groups(
     seqs: Sequence[Sequence[int]], min_shared: int
 ) -> list[tuple[list[int], int]]:
     """Groups of at least two sequences that start with the same ``n >= min_shared`` tokens:
-    ``[(indices, n), ...]``, indices ascending and n the longest prefix the group shares. A sequence
-    is in at most one group. Sorting puts long common starts side by side; each run of neighbours
-    grows while its common prefix (the minimum over neighbouring pairs) stays at least
-    ``min_shared``."""
+    ``[(indices, n), ...]``, indices ascending, n the longest prefix the group shares; a sequence is
+    in at most one group. Sorted, long common starts are neighbours; a run of them grows while its
+    common prefix (the minimum over neighbouring pairs) stays ``min_shared`` or longer."""
     if min_shared < 1:
         raise ValueError(f"min_shared must be at least 1, got {min_shared}")
     order = sorted(range(len(seqs)), key=lambda i: list(seqs[i]))

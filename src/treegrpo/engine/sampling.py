@@ -37,10 +37,9 @@ class SamplingParams:
 
 
 def policy_logprobs(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log softmax(logits / T) over the last axis, in float32, as verl takes them: the one
-    definition of the log-probs of the distribution sampled at temperature T (docs/algorithm.md §4),
-    for every engine and the trainer. Top-k and top-p truncation are not part of it. (..., V) →
-    (..., V)."""
+    """log softmax(logits / T) over the last axis in float32, as verl takes them: the one definition
+    of the log-probs of the distribution sampled at temperature T (docs/algorithm.md §4), for every
+    engine and the trainer; top-k and top-p truncation are not part of it. (..., V) → (..., V)."""
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature

@@ -45,8 +45,7 @@ class Segment:
         return [t for seg in self.path() for t in seg.tokens]
 
     def kv_parts(self) -> list[torch.Tensor]:
-        """The KV of each non-empty segment on the path, root first (empty when caching is
-        off)."""
+        """The KV of each non-empty segment on the path, root first (empty when caching is off)."""
         parts = [seg.kv for seg in self.path() if seg.tokens]
         if any(p is None for p in parts):
             return []

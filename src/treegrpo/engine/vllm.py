@@ -90,8 +90,7 @@ class VLLMEngine:
     it (``_process_state_kept``).
 
     Many arguments: one per setting of the engine, as vLLM's own ``LLM`` takes them; a settings
-    object would only move them.
-    """
+    object would only move them."""
 
     def __init__(
         self,
@@ -246,9 +245,8 @@ class VLLMEngine:
         n: int,
         params: SamplingParams,
     ) -> None:
-        """Send vLLM's engine a request for n samples of what follows the first row's prompt
-        and tokens so far, and enter it in ``live`` (outputs carry our id; vLLM keeps its own
-        for aborting)."""
+        """Ask vLLM's engine for n samples following the first row's prompt and tokens so far,
+        entered in ``live`` (outputs carry our id; vLLM's own is for aborting)."""
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
@@ -286,8 +284,7 @@ class VLLMEngine:
         requests: Requests,
         results: list[StepResult | None],
     ) -> list[_Row]:
-        """Append a completion to its row; finish the row (into ``results``) or return it to go
-        on."""
+        """Add a completion to its row; finish it (into ``results``) or return it to go on."""
         new = list(completion.token_ids)
         row.tokens += new
         row.logprobs += [d[t].logprob for d, t in zip(completion.logprobs, new, strict=True)]
@@ -336,8 +333,7 @@ def _process_state_kept() -> Iterator[None]:
 
 
 def _unscannable_modules() -> list[str]:
-    """Loaded modules holding a value whose ``vars()`` has no ``get`` (see
-    ``_process_state_kept``)."""
+    """Loaded modules holding a value whose ``vars()`` has no ``get`` (``_process_state_kept``)."""
     found = []
     for name, module in list(sys.modules.items()):
         for value in list(getattr(module, "__dict__", {}).values()):

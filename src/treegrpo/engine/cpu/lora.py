@@ -24,9 +24,8 @@ from treegrpo.engine.cpu import onednn
 
 @dataclass
 class Folded:
-    """One projection as y = x Wᵀ + b with W = W₀ + Σₐ sₐ Bₐ Aₐ and b = b₀ + Σₐ sₐ b_Bₐ: the
-    base layer plus its active LoRA adapters (Hu et al. 2021, eq. 3), the sum peft's forward
-    computes as W₀x + sₐ Bₐ(Aₐx)."""
+    """One projection as y = x Wᵀ + b, W = W₀ + Σₐ sₐ Bₐ Aₐ and b = b₀ + Σₐ sₐ b_Bₐ: the base layer
+    plus its active LoRA adapters (Hu et al. 2021, eq. 3), peft's W₀x + sₐ Bₐ(Aₐx)."""
 
     base: torch.nn.Linear
     adapters: list[tuple[torch.nn.Linear, torch.nn.Linear, float]]  # (A, B, scaling s)
@@ -87,9 +86,8 @@ def fold(m: Any) -> Folded | None:
 
 class Fused:
     """Linear layers that read the same input as one product, y = x [W_1; …; W_m]ᵀ + [b_1; …], split
-    back into m outputs; a part is an ``nn.Linear`` or a LoRA layer that ``fold`` reads. ``refresh``
-    rebuilds the stacked weight when a part's weight, bias (version counter or storage) or active
-    adapters changed."""
+    into m outputs; a part is an ``nn.Linear`` or a LoRA layer ``fold`` reads. ``refresh`` rebuilds
+    it when a part's weight, bias (version counter or storage) or active adapters changed."""
 
     def __init__(self, modules: Sequence[Any]) -> None:
         self.modules = list(modules)
@@ -99,9 +97,8 @@ class Fused:
         self.bias: torch.Tensor | None = None  # (Σ out,) or None
 
     def refresh(self, packed: bool) -> None:
-        """Bring the stacked weight in step; no weight (``ready`` False) when a part no longer
-        folds into one product (an adapter that is not plain LoRA, or dropout in training mode):
-        the caller then calls the modules."""
+        """Bring the stacked weight in step; none (``ready`` False) when a part no longer folds (an
+        adapter that is not plain LoRA, dropout in training mode): the caller calls the modules."""
         folds = [fold(m) for m in self.modules]
         if any(f is None for f in folds):
             self._key, self.weight, self.bias = None, None, None

@@ -32,8 +32,7 @@ def _libc() -> Any | None:
 
 
 def release_freed_memory() -> bool:
-    """Return the heap's free memory to the OS (glibc's ``malloc_trim``); False where there is
-    no glibc, a no-op there."""
+    """Give the heap's free memory back to the OS (glibc's ``malloc_trim``); False without glibc."""
     lib = _libc()
     if lib is None:
         return False

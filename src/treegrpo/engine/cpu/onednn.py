@@ -52,8 +52,7 @@ def resolve_path(path: LinearPath) -> Literal["mkl", "onednn"]:
 
 
 def cpu_prefers() -> bool:
-    """``preferred``'s choice for a supported model: ``TREEGRPO_ONEDNN`` first, then this CPU's
-    vendor and vector width."""
+    """``preferred``'s choice: ``TREEGRPO_ONEDNN``, else this CPU's vendor and vector width."""
     choice = os.environ.get(ENV, "auto")
     if choice in ("0", "1"):
         return choice == "1"

@@ -40,9 +40,8 @@ def enabled(where: nn.Module | torch.device | str, switch: bool | None) -> bool:
 
 
 def start_process(device: torch.device | str, switch: bool | None) -> bool:
-    """The process-wide part, for a command that computes on ``device``: denormals flushed to
-    zero (``engine.cpu.denormal``) where the switch is on. Call it before any tensor work.
-    Returns whether the switch is on."""
+    """For a command computing on ``device``, before any tensor work: flush denormals to zero
+    (``engine.cpu.denormal``) where the switch is on; returns whether it is."""
     on = enabled(device, switch)
     if on:
         flush_denormals()
