@@ -32,9 +32,8 @@ def default_source(path: str | Path) -> str:
 
 
 def read_flashrag(path: str | Path, source: str | None = None) -> list[Question]:
-    """The questions of a FlashRAG jsonl file in file order, blank lines skipped; the uid is
-    ``f"{source}-{id}"``, source being ``source``, else the row's ``data_source``, else
-    :func:`default_source`."""
+    """The questions of a FlashRAG jsonl file in file order, blank lines skipped; uid
+    ``f"{source}-{id}"``, source: ``source``, else the row's ``data_source``, else the file's."""
     path = Path(path)
     fallback = default_source(path)
     out: list[Question] = []

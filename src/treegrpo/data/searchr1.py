@@ -41,9 +41,8 @@ def question_from_prompt(content: str) -> str:
 
 
 def normalize_answers(value: Any) -> tuple[str, ...]:
-    """``ground_truth.target`` as a tuple of strings: a single string, a list, or the numpy array
-    a list becomes after a pandas round trip. Raises ValueError for anything else or for no
-    answer at all."""
+    """``ground_truth.target`` as a tuple of strings, from a string, a list or the numpy array a
+    list becomes after a pandas round trip; ValueError for anything else or no answer at all."""
     if isinstance(value, str):
         value = [value]
     elif hasattr(value, "tolist") and not isinstance(value, list | tuple):
@@ -56,9 +55,8 @@ def normalize_answers(value: Any) -> tuple[str, ...]:
 
 
 def read_searchr1(path: str | Path, source: str | None = None) -> list[Question]:
-    """The questions of a Search-R1 parquet file in row order. ``source`` overrides every row's
-    ``data_source``. The uid is ``f"{data_source}-{extra_info.index}"`` (the row number when the
-    file has no index)."""
+    """The questions of a Search-R1 parquet file in row order; ``source`` overrides ``data_source``.
+    The uid is ``f"{data_source}-{extra_info.index}"`` (the row number without an index)."""
     path = Path(path)
     with open(path, "rb") as f:  # a missing file is the usual FileNotFoundError
         try:
@@ -80,8 +78,7 @@ def read_searchr1(path: str | Path, source: str | None = None) -> list[Question]
 def searchr1_question(
     row: Mapping[str, Any], path: str | Path, row_no: int, source: str | None = None
 ) -> Question:
-    """One Search-R1 row (a dict as pyarrow or pandas gives it) as a Question; errors name
-    ``path``, ``row_no`` and the field."""
+    """One Search-R1 row (a pyarrow or pandas dict) as a Question; errors name the row and field."""
 
     def fail(field: str, problem: str) -> DataError:
         return DataError(path, problem, row=row_no, field=field)

@@ -53,9 +53,8 @@ def tokens(text: str) -> frozenset[str]:
 
 
 def answer_tokens(title: str) -> frozenset[str]:
-    """Normalized tokens of the base title that a question must not contain: those of three
-    letters or more, function words aside; all of them for a title made of short words only
-    ("Io", "Pi", "1")."""
+    """Normalized tokens of the base title a question must not contain: those of three letters or
+    more, function words aside; all for a title of short words only ("Io", "Pi", "1")."""
     every = tokens(base_title(title))
     kept = frozenset(t for t in every if len(t) >= 3 and t not in FUNCTION_WORDS)
     return kept or every
@@ -163,9 +162,8 @@ def article_question(
 def description_question(
     title: str, description: str, names: frozenset[str]
 ) -> tuple[str, tuple[str, ...]] | None:
-    """The harder question of an article, its short description as the only clue ("Which 1968 film
-    by Stanley Kubrick is it?"); None when it is too short, leaks the title, or the title is an
-    acronym."""
+    """The harder question of an article, its short description the only clue ("Which 1968 film by
+    Stanley Kubrick is it?"); None when too short, leaking the title, or for an acronym title."""
     description = description.strip().rstrip(".")
     if len(description.split()) < MIN_DESCRIPTION_WORDS + 1 or is_acronym(title):
         return None

@@ -90,9 +90,8 @@ def build_web_questions(
 def page_kind(
     view: SiteView, golds: Sequence[str], index: int, results: Sequence[int]
 ) -> str | None:
-    """ "in-snippet" when the first gold is in article ``index``'s snippet (verbatim, as a
-    span); "in-page" when it is in its lead while no gold is in its snippet nor in the
-    snippets of ``results``; else None."""
+    """ "in-snippet" when the first gold is a span of article ``index``'s snippet; "in-page" when it
+    is in its lead and no gold is in its snippet nor those of ``results``; else None."""
     snippet = view.snippets[index]
     if golds[0] in snippet and is_span(golds[0], snippet):
         return "in-snippet"
@@ -139,8 +138,7 @@ def split_web_questions(
     seed: int = 0,
     held_out_share: float = HELD_OUT_SHARE,
 ) -> tuple[list[Question], list[Question]]:
-    """(train, held-out): by the articles each question touches, as the module docstring says;
-    the same seed gives the same split."""
+    """(train, held-out) by the articles each question touches (module docstring); seeded."""
     if not 0 < held_out_share < 1:
         raise ValueError(f"held_out_share must be in (0, 1), got {held_out_share}")
     title = {a.index: a.title for a in articles}

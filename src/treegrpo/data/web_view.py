@@ -21,9 +21,8 @@ def web_article(article: Article) -> WebArticle:
 
 
 class SiteView:
-    """The site over ``articles`` (numbered by position): each one's snippet, page text and links,
-    and the search; ``use_cache``: keep the BM25 index on disk under ``cache_dir`` (worth it for
-    10k)."""
+    """The site over ``articles`` (numbered by position): snippets, page texts, links and search;
+    ``use_cache``: keep the BM25 index on disk under ``cache_dir`` (worth it for 10k)."""
 
     def __init__(
         self,

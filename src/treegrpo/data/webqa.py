@@ -99,8 +99,7 @@ def read_gaia(path: str | Path, source: str | None = None) -> WebQARead:
 
 
 def read_browsecomp(path: str | Path, source: str | None = None) -> WebQARead:
-    """BrowseComp rows, encrypted (decrypted with each row's canary) or already decrypted
-    (see the module docstring)."""
+    """BrowseComp rows, encrypted (decrypted with each row's canary) or not (module docstring)."""
     return _read(path, source or "browsecomp", _browsecomp)
 
 

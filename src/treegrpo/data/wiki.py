@@ -110,9 +110,8 @@ def split_of(title: str) -> Split:
 
 
 def wiki_questions(split: Split, hard: bool = False) -> list[Question]:
-    """The questions of one split in article order, each answered by its article's title (and the
-    title without a trailing "(disambiguation)"); ``hard``: the short description is the only clue
-    (source "wiki-hard")."""
+    """The questions of one split in article order, answered by the article's title (also without a
+    trailing "(disambiguation)"); ``hard``: the short description the only clue ("wiki-hard")."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     return [q for q in _all_questions(hard) if split_of(q.golds[0]) == split]

@@ -78,9 +78,9 @@ def sized(cluster: ClusterConfig, cpus: float, local: bool) -> ClusterConfig:
 def fit_error(
     asks: Sequence[Ask], total: Mapping[str, float], largest: Mapping[str, float]
 ) -> str | None:
-    """Why Ray can never place ``asks`` on a cluster of ``total`` resources whose largest node has
-    ``largest`` (CPU, GPU), in one line with the flags to change; None when they fit (by totals and
-    per node, not by packing)."""
+    """Why Ray can never place ``asks`` on a cluster of ``total`` resources whose largest node
+    has ``largest`` (CPU, GPU), in one line naming the flags; None if they fit (by totals and per
+    node)."""
     for res, field in (("CPU", "cpus"), ("GPU", "gpus")):
         used = [a for a in asks if a.count > 0 and getattr(a, field) > 0]
         need = sum(a.count * getattr(a, field) for a in used)

@@ -194,8 +194,7 @@ class TrainRank:
 
 def deal(minis: Sequence[Sequence[Part]], ranks: int) -> list[list[list[Part]]]:
     """Each mini-batch's micro-batches dealt to ``ranks`` ranks, largest first to the least loaded,
-    each share padded to the same count with weight-0 stand-ins (copies of the smallest). Returns
-    shares[rank][mini] → parts."""
+    shares padded to one count with weight-0 copies of the smallest: shares[rank][mini] → parts."""
     shares: list[list[list[Part]]] = [[] for _ in range(ranks)]
     for parts in minis:
         load = [0] * ranks
@@ -215,10 +214,9 @@ def deal(minis: Sequence[Sequence[Part]], ranks: int) -> list[list[list[Part]]]:
 
 
 class FSDPLearner:
-    """The update on ``ranks`` ``TrainRank`` actors, starting from ``policy``'s weights and
-    ``optimizer``'s and ``scheduler``'s states. More ranks than the cluster has:
-    ``ClusterTooSmall`` at once; waiting past ``start_timeout``: ``RuntimeError``. Ray must be
-    running; call ``close``."""
+    """The update on ``ranks`` ``TrainRank`` actors, from ``policy``'s weights and ``optimizer``'s
+    and ``scheduler``'s states. Too many ranks for the cluster: ``ClusterTooSmall`` at once; waiting
+    past ``start_timeout``: ``RuntimeError``. Needs Ray running; call ``close``."""
 
     def __init__(
         self,

@@ -135,14 +135,13 @@ class RolloutWorker:
         return self._sampler(block).sample()
 
     def begin(self, block: Block) -> None:
-        """Begin ``block``'s step run round by round (``ForestSampler``): the initial chains are
-        sampled now."""
+        """Begin ``block``'s step round by round (``ForestSampler``), sampling the initial chains
+        now."""
         self.sampler = self._sampler(block)
         self.sampler.begin()
 
     def _sampler(self, block: Block) -> ForestSampler:
-        """``block``'s sampler, refused (``StaleWeights``) unless this worker holds its
-        weights."""
+        """``block``'s sampler, refused (``StaleWeights``) unless this worker holds its weights."""
         if block.version != self.version:
             raise StaleWeights(f"asked for weights version {block.version}, holds {self.version}")
         draw, rewards = block.draw, block.draw.rewards
@@ -155,8 +154,8 @@ class RolloutWorker:
         return self._step().outcomes()
 
     def expand(self, counts: Sequence[int], n_max: int) -> None:
-        """One round: ``counts[t]`` expansions from this block's tree t, ``n_max`` the most of
-        the whole batch's counts."""
+        """One round: ``counts[t]`` expansions from this block's tree t; ``n_max``: the batch's
+        most."""
         self._step().expand(np.asarray(counts, dtype=np.int64), n_max)
 
     def finish(self) -> Rollout:
@@ -192,9 +191,9 @@ class RetrieverActor:
 
 
 class ActorTool:
-    """A ``SearchTool`` that asks the ``RetrieverActor`` named ``name``, found on first use: a
-    name, not an actor handle, so a worker's constructor arguments stay plain values (see the
-    module docstring)."""
+    """A ``SearchTool`` asking the ``RetrieverActor`` named ``name``, found on first use: a name,
+    not an actor handle, so a worker's constructor arguments stay plain values (module
+    docstring)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -305,10 +304,9 @@ class RayRollout:
         return merged
 
     def _on_each(self, calls: dict[int, _Call], done: dict[int, list[_Call]]) -> dict[int, Any]:
-        """Call ``calls[i] = (method, args)`` on worker i, for every i, and gather the results. A
-        worker that died (or was restarted: ``LostStep``) is revived, its step replayed from
-        ``done[i]`` (the calls that changed it, in order, each added once it returns) and the call
-        made again."""
+        """Call ``calls[i] = (method, args)`` on every worker i and gather the results. A worker
+        that died (or restarted: ``LostStep``) is revived, its step replayed from ``done[i]`` (the
+        calls that changed it, in order, each added once it returns) and the call made again."""
         import ray
 
         refs = {i: [self._call(i, call)] for i, call in calls.items()}
@@ -358,8 +356,7 @@ class RayRollout:
         self.workers = []
 
     def _revive(self, i: int, err: Exception) -> None:
-        """Wait for worker ``i``'s new process (Ray restarts it) and give it the current
-        weights."""
+        """Wait for worker ``i``'s new process (Ray restarts it) and give it the current weights."""
         import ray
 
         self.restarts += 1

@@ -182,8 +182,7 @@ A = TypeVar("A", bound=Asked)
 
 
 def unambiguous(rows: Sequence[A]) -> list[A]:
-    """``rows`` without the questions asked twice with different answers; of one asked twice
-    with the same answers, the first."""
+    """``rows`` less questions asked with two different answers (same answers: the first kept)."""
     answers: dict[str, set[frozenset[str]]] = defaultdict(set)
     for row in rows:
         answers[normalize_answer(row.question)].add(frozenset(map(normalize_answer, row.golds)))
@@ -198,9 +197,8 @@ def unambiguous(rows: Sequence[A]) -> list[A]:
 
 
 def capped(rows: Sequence[A], caps: Sequence[tuple[Callable[[A], Hashable], int]]) -> list[A]:
-    """``rows``, in their order, with at most ``limit`` sharing a ``key`` for each (key, limit)
-    of ``caps``; a hash of the question chooses which (a row counts towards a cap only when
-    it is kept)."""
+    """``rows``, in order, with at most ``limit`` sharing a ``key`` per (key, limit) of ``caps``; a
+    hash of the question picks which (a row counts towards a cap only when kept)."""
     counts: list[Counter[Hashable]] = [Counter() for _ in caps]
     keep = set()
     for i in sorted(range(len(rows)), key=lambda i: stable_hash(rows[i].question)):

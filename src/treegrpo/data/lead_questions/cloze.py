@@ -17,10 +17,9 @@ CLOZE_WORDS = (8, 40)  # a cloze sentence's length in words: enough context, not
 
 
 def cloze_fact(article: Article) -> Fact | None:
-    """One sentence of the lead with a proper name or a number blanked out, or None. The
-    candidates are the names (not a sentence's first word, no word shared with the title) and
-    numbers that occur once in sentences of ``CLOZE_WORDS`` words; a hash of the title picks
-    one, so the choice is fixed."""
+    """One sentence of the lead with a proper name or a number blanked out, or None: among the names
+    (not a sentence's first word, no word shared with the title) and numbers found once in sentences
+    of ``CLOZE_WORDS`` words, a hash of the title picks one, so the choice is fixed."""
     title = base_title(article.title)
     candidates: list[tuple[str, str, str]] = []  # (kind, sentence with a blank, gold)
     for sentence in sentences(article.extract):

@@ -18,9 +18,8 @@ from treegrpo.data.wiki import Article
 
 @dataclass(frozen=True)
 class Fact:
-    """One thing a lead says, as a question template: ``ask`` holds "{s}" where the subject
-    goes, ``about`` in a single-hop question, a bridge description ("the author of Heart of
-    Darkness") in a two-hop one."""
+    """One thing a lead says, as a question template: ``ask`` holds "{s}" for the subject, ``about``
+    in a single-hop question, a bridge ("the author of Heart of Darkness") in a two-hop one."""
 
     kind: str
     index: int  # the article whose passage holds the answer

@@ -172,7 +172,7 @@ def resolve(sentence: str, name: str) -> str:
 
 
 def copies(question: str, text: str, n: int = COPY_WORDS) -> bool:
-    """Whether ``question`` repeats ``n`` consecutive words (lowercased ``\\w+`` runs) of
+    """Whether ``question`` repeats ``n`` consecutive words (``\\w+`` runs, lowercased) of
     ``text``."""
     q, t = _WORD.findall(question.lower()), " ".join(_WORD.findall(text.lower()))
     t = f" {t} "
@@ -200,10 +200,9 @@ part (the words between verb and answer, last in the question), golds)."""
 
 
 def _candidates(s: str, name: str, ctx: Context) -> Iterator[tuple[str, str, tuple[str, ...]]]:
-    """(kind, question, golds) for each way ``s`` (resolved) can be turned around, a leading "In
-    1882, " moved to the end first; where the words between verb and answer begin with a
-    preposition of place and no other answer of the kind is there, also without them (the shorter
-    copies less)."""
+    """(kind, question, golds) for each way ``s`` (resolved) turns around, a leading "In 1882, "
+    moved to the end first; where the words between verb and answer start with a preposition of
+    place and no other answer of the kind is there, also without them (the shorter copies less)."""
     if m := _INTRO_YEAR.match(s):
         s = f"{m['rest']} in {m['year']}"
     for kind, answer, head, mid, golds in _turns(s, name, ctx):

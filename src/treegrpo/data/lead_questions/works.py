@@ -17,9 +17,8 @@ from treegrpo.data.wiki import Article
 
 
 def work_facts(article: Article, ctx: Context) -> list[Fact]:
-    """creator / originator ("a novel by English author Jane Austen", "discovered in 1932 by
-    James Chadwick"), a bridge when the maker has an article; release-year ("a 1972 American
-    epic gangster film")."""
+    """creator / originator ("a novel by English author Jane Austen", "discovered in 1932 by James
+    Chadwick"), a bridge when the maker has an article; release-year ("a 1972 … gangster film")."""
     first = first_sentence(article.extract)
     rest = after_title(first, base_title(article.title))
     if rest is None:
