@@ -50,8 +50,8 @@ log = logging.getLogger(__name__)
 
 
 def web_side(side: str, kind: str | None = None) -> list[Question]:
-    """The wiki-web questions of ``side`` ("train" or "test", ``WEB_HELD_OUT`` of the articles
-    held out), all kinds or one."""
+    """The wiki-web questions of ``side`` ("train", or "test": ``WEB_HELD_OUT`` of the articles),
+    all kinds or one."""
     train, test = web_questions(held_out_share=WEB_HELD_OUT)
     return [q for q in (train if side == "train" else test) if kind in (None, q.kind)]
 
@@ -236,8 +236,7 @@ def resolve_question_sets(names: Sequence[str]) -> list[list[Question]]:
 
 
 def resolve_model(name: str) -> Path:
-    """A model directory: the built-in ones are built (once) into the cache; anything else is a
-    path."""
+    """A model directory: a built-in one built (once) into the cache, else the path itself."""
     if name in BUILTIN_MODELS:
         base = prepare_smollm2()
         if name == "smollm2-protocol":
@@ -258,9 +257,8 @@ def resolve_corpus(name: str) -> Path:
 
 
 def make_tool(data: DataConfig) -> SearchTool | Toolbox:
-    """The agent's tools: Search-R1's search alone (a /retrieve server, or BM25 or dense search
-    over the corpus), or the toolbox that ``data.tools`` and ``data.mcp_servers`` name
-    (``jobs.tools``)."""
+    """The agent's tools: Search-R1's search alone (a /retrieve server, BM25 or dense search), or
+    the toolbox ``data.tools`` and ``data.mcp_servers`` name (``jobs.tools``)."""
     if search_r1_only(data):
         return make_retriever(data)
     return make_toolbox(data, partial(make_retriever, data))
@@ -280,10 +278,9 @@ def make_retriever(data: DataConfig) -> SearchTool:
 def eval_inputs(
     name: str, data: DataConfig, limit: int | None = None
 ) -> tuple[list[EvalItem], SearchTool | Toolbox]:
-    """``treegrpo eval``'s questions and tools: the first ``limit`` questions of ``name`` (a file
-    or a built-in set) and the tool ``data`` names (``make_tool``), names checked and questions
-    read before any index or site starts. ValueError (the problems, by flag) or OSError (missing
-    files)."""
+    """``treegrpo eval``'s questions and tools: the first ``limit`` questions of ``name`` (a file or
+    a built-in set) and the tool ``data`` names (``make_tool``), checked and read before any index
+    or site starts. ValueError (the problems, by flag) or OSError (missing files)."""
     problem = _check_name(name, BUILTIN_QUESTIONS)
     problems = ([f"--data: {problem}"] if problem else []) + check_tools(data, "--")
     if problems:
@@ -310,10 +307,9 @@ class Questions:
 
 
 def read_questions(data: DataConfig) -> Questions:
-    """Check ``data`` and read its questions (cheap: a bad name or row stops before a run
-    directory is made). A training question a held-out one asks word for word (``same_question``)
-    is left out and counted in ``dropped``. ValueError (bad names, rows) or OSError (missing
-    files, packages)."""
+    """Check ``data`` and read its questions (cheap: a bad name or row stops before a run directory
+    exists); training questions a held-out one asks word for word (``same_question``) are left out,
+    counted in ``dropped``. ValueError (bad names, rows) or OSError (missing files, packages)."""
     problems = check_data(data)
     if problems:
         raise ValueError("; ".join(problems))
@@ -376,8 +372,8 @@ def evaluate_model_dir(
     path: Path, inputs: DataInputs, data: DataConfig, device: str = "auto"
 ) -> dict[str, Any] | None:
     """Load the model at ``path`` onto ``device`` and evaluate it with ``held_out_eval`` (None
-    without held-out questions); for ``inputs.model_dir``, the starting report
-    ``run_data(before=…)`` takes."""
+    without held-out questions); of ``inputs.model_dir``: the starting report for
+    ``run_data(before=…)``."""
     if not inputs.held_out:
         return None
     model, tokenizer = load_model(path)
@@ -405,9 +401,8 @@ def run_data(
     before: Report | None = None,
     cluster: ClusterConfig = ClusterConfig(),
 ) -> dict[str, Any]:
-    """``runner.run_job`` on ``inputs``, evaluated on the training device
-    (``settings.model.device``); ``before``: ``evaluate_model_dir(inputs.model_dir, …)``, for
-    runs that share the inputs."""
+    """``runner.run_job`` on ``inputs``, evaluated on ``settings.model.device``; ``before``:
+    ``evaluate_model_dir(inputs.model_dir, …)``, for runs that share the inputs."""
     n_train, n_held_out = len(inputs.train), len(inputs.held_out)
 
     def report(before: Report | None, after: Report | None) -> list[str]:

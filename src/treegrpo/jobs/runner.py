@@ -138,11 +138,10 @@ def run_job(
     before: Report | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Evaluate, train, evaluate, report; returns the summary also written to
-    ``<run>/summary.json``. ``settings``: the run's configs (rollbacks:
-    ``_train_with_rollbacks``); ``cluster``: the Ray actors to sample and update on; ``before``:
-    the starting model's held-out report, to write instead of evaluating again (a resumed run
-    reads the one its first part wrote)."""
+    """Evaluate, train, evaluate, report; returns the summary also in ``<run>/summary.json``.
+    ``settings``: the run's configs (rollbacks: ``_train_with_rollbacks``); ``cluster``: the Ray
+    actors to sample and update on; ``before``: the starting model's held-out report, written
+    instead of evaluating again (a resumed run reads the one its first part wrote)."""
     algo, optim, run, model_cfg = settings.algo, settings.optim, settings.run, settings.model
     t0 = time.perf_counter()
     out = start_run(run)
@@ -197,8 +196,7 @@ def _evaluate_dir(
 def _evaluate_start(
     job: Job, out: Path, run: RunConfig, model_cfg: ModelConfig, before: Report | None
 ) -> Report | None:
-    """The starting model's held-out report: the one given, the one a resumed run's first part
-    wrote, or a fresh evaluation."""
+    """The starting model's held-out report: given, a resumed run's first part's, or fresh."""
     saved = out / "eval-before.json"
     if before is not None:
         write_report(before, out, "eval-before")
@@ -276,9 +274,8 @@ class _Cluster:
 def _train_with_rollbacks(
     job: Job, settings: TrainSettings, cluster: ClusterConfig, progress: bool
 ) -> None:
-    """RL (``train.trainer.train``) with the job's inputs, a progress bar and the cluster's
-    actors; after a health rollback, resumed from the healthy checkpoint it names with fresh
-    actors."""
+    """RL (``train.trainer.train``) with the job's inputs, a progress bar and the cluster's actors;
+    after a health rollback, resumed from the healthy checkpoint it names with fresh actors."""
     run = settings.run
     actors = _Cluster(job, cluster, settings)
     bar = TrainProgress(run.steps) if progress else None

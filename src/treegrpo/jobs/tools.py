@@ -81,8 +81,7 @@ def web_search(data: DataConfig) -> WebSearch:
 
 
 def mcp_servers(specs: tuple[str, ...]) -> list[McpServer]:
-    """``DataConfig.mcp_servers`` entries as servers: an http(s) URL (streamable HTTP), else a
-    command line run over stdio."""
+    """``DataConfig.mcp_servers`` as servers: an http(s) URL (streamable HTTP), else a command."""
     out = []
     for i, spec in enumerate(specs):
         if spec.startswith(("http://", "https://")):

@@ -115,9 +115,8 @@ def matched(
 
 
 def mean_curve(curves: Sequence[dict[str, list[float]]], axis: str) -> dict[str, list[float]]:
-    """The seeds' curves averaged point by point (the points are the same steps when the runs
-    share ``eval_every`` and steps): mean spend on ``axis`` and mean EM, over the points every
-    curve has."""
+    """The seeds' curves averaged point by point (the same steps when the runs share ``eval_every``
+    and steps): mean spend on ``axis`` and mean EM, over the points every curve has."""
     n = min(len(c["em"]) for c in curves)
     return {
         axis: [statistics.fmean(c[axis][i] for c in curves) for i in range(n)],

@@ -79,8 +79,7 @@ class RunSpec:
 
     @property
     def unit(self) -> str:
-        """What pairs runs across methods: the seed, and the warm start where several are
-        sampled ("s3", "s3-w1-onednn")."""
+        """What pairs runs across methods: seed, and warm start if several ("s3-w1-onednn")."""
         return f"s{self.seed}" + (f"-{self.warm_tag}" * bool(self.warm_tag))
 
     def identity(self) -> dict[str, Any]:
@@ -269,8 +268,7 @@ def bench_settings(
 
 
 def _checked(s: BenchSettings) -> BenchSettings:
-    """``s`` with its expansion rules deduplicated, once every setting is checked (ValueError
-    names the first that is not right)."""
+    """``s`` with its expansion rules deduplicated, all settings checked (ValueError: the first)."""
     note = "; uniform is the main tree run"
     for name, known, why in (("expansions", EXPANSION_RULES, note), ("difficulty", RULES, "")):
         rules = getattr(s, name)
@@ -379,9 +377,8 @@ def _tree_algo(
 
 
 def run_config(spec: RunSpec, s: BenchSettings) -> RunConfig:
-    """The run's RunConfig (from the embedded preset's, or the data mode config's): its
-    directory and seed, the benchmark's steps, prompts and periodic evaluation; one checkpoint
-    at the end."""
+    """The run's RunConfig (from the embedded preset's, or the data mode config's): its directory
+    and seed, the benchmark's steps, prompts and periodic evaluation; one checkpoint at the end."""
     return replace(
         DEFAULT_RUN if s.job is None else s.job.run,
         out_dir=str(s.runs_dir / spec.name),
@@ -406,8 +403,7 @@ def run_world(spec: RunSpec, s: BenchSettings) -> EmbeddedConfig:
 
 
 def world_config(s: BenchSettings) -> EmbeddedConfig:
-    """Embedded mode: the preset's world with the benchmark's world seed and held-out
-    questions."""
+    """Embedded mode: the preset's world with the benchmark's world seed and held-out questions."""
     assert s.eval_questions is not None  # None (all questions) is for data mode only
     return replace(DEFAULT_EMBEDDED, world_seed=s.world_seed, eval_questions=s.eval_questions)
 

@@ -208,8 +208,7 @@ def _diagnostic_rows(aggs: dict[tuple[str, int], dict[str, Any]], budgets: Seque
 
 
 def _ablation_rows(aggs: dict[tuple[str, int], dict[str, Any]], groups: Groups | None) -> str:
-    """Tree (2,2,1) with each advantage mode, and chain GRPO at the same budget for reference;
-    empty when the ablation did not run."""
+    """Tree (2,2,1) per advantage mode, and chain GRPO at that budget; empty without ablation."""
     if not any((m, ABLATION_BUDGET) in aggs for m in ("tree-intra", "tree-inter")):
         return ""
     by = [groups.title] if groups else []

@@ -67,8 +67,8 @@ def warm_start_report(cfg: EmbeddedConfig, warm: WarmStartConfig) -> dict[str, A
 
 def data_start(s: BenchSettings) -> tuple[Any, dict[str, Any]]:
     """Data mode: prepare the inputs (``jobs.data.prepare_inputs``) and evaluate the starting
-    model on the held-out questions once, as ``run_data`` would; returns both. Bad rows or files
-    stop it."""
+    model on the held-out questions once, as ``run_data`` would; returns both (bad rows or files
+    stop it)."""
     assert s.job is not None
     data = data_config(s)
     try:
@@ -208,9 +208,8 @@ def _run_in_pool(
 
 
 def _init_worker(cores: Any) -> None:
-    """Pin this worker to one core and one torch thread (and the OpenMP and MKL variables), and end
-    it with its parent (SIGTERM on Linux), so a killed benchmark leaves no worker training on its
-    own."""
+    """Pin this worker to one core and torch thread (OpenMP, MKL too) and end it with its parent
+    (SIGTERM, Linux), so a killed benchmark leaves no worker training on its own."""
     _die_with_parent()
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"

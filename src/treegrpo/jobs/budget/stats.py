@@ -30,8 +30,7 @@ def t_quantile(df: int) -> float:
 
 
 def t_interval(xs: Sequence[float]) -> tuple[float, float] | None:
-    """mean ± t_{0.975, n−1} · s / √n, the 95% interval of the mean of ``xs`` (None for one
-    value)."""
+    """mean ± t_{0.975, n−1} · s / √n: the mean of ``xs`` and its 95% interval (None for one)."""
     mean, std = mean_std(xs)
     if std is None:
         return None

@@ -18,18 +18,16 @@ ABLATION = ("tree-intra", "tree-inter")
 
 
 def _tree_methods(records: Sequence[dict[str, Any]], budget: int) -> list[str]:
-    """The tree methods that ran at ``budget``: the uniform tree first, then the others in the
-    order they first appear."""
+    """The tree methods run at ``budget``: uniform first, then the others as they appear."""
     names = [r["method"] for r in records if r["budget"] == budget]
     found = list(dict.fromkeys(m for m in names if m != "chain" and m not in ABLATION))
     return sorted(found, key=lambda m: m != "tree")
 
 
 def matched_comparisons(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per budget, the comparisons at matched spend (``matched``): each tree method − the chain at
-    equal tokens and time, each other tree method − the uniform tree, and the quarter comparison
-    with its control (docs/evaluation.md, "Equal spend, not equal rungs"); missing runs are left
-    out."""
+    """Per budget, the comparisons at matched spend (``matched``; missing runs left out): each tree
+    method − the chain at equal tokens and time, each other tree method − the uniform tree, and
+    the quarter comparison with its control (docs/evaluation.md, "Equal spend, not equal rungs")."""
     out: list[dict[str, Any]] = []
     budgets = sorted({r["budget"] for r in records})
     for b in budgets:
@@ -49,8 +47,7 @@ def final_difference(
     records: Sequence[dict[str, Any]], method: str, budget: int, against: str, against_budget: int
 ) -> dict[str, Any] | None:
     """Held-out EM after RL (equal steps), ``method`` at ``budget`` − ``against`` at
-    ``against_budget``, paired by seed; shaped like ``curves.matched``'s entries (axis
-    "steps", no area)."""
+    ``against_budget``, paired by seed, shaped as ``curves.matched``'s (axis "steps", no area)."""
     by = {(r["method"], r["budget"], unit(r)): r for r in records}
     seeds = sorted(
         s for m, b, s in by if (m, b) == (method, budget) and (against, against_budget, s) in by
@@ -156,8 +153,7 @@ def table_row(cells: Sequence[str]) -> str:
 
 
 def number_cell(x: dict[str, Any], fmt: str, unit: str = "") -> str:
-    """An aggregate's mean as ``fmt`` with ``unit``; "—" for NaN (runs from before it was
-    logged)."""
+    """An aggregate's mean as ``fmt`` with ``unit``; "—" for NaN (runs older than the metric)."""
     v = x["mean"]
     return "—" if v != v else format(v, fmt) + unit
 
