@@ -89,8 +89,8 @@ class BM25Retriever:
         self._build().save(str(directory), show_progress=False)
 
     def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
-        """For each query, at most ``topk`` passages with a positive score, best first (ties in
-        corpus order)."""
+        """At most ``topk`` passages per query with a positive score, best first (ties: corpus
+        order)."""
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         s = self._model.scores
@@ -118,8 +118,8 @@ def top_documents(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (documents, scores) of one query from a CSC (documents × terms) weight matrix: a
     document scores the sum of its weights over the query's terms (a repeated term counts again, as
-    in bm25s), merged sparsely or densely (docs/retrieval.md, "BM25"). Positive scores only; ties by
-    document index."""
+    in bm25s), merged sparsely or densely (docs/retrieval.md, "BM25"); positive scores, ties by
+    index."""
     if not terms:
         return np.empty(0, np.int64), np.empty(0, np.float64)
     docs: np.ndarray  # (n,) document indices

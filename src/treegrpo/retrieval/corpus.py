@@ -51,9 +51,8 @@ def _parse_line(path: str | Path, lineno: int, line: str) -> Passage:
 
 
 def iter_corpus(path: str | Path) -> Iterator[Passage]:
-    """Yield the passages of a jsonl corpus in file order, skipping blank lines. Raises
-    ``CorpusError`` (a ``ValueError``) naming file, line and field on the first bad line, and
-    ``FileNotFoundError``."""
+    """Yield the passages of a jsonl corpus in file order, skipping blank lines; ``CorpusError`` (a
+    ``ValueError``) naming file, line and field on the first bad line; ``FileNotFoundError``."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
             if line.strip():
@@ -66,7 +65,7 @@ def read_corpus(path: str | Path) -> list[Passage]:
 
 
 def write_corpus(path: str | Path, passages: Iterable[Passage]) -> int:
-    """Write passages as a Search-R1 jsonl corpus (UTF-8, one object a line, no scores); returns the
+    """Write passages as a Search-R1 jsonl corpus (UTF-8, an object a line, no scores); the
     count."""
     n = 0
     with open(path, "w", encoding="utf-8") as f:
@@ -101,9 +100,8 @@ def passages_digest(passages: Iterable[Passage]) -> str:
 def corpus_passages(
     corpus: str | Path | Sequence[Passage], index: str
 ) -> tuple[list[Passage], str]:
-    """The passages of ``corpus`` (a jsonl file or passages) and their digest, an index's cache
-    key (``file_digest`` or ``passages_digest``). ``ValueError`` on an empty corpus, naming
-    ``index``."""
+    """The passages of ``corpus`` (a jsonl file or passages) and their digest, an index's cache key
+    (``file_digest`` or ``passages_digest``); ValueError naming ``index`` when it is empty."""
     if isinstance(corpus, str | Path):
         digest = file_digest(corpus)
         passages = read_corpus(corpus)

@@ -89,9 +89,8 @@ class RemoteRetriever(Closes):
         self._client.close()
 
     def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
-        """One request for the whole batch; a passage list per query, best first. Where the server
-        refuses some queries on their own, raises ``RetrieverError`` whose ``results`` holds the
-        others'."""
+        """One request for the whole batch; a passage list per query, best first. If the server
+        refuses some queries alone, ``RetrieverError`` with the others' passages in ``results``."""
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         if not queries:
@@ -112,9 +111,8 @@ class RemoteRetriever(Closes):
         raise RetrieverError(message, [None if isinstance(a, str) else a for a in answers])
 
     def _ask(self, queries: list[str], topk: int, depth: int = 0) -> list[list[Passage] | str]:
-        """Each query's passages, or the message of the refusal of that query alone;
-        ``RetrieverError`` for what fails the whole batch (transport, 5xx after the retries, another
-        4xx, a bad answer)."""
+        """Each query's passages, or the refusal of that query alone; ``RetrieverError`` for what
+        fails the batch (transport, 5xx after the retries, another 4xx, a bad answer)."""
         payload = {"queries": queries, "topk": topk, "return_scores": True}
         response = send_retrying(
             lambda: self._client.post(self.url, json=payload),

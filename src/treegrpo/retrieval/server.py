@@ -76,8 +76,7 @@ class RetrieveRequest(BaseModel):
 
 def limited_request(max_queries: int, max_query_chars: int) -> type[RetrieveRequest]:
     """``RetrieveRequest`` with at most ``max_queries`` queries of ``max_query_chars`` each;
-    pydantic checks the list's length first, so a body of millions of items costs no error per
-    item."""
+    pydantic checks the length first, so millions of items cost no error each."""
     query = Annotated[str, Field(max_length=max_query_chars)]
     return create_model(
         "RetrieveRequest",
@@ -205,8 +204,7 @@ def create_app(
     Long: the routes are closures over the limits and the batcher, the FastAPI way of giving
     handlers their state.
 
-    Many arguments: the server's limits, one per flag of ``treegrpo serve``.
-    """
+    Many arguments: the server's limits, one per flag of ``treegrpo serve``."""
     for name, value in [
         ("max_queries", max_queries),
         ("max_query_chars", max_query_chars),
