@@ -118,8 +118,8 @@ def top_documents(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (documents, scores) of one query from a CSC (documents × terms) weight matrix: a
     document scores the sum of its weights over the query's terms (a repeated term counts again, as
-    in bm25s), merged sparsely or densely (docs/retrieval.md, "BM25"); positive scores, ties by
-    index."""
+    in bm25s), merged sparsely or densely (docs/retrieval.md, "BM25"). Positive scores only; ties by
+    document index."""
     if not terms:
         return np.empty(0, np.int64), np.empty(0, np.float64)
     docs: np.ndarray  # (n,) document indices

@@ -55,13 +55,13 @@ def _resolve_model(model: str | Path | None) -> tuple[str, str]:
 
 
 class DenseRetriever:
-    """Embedding retriever (docs/retrieval.md, "Dense"): ``search(queries, topk)`` → passages
-    ranked by cosine similarity. corpus: a jsonl corpus path or the passages; model: a
+    """Embedding retriever (docs/retrieval.md, "Dense"): ``search(queries, topk)`` → passages ranked
+    by cosine similarity. corpus: a jsonl corpus path or the passages; model: a
     sentence-transformers directory or a name in the local HF cache (default: the packaged
-    all-MiniLM-L6-v2); query_prefix, passage_prefix: put before each query and passage ("query:
-    ", "passage: " for E5); device, batch_size: for encoding; cache_dir: the cache root (default
-    ``default_cache_root()``; the index in ``<cache_dir>/dense/<key>``); use_cache: False: no
-    disk."""
+    all-MiniLM-L6-v2); query_prefix, passage_prefix: put before each query and passage ("query: ",
+    "passage: " for E5); device, batch_size: for encoding; cache_dir: the cache root (default
+    ``default_cache_root()``; the index in ``<cache_dir>/dense/<key>``); use_cache: False encodes in
+    memory and writes nothing."""
 
     def __init__(
         self,
