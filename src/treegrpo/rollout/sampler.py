@@ -127,8 +127,7 @@ def share_by_difficulty(outcomes: TreeOutcomes, shape: TreeShape) -> npt.NDArray
 
 
 def check_scorer(shape: TreeShape, given: bool) -> None:
-    """Refuse, before anything is sampled, a shape whose expansions read rewards without a way
-    to score the leaves (``given``)."""
+    """Refuse, before sampling, a shape whose expansions read rewards with no scorer (``given``)."""
     e = shape.expansion
     if e.needs_rewards and shape.l > 0 and not given:
         informed = e.rule == "informed"
@@ -153,8 +152,7 @@ class ForestSampler:
     A tree's prompt id is its prompt's index in ``prompts``. ``tool``: the agent's tools (a
     retriever alone: Search-R1's ``search``), which ``protocol`` must offer too; ``prompt_keys``:
     what seeds each prompt's randomness (default: its index here); ``score``: rewards the leaves
-    before each round, for ``informed`` and difficulty budgets.
-    """
+    before each round, for ``informed`` and difficulty budgets."""
 
     engine: Engine
     protocol: ToolProtocol
@@ -197,8 +195,8 @@ class ForestSampler:
         self.expansion_s = 0.0
 
     def sample(self) -> Rollout:
-        """The whole forest: ``pipeline`` where the shape allows, else ``begin`` and L rounds of
-        ``expand``, then ``finish``."""
+        """The forest: ``pipeline`` if the shape allows, else ``begin``, ``expand`` ×L,
+        ``finish``."""
         if pipelined(self.shape):
             self.pipeline()
             return self.finish()
@@ -213,10 +211,10 @@ class ForestSampler:
         self._until_done(self._chains())
 
     def pipeline(self) -> None:
-        """``begin`` and the L rounds in one run of steps, each tree's next round starting as soon
-        as its own episodes end, so the engine holds more rows per step. For ``pipelined`` shapes
-        only: each tree's picks, streams and branches are then those of ``begin`` and ``expand``
-        (node ids differ)."""
+        """``begin`` and the L rounds in one run of steps, each tree's next round starting once
+        its own episodes end, so the engine holds more rows per step. ``pipelined`` shapes only:
+        each tree's picks, streams and branches are those of ``begin`` and ``expand`` (node ids
+        differ)."""
         episodes = self._chains()
         rounds = [self.shape.l] * self.forest.n_trees
         while episodes:
@@ -234,8 +232,7 @@ class ForestSampler:
             self.counts.append(np.full(self.forest.n_trees, self.shape.n, dtype=np.int64))
 
     def _branches(self, trees: list[int]) -> list[_Episode]:
-        """The next N expansions of each of ``trees`` (its rule's picks, its own generator), as
-        episodes."""
+        """The next N expansions of each of ``trees`` (its rule, generator) as episodes."""
         t0 = time.perf_counter()
         rule, f = self.shape.expansion, self.forest
         # the rule picks for every tree; only these trees' picks are kept, and the others draw
@@ -253,8 +250,8 @@ class ForestSampler:
         return out
 
     def _branch(self, t: int, node: int, reason: str) -> _Episode:
-        """Tree t's next branch, from ``node`` (recorded with ``reason``), as an episode with a
-        random stream of its own."""
+        """Tree t's next branch from ``node`` (``reason`` recorded): an episode with its own
+        stream."""
         ctx, token = self.resume[node]
         episode = _Episode(node, ctx, [token], (*self.tree_keys[t], self.branches[t]))
         self.branches[t] += 1
@@ -263,8 +260,8 @@ class ForestSampler:
         return episode
 
     def _chains(self) -> list[_Episode]:
-        """Prefill the prompts (each computed once, shared by its M trees) and make the trees:
-        the initial chains' episodes."""
+        """Prefill the prompts (each once, shared by its M trees), make the trees: the chains'
+        episodes."""
         prompts, spend = self.prompt_ids, self.spend
         shared, cost = self.engine.prefill(
             [self.engine.root()] * len(prompts), [p[:-1] for p in prompts]
@@ -306,9 +303,8 @@ class ForestSampler:
 
     def expand(self, counts: npt.NDArray[np.int64] | None = None, n_max: int | None = None) -> None:
         """One expansion round: ``counts`` (T,) expansions per tree (None: N each). The rule picks
-        ``n_max`` nodes per tree (default: the most of ``counts``), tree t keeping its first
-        counts[t]; every part of a split batch passes the batch's n_max, so a tree draws the same on
-        any split."""
+        ``n_max`` nodes per tree (default: the most of ``counts``), tree t keeping counts[t]; each
+        part of a split batch passes the batch's n_max, so a tree draws alike on any split."""
         t0 = time.perf_counter()
         shape, rule, f = self.shape, self.shape.expansion, self.forest
         per_tree = counts is None
@@ -357,8 +353,7 @@ class ForestSampler:
         )
 
     def _node_stats(self) -> NodeStats | None:
-        """What the rule reads: each node's sampled log-probs (``entropy``), each leaf's reward
-        (``informed``)."""
+        """What the rule reads: log-probs (``entropy``), leaves' rewards (``informed``)."""
         rule = self.shape.expansion.rule
         logprobs = None
         if rule == "entropy":

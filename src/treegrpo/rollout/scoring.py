@@ -72,9 +72,9 @@ def score_leaves(
     """Score ``leaves``; ``golds[p]``: the gold answers of the forest's prompt p (docs/algorithm.md
     §5). ``format_score``: Search-R1's format bonus; ``tools``: the format's action tags;
     ``format_gate``: a leaf whose path holds a broken turn scores as a wrong answer in invalid
-    format. The answer is read from the model's own tokens of the last step only (joining all steps
-    could pair an ``<answer>`` cut off at one step's limit with the next step's ``</answer>``), the
-    format from the whole response."""
+    format. The format is read from the whole response, the answer from the model's own tokens of
+    the last step (joined steps could pair an ``<answer>`` cut at a step's limit with the next's
+    ``</answer>``)."""
     fn = search_r1_reward if reward == "em" else search_r1_f1_reward
     cols: list[list[float]] = [[] for _ in range(8)]
     broken: dict[int, bool] = {}  # node → its step is broken (a shared step is decoded once)
@@ -164,9 +164,8 @@ class LeafRewards:
 
 @dataclass
 class ScoredRollout:
-    """A step's rollout as the RL step scored it, for observers (``rollout.snapshot``, the
-    trainer's ledger): the kept leaves with their scores, prompt groups and total advantages,
-    all (B,)."""
+    """A step's rollout as the RL step scored it, for observers (``rollout.snapshot``, the trainer's
+    ledger): the kept leaves with their scores, prompt groups and total advantages, all (B,)."""
 
     rollout: Rollout
     leaves: list[int]

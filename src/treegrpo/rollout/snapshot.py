@@ -28,10 +28,9 @@ def forest_snapshot(
     scale: bool = True,
     batch: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """The trees of batch prompts ``prompts`` as JSON-ready nested dicts. ``scored``: the kept
-    leaves, scores, groups and advantages of the RL step; the intra, inter (and, with ``batch`` > 0,
-    batch) parts are recomputed from the rewards with the same ``scale``. golds, questions and hops
-    (0: unknown) are per batch prompt."""
+    """The trees of batch prompts ``prompts`` as JSON-ready nested dicts. ``scored``: the RL step's
+    kept leaves, scores, groups, advantages; intra, inter (and, ``batch`` > 0, batch) parts are
+    recomputed with the same ``scale``. golds, questions, hops (0: unknown): per batch prompt."""
     forest = scored.rollout.forest
     leaf_ids = np.asarray(scored.leaves, dtype=np.int64)
     total = np.asarray(scored.adv, dtype=np.float64)
@@ -80,8 +79,7 @@ def forest_snapshot(
 
 
 def _expansion_reasons(rollout: Rollout) -> dict[int, list[str]]:
-    """Node → the reasons of the expansions that started there (empty where the rollout did
-    not record them)."""
+    """Node → the reasons of the expansions started there (empty where none were recorded)."""
     reasons = rollout.expansion_reasons
     if len(reasons) != len(rollout.expansions):  # a rollout that did not record them
         reasons = [""] * len(rollout.expansions)

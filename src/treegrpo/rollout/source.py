@@ -43,8 +43,7 @@ class RolloutSource(Protocol):
         ...
 
     def sample(self, prompts: Sequence[list[int]], draw: Draw) -> Rollout:
-        """One forest for the batch, drawn as ``draw`` says (``rollout.sampler.sample_forest``'s
-        contract)."""
+        """One forest for the batch, drawn as ``draw`` says (``sample_forest``'s contract)."""
         ...
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
