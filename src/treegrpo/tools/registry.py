@@ -127,8 +127,7 @@ class Toolbox(Closes):
             self.register(tool)
 
     def owns(self, *resources: Any) -> None:
-        """Close ``resources`` (anything with ``close()``: MCP connections, HTTP clients) when
-        the toolbox closes."""
+        """Close ``resources`` (anything with ``close()``) when the toolbox closes."""
         self._owned.extend(resources)
 
     def close(self) -> None:
@@ -185,10 +184,10 @@ class Toolbox(Closes):
         return len(self._tools)
 
     def run(self, name: str, calls: Sequence[tuple[str, tuple[PastCall, ...]]]) -> list[Outcome]:
-        """Run the calls of one step to tool ``name`` (``calls[i] = (argument text, history)``):
-        refused arguments get an error outcome, the others go in one batch. Never raises for a
-        tool's failure; a tool raising anything but ``ToolFailed`` (a bug) fails its batch, logged
-        with its traceback."""
+        """Run one step's calls to tool ``name`` (``calls[i] = (argument text, history)``): refused
+        arguments get an error outcome, the others go in one batch. Never raises for a tool's
+        failure; a tool raising other than ``ToolFailed`` (a bug) fails its batch, logged with a
+        traceback."""
         tool = self._tools[name]
         out: list[Outcome | None] = [None] * len(calls)
         todo: list[int] = []

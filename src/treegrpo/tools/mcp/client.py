@@ -99,9 +99,8 @@ class McpTool:
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:
-    """A tool result's text: its text blocks (and embedded text resources) joined by newlines;
-    other blocks as ``[image]``-like markers; the structured content as JSON when there is no
-    text at all."""
+    """A tool result's text: text blocks (and embedded text resources) joined by newlines, other
+    blocks as ``[image]``-like markers, the structured content as JSON when there is no text."""
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):

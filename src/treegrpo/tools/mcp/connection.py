@@ -101,9 +101,8 @@ class McpConnection(Closes):
             raise
 
     def __reduce__(self) -> tuple[type[McpConnection], tuple[McpServer]]:
-        """A copy (a pickle sent to a Ray worker) opens its own session from the config; it
-        closes with ``close`` or, at the latest, when its process exits (a stdio server reads
-        the end of its input and stops)."""
+        """A copy (a pickle sent to a Ray worker) opens its own session from the config, closed by
+        ``close`` or at its process's exit (a stdio server reads the end of its input and stops)."""
         return (McpConnection, (self.config,))
 
     # --- on the caller's thread ---------------------------------------------------------
@@ -289,8 +288,7 @@ def is_outage(result: Any) -> bool:
 
 
 def _errlog() -> TextIO:
-    """Where a stdio server's stderr goes: ours, when it is a real file (a test's captured
-    stream may not be)."""
+    """Where a stdio server's stderr goes: ours, if a real file (a test's capture may not be)."""
     try:
         sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):

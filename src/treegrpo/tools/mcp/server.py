@@ -37,8 +37,7 @@ DEFAULT_CORPUS = Path("corpora") / "wiki-offline.jsonl"
 
 
 def default_corpus() -> Path:
-    """The offline wiki corpus in the cache; ``FileNotFoundError`` naming the command that
-    builds it when it is not there."""
+    """The cached offline wiki corpus; ``FileNotFoundError`` naming the command to build it."""
     path = default_cache_root() / DEFAULT_CORPUS
     if not path.is_file():
         raise FileNotFoundError(
@@ -49,8 +48,7 @@ def default_corpus() -> Path:
 
 
 def page_index(passages: Sequence[Passage]) -> dict[str, str]:
-    """Article title (without Search-R1's quotes) → its passages' texts joined, in corpus
-    order."""
+    """Article title (without Search-R1's quotes) → its passages' texts joined, in corpus order."""
     parts: dict[str, list[str]] = {}
     for p in passages:
         parts.setdefault(p.title.strip().strip('"'), []).append(p.text.strip())
@@ -104,8 +102,7 @@ def run(
     port: int = 8001,
     cache_dir: str | Path | None = None,
 ) -> None:
-    """Serve ``corpus`` until interrupted (stdio: until the client closes stdin). Over HTTP the
-    endpoint is ``http://HOST:PORT/mcp``."""
+    """Serve ``corpus`` until interrupted or stdin closes; over HTTP at ``http://HOST:PORT/mcp``."""
     server = wiki_server(corpus, cache_dir=cache_dir)
     if transport == "stdio":
         server.run("stdio")

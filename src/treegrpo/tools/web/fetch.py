@@ -42,9 +42,8 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]
 
 @dataclass(frozen=True)
 class Page:
-    """A fetched page: the final URL (after redirects), its title (empty when it has none), its
-    readable text (paragraphs on separate lines), its links, and whether the body was cut at
-    the byte limit."""
+    """A fetched page: the final URL (after redirects), title ("" if none), readable text (a line
+    per paragraph), links, and whether the body was cut at the byte limit."""
 
     url: str
     title: str

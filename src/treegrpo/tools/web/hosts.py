@@ -16,9 +16,8 @@ import httpx
 
 
 class RoutedTransport(httpx.BaseTransport):
-    """Sends each request to ``address`` (``host:port``, e.g. ``"127.0.0.1:41234"``) over plain
-    HTTP, keeping the request's own URL and ``Host`` header; ``**transport``: options of the
-    ``httpx.HTTPTransport`` underneath."""
+    """Sends each request to ``address`` (``"127.0.0.1:41234"``) over plain HTTP, keeping its own
+    URL and ``Host`` header; ``**transport``: options of the ``httpx.HTTPTransport`` underneath."""
 
     def __init__(self, address: str, **transport: Any) -> None:
         host, sep, port = address.rpartition(":")

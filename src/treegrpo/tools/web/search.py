@@ -120,9 +120,8 @@ class HttpSearch(Reopens):
 class SearxngSearch(HttpSearch):
     """A SearXNG instance's JSON search API (docs/tools.md, "Searching"). base_url: the instance
     (``/search`` appended unless there); categories, engines: comma-separated (engines override the
-    categories' defaults); language: a code (``en``, ``de-CH``, ``all``); time_range: ``day``,
-    ``month`` or ``year``; safesearch: 0 (off), 1 (moderate) or 2 (strict); the others as
-    ``HttpSearch``."""
+    categories'); language: a code (``en``, ``de-CH``, ``all``); time_range: ``day``, ``month`` or
+    ``year``; safesearch: 0, 1 or 2 (off to strict); the others as ``HttpSearch``."""
 
     def __init__(
         self,
@@ -174,8 +173,7 @@ class JsonSearch(HttpSearch):
     of results, if any (hits are cut to ``topk`` anyway); params: fixed parameters sent every time
     (an API key); the others as ``HttpSearch``.
 
-    Many arguments: one per setting of the JSON API, each a ``--data.*`` flag.
-    """
+    Many arguments: one per setting of the JSON API, each a ``--data.*`` flag."""
 
     def __init__(
         self,

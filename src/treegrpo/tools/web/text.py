@@ -222,10 +222,9 @@ def cut(text: str, limit: int) -> str:
 
 
 def select_passages(text: str, goal: str | None, max_chars: int) -> str:
-    """The passages of ``text`` that best match ``goal`` (BM25, ties to the earlier), taken best
-    first while they fit in ``max_chars``, shown in page order on separate lines with ``…`` where
-    text was skipped; a best passage too long for what is left is cut; no goal or no match: the
-    beginning."""
+    """The passages of ``text`` best matching ``goal`` (BM25, ties to the earlier), taken best first
+    while they fit in ``max_chars`` (a best one too long for what is left is cut), shown in page
+    order, a line each, ``…`` where text was skipped; no goal or no match: the beginning."""
     if max_chars <= 0:
         return ""
     parts = passages(text)
