@@ -82,8 +82,8 @@ class MicroBatch:
         aggregation: Aggregation,
         is_weight: torch.Tensor | None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """PPO's clipped term, the micro-batch's mean (``losses.ppo_clip_loss``), and its
-        clipped fraction and approximate KL."""
+        """PPO's clipped term, the micro-batch's mean (``losses.ppo_clip_loss``), with its clipped
+        fraction and approximate KL."""
         return ppo_clip_loss(
             logp, logp_old, self.advantages, self.action_mask, clip_eps, dual_clip,
             aggregation, is_weight,
@@ -116,9 +116,8 @@ def make_micro_batches(
     pad_id: int = 0,
     overhead: int = BATCH_OVERHEAD,
 ) -> list[MicroBatch]:
-    """Sort by length and cut into micro-batches of at most ``max_tokens`` padded positions (a
-    longer sequence gets a micro-batch of its own) that minimize the positions computed plus
-    ``overhead`` per micro-batch."""
+    """Sort by length and cut into micro-batches of at most ``max_tokens`` padded positions (longer
+    sequences alone) minimizing the positions computed plus ``overhead`` per micro-batch."""
     if len(seqs) != len(advantages):
         raise ValueError(f"{len(seqs)} sequences but {len(advantages)} advantages")
     groups = cut_by_length([len(s.ids) for s in seqs], max_tokens, overhead)
@@ -159,8 +158,7 @@ def _pad(seqs: list[LeafSequence], advs: list[float], index: list[int], pad_id: 
 
 
 def pad_fraction(batches: Sequence[Any]) -> float:
-    """Share of computed positions that are padding (of micro-batches of sequences or packed
-    ones, ``train.shared``)."""
+    """Share of computed positions that are padding (micro-batches of sequences or packed ones)."""
     total = sum(mb.input_ids.numel() for mb in batches)
     real = sum(mb.n_real_tokens for mb in batches)
     return 1.0 - real / total if total else 0.0

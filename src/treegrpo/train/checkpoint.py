@@ -150,9 +150,8 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def checkpoint_problem(path: Path) -> str | None:
-    """What is wrong with checkpoint ``path`` (None: nothing found): no or unreadable ``meta.json``,
-    a file it lists missing or resized, a safetensors header that does not parse (format 1 lists no
-    files)."""
+    """What is wrong with checkpoint ``path`` (None: nothing found): no or bad ``meta.json``, a file
+    it lists missing or resized (format 1 lists none), a safetensors header that does not parse."""
     try:
         meta = json.loads((path / "meta.json").read_text())
     except FileNotFoundError:
@@ -185,9 +184,8 @@ def healthy_checkpoint(run_dir: Path, before: int) -> Path | None:
 
 
 def discard_newer(run_dir: Path, checkpoint: Path, why: str = "damaged") -> list[Path]:
-    """Rename every checkpoint of ``run_dir`` newer than ``checkpoint`` to ``<name>.<why>``
-    (damaged, or left behind by a rollback), out of the way of the redone steps and the clean-up;
-    returns the new names."""
+    """Rename each checkpoint of ``run_dir`` newer than ``checkpoint`` to ``<name>.<why>`` (damaged,
+    or left by a rollback), out of the way of redone steps and clean-up; returns the new names."""
     moved = []
     for p in _saved_in(run_dir):
         if p.name > checkpoint.name:

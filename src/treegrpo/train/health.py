@@ -118,8 +118,7 @@ class HealthMonitor:
         return out
 
     def check(self, step: int, metrics: Mapping[str, float]) -> list[str]:
-        """The step's problems; counts the unhealthy streak. ``alarm`` is then whether the
-        streak reached ``patience``."""
+        """The step's problems; counts the unhealthy streak (``alarm``: it reached ``patience``)."""
         found = self.problems(metrics)
         if found:
             self.streak_start = self.streak_start if self.streak else step

@@ -20,8 +20,7 @@ def aggregate(
     token-mean:          Σ_bt v·m / Σ_bt m  (every action token in the batch weighs the same)
     seq-mean-token-mean: mean_b (Σ_t v·m / Σ_t m)  (every sequence weighs the same)
     seq-mean-token-sum:  mean_b Σ_t v·m  (Dr. GRPO's length-unbiased sum)
-    Sequences without action tokens count as zero in the sequence means.
-    """
+    Sequences without action tokens count as zero in the sequence means."""
     m = mask.to(values.dtype)
     if mode == "token-mean":
         return (values * m).sum() / m.sum().clamp(min=1.0)
@@ -53,8 +52,7 @@ def ppo_clip_loss(
     logp, logp_old, advantages, mask: (B, T). ``is_weight`` (B, T): a detached factor on each
     token's term, the sampler–trainer importance weight (``train.offpolicy``; None: 1). Returns
     the aggregated loss and diagnostics (the clipped-token fraction and the approximate KL to
-    the old policy).
-    """
+    the old policy)."""
     log_ratio = torch.clamp(logp - logp_old, -20.0, 20.0)
     ratio = torch.exp(log_ratio)
     loss1 = -advantages * ratio
@@ -87,8 +85,7 @@ def kl_penalty(
         k1 = −x              unbiased, high variance, can be negative
         k2 = x² / 2          biased, low variance
         k3 = eˣ − x − 1      unbiased, low variance, ≥ 0; clamped to [−10, 10] as in the
-                             authors' code ("low_var_kl")
-    """
+                             authors' code ("low_var_kl")"""
     x = logp_ref - logp
     if estimator == "k1":
         return -x

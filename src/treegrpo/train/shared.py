@@ -327,8 +327,7 @@ def _tensors(rows: list[_Row], share: float, path_tokens: int, pad_id: int) -> P
 
 
 def supports_packing(model: Any) -> str | None:
-    """None when ``model`` can run a packed batch, else why not (its attention implementation
-    takes no custom 4D mask)."""
+    """None when ``model`` can run a packed batch, else why not (no custom 4D attention mask)."""
     impl = getattr(model.config, "_attn_implementation", None) or "eager"
     if impl not in SUPPORTED_ATTENTION:
         return (

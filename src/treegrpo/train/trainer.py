@@ -177,9 +177,8 @@ def _watch_and_log(
     log: Any,
     writer: Any,
 ) -> None:
-    """The health alarms' verdict on the step (``train.health``), then its line in
-    metrics.jsonl, TensorBoard and the log; an alarm warns, stops or rolls back (``_on_alarm``)
-    after the step is logged."""
+    """The health alarms' verdict on the step (``train.health``), then its line in metrics.jsonl,
+    TensorBoard and the log; after that, an alarm warns, stops or rolls back (``_on_alarm``)."""
     problems = monitor.check(step, metrics)
     metrics["health/alarm"] = float(monitor.alarm)
     _log(log, writer, step, metrics)
@@ -359,8 +358,8 @@ def _forest_keeper(
     algo: AlgorithmConfig,
     run: RunConfig,
 ) -> Callable[[ScoredRollout], None]:
-    """Writes ``forests/step-NNNNNN.json``: the first ``run.forests_prompts`` prompts' trees
-    (``rollout.snapshot``), atomically."""
+    """Writes ``forests/step-NNNNNN.json`` atomically: the first ``run.forests_prompts`` prompts'
+    trees (``rollout.snapshot``)."""
 
     def keep(outcome: ScoredRollout) -> None:
         shown = list(range(min(run.forests_prompts, len(batch.prompts))))
@@ -496,8 +495,8 @@ def _start_afresh(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def _truncate_metrics(path: Path, last_step: int) -> list[dict[str, Any]]:
-    """Keep the lines of steps up to ``last_step`` and return them, parsed; a line cut short by
-    a kill is dropped."""
+    """Keep, and return parsed, the lines of steps up to ``last_step``; a line cut by a kill is
+    dropped."""
     if not path.exists():
         return []
     keep = []
