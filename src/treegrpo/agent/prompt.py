@@ -45,8 +45,7 @@ def format_question(question: str) -> str:
 
 
 def instruction_text(question: str, tools: Sequence[ToolLine] | None = None) -> str:
-    """The user message for ``question``: Search-R1's instruction, or with ``tools`` the one
-    that lists them."""
+    """The user message for ``question``: Search-R1's instruction, or one listing ``tools``."""
     if tools is None:
         return INSTRUCTION.format(question=format_question(question))
     lines = "\n".join(f"<{t.name}> {t.usage} </{t.name}>: {t.description}" for t in tools)
