@@ -40,8 +40,7 @@ def previous_token_bias(
 
     Rotary pair i is (i, i + d/2), rotated by m·θ_i at position m. With q̃_i = a·e^(−iθ_i) and
     k̃_i = a on the ``n_fast`` fastest pairs, the score between positions m and n is
-    Σ_i a² cos((m − n − 1) θ_i): largest at m − n = 1 (``distance`` replaces the 1).
-    """
+    Σ_i a² cos((m − n − 1) θ_i): largest at m − n = 1 (``distance`` replaces the 1)."""
     half = inv_freq.shape[0]
     q, k = torch.zeros(2 * half), torch.zeros(2 * half)
     theta = inv_freq[:n_fast] * distance

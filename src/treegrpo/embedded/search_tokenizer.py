@@ -41,9 +41,8 @@ def tokenizer_texts() -> list[str]:
 
 
 def train_search_tokenizer(vocab_size: int = 768, web: bool = False) -> PreTrainedTokenizerFast:
-    """The tokenizer (a few seconds at most); deterministic for a given ``vocab_size``; ``web``:
-    the web variant's. Raises ValueError when the vocabulary is too small to hold every name as
-    one token."""
+    """The tokenizer (seconds at most), deterministic for a ``vocab_size``; ``web``: the web
+    variant's. ValueError when the vocabulary is too small for every name to be one token."""
     texts = web_texts() + tokenizer_texts() if web else tokenizer_texts()
     tags = PROTOCOL_TAGS + WEB_TAGS if web else PROTOCOL_TAGS
     tok = train_bpe_tokenizer(texts, vocab_size=vocab_size, special_tokens=tags)
