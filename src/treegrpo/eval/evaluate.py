@@ -230,9 +230,8 @@ def collapse_warning(before: dict[str, Any], after: dict[str, Any]) -> str | Non
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Means overall, per source, per hop count and per question kind (rows without a kind
-    are left out of ``by_kind``), each with its misses counted by ``OUTCOMES``, and the share of
-    answers from each ``answer_source``."""
+    """Means overall, per source, per hop count and per question kind (rows without one left out of
+    ``by_kind``), each with its misses by ``OUTCOMES``, and the share of each ``answer_source``."""
 
     def means(rs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         ends = Counter(r.get("outcome") for r in rs)

@@ -26,8 +26,7 @@ def synthetic_set(
 
 
 def model_directory(path: Path) -> Path:
-    """``path`` if it is a Hugging Face model directory; a run checkpoint (``step-N``) gives its
-    ``model/``."""
+    """``path``, a Hugging Face model directory, or a run checkpoint's (``step-N``) ``model/``."""
     if (path / "config.json").is_file():
         return path
     if (path / "model" / "config.json").is_file():
