@@ -78,9 +78,8 @@ def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """A temporary sibling of ``path`` to write, renamed to ``path`` when the block ends, removed
-    when it fails: readers see the old file or the new one; concurrent writers never collide (the
-    last rename wins)."""
+    """A temporary sibling of ``path`` to write, renamed to ``path`` when the block ends, removed if
+    it fails: readers see the old file or the new; concurrent writers never collide (last wins)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:

@@ -28,8 +28,7 @@ def plot_learning_curve(
     before: float | None = None,
     after: float | None = None,
 ) -> Path:
-    """Training reward and EM per step, and held-out EM (``before`` training, where evaluated,
-    ``after``) as a PNG."""
+    """Training reward and EM per step and held-out EM (before, where evaluated, after) as a PNG."""
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
     steps = [r["step"] for r in rows if "reward/mean" in r]
     fig = Figure(figsize=(7, 4))

@@ -52,9 +52,8 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def with_held_out(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's metrics plus held-out EM before RL (step 0) and after it (the last step) from
-    ``eval-before.json`` and ``eval-after.json``, where the run has them, as points of the
-    held-out EM curve."""
+    """The run's metrics plus held-out EM before RL (step 0) and after (the last step), from
+    ``eval-before.json`` and ``eval-after.json`` where present, as points of the EM curve."""
     rows = read_metrics(run_dir)
     last = max((r["step"] for r in rows), default=0)
     points = []
