@@ -128,8 +128,7 @@ def create_site_app(
     ``max_batch``, ``batch_wait_ms``: the search micro-batcher's (``retrieval.batcher``).
 
     Long: the routes are closures over the site and the search batcher, the FastAPI way of giving
-    handlers their state.
-    """
+    handlers their state."""
     if max_query_chars < 1 or max_results < 1:
         raise ValueError(f"limits must be >= 1, got {max_query_chars=}, {max_results=}")
     wait_s = batch_wait_ms / 1e3
