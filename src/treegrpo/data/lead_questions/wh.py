@@ -172,8 +172,7 @@ def resolve(sentence: str, name: str) -> str:
 
 
 def copies(question: str, text: str, n: int = COPY_WORDS) -> bool:
-    """Whether ``question`` repeats ``n`` consecutive words (``\\w+`` runs, lowercased) of
-    ``text``."""
+    """Whether ``question`` repeats ``n`` consecutive ``\\w+`` runs (lowercased) of ``text``."""
     q, t = _WORD.findall(question.lower()), " ".join(_WORD.findall(text.lower()))
     t = f" {t} "
     return any(f" {' '.join(q[i : i + n])} " in t for i in range(len(q) - n + 1))
