@@ -135,8 +135,7 @@ class RolloutWorker:
         return self._sampler(block).sample()
 
     def begin(self, block: Block) -> None:
-        """Begin ``block``'s step round by round (``ForestSampler``), sampling the initial chains
-        now."""
+        """Begin ``block``'s step by rounds (``ForestSampler``), sampling the initial chains now."""
         self.sampler = self._sampler(block)
         self.sampler.begin()
 
@@ -154,8 +153,7 @@ class RolloutWorker:
         return self._step().outcomes()
 
     def expand(self, counts: Sequence[int], n_max: int) -> None:
-        """One round: ``counts[t]`` expansions from this block's tree t; ``n_max``: the batch's
-        most."""
+        """One round: ``counts[t]`` expansions from this block's tree t; ``n_max``: the batch's."""
         self._step().expand(np.asarray(counts, dtype=np.int64), n_max)
 
     def finish(self) -> Rollout:
