@@ -89,8 +89,7 @@ class BM25Retriever:
         self._build().save(str(directory), show_progress=False)
 
     def search(self, queries: list[str], topk: int = 3) -> list[list[Passage]]:
-        """At most ``topk`` passages per query with a positive score, best first (ties: corpus
-        order)."""
+        """Per query, up to ``topk`` positive-score passages, best first (ties in corpus order)."""
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         s = self._model.scores

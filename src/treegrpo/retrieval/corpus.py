@@ -65,8 +65,7 @@ def read_corpus(path: str | Path) -> list[Passage]:
 
 
 def write_corpus(path: str | Path, passages: Iterable[Passage]) -> int:
-    """Write passages as a Search-R1 jsonl corpus (UTF-8, an object a line, no scores); the
-    count."""
+    """Write passages as a Search-R1 jsonl corpus (UTF-8, an object a line, no scores); a count."""
     n = 0
     with open(path, "w", encoding="utf-8") as f:
         for p in passages:
