@@ -195,7 +195,7 @@ class ForestSampler:
         self.expansion_s = 0.0
 
     def sample(self) -> Rollout:
-        """The forest: ``pipeline`` if the shape allows, else ``begin``, ``expand`` ×L,
+        """The forest: ``pipeline`` if the shape allows, else ``begin``, L ``expand``,
         ``finish``."""
         if pipelined(self.shape):
             self.pipeline()
@@ -250,8 +250,7 @@ class ForestSampler:
         return out
 
     def _branch(self, t: int, node: int, reason: str) -> _Episode:
-        """Tree t's next branch from ``node`` (``reason`` recorded): an episode with its own
-        stream."""
+        """Tree t's next branch from ``node`` (``reason`` kept): an episode with its own stream."""
         ctx, token = self.resume[node]
         episode = _Episode(node, ctx, [token], (*self.tree_keys[t], self.branches[t]))
         self.branches[t] += 1
@@ -260,8 +259,7 @@ class ForestSampler:
         return episode
 
     def _chains(self) -> list[_Episode]:
-        """Prefill the prompts (each once, shared by its M trees), make the trees: the chains'
-        episodes."""
+        """Prefill the prompts (each once, for its M trees) and start the trees' chain episodes."""
         prompts, spend = self.prompt_ids, self.spend
         shared, cost = self.engine.prefill(
             [self.engine.root()] * len(prompts), [p[:-1] for p in prompts]
