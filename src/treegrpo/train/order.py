@@ -61,8 +61,7 @@ def mixed_order(
 
 
 def _stream(n: int, key: tuple[int, ...], position: int, count: int) -> list[int]:
-    """Elements ``position .. position + count`` of range(n)'s permutations, seeded ``(*key,
-    epoch)``."""
+    """``position .. position + count`` of range(n)'s permutations, seeded ``(*key, epoch)``."""
     out: list[int] = []
     while len(out) < count:
         epoch, offset = divmod(position + len(out), n)

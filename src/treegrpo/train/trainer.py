@@ -495,8 +495,8 @@ def _start_afresh(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def _truncate_metrics(path: Path, last_step: int) -> list[dict[str, Any]]:
-    """Keep, and return parsed, the lines of steps up to ``last_step``; a line cut by a kill is
-    dropped."""
+    """Keep the lines of steps up to ``last_step`` and return them, parsed; a line cut short by
+    a kill is dropped."""
     if not path.exists():
         return []
     keep = []
