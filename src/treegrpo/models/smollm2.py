@@ -71,9 +71,9 @@ def plain_copy(model: Any) -> Any:
 
 def portable_tokenizer_config(out: Path) -> None:
     """Make a tokenizer saved by transformers 5 readable by 4.x (many vLLM set-ups): 5 writes
-    ``tokenizer_class: TokenizersBackend``, which 4.x lacks (``PreTrainedTokenizerFast`` in both),
-    and the chat template only to ``chat_template.jinja``, which 4.x before 4.47 ignores (so it goes
-    into ``tokenizer_config.json`` too)."""
+    ``tokenizer_class: TokenizersBackend``, unknown to 4.x (``PreTrainedTokenizerFast`` is both's),
+    and the chat template only to ``chat_template.jinja``, which 4.x before 4.47 ignores, so it goes
+    into ``tokenizer_config.json`` as well."""
     path = out / "tokenizer_config.json"
     config = json.loads(path.read_text(encoding="utf-8"))
     config["tokenizer_class"] = "PreTrainedTokenizerFast"
