@@ -7,7 +7,7 @@ from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.data.types import Question
 from treegrpo.retrieval.base import Passage
 from treegrpo.retrieval.bm25 import BM25Retriever
-from treegrpo.warmstart.title_demos import build_title_demos, found_title
+from treegrpo.warmstart.reader_demos import build_title_demos, found_title
 
 ARTICLES = {
     "Mercury (planet)": "the smallest planet of the solar system and the closest to the sun",

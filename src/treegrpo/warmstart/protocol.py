@@ -1,5 +1,6 @@
 """A protocol warm start for a pretrained model on the wiki title questions: a short LoRA SFT on
-``title_demos`` demonstrations (train split only), merged into a plain checkpoint and cached.
+title demonstrations (``reader_demos.build_title_demos``; train split only), merged into a plain
+checkpoint and cached.
 
 SmolLM2-135M-Instruct never writes a valid search or answer step from the instruction alone, so
 RL would have nothing to reinforce. ``protocol_warm_start(base)`` builds once per (base model,
@@ -27,7 +28,7 @@ from treegrpo.embedded.demos import Demo
 from treegrpo.files import cache_entry, cached_dir
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.warmstart.demo_sft import fit_demos
-from treegrpo.warmstart.title_demos import build_title_demos
+from treegrpo.warmstart.reader_demos import build_title_demos
 
 FORMAT_VERSION = 1  # bump when a code change alters what a configuration builds
 STATS_FILE = "protocol.json"

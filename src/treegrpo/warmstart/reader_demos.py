@@ -1,11 +1,13 @@
-"""Scripted demonstrations of the search protocol on reading questions (``data.lead_questions``),
-the material of the reader warm start: searching and reading rather than one shape of answer
-(``title_demos`` teach answering with a title, a habit a model carries to every question).
-``build_reader_demos`` mixes single-hop reads, re-searches (``rewrite``), two-hop questions
+"""Scripted demonstrations of the search protocol, episodes with the real search tool
+(``embedded.oracle.run_episode``); one that does not answer exactly gives none. Title questions
+(``data.title_questions``, ``build_title_demos``) teach a pretrained model that does not follow
+the protocol from the instruction alone to search, name the retrieved article described and
+answer its title: the protocol warm start. Reading questions (``data.lead_questions``,
+``build_reader_demos``) teach searching and reading rather than one shape of answer, the reader
+warm start: single-hop reads, re-searches (``rewrite``), two-hop questions
 (``lead_questions.hop_plan``), closed-book answers (``warmstart.closed_book``) and title
-questions; an episode (``embedded.oracle.run_episode``, the real search tool) whose answer was
-not in what it read gives none. Step texts and shares: docs/real-model.md, "The reader warm
-start".
+questions. Step texts and shares: docs/real-model.md, "The protocol warm start" and "The reader
+warm start".
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from treegrpo.embedded.demos import Demo, demo_from_episode
 from treegrpo.embedded.oracle import Episode, answer_step, run_episode, search_step
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.warmstart.closed_book import KNOW_THINK, known_answer
-from treegrpo.warmstart.title_demos import build_title_demos
 
 _QUESTION_WORDS = """what which who whom whose when where why how is was were are did does do the a
 an of in on to by as at it be been fill blank about"""
@@ -141,6 +142,33 @@ def two_hop_oracle(q: Question, plan: HopPlan, first: str) -> ReaderOracle:
     return oracle
 
 
+def found_title(observation: str, golds: Sequence[str]) -> tuple[int, str] | None:
+    """(k, title) of the first ``Doc k`` in an observation whose title is a gold answer (SQuAD-
+    normalized), or None."""
+    wanted = {normalize_answer(g) for g in golds}
+    for k, title, _ in parse_passages(observation):
+        if normalize_answer(title) in wanted:
+            return k, title
+    return None
+
+
+class TitleOracle:
+    """Searches the question's text once, then answers the retrieved title that is gold (or
+    "unknown" when none is, which ``build_title_demos`` drops)."""
+
+    def __init__(self, question: Question) -> None:
+        self.question = question
+
+    def __call__(self, observations: Sequence[str]) -> str:
+        if not observations:
+            return search_step("I need the article this describes.", self.question.question)
+        hit = found_title(observations[-1], self.question.golds)
+        if hit is None:
+            return answer_step("No passage is the article described.", "unknown")
+        k, title = hit
+        return answer_step(f'Doc {k}, "{title}", is the article described.', title)
+
+
 def _episode_demo(
     q: Question,
     oracle: ReaderOracle,
@@ -195,6 +223,27 @@ def _first(
 def _first_search_holds(q: Question, tool: SearchTool, topk: int) -> bool:
     """Whether searching the question retrieves a passage holding ``golds[0]``."""
     return any(q.golds[0] in p.contents for p in tool.search([q.question], topk)[0])
+
+
+def build_title_demos(
+    questions: Sequence[Question],
+    tool: SearchTool,
+    protocol: SearchProtocol,
+    n: int,
+    seed: int = 0,
+    max_turns: int = 3,
+    topk: int = 3,
+) -> list[Demo]:
+    """Up to ``n`` demonstrations from ``questions`` in a seeded order, each question at most
+    once; questions whose article was not retrieved are skipped."""
+    order = random.Random(f"treegrpo-title-demos:{seed}").sample(list(questions), len(questions))
+
+    def title(q: Question) -> Demo | None:
+        return _exact_demo(
+            q, run_episode(TitleOracle(q), protocol, tool, max_turns, topk), protocol
+        )
+
+    return [demo for _, demo in _first(order, n, title)]
 
 
 def build_reader_demos(
