@@ -10,11 +10,15 @@ settings a warm start's configuration holds, so the settings mean the same in ev
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any, Protocol
 
 from treegrpo.embedded.demos import Demo
 from treegrpo.train.sft import SFTExample, train_sft
+
+log = logging.getLogger(__name__)
 
 
 class SFTSettings(Protocol):
@@ -58,12 +62,14 @@ def fit_demos(
 
 
 def pooled_demos(
-    kind: str, demos: Mapping[str, Sequence[Demo]]
-) -> tuple[list[Demo], dict[str, int]]:
-    """Every demonstration of ``demos`` (category → its demonstrations) in category order, and
-    the count per category (the ``categories`` of ``warmstart.protocol.STATS_FILE``); raises
-    ``ValueError`` naming the ``kind`` of warm start ("reader", "web") when there is none."""
+    kind: str, cfg: Any, demos: Mapping[str, Sequence[Demo]]
+) -> tuple[list[Demo], dict[str, Any]]:
+    """Every demonstration of ``demos`` (category → its demonstrations) in category order, to
+    tune on, and what ``warmstart.protocol.STATS_FILE`` says first: ``{kind: asdict(cfg)}`` (the
+    warm start's settings, a dataclass) and the count per ``categories``; raises ``ValueError``
+    naming the ``kind`` of warm start ("reader", "web") when there is none."""
     every = [d for ds in demos.values() for d in ds]
     if not every:
         raise ValueError(f"{kind} warm start: no question gave a demonstration")
-    return every, {c: len(ds) for c, ds in demos.items()}
+    log.info("%s warm start: LoRA SFT on %d demonstrations", kind, len(every))
+    return every, {kind: asdict(cfg), "categories": {c: len(ds) for c, ds in demos.items()}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,16 +86,11 @@ def build(
         known=known,
         wh=wh_questions("train"),
     )
-    every, categories = pooled_demos("reader", demos)
-    about = {
-        "reader": asdict(cfg),
-        "categories": categories,
-        "closed_book": {  # how many probed questions the base model knew
-            "asked": len(known),
-            "known": sum(known_answer(s, q.golds) is not None for q, s in known),
-        },
+    every, about = pooled_demos("reader", cfg, demos)
+    about["closed_book"] = {  # how many probed questions the base model knew
+        "asked": len(known),
+        "known": sum(known_answer(s, q.golds) is not None for q, s in known),
     }
-    log.info("reader warm start: LoRA SFT on %d demonstrations", len(every))
     return tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress, about, model)
 
 

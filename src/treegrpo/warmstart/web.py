@@ -11,7 +11,7 @@ the share ``jobs.data`` holds out). Docs: docs/real-model.md, "The web warm star
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -94,11 +94,6 @@ def build(
         max_context=cfg.max_context,
         held_out=lambda title: is_held_out(title, 0, cfg.held_out_share),
     )
-    every, categories = pooled_demos("web", demos)
-    about = {
-        "web": asdict(cfg),
-        "categories": categories,
-        "mean_reward": sum(d.reward for d in every) / len(every),
-    }
-    log.info("web warm start: LoRA SFT on %d demonstrations", len(every))
+    every, about = pooled_demos("web", cfg, demos)
+    about["mean_reward"] = sum(d.reward for d in every) / len(every)
     return tune_and_save(base, tokenizer, every, cfg.sft, out_dir, progress, about)
