@@ -1,7 +1,8 @@
 """Every document the code, tests, benchmarks and docs refer to is in the repository, and so is
 every section they name: ``docs/algorithm.md §3``, ``docs/algorithm.md, section 9`` and
 ``docs/design.md, "Layers"`` need the file and a heading numbered 3 or 9, or titled "Layers";
-a markdown link ``[x](docs/data.md#anchor)`` needs the file and the anchor's heading.
+a markdown link ``[x](docs/data.md#anchor)`` needs the file and the anchor's heading. A
+reference whose section name continues on the next line is read across the break.
 
 Names of files that runs write (``report.md``, ``eval-after.md``…) are not references; a
 reference is a path under ``docs/`` or ``bench/results/``, a document at the root
@@ -22,6 +23,10 @@ SUFFIXES = {".py", ".md", ".yaml", ".toml", ".sh", ""}
 REFERENCE = re.compile(
     r"(?<![\w/.-])(?P<path>(?:\.\./)*(?:docs/|bench/results/)?[\w-]+\.md)"
     r"(?:,? ?(?:§ ?(?P<num>\d+)|section (?P<sec>\d+)|\"(?P<title>[^\"\n]{3,80})\"))?"
+)
+BROKEN = re.compile(  # the same, with a heading's name that may span a line break
+    r"(?<![\w/.-])(?P<path>(?:\.\./)*(?:docs/|bench/results/)?[\w-]+\.md)"
+    r"(?:, ?| )\"(?P<title>[^\"]{3,80})\""
 )
 LINK = re.compile(r"\]\((?P<path>[^)\s#]+\.md)(?:#(?P<anchor>[\w-]+))?\)")
 HEADING = re.compile(r"^#{1,6} +(.+?) *$", re.M)
@@ -79,11 +84,17 @@ def references() -> list[tuple[Path, int, str, str | None, str | None]]:
     """(file, line, path, section number, heading) of every reference found."""
     found = []
     for f in _files():
-        for i, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+        for i, line in enumerate(lines, 1):
             for m in REFERENCE.finditer(line):
                 if _is_reference(m["path"]):
                     num = m["num"] or m["sec"]
                     found.append((f, i, m["path"], num, m["title"]))
+            # a heading's name that runs onto the next line: read across the break
+            following = lines[i].strip().lstrip("#").strip() if i < len(lines) else ""
+            for m in BROKEN.finditer(f"{line} {following}"):
+                if m.start("title") < len(line) < m.end("title") and _is_reference(m["path"]):
+                    found.append((f, i, m["path"], None, m["title"]))
             if f.suffix == ".md":
                 for m in LINK.finditer(line):
                     if not m["path"].startswith("http"):
@@ -97,6 +108,15 @@ def test_the_scan_sees_the_references() -> None:
     got = {(r[2], r[3]) for r in references()}
     assert ("BENCHMARKS.md", None) in got
     assert any(path.endswith("algorithm.md") and num is not None for path, num in got)
+
+
+def test_a_heading_name_broken_across_lines_is_read_whole() -> None:
+    spans = [
+        (f, i, title)
+        for f, i, _, _, title in references()
+        if title and title not in f.read_text(encoding="utf-8").splitlines()[i - 1]
+    ]
+    assert spans  # e.g. a docstring's 'docs/embedded.md, "The warm\n start"'
 
 
 def test_a_missing_file_or_section_is_reported() -> None:
