@@ -13,8 +13,9 @@ start".
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.data.types import Question
@@ -31,6 +32,8 @@ from treegrpo.embedded.relations import find_object, query
 from treegrpo.embedded.synthetic import Plan, World
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.tools.registry import Toolbox
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -167,15 +170,10 @@ def build_demos(
 
     Many arguments: each is one field of ``warmstart.tiny.WarmStartConfig``, passed as it is."""
     rng = random.Random(f"treegrpo-demos:{seed}")
-    pool = [(k, q) for k, (w, _) in enumerate(worlds) for q in range(len(w.questions))]
-    order: list[tuple[int, int]] = []
+    pool = [(k, q) for k, (w, _) in enumerate(worlds) for q in w.questions]
     demos = []
-    for _ in range(n):
-        if not order:
-            order = rng.sample(pool, len(pool))
-        k, qi = order.pop()
+    for k, q in _cycled(pool, n, rng):
         world, tool = worlds[k]
-        q = world.questions[qi]
         plan = world.plans[q.uid]
         agent = (
             FlawedAgent(plan, flaws, rng, counted)
@@ -185,6 +183,15 @@ def build_demos(
         episode = run_episode(agent, protocol, tool, max_turns, topk)
         demos.append(demo_from_episode(q, episode, protocol, tuple(agent.flaws)))
     return demos
+
+
+def _cycled(pool: Sequence[T], n: int, rng: random.Random) -> Iterator[T]:
+    """``n`` items of ``pool``: each pass a fresh seeded shuffle, drawn when the last ends."""
+    order: list[T] = []
+    for _ in range(n):
+        if not order:
+            order = rng.sample(pool, len(pool))
+        yield order.pop()
 
 
 NO_LOSS = -1
@@ -208,12 +215,8 @@ def query_drills(
         (k, q) for k, (w, _) in enumerate(worlds) for q in w.questions if q.hops >= depth
     ]  # fmt: skip
     opening = protocol.tokenizer.convert_tokens_to_ids("<search>")
-    order: list[tuple[int, Question]] = []
     drills = []
-    for _ in range(n):
-        if not order:
-            order = rng.sample(pool, len(pool))
-        k, q = order.pop()
+    for k, q in _cycled(pool, n, rng):
         world, tool = worlds[k]
         oracle = FlawedAgent(world.plans[q.uid], Flaws(0, 0, None, 0), rng)
         episode = run_episode(oracle, protocol, tool, max_turns, topk)
