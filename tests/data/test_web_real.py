@@ -52,3 +52,20 @@ def test_web_questions_on_the_site() -> None:
     touched = {w.question.uid: set(w.touches) for w in web}
     train_articles = set().union(*(touched[q.uid] for q in train))
     assert not train_articles & set().union(*(touched[q.uid] for q in held_out))
+
+
+def test_reworded_questions_for_the_web_open_their_page_and_keep_their_own_uids() -> None:
+    from treegrpo.data.lead_questions import all_wh
+    from treegrpo.data.web_questions import READ, read_web_questions
+
+    read = read_web_questions()
+    articles = {a.index: a for a in wiki.load_articles()}
+    wh = {b.question.question: b for b in all_wh()}
+    assert len(read) >= 100  # of 222 reworded questions, those the results' snippets miss
+    uids = {w.question.uid for w in read}
+    assert len(uids) == len(read) and not uids & {w.question.uid for w in all_web_questions()}
+    for w in read:
+        assert w.question.kind == "in-page" and w.template.startswith(READ)
+        assert wh[w.question.question].touches == w.touches  # a wiki-read question, as built
+        lead = articles[w.touches[0]].extract
+        assert w.question.golds[0] in lead and w.question.golds[0] not in first_sentence(lead)

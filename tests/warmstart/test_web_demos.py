@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import groupby
 from urllib.parse import unquote
 
@@ -16,6 +17,7 @@ import pytest
 from tests.web_fixtures import ARTICLES, QUESTIONS, TITLES
 from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.data import wiki
+from treegrpo.data.web_questions import READ
 from treegrpo.embedded.demos import Demo
 from treegrpo.tools.registry import Toolbox
 from treegrpo.warmstart import web_demos as wd
@@ -119,6 +121,7 @@ def test_the_mix_and_held_out_articles(tools: Toolbox, protocol: ToolProtocol) -
         "in-snippet": 1,
         "snippet-visit": 1,
         "in-page": 2,
+        "read": 0,
         "link": 1,
         "skip": 0,
         "stop": 0,
@@ -130,6 +133,22 @@ def test_the_mix_and_held_out_articles(tools: Toolbox, protocol: ToolProtocol) -
     assert wd.build_web_demos(QUESTIONS, TITLES, tools, protocol, 5, mix, max_context=100) == {
         c: [] for c in wd.CATEGORIES
     }  # too long for the context: none
+
+
+def test_a_share_of_the_in_page_demonstrations_reads_reworded_questions(
+    tools: Toolbox, protocol: ToolProtocol
+) -> None:
+    # one in-page question reworded: its template marks it (data.web_questions.READ)
+    w = BY_UID["in-page-3"]
+    reworded = replace(w, template=f"{READ}where")
+    questions = [q for q in QUESTIONS if q is not w] + [reworded]
+    mix = wd.WebMix(in_snippet=0.4, link=0.2, read=0.5)  # of 5: in-page 2, of them 1 reworded
+    demos = wd.build_web_demos(questions, TITLES, tools, protocol, 5, mix, max_context=MAX_CONTEXT)
+    assert [len(demos[c]) for c in ("in-page", "read")] == [1, 1]
+    (demo,) = demos["read"]
+    assert "River Thames" in _steps(protocol, demo)[-1] and demo.reward == 1.0
+    with pytest.raises(ValueError, match="shares must lie in"):
+        wd.WebMix(read=1.5)
 
 
 def test_reading_the_observations() -> None:
@@ -176,6 +195,7 @@ def test_real_train_questions_on_the_real_site(tag_tokenizer) -> None:  # type: 
         "in-snippet": 2,
         "snippet-visit": 1,
         "in-page": 1,
+        "read": 0,
         "link": 2,
         "skip": 2,
         "stop": 1,
@@ -189,3 +209,18 @@ def test_real_train_questions_on_the_real_site(tag_tokenizer) -> None:  # type: 
             ]
             assert bool(visited) == (category not in ("in-snippet", "skip")), category
             assert not any(held_out(t) for t in visited), visited
+
+
+def test_the_web_warm_start_key_holds_the_reworded_share_only_when_on(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import asdict
+
+    from treegrpo.warmstart import web
+
+    seen = []
+    monkeypatch.setattr(web, "cached_build", lambda *a, **k: seen.append(a[7]) or a[1])
+    web.web_warm_start("/m", web.WebWarmStartConfig())
+    on = web.WebWarmStartConfig(mix=wd.WebMix(read=0.3))
+    web.web_warm_start("/m", on)
+    before = asdict(web.WebWarmStartConfig())
+    del before["mix"]["read"]
+    assert seen == [before, asdict(on)]  # the default's settings as they were before the field

@@ -26,6 +26,7 @@ from treegrpo.data.lead_questions import (
     Built,
     Context,
     all_built,
+    all_wh,
     build_questions,
 )
 from treegrpo.data.lead_questions.build import capped, first_answer, unambiguous
@@ -42,6 +43,8 @@ MAX_PER_TARGET = MAX_PER_BRIDGE
 """At most this many link questions of one template lead to one page B (every film would
 otherwise ask for the birth year of its director's most famous colleague)."""
 HELD_OUT_SHARE = 0.1
+READ = "read-"
+"""Prefix of the uids' rest and the templates of ``read_web_questions``."""
 
 
 @dataclass(frozen=True)
@@ -67,15 +70,7 @@ def build_web_questions(
     if built is None:
         built = build_questions(articles)
     view = SiteView(articles, cache_dir=cache_dir, use_cache=use_cache)
-    single = [b for b in built if len(b.articles) == 1]
-    results = view.search([b.question.question for b in single], topk)
-    out = []
-    for b, found in zip(single, results, strict=True):
-        kind = page_kind(view, b.question.golds, b.articles[0], found)
-        if kind is not None:
-            suffix = b.question.uid.removeprefix(f"{b.question.source}-")
-            q = _question(f"{kind}-{suffix}", b.question, kind, hops=1)
-            out.append(WebQuestion(q, b.question.kind, b.articles))
+    out = _single_page(view, built, topk)
     rows = link_rows(view, Context.of(articles), [b for b in built if len(b.articles) == 2])
     results = view.search([r.question for r in rows], topk)
     rows = [
@@ -84,6 +79,23 @@ def build_web_questions(
         if r.first in found and not view.in_snippets(r.golds, found)
     ]
     out += _link_questions(_cap(rows))
+    return out
+
+
+def _single_page(
+    view: SiteView, built: Sequence[Built], topk: int, prefix: str = ""
+) -> list[WebQuestion]:
+    """The in-snippet and in-page questions of the single-article ``built`` (``page_kind``),
+    their uids' rest prefixed with ``prefix``."""
+    single = [b for b in built if len(b.articles) == 1]
+    results = view.search([b.question.question for b in single], topk)
+    out = []
+    for b, found in zip(single, results, strict=True):
+        kind = page_kind(view, b.question.golds, b.articles[0], found)
+        if kind is not None:
+            suffix = b.question.uid.removeprefix(f"{b.question.source}-")
+            q = _question(f"{prefix}{kind}-{suffix}", b.question, kind, hops=1)
+            out.append(WebQuestion(q, f"{prefix}{b.question.kind}", b.articles))
     return out
 
 
@@ -158,6 +170,16 @@ def web_questions(
     """(train, held-out) web questions over the offline wiki corpus (``data.wiki``), built once
     per process (about 10 s; the BM25 index is cached on disk)."""
     return split_web_questions(all_web_questions(), load_articles(), seed, held_out_share)
+
+
+@lru_cache(maxsize=1)
+def read_web_questions() -> tuple[WebQuestion, ...]:
+    """The in-page questions of the reworded wh-questions (source "wiki-read": the answer stands
+    beyond a lead's first sentence, asked in other words), both sides of any split; uids
+    ``wiki-web-read-in-page-…``, templates ``read-<kind>``."""
+    view = SiteView(load_articles(), use_cache=True)
+    found = _single_page(view, all_wh(), TOPK, prefix=READ)
+    return tuple(w for w in found if w.question.kind == "in-page")
 
 
 @lru_cache(maxsize=1)

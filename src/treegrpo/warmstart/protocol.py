@@ -85,12 +85,15 @@ def cached_build(
     build: Callable[[Path, Any, Path, bool], object],
     cache_dir: str | Path | None = None,
     progress: bool = True,
+    settings: dict[str, Any] | None = None,
     **key: Any,
 ) -> Path:
     """``<cache>/<kind>/<key>``, the warm start of ``base`` with settings ``cfg`` (a dataclass),
     made by ``build(base, cfg, tmp, progress)`` on first use; the key hashes the format
-    version, the base model's path, every setting and ``key``."""
-    meta = {"format": format_version, "base": str(Path(base).resolve()), "config": asdict(cfg)}
+    version, the base model's path, every setting (``settings``, default ``asdict(cfg)``) and
+    ``key``."""
+    config = asdict(cfg) if settings is None else settings
+    meta = {"format": format_version, "base": str(Path(base).resolve()), "config": config}
     entry = cache_entry(cache_dir, kind, **meta, **key)
     cached_dir(entry, lambda tmp: build(Path(base), cfg, tmp, progress), meta)
     return entry

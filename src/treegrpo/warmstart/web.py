@@ -11,15 +11,20 @@ the share ``jobs.data`` holds out). Docs: docs/real-model.md, "The web warm star
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from transformers import AutoTokenizer
 
 from treegrpo.agent.protocol import ToolProtocol
-from treegrpo.data.web_questions import all_web_questions, is_held_out, web_questions
-from treegrpo.data.wiki import load_articles
+from treegrpo.data.web_questions import (
+    all_web_questions,
+    is_held_out,
+    read_web_questions,
+    web_questions,
+)
+from treegrpo.data.wiki import load_articles, split_of
 from treegrpo.data.wiki_web import wiki_web
 from treegrpo.warmstart.demo_sft import pooled_demos
 from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, cached_build, tune_and_save
@@ -64,8 +69,12 @@ def web_warm_start(
     cache_dir: str | Path | None = None,
     progress: bool = True,
 ) -> Path:
-    """The directory of ``base`` warm-started on web demonstrations, built on first use."""
-    return cached_build("web", base, cfg, FORMAT_VERSION, build, cache_dir, progress)
+    """The directory of ``base`` warm-started on web demonstrations, built on first use (the
+    key holds ``mix.read`` only when on, so the builds without it keep their keys)."""
+    settings = asdict(cfg)
+    if not cfg.mix.read:
+        del settings["mix"]["read"]
+    return cached_build("web", base, cfg, FORMAT_VERSION, build, cache_dir, progress, settings)
 
 
 def build(
@@ -80,6 +89,16 @@ def build(
     protocol = ToolProtocol(tokenizer, cfg.sft.max_obs_tokens, tools)
     train_uids = {q.uid for q in web_questions(held_out_share=cfg.held_out_share)[0]}
     questions = [w for w in all_web_questions() if w.question.uid in train_uids]
+    if cfg.mix.read:  # reworded ones on the train side of both the web and the reader splits
+        title = {a.index: a.title for a in load_articles()}
+        questions += [
+            w
+            for w in read_web_questions()
+            if all(
+                split_of(title[i]) == "train" and not is_held_out(title[i], 0, cfg.held_out_share)
+                for i in w.touches
+            )
+        ]
     titles = {a.index: a.title for a in load_articles()}
     log.info("web warm start: %d demonstrations through %s", cfg.sft.n_demos, site.public_url)
     demos = build_web_demos(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from treegrpo.agent.protocol import CLOSE_INFO, OPEN_INFO, ToolProtocol
-from treegrpo.data.web_questions import WebQuestion
+from treegrpo.data.web_questions import READ, WebQuestion
 from treegrpo.embedded.demos import Demo, demo_from_episode
 from treegrpo.embedded.oracle import answer_step, run_episode, tool_step
 from treegrpo.tools.registry import Toolbox
@@ -26,7 +26,7 @@ from treegrpo.warmstart.reader_demos import CONTEXT_WORDS, rewrite
 from treegrpo.website.local import LocalSite
 
 FIRST_THINK = "I need a page that answers this."
-CATEGORIES = ("in-snippet", "snippet-visit", "in-page", "link", "skip", "stop")
+CATEGORIES = ("in-snippet", "snippet-visit", "in-page", "read", "link", "skip", "stop")
 """Demonstration categories: the three kinds played right, then the variants."""
 
 
@@ -46,9 +46,13 @@ class WebMix:
     (wrong)."""
     stop: float = 0.1
     """Link demonstrations that answer page B's title instead of opening it (wrong)."""
+    read: float = 0.0
+    """In-page demonstrations on reworded wh-questions (``data.web_questions.
+    read_web_questions``: answers beyond a lead's first sentence, asked in other words) instead
+    of templated ones."""
 
     def __post_init__(self) -> None:
-        shares = (self.in_snippet, self.link, self.snippet_visit, self.skip, self.stop)
+        shares = (self.in_snippet, self.link, self.snippet_visit, self.skip, self.stop, self.read)
         if not all(0 <= s <= 1 for s in shares) or self.in_snippet + self.link > 1:
             raise ValueError(f"shares must lie in [0, 1], in_snippet + link at most 1: {self}")
         if self.skip + self.stop > 1:
@@ -203,6 +207,11 @@ def play(
     return demo if len(demo.ids) <= max_context else None
 
 
+def _kind(w: WebQuestion) -> str:
+    """The demonstration kind of ``w``: its question kind, or "read" for a reworded one."""
+    return "read" if w.template.startswith(READ) else w.question.kind
+
+
 def _plan(kind: str, n: int, mix: WebMix, rng: random.Random) -> list[str]:
     """The variants of ``n`` demonstrations of ``kind``, exact shares, in a seeded order."""
     if kind == "in-snippet":
@@ -240,11 +249,13 @@ def build_web_demos(
     values, each a field of the web warm start's configuration."""
     rng = random.Random(f"treegrpo-web-demos:{seed}")
     n_snippet, n_link = round(n * mix.in_snippet), round(n * mix.link)
-    want = {"in-snippet": n_snippet, "link": n_link, "in-page": n - n_snippet - n_link}
+    n_read = round((n - n_snippet - n_link) * mix.read)
+    want = {"in-snippet": n_snippet, "link": n_link, "in-page": n - n_snippet - n_link - n_read}
+    want["read"] = n_read
     out: dict[str, list[Demo]] = {c: [] for c in CATEGORIES}
     for kind, count in want.items():
         pending = _plan(kind, count, mix, rng)
-        pool = [w for w in questions if w.question.kind == kind]
+        pool = [w for w in questions if _kind(w) == kind]
         for w in rng.sample(pool, len(pool)):
             if not pending:
                 break
