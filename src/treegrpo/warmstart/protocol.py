@@ -85,14 +85,13 @@ def cached_build(
     build: Callable[[Path, Any, Path, bool], object],
     cache_dir: str | Path | None = None,
     progress: bool = True,
-    settings: dict[str, Any] | None = None,
     **key: Any,
 ) -> Path:
     """``<cache>/<kind>/<key>``, the warm start of ``base`` with settings ``cfg`` (a dataclass),
     made by ``build(base, cfg, tmp, progress)`` on first use; the key hashes the format
-    version, the base model's path, every setting (``settings``, default ``asdict(cfg)``) and
-    ``key``."""
-    config = asdict(cfg) if settings is None else settings
+    version, the base model's path, every setting (``cfg.key()`` where it has one, else
+    ``asdict(cfg)``) and ``key``."""
+    config = cfg.key() if hasattr(cfg, "key") else asdict(cfg)
     meta = {"format": format_version, "base": str(Path(base).resolve()), "config": config}
     entry = cache_entry(cache_dir, kind, **meta, **key)
     cached_dir(entry, lambda tmp: build(Path(base), cfg, tmp, progress), meta)

@@ -62,6 +62,14 @@ class WebWarmStartConfig:
     held_out_share: float = 0.2
     """Share of the articles held out, as ``jobs.data.WEB_HELD_OUT`` splits wiki-web."""
 
+    def key(self) -> dict[str, Any]:
+        """The settings the cache key hashes: all of them, ``mix.read`` only when on (so the
+        builds without it keep their keys)."""
+        settings = asdict(self)
+        if not self.mix.read:
+            del settings["mix"]["read"]
+        return settings
+
 
 def web_warm_start(
     base: str | Path,
@@ -69,12 +77,8 @@ def web_warm_start(
     cache_dir: str | Path | None = None,
     progress: bool = True,
 ) -> Path:
-    """The directory of ``base`` warm-started on web demonstrations, built on first use (the
-    key holds ``mix.read`` only when on, so the builds without it keep their keys)."""
-    settings = asdict(cfg)
-    if not cfg.mix.read:
-        del settings["mix"]["read"]
-    return cached_build("web", base, cfg, FORMAT_VERSION, build, cache_dir, progress, settings)
+    """The directory of ``base`` warm-started on web demonstrations, built on first use."""
+    return cached_build("web", base, cfg, FORMAT_VERSION, build, cache_dir, progress)
 
 
 def build(
