@@ -155,7 +155,8 @@ def test_query_drills_train_on_the_third_and_later_queries_only(built) -> None: 
     tok = AutoTokenizer.from_pretrained(built[1])
     world, _ = train_eval_worlds(0)
     tool = BM25Retriever(world.passages, use_cache=False)
-    drills = query_drills([(world, tool)], SearchProtocol(tok, TINY.max_obs_tokens), 12, seed=0)
+    protocol = SearchProtocol(tok, TINY.max_obs_tokens)
+    drills = query_drills([(world, tool)], protocol, 12, 0, 4, 3)
     assert len(drills) == 12 and {d.hops for d in drills} == {3, 4}
     for d in drills:
         assert set(d.mask) == {NO_LOSS, 1} and d.reward == 1.0

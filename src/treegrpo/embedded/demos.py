@@ -198,18 +198,18 @@ NO_LOSS = -1
 """Mask value of a token that is neither trained nor context (``query_drills``)."""
 
 
+DRILL_DEPTH = 3
+"""The first search whose query ``query_drills`` trains."""
+
+
 def query_drills(
-    worlds: Sequence[tuple[World, SearchTool]],
-    protocol: ToolProtocol,
-    n: int,
-    seed: int = 0,
-    max_turns: int = 4,
-    topk: int = 3,
-    depth: int = 3,
-) -> list[Demo]:
-    """``n`` oracle episodes of the questions of ``worlds`` with ``depth`` hops or more (seeded
-    order, cycled), trained on the queries of their ``depth``-th and later searches only; every
-    other token is ``NO_LOSS`` (docs/embedded.md, "The warm start")."""
+    worlds: Sequence[tuple[World, SearchTool]], protocol: ToolProtocol, n: int, seed: int,
+    max_turns: int, topk: int,
+) -> list[Demo]:  # fmt: skip
+    """``n`` oracle episodes of the questions of ``worlds`` with ``DRILL_DEPTH`` hops or more
+    (seeded order, cycled), trained on the queries of their ``DRILL_DEPTH``-th and later
+    searches only; every other token is ``NO_LOSS`` (docs/embedded.md, "The warm start")."""
+    depth = DRILL_DEPTH
     rng = random.Random(f"treegrpo-drills:{seed}")
     pool = [
         (k, q) for k, (w, _) in enumerate(worlds) for q in w.questions if q.hops >= depth
