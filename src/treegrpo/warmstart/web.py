@@ -93,17 +93,16 @@ def build(
     protocol = ToolProtocol(tokenizer, cfg.sft.max_obs_tokens, tools)
     train_uids = {q.uid for q in web_questions(held_out_share=cfg.held_out_share)[0]}
     questions = [w for w in all_web_questions() if w.question.uid in train_uids]
+    titles = {a.index: a.title for a in load_articles()}
     if cfg.mix.read:  # reworded ones on the train side of both the web and the reader splits
-        title = {a.index: a.title for a in load_articles()}
         questions += [
             w
             for w in read_web_questions()
             if all(
-                split_of(title[i]) == "train" and not is_held_out(title[i], 0, cfg.held_out_share)
+                split_of(titles[i]) == "train" and not is_held_out(titles[i], 0, cfg.held_out_share)
                 for i in w.touches
             )
         ]
-    titles = {a.index: a.title for a in load_articles()}
     log.info("web warm start: %d demonstrations through %s", cfg.sft.n_demos, site.public_url)
     demos = build_web_demos(
         questions,
