@@ -29,20 +29,9 @@ from treegrpo.data.lead_questions import (
 from treegrpo.data.web_view import SiteView
 from treegrpo.data.wiki import Article
 
-_PERSON_KINDS = frozenset(
-    [
-        "nationality",
-        "occupation",
-        "birth-year",
-        "death-year",
-        "birthplace",
-        "full-name",
-        "birth-name",
-        "courtesy-name",
-        "alias",
-    ]
-)
-_PLACE_KINDS = frozenset(["capital", "official-name", "alias"])
+_PERSON_KINDS = """nationality occupation birth-year death-year birthplace full-name birth-name
+courtesy-name alias"""
+_PLACE_KINDS = "capital official-name alias"
 _NOUN = re.compile(
     r"^(?:\w+ )*?(?P<n>city|town|river|lake|island|volcano|desert|species|genus|chemical element|"
     r"film|novel|opera|album|painting|poem|symphony)\b",
@@ -78,18 +67,6 @@ class Category:
     kinds: frozenset[str]  # lead-question kinds that may be asked of B
 
 
-def _person(a: Article, ctx: Context) -> str | None:
-    return "person" if is_person(a) else None
-
-
-def _country(a: Article, ctx: Context) -> str | None:
-    return "country" if a.title in ctx.countries else None
-
-
-def _region(a: Article, ctx: Context) -> str | None:
-    return ctx.regions.get(a.title)  # "state", "province", …
-
-
 def _described(noun: str, kinds: str) -> Category:
     """Pages whose short description names them ``noun`` ("City in Italy"); a page might be
     one when the word is in its description or title."""
@@ -107,14 +84,20 @@ def _described(noun: str, kinds: str) -> Category:
 
 CATEGORIES: dict[str, Category] = {
     "person": Category(
-        _person,
+        lambda a, ctx: "person" if is_person(a) else None,
         lambda a: a.topic == "People" or bool(_MAYBE_PERSON.search(a.description)),
-        _PERSON_KINDS,
+        frozenset(_PERSON_KINDS.split()),
     ),
     "country": Category(
-        _country, lambda a: bool(_MAYBE_COUNTRY.search(a.description)), _PLACE_KINDS
+        lambda a, ctx: "country" if a.title in ctx.countries else None,
+        lambda a: bool(_MAYBE_COUNTRY.search(a.description)),
+        frozenset(_PLACE_KINDS.split()),
     ),
-    "region": Category(_region, lambda a: bool(_MAYBE_REGION.search(a.description)), _PLACE_KINDS),
+    "region": Category(
+        lambda a, ctx: ctx.regions.get(a.title),  # "state", "province", …
+        lambda a: bool(_MAYBE_REGION.search(a.description)),
+        frozenset(_PLACE_KINDS.split()),
+    ),
     **{
         n: _described(n, "country region alias")
         for n in ("city", "town", "river", "lake", "island", "volcano", "desert")

@@ -19,19 +19,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from treegrpo.core.rewards import is_span
-from treegrpo.data.lead_questions import (
-    MAX_ANSWER_SHARE,
-    MAX_PER_BRIDGE,
-    MAX_SAME_ANSWER,
-    Built,
-    Context,
-    all_built,
-    all_wh,
-    build_questions,
-)
-from treegrpo.data.lead_questions.build import capped, first_answer, unambiguous
+from treegrpo.data.lead_questions import MAX_PER_BRIDGE, Built, Context, all_built, all_wh
+from treegrpo.data.lead_questions.build import answer_capped, build_questions
 from treegrpo.data.types import Question
-from treegrpo.data.web_links import LinkRow, link_rows
+from treegrpo.data.web_links import link_rows
 from treegrpo.data.web_view import SiteView
 from treegrpo.data.wiki import Article, load_articles, stable_hash
 
@@ -78,7 +69,15 @@ def build_web_questions(
         for r, found in zip(rows, results, strict=True)
         if r.first in found and not view.in_snippets(r.golds, found)
     ]
-    out += _link_questions(_cap(rows))
+    # one wording, one answer; MAX_PER_TARGET per (page B, template); the answer caps
+    rows = answer_capped(rows, caps=[(lambda r: (r.second, r.template), MAX_PER_TARGET)])
+    counter: Counter[str] = Counter()
+    for r in rows:
+        prefix = f"link-{r.first}-{r.second}"
+        rest = f"{prefix}-{counter[prefix]}"
+        counter[prefix] += 1
+        q = Question(f"{SOURCE}-{rest}", r.question, r.golds, SOURCE, 2, rest, kind="link")
+        out.append(WebQuestion(q, r.template, (r.first, r.second)))
     return out
 
 
@@ -91,11 +90,11 @@ def _single_page(
     results = view.search([b.question.question for b in single], topk)
     out = []
     for b, found in zip(single, results, strict=True):
-        kind = page_kind(view, b.question.golds, b.articles[0], found)
+        q, kind = b.question, page_kind(view, b.question.golds, b.articles[0], found)
         if kind is not None:
-            suffix = b.question.uid.removeprefix(f"{b.question.source}-")
-            q = _question(f"{prefix}{kind}-{suffix}", b.question, kind, hops=1)
-            out.append(WebQuestion(q, f"{prefix}{b.question.kind}", b.articles))
+            rest = f"{prefix}{kind}-{q.uid.removeprefix(f'{q.source}-')}"
+            web = Question(f"{SOURCE}-{rest}", q.question, q.golds, SOURCE, 1, rest, kind=kind)
+            out.append(WebQuestion(web, f"{prefix}{q.kind}", b.articles))
     return out
 
 
@@ -111,32 +110,6 @@ def page_kind(
     if golds[0] in lead and not view.in_snippets(golds, [index, *results]):
         return "in-page"
     return None
-
-
-def _question(rest: str, q: Question, kind: str, hops: int) -> Question:
-    return Question(f"{SOURCE}-{rest}", q.question, q.golds, SOURCE, hops, rest, kind=kind)
-
-
-def _cap(rows: Sequence[LinkRow]) -> list[LinkRow]:
-    """One wording, one answer (a wording asked twice with different answers is dropped, with
-    the same answers kept once); ``MAX_PER_TARGET`` per (page B, template); the answer caps.
-    A hash of the question picks which rows a cap keeps; the order is kept."""
-    unique = unambiguous(rows)
-    limit = min(MAX_SAME_ANSWER, max(1, int(MAX_ANSWER_SHARE * len(unique))))
-    target = lambda r: (r.second, r.template)  # noqa: E731
-    return capped(unique, [(target, MAX_PER_TARGET), (first_answer, limit)])
-
-
-def _link_questions(rows: Sequence[LinkRow]) -> list[WebQuestion]:
-    counter: Counter[str] = Counter()
-    out = []
-    for r in rows:
-        prefix = f"link-{r.first}-{r.second}"
-        rest = f"{prefix}-{counter[prefix]}"
-        counter[prefix] += 1
-        q = Question(f"{SOURCE}-{rest}", r.question, r.golds, SOURCE, 2, rest, kind="link")
-        out.append(WebQuestion(q, r.template, (r.first, r.second)))
-    return out
 
 
 def is_held_out(title: str, seed: int = 0, share: float = HELD_OUT_SHARE) -> bool:

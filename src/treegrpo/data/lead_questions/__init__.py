@@ -10,33 +10,25 @@ One concept a file, each importing only those above it: ``patterns`` (regexes, w
 ``text`` (reading a lead), ``facts`` (``Fact``, ``Context``), the templates (``people``,
 ``places``, ``works``, ``science``, ``cloze``), ``build`` (``build_questions``: checks, two-hop
 joins, caps), ``wh`` (reworded wh-questions, "wiki-read") and ``splits`` (one split's questions,
-cached). Everything public is re-exported here: ``from treegrpo.data.lead_questions import X``.
+cached). What other modules use is re-exported here.
 """
 
 from __future__ import annotations
 
 from treegrpo.core.rewards import is_span
 from treegrpo.data.lead_questions.build import (
-    MAX_ANSWER_SHARE,
     MAX_PER_BRIDGE,
     MAX_SAME_ANSWER,
-    SOURCE,
-    SOURCE_2HOP,
     Built,
     HopPlan,
-    Row,
     article_facts,
     build_questions,
     is_valid,
 )
-from treegrpo.data.lead_questions.cloze import CLOZE_WORDS, cloze_fact
+from treegrpo.data.lead_questions.cloze import cloze_fact
 from treegrpo.data.lead_questions.facts import Context, Fact
-from treegrpo.data.lead_questions.people import name_facts, occupations, person_facts
-from treegrpo.data.lead_questions.places import place_facts
-from treegrpo.data.lead_questions.science import science_facts
+from treegrpo.data.lead_questions.people import occupations, person_facts
 from treegrpo.data.lead_questions.splits import (
-    VAL_SHARE,
-    QuestionSplit,
     all_built,
     all_wh,
     hop_plan,
@@ -58,19 +50,12 @@ from treegrpo.data.lead_questions.text import (
 from treegrpo.data.lead_questions.works import work_facts
 
 __all__ = [
-    "CLOZE_WORDS",
-    "MAX_ANSWER_SHARE",
     "MAX_PER_BRIDGE",
     "MAX_SAME_ANSWER",
-    "SOURCE",
-    "SOURCE_2HOP",
-    "VAL_SHARE",
     "Built",
     "Context",
     "Fact",
     "HopPlan",
-    "QuestionSplit",
-    "Row",
     "after_title",
     "all_built",
     "all_wh",
@@ -83,14 +68,11 @@ __all__ = [
     "is_val_article",
     "is_valid",
     "lead_questions",
-    "name_facts",
     "number_golds",
     "occupations",
     "passage",
     "person_facts",
-    "place_facts",
     "question_split",
-    "science_facts",
     "sentences",
     "split_questions",
     "subject_name",

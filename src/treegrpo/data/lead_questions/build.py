@@ -32,24 +32,14 @@ MAX_PER_BRIDGE = 5
 """At most this many two-hop questions of one kind go through one bridge article (every city in
 China would otherwise ask for Beijing)."""
 
-_COMPOSABLE = frozenset(
-    _words(
-        "nationality occupation full-name birth-name courtesy-name alias birthplace birth-year "
-        "death-year capital official-name founded-year family order country"
-    )
-)
+_COMPOSABLE = _words("""nationality occupation full-name birth-name courtesy-name alias birthplace
+birth-year death-year capital official-name founded-year family order country""")
 """Kinds a two-hop question may ask of its bridge article: their question names the subject so
 that a description ("the author of X") can take its place."""
-_NOT_COMPOSED = frozenset(
-    _words(
-        "capital+capital capital-of+capital country+capital-of capital+country country+country "
-        "creator+occupation"
-    )
-)
+_NOT_COMPOSED = _words("""capital+capital capital-of+capital country+capital-of capital+country
+country+country creator+occupation""")
 """Pairs whose second hop is no hop: "the capital of the country whose capital is X"."""
-_ENTITY_ANSWERS = frozenset(
-    _words("capital capital-of country region creator originator birthplace")
-)
+_ENTITY_ANSWERS = _words("capital capital-of country region creator originator birthplace")
 """Kinds whose answer is another entity: it must not share a word stem with the question."""
 
 
@@ -144,29 +134,30 @@ def build_questions(
             touches = tuple(dict.fromkeys((*read, index_of[bridge])))
             then = _ask(second, second.about)
             double.append(Row(kind, question, second.golds, read, touches, bridge, then))
-    out: list[Built] = []
-    for source, rows in ((SOURCE, single), (SOURCE_2HOP, _per_bridge(double))):
-        counter: Counter[str] = Counter()
-        rows = unambiguous(rows)
-        limit = min(max_same_answer, max(1, int(max_answer_share * len(rows))))
-        for row in capped(rows, [(first_answer, limit)]):
-            prefix = f"{source}-" + "-".join(map(str, row.articles))
-            uid = f"{prefix}-{counter[prefix]}"
-            counter[prefix] += 1
-            hops, index = len(row.articles), row.articles[0]
-            q = Question(uid, row.question, row.golds, source, hops, index, kind=row.kind)
-            out.append(Built(q, row.articles, row.touches, row.bridge, row.then))
-    return tuple(out)
+    # at most MAX_PER_BRIDGE per (bridge, kind), then in article order
+    double = capped(double, [(lambda r: (r.bridge, r.kind), MAX_PER_BRIDGE)])
+    double.sort(key=lambda r: (r.articles, r.question))
+    single = answer_capped(single, max_same_answer, max_answer_share)
+    double = answer_capped(double, max_same_answer, max_answer_share)
+    return (*as_built(SOURCE, single), *as_built(SOURCE_2HOP, double))
+
+
+def as_built(source: str, rows: Sequence[Row]) -> list[Built]:
+    """``rows`` as questions of ``source``, uid ``<source>-<articles read>-<n>``."""
+    counter: Counter[str] = Counter()
+    out = []
+    for row in rows:
+        prefix = f"{source}-" + "-".join(map(str, row.articles))
+        uid = f"{prefix}-{counter[prefix]}"
+        counter[prefix] += 1
+        hops, index = len(row.articles), row.articles[0]
+        q = Question(uid, row.question, row.golds, source, hops, index, kind=row.kind)
+        out.append(Built(q, row.articles, row.touches, row.bridge, row.then))
+    return out
 
 
 def _ask(fact: Fact, subject: str) -> str:
     return fact.ask.replace("{s}", subject)
-
-
-def _per_bridge(rows: Sequence[Row]) -> list[Row]:
-    """At most ``MAX_PER_BRIDGE`` rows per (bridge, kind), in article order."""
-    kept = capped(rows, [(lambda r: (r.bridge, r.kind), MAX_PER_BRIDGE)])
-    return sorted(kept, key=lambda r: (r.articles, r.question))
 
 
 class Asked(Protocol):
@@ -181,19 +172,27 @@ class Asked(Protocol):
 A = TypeVar("A", bound=Asked)
 
 
-def unambiguous(rows: Sequence[A]) -> list[A]:
-    """``rows`` less questions asked with two different answers (same answers: the first kept)."""
+def answer_capped(
+    rows: Sequence[A],
+    max_same: int = MAX_SAME_ANSWER,
+    share: float = MAX_ANSWER_SHARE,
+    caps: Sequence[tuple[Callable[[A], Hashable], int]] = (),
+) -> list[A]:
+    """``rows`` less questions asked with two different answers (same answers: the first kept),
+    then ``capped`` by ``caps`` and the answer caps: at most ``max_same`` rows, and ``share`` of
+    them (at least one), per first gold (SQuAD-normalized)."""
     answers: dict[str, set[frozenset[str]]] = defaultdict(set)
     for row in rows:
         answers[normalize_answer(row.question)].add(frozenset(map(normalize_answer, row.golds)))
     seen: set[str] = set()
-    out = []
+    unique = []
     for row in rows:
         key = normalize_answer(row.question)
         if len(answers[key]) == 1 and key not in seen:
             seen.add(key)
-            out.append(row)
-    return out
+            unique.append(row)
+    limit = min(max_same, max(1, int(share * len(unique))))
+    return capped(unique, [*caps, (lambda r: normalize_answer(r.golds[0]), limit)])
 
 
 def capped(rows: Sequence[A], caps: Sequence[tuple[Callable[[A], Hashable], int]]) -> list[A]:
@@ -208,8 +207,3 @@ def capped(rows: Sequence[A], caps: Sequence[tuple[Callable[[A], Hashable], int]
                 c[k] += 1
             keep.add(i)
     return [row for i, row in enumerate(rows) if i in keep]
-
-
-def first_answer(row: Asked) -> str:
-    """The key of the answer caps: the first gold, SQuAD-normalized."""
-    return normalize_answer(row.golds[0])

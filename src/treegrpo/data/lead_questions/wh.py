@@ -15,21 +15,11 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 
-from treegrpo.data.lead_questions.build import (
-    MAX_ANSWER_SHARE,
-    MAX_SAME_ANSWER,
-    Built,
-    Row,
-    capped,
-    first_answer,
-    is_valid,
-    unambiguous,
-)
+from treegrpo.data.lead_questions.build import Built, Row, answer_capped, as_built, is_valid
 from treegrpo.data.lead_questions.facts import Context
 from treegrpo.data.lead_questions.patterns import _MONTH, _NAME, _NAME_RE, _YEAR, _words
 from treegrpo.data.lead_questions.text import number_golds, passage, sentences, year_golds
 from treegrpo.data.title_questions import FUNCTION_WORDS, base_title
-from treegrpo.data.types import Question
 from treegrpo.data.wiki import Article
 
 SOURCE_READ = "wiki-read"
@@ -93,12 +83,8 @@ _PARTICIPLE_TO_PAST = {
 }  # fmt: skip
 """Irregular past participles and their past tense ("written by" → "Who wrote …?"); a
 regular one ("composed") is its own past tense."""
-_PASSIVE_PLACE = frozenset(
-    _words(
-        "born buried located based founded built held crowned married educated raised "
-        "imprisoned killed executed exiled"
-    )
-)
+_PASSIVE_PLACE = _words("""born buried located based founded built held crowned married educated
+raised imprisoned killed executed exiled""")
 _DATE = rf"(?:\d{{1,2}} )?(?:{_MONTH}) (?:\d{{1,2}}, )?(?:{_YEAR})"
 _WHEN = rf"(?:in|on) (?P<answer>{_DATE}|{_YEAR})"
 _WHO = re.compile(
@@ -143,11 +129,8 @@ _OBJECT = re.compile(
     rf"^{_SUBJECT} (?:(?P<adv>{_ADVERB}) )?(?P<verb>[a-z]+) (?:the )?(?P<answer>{_NAME})"
     r"(?=[.;]|$| in | on | at | after | before )"
 )
-_OBJECT_VERBS = frozenset(
-    _words(
-        "married succeeded defeated founded joined attended conquered captured invaded "
-        "annexed hosted"
-    )
+_OBJECT_VERBS = _words(
+    "married succeeded defeated founded joined attended conquered captured invaded annexed hosted"
 )
 """Verbs whose object names one thing ("What did X found?"), unlike "won" or "wrote"."""
 _OWNER = re.compile(
@@ -189,7 +172,7 @@ def _join(*parts: str | None) -> str:
     return " ".join(p.strip() for p in parts if p and p.strip()) + "?"
 
 
-_NOUN_STOP = frozenset(_words("in its of the and or his her their a an on at to by for with"))
+_NOUN_STOP = _words("in its of the and or his her their a an on at to by for with")
 _ADJUNCT = re.compile(r"(?:in|at|from|to|into) ")
 _ANSWER_OF_KIND = {"when": re.compile(rf"\b(?:{_YEAR})\b"), "how-many": re.compile(r"\d")}
 _INTRO_YEAR = re.compile(rf"^In (?P<year>{_YEAR}), (?P<rest>.+)$")
@@ -329,14 +312,5 @@ def build_read(
     ``MAX_ANSWER_SHARE``); rejections counted in ``rejected``. Why no two-hop ones:
     docs/data.md, "Reworded wh-questions"."""
     ctx = Context.of(articles)
-    rows = unambiguous([r for a in articles for r in wh_rows(a, ctx, rejected)])
-    limit = min(MAX_SAME_ANSWER, max(1, int(MAX_ANSWER_SHARE * len(rows))))
-    counter: Counter[int] = Counter()
-    out = []
-    for row in capped(rows, [(first_answer, limit)]):
-        index = row.articles[0]
-        uid = f"{SOURCE_READ}-{index}-{counter[index]}"
-        counter[index] += 1
-        q = Question(uid, row.question, row.golds, SOURCE_READ, 1, index, kind=row.kind)
-        out.append(Built(q, row.articles, row.touches))
-    return tuple(out)
+    rows = [r for a in articles for r in wh_rows(a, ctx, rejected)]
+    return tuple(as_built(SOURCE_READ, answer_capped(rows)))
