@@ -41,7 +41,7 @@ def test_budget_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyP
         runs_dir=tmp_path / "runs",
     )
     result = run_benchmark(s, warm=TINY_WARM, command="tiny")
-    names = {sp.name for sp in plan_runs(s.budgets, s.seeds, s.ablation)}
+    names = {sp.name for sp in plan_runs(s)}
     assert len(names) == 8 and not result["failed"]
 
     saved = json.loads(s.out.read_text())
@@ -88,7 +88,7 @@ def test_budget_benchmark_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyP
         run_benchmark(replace(s, steps=2), warm=TINY_WARM)
 
     # The shared warm-start report equals what run_embedded evaluates by itself.
-    spec = plan_runs((2,), (0,), False)[0]
+    spec = plan_runs(replace(s, budgets=(2,), seeds=(0,)))[0]
     run = replace(run_config(spec, s), out_dir=str(tmp_path / "own-eval"))
     world = replace(DEFAULT_EMBEDDED, eval_questions=s.eval_questions)
     settings = TrainSettings(spec.algo, BENCH_OPTIM, run)

@@ -4,7 +4,7 @@ periodic evaluation, and reuse of runs made before a setting existed."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,9 @@ from treegrpo.warmstart.tiny import WarmStartConfig, warm_start_dir
 
 
 def test_plan_adds_difficulty_runs_and_quarter_chains() -> None:
-    specs = plan_runs((4, 8), (0, 1), False, expansions=("no-root",), difficulty=("no-root",),
-                      quarter=True)  # fmt: skip
+    s = BenchSettings(budgets=(4, 8), seeds=(0, 1), ablation=False, expansions=("no-root",),
+                      difficulty=("no-root",), quarter=True)  # fmt: skip
+    specs = plan_runs(s)
     by = {s.name: s for s in specs}
     # per seed: 4 methods at 4 and 8, and 16 chains for the trees at ≈4 (≈32 has no rung)
     assert len(specs) == len(by) == 2 * (2 * 4 + 1)
@@ -41,7 +42,8 @@ def test_plan_adds_difficulty_runs_and_quarter_chains() -> None:
     quarter = by["chain-b16-s0"]
     assert (quarter.algo.algo, quarter.algo.m) == ("chain", 16)
     # a rung already planned is not planned twice
-    assert len(plan_runs((4, 16), (0,), False, quarter=True)) == 4
+    planned = BenchSettings(budgets=(4, 16), seeds=(0,), ablation=False, quarter=True)
+    assert len(plan_runs(planned)) == 4
 
 
 def test_settings_for_the_validation_world_and_periodic_evaluation() -> None:
@@ -50,7 +52,7 @@ def test_settings_for_the_validation_world_and_periodic_evaluation() -> None:
     assert s.runs_dir == Path("runs/bench-budget/full-world1")
     assert world_config(s).world_seed == 1 and s.eval_every == 5
     # the run's held-out evaluation follows the benchmark's
-    (spec, *_) = plan_runs((8,), (0,), False)
+    (spec, *_) = plan_runs(BenchSettings(budgets=(8,), seeds=(0,), ablation=False))
     assert run_config(spec, s).eval_every == 5
     assert run_config(spec, bench_settings(quick=True)).eval_every == 2
     assert bench_settings(world_seed=1, out=Path("x.json")).out == Path("x.json")
@@ -80,7 +82,8 @@ def test_cli_takes_the_verdicts_flags(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_reuse_takes_a_setting_added_since_at_its_default(tmp_path: Any) -> None:
     s = bench_settings(difficulty=("uniform",), runs_dir=tmp_path)
     warm = WarmStartConfig()
-    specs = {sp.method: sp for sp in plan_runs((4,), (0,), False, difficulty=("uniform",))}
+    one = BenchSettings(budgets=(4,), seeds=(0,), ablation=False, difficulty=("uniform",))
+    specs = {sp.method: sp for sp in plan_runs(one)}
 
     def summary(algo: Any, drop: str | None = None) -> dict[str, Any]:
         run = {"steps": s.steps, "prompts_per_step": s.prompts_per_step, "seed": 0}
@@ -107,20 +110,21 @@ def test_warm_starts_are_paired_with_seeds_or_crossed() -> None:
     assert [t for t, _ in warms][:2] == ["w0-mkl", "w1-onednn"]
     assert warms[2][0] in ("w2-mkl", "w2-onednn")  # auto: this CPU's path
     assert [(w.seed, w.linear) for _, w in warms] == [(0, "mkl"), (1, "onednn"), (2, "auto")]
-    paired = plan_runs((8,), s.seeds, False, warms=warms)
+    paired = plan_runs(replace(s, ablation=False), warms=warms)
     chains = {sp.seed: sp for sp in paired if sp.method == "chain"}
     assert chains[5].warm_tag == "w0-mkl" and chains[8].warm_tag == "w0-mkl"  # cycling
     assert chains[6].name == "chain-b8-s6-w1-onednn" and chains[6].unit == "s6-w1-onednn"
     assert chains[6].warm is not None and chains[6].warm.seed == 1
     tree = next(sp for sp in paired if sp.method == "tree" and sp.seed == 6)
     assert tree.warm == chains[6].warm  # both methods of a seed start alike
-    crossed = plan_runs((8,), (0, 1), False, warms=warms, cross=True)
+    crossed = plan_runs(replace(s, seeds=(0, 1), ablation=False, warm_cross=True), warms=warms)
     assert len(crossed) == 2 * 3 * 2 and len({sp.name for sp in crossed}) == 12
     # the run's settings name its warm start, as `treegrpo train --world.*` would
     world = run_world(chains[6], s)
     assert (world.warm_start_seed, world.warm_start_linear) == (1, "onednn")
     # one warm start (the default): names as before
-    assert [sp.name for sp in plan_runs((8,), (0,), False)] == ["chain-b8-s0", "tree-b8-s0"]
+    one = plan_runs(BenchSettings(budgets=(8,), seeds=(0,), ablation=False))
+    assert [sp.name for sp in one] == ["chain-b8-s0", "tree-b8-s0"]
 
 
 @pytest.mark.parametrize(

@@ -245,7 +245,7 @@ def test_table_without_hops_shows_sources_or_no_breakdown() -> None:
 
 
 def test_plan_matches_the_ladder_and_counts_30_runs() -> None:
-    specs = plan_runs((2, 4, 8, 16), (0, 1, 2), ablation=True)
+    specs = plan_runs(BenchSettings(budgets=(2, 4, 8, 16), seeds=(0, 1, 2), ablation=True))
     assert len(specs) == 30 and len({s.name for s in specs}) == 30
     for s in specs:
         shape = s.algo.shape()
@@ -336,7 +336,8 @@ def test_workers_end_with_a_killed_benchmark(tmp_path) -> None:  # type: ignore[
 
 
 def test_plan_adds_one_tree_run_per_expansion_rule() -> None:
-    specs = plan_runs((4, 8), (0, 1), ablation=True, expansions=("entropy", "no-root"))
+    s = BenchSettings(budgets=(4, 8), seeds=(0, 1), expansions=("entropy", "no-root"))
+    specs = plan_runs(s)
     by = {s.name: s for s in specs}
     assert len(specs) == len(by) == 2 * (2 * 4 + 2)  # seeds x (budgets x 4 methods + ablation)
     for b in (4, 8):
@@ -351,12 +352,14 @@ def test_plan_adds_one_tree_run_per_expansion_rule() -> None:
             assert spec.identity()["expansion"] == rule
     assert by["chain-b4-s0"].identity()["expansion"] is None
     assert by["tree-intra-b4-s0"].algo.expansion == "uniform"
-    assert "tree-entropy-b2-s0" not in by and len(plan_runs((4,), (0,), False)) == 2
+    assert "tree-entropy-b2-s0" not in by
+    assert len(plan_runs(BenchSettings(budgets=(4,), seeds=(0,), ablation=False))) == 2
 
 
 def test_the_main_tree_run_expands_uniformly_whatever_the_base() -> None:
     base = replace(BENCH_ALGO, expansion="entropy")
-    specs = {s.method: s for s in plan_runs((4,), (0,), False, base, ("informed",))}
+    one = BenchSettings(budgets=(4,), seeds=(0,), ablation=False, expansions=("informed",))
+    specs = {s.method: s for s in plan_runs(one, base)}
     assert specs["tree"].algo.expansion == "uniform"
     assert specs["tree-informed"].algo.expansion == "informed"
 
@@ -375,7 +378,7 @@ def test_reuse_refuses_a_run_with_another_expansion_rule(tmp_path: Any) -> None:
     warm = WarmStartConfig()
     (spec,) = [
         sp
-        for sp in plan_runs((4,), (0,), False, expansions=s.expansions)
+        for sp in plan_runs(replace(s, budgets=(4,), seeds=(0,), ablation=False))
         if sp.method == "tree-entropy"
     ]
 

@@ -6,7 +6,7 @@ check that a finished run may be reused (the same settings). The protocol and th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -126,18 +126,6 @@ class DataJob:
     benchmark's)."""
 
 
-def load_data_job(path: str | Path) -> DataJob:
-    """Read a run config for data mode (strictly, as ``treegrpo train --config`` does); a
-    ``world`` section is refused: it configures the embedded job. Raises ValueError."""
-    sections = load_config(path, TRAIN_SECTIONS)
-    if sections["world"] != DEFAULT_EMBEDDED:
-        raise ValueError(
-            f"{path}: the world section configures the embedded job, which data mode does not "
-            "run; drop it"
-        )
-    return DataJob(str(path), **{k: sections[k] for k in ("algo", "optim", "run", "model", "data")})
-
-
 @dataclass(frozen=True)
 class BenchSettings:
     """What the benchmark runs and where it writes."""
@@ -211,27 +199,31 @@ def warm_start_choices(
     ``s.warm_starts``); the tag names the resolved path ("w1-mkl")."""
     if not s.warm_starts:
         return [("", base)]
-    out = []
-    for text in s.warm_starts:
-        seed, path = parse_warm_start(text)
-        out.append((f"w{seed}-{resolve_path(path)}", replace(base, seed=seed, linear=path)))
-    return out
+    seeds_paths = map(parse_warm_start, s.warm_starts)
+    return [(f"w{i}-{resolve_path(p)}", replace(base, seed=i, linear=p)) for i, p in seeds_paths]
 
 
 def bench_settings(
     quick: bool = False, config: str | Path | None = None, **overrides: Any
 ) -> BenchSettings:
     """The full or quick defaults with the given fields replaced (None values ignored). ``config``:
-    data mode with this run config (``load_data_job``): steps, prompts per step, held-out questions
-    and periodic evaluation from the file (quick: 3 steps, at most 30 questions), one worker,
+    data mode with this run config (read as ``treegrpo train --config`` reads it, a world section
+    refused): steps, prompts per step, held-out questions and periodic evaluation from the file
+    (quick: 3 steps, at most 30 questions), one worker,
     outputs bench/results/budget-data[-quick].json and runs/bench-budget/data[-quick],
     "-world<seed>" added for a validation world. ValueError on bad settings, a config that does not
     fit, or a data section ``jobs.data.check_data`` rejects or without held-out questions."""
     base = BenchSettings()
-    tag = ""
     if config is not None:
-        job = load_data_job(config)
-        tag = "data"
+        sections = load_config(config, TRAIN_SECTIONS)
+        if sections["world"] != DEFAULT_EMBEDDED:
+            raise ValueError(
+                f"{config}: the world section configures the embedded job, which data mode does "
+                "not run; drop it"
+            )
+        job = DataJob(
+            str(config), **{k: sections[k] for k in ("algo", "optim", "run", "model", "data")}
+        )
         base = replace(
             base,
             job=job,
@@ -254,8 +246,8 @@ def bench_settings(
             eval_questions=QUICK_EVAL_QUESTIONS if n is None else min(n, QUICK_EVAL_QUESTIONS),
             ablation=False,
             eval_every=QUICK_EVAL_EVERY,
-            out=Path(f"bench/results/budget{'-' + tag if tag else ''}-quick.json"),
-            runs_dir=Path(f"runs/bench-budget/{tag + '-' if tag else ''}quick"),
+            out=base.out.with_stem(f"{base.out.stem}-quick"),
+            runs_dir=base.runs_dir.with_name("data-quick" if base.job else "quick"),
         )
     world = overrides.get("world_seed")
     if world is not None and world != DEFAULT_EMBEDDED.world_seed:  # a validation world
@@ -308,51 +300,37 @@ def _checked(s: BenchSettings) -> BenchSettings:
 
 
 def plan_runs(
-    budgets: Iterable[int],
-    seeds: Iterable[int],
-    ablation: bool,
+    s: BenchSettings,
     base: AlgorithmConfig = BENCH_ALGO,
-    expansions: Iterable[Rule] = (),
-    difficulty: Iterable[Rule] = (),
-    quarter: bool = False,
     warms: Sequence[tuple[str, WarmStartConfig | None]] = (("", WarmStartConfig()),),
-    cross: bool = False,
 ) -> list[RunSpec]:
-    """Chain and tree at each budget for each seed, plus a "tree-<rule>" run per rule of
-    ``expansions``, a "tree-<rule>+difficulty" run per rule of ``difficulty``, the ablation's two
-    modes at ≈ 4, and with ``quarter`` chains at 4× each budget where the ladder has that rung
-    (docs/evaluation.md, "The budget benchmark: `treegrpo bench-budget`"). ``base``: the algorithm
-    settings every run starts from; chain runs change only ``algo`` and ``m``, as ``--algo.algo
-    chain --algo.m B`` does; tree runs set (M, N, L) from the ladder (k None) and the rule, each
-    with its algorithm's default advantage mode. ``warms``: (tag, warm start) pairs, seed i starting
-    from the i-th (cycling), or with ``cross`` every seed from each.
-
-    Many arguments: one per axis of the benchmark, each a flag of ``treegrpo bench-budget``."""
-    rules, hard = tuple(expansions), tuple(difficulty)
-    budgets = tuple(budgets)
-    quarters = [
-        4 * b for b in budgets if quarter and 4 * b in CHAIN_LADDER and 4 * b not in budgets
-    ]
-    seeds = tuple(seeds)
-    units = (
-        [(seed, w) for w in warms for seed in seeds]
-        if cross
-        else [(seed, warms[i % len(warms)]) for i, seed in enumerate(seeds)]
-    )
-    specs = []
-    for seed, (tag, warm) in units:
-        runs: list[tuple[str, int, AlgorithmConfig]] = []
-        for b in budgets:
-            runs += [("chain", b, _chain_algo(b, base)), ("tree", b, _tree_algo(b, base))]
-            runs += [(expansion_method(r), b, _tree_algo(b, base, r)) for r in rules]
-            runs += [(difficulty_method(r), b, _tree_algo(b, base, r, True)) for r in hard]
+    """Chain and tree at each of ``s.budgets`` for each seed, plus a "tree-<rule>" run per rule
+    of ``s.expansions``, a "tree-<rule>+difficulty" run per rule of ``s.difficulty``, the
+    ablation's two modes at ≈ 4, and with ``s.quarter`` chains at 4× each budget where the ladder
+    has that rung (docs/evaluation.md, "The budget benchmark: `treegrpo bench-budget`").
+    ``base``: the algorithm settings every run starts from; chain runs change only ``algo`` and
+    ``m``, as ``--algo.algo chain --algo.m B`` does; tree runs set (M, N, L) from the ladder (k
+    None) and the rule, each with its algorithm's default advantage mode. ``warms``: (tag, warm
+    start) pairs, seed i starting from the i-th (cycling), or with ``s.warm_cross`` every seed
+    from each."""
+    runs: list[tuple[str, int, AlgorithmConfig]] = []
+    for b in s.budgets:
+        runs += [("chain", b, _chain_algo(b, base)), ("tree", b, _tree_algo(b, base))]
+        runs += [(expansion_method(r), b, _tree_algo(b, base, r)) for r in s.expansions]
+        runs += [(difficulty_method(r), b, _tree_algo(b, base, r, True)) for r in s.difficulty]
+    if s.quarter:
+        quarters = [4 * b for b in s.budgets if 4 * b in CHAIN_LADDER and 4 * b not in s.budgets]
         runs += [("chain", b, _chain_algo(b, base)) for b in quarters]
-        if ablation:
-            for mode in ABLATION_MODES:
-                algo = replace(_tree_algo(ABLATION_BUDGET, base), advantage_mode=mode)
-                runs.append((f"tree-{mode}", ABLATION_BUDGET, algo))
-        specs += [RunSpec(m, b, seed, a, warm, tag) for m, b, a in runs]
-    return specs
+    if s.ablation:
+        for mode in ABLATION_MODES:
+            algo = replace(_tree_algo(ABLATION_BUDGET, base), advantage_mode=mode)
+            runs.append((f"tree-{mode}", ABLATION_BUDGET, algo))
+    units = (
+        [(seed, w) for w in warms for seed in s.seeds]
+        if s.warm_cross
+        else [(seed, warms[i % len(warms)]) for i, seed in enumerate(s.seeds)]
+    )
+    return [RunSpec(m, b, seed, a, warm, tag) for seed, (tag, warm) in units for m, b, a in runs]
 
 
 def _chain_algo(budget: int, base: AlgorithmConfig) -> AlgorithmConfig:
@@ -410,8 +388,7 @@ def world_config(s: BenchSettings) -> EmbeddedConfig:
 
 def data_config(s: BenchSettings) -> DataConfig:
     """Data mode: the config's data section with the benchmark's held-out questions."""
-    if s.job is None:
-        raise ValueError("data_config: the benchmark is not in data mode (no config)")
+    assert s.job is not None, "the benchmark is not in data mode (no config)"
     return replace(s.job.data, eval_questions=s.eval_questions)
 
 

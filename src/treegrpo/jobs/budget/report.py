@@ -38,10 +38,8 @@ class Groups:
 
     label: str
     """"hop" or "source"."""
-    key: str
-    """The record's and aggregate's field: "em_by_hops" or "em_by_source"."""
     report_key: str
-    """The evaluation report's field: "by_hops" or "by_source"."""
+    """The evaluation report's field: "by_hops" or "by_source" (the aggregate's: "em_" before)."""
     names: tuple[str, ...]
     """The groups, in column order."""
 
@@ -55,10 +53,10 @@ def table_groups(before: dict[str, Any]) -> Groups | None:
     than one (one source would repeat the overall EM), else None: no breakdown columns."""
     hops = tuple(sorted(before.get("by_hops", {})))
     if hops:
-        return Groups("hop", "em_by_hops", "by_hops", hops)
+        return Groups("hop", "by_hops", hops)
     sources = tuple(before.get("by_source", {}))
     if len(sources) > 1:
-        return Groups("source", "em_by_source", "by_source", sources)
+        return Groups("source", "by_source", sources)
     return None
 
 
@@ -90,7 +88,7 @@ def _header(result: dict[str, Any], groups: Groups | None) -> str:
     start = "starting model" if job else "warm start"
     breakdown = ""
     if groups is not None:
-        cells = _report_cells(before[groups.report_key], groups.names)
+        cells = _group_cells(before[groups.report_key], groups.names, "em")
         breakdown = f" (by {groups.label} {'/'.join(groups.names)}: {cells})"
     held_out = before["overall"].get("n", s["eval_questions"])
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ""
@@ -299,16 +297,15 @@ def _em(a: dict[str, Any] | None) -> str:
     return f"{100 * a['em']['mean']:.1f}" + ("" if std is None else f" ± {100 * std:.1f}")
 
 
-def _report_cells(by: dict[str, Any], names: Sequence[str]) -> str:
-    """EM % per group of an evaluation report, "—" where a group is missing."""
-    return "/".join(f"{100 * by[g]['em']:.0f}" if g in by else "—" for g in names)
+def _group_cells(by: dict[str, Any], names: Sequence[str], key: str) -> str:
+    """EM % per group (``key``: "em" of a report, "mean" of an aggregate), "—" where missing."""
+    return "/".join(f"{100 * by[g][key]:.0f}" if g in by else "—" for g in names)
 
 
 def _by_group(a: dict[str, Any] | None, groups: Groups) -> str:
     if a is None:
         return "—"
-    by = a.get(groups.key, {})
-    return "/".join(f"{100 * by[g]['mean']:.0f}" if g in by else "—" for g in groups.names)
+    return _group_cells(a.get(f"em_{groups.report_key}", {}), groups.names, "mean")
 
 
 def _collapses(a: dict[str, Any] | None) -> str:

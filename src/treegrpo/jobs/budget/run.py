@@ -11,6 +11,7 @@ directories and sizing: docs/evaluation.md, "The budget benchmark".
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import multiprocessing as mp
@@ -210,7 +211,9 @@ def _run_in_pool(
 def _init_worker(cores: Any) -> None:
     """Pin this worker to one core and torch thread (OpenMP, MKL too) and end it with its parent
     (SIGTERM, Linux), so a killed benchmark leaves no worker training on its own."""
-    _die_with_parent()
+    if sys.platform.startswith("linux"):  # without prctl workers outlive a killed parent
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
     core = cores.get()
@@ -219,16 +222,6 @@ def _init_worker(cores: Any) -> None:
     start_process("cpu", None)  # engine.cpu.speedups: before torch's first parallel op
     torch.set_num_threads(1)
     hf_logging.disable_progress_bar()  # one line per run is the progress
-
-
-def _die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # no prctl: workers outlive a killed parent, as before
-        pass
 
 
 def _shape_text(spec: RunSpec) -> str:
@@ -250,11 +243,7 @@ def run_benchmark(
     warms = warm_start_choices(s, warm or WarmStartConfig()) if s.job is None else [("", None)]
     t0 = time.perf_counter()
     hf_logging.disable_progress_bar()  # one line per run is the progress
-    base = BENCH_ALGO if s.job is None else s.job.algo
-    specs = plan_runs(
-        s.budgets, s.seeds, s.ablation, base, s.expansions, s.difficulty, s.quarter, warms,
-        s.warm_cross,
-    )  # fmt: skip
+    specs = plan_runs(s, BENCH_ALGO if s.job is None else s.job.algo, warms)
     done = [sp for sp in specs if summary_path(s, sp).is_file()]
     for sp in done:
         check_reusable(sp, s, json.loads(summary_path(s, sp).read_text()))

@@ -24,17 +24,12 @@ def mean_std(xs: Sequence[float]) -> tuple[float, float | None]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
 
 
-def t_quantile(df: int) -> float:
-    """The 0.975 quantile of Student's t with ``df`` degrees of freedom."""
-    return float(stats.t.ppf(0.975, df))
-
-
 def t_interval(xs: Sequence[float]) -> tuple[float, float] | None:
     """mean ± t_{0.975, n−1} · s / √n: the mean of ``xs`` and its 95% interval (None for one)."""
     mean, std = mean_std(xs)
     if std is None:
         return None
-    half = t_quantile(len(xs) - 1) * std / len(xs) ** 0.5
+    half = float(stats.t.ppf(0.975, len(xs) - 1)) * std / len(xs) ** 0.5
     return (mean - half, mean + half)
 
 
