@@ -16,6 +16,7 @@ from typing import Any
 
 from treegrpo.data.errors import DataError, type_name
 from treegrpo.data.types import Question
+from treegrpo.data.webqa_rows import Row, jsonl_rows
 from treegrpo.files import atomic_path
 
 # FlashRAG ships `nq/test.jsonl`: there the directory, not the file, names the source.
@@ -36,11 +37,7 @@ def read_flashrag(path: str | Path, source: str | None = None) -> list[Question]
     ``f"{source}-{id}"``, source: ``source``, else the row's ``data_source``, else the file's."""
     path = Path(path)
     fallback = default_source(path)
-    out: list[Question] = []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if raw.strip():
-                out.append(_parse(path, len(out), lineno, raw, source, fallback))
+    out = [_parse(path, row, source, fallback) for row in jsonl_rows(path)]
     if not out:
         raise DataError(path, "no questions (the file is empty)")
     return out
@@ -79,20 +76,11 @@ def row_id(q: Question, n: int) -> int | str:
     return q.index if q.index is not None else n
 
 
-def _parse(
-    path: Path, row_no: int, lineno: int, raw: bytes, source: str | None, fallback: str
-) -> Question:
-    def fail(field: str | None, problem: str) -> DataError:
-        return DataError(path, problem, row=row_no, line=lineno, field=field)
+def _parse(path: Path, at: Row, source: str | None, fallback: str) -> Question:
+    row = at.fields
 
-    try:
-        row = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise fail(None, f"unreadable JSON: not UTF-8 ({exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise fail(None, f"unreadable JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(row, dict):
-        raise fail(None, f"expected a JSON object, got {type_name(row)}")
+    def fail(field: str, problem: str) -> DataError:
+        return DataError(path, problem, row=at.row, line=at.line, field=field)
 
     def need(field: str) -> Any:
         if field not in row:

@@ -141,33 +141,23 @@ def describe(description: str, names: frozenset[str]) -> str:
 
 
 def article_question(
-    title: str, description: str, extract: str, names: frozenset[str]
+    title: str, description: str, extract: str | None, names: frozenset[str]
 ) -> tuple[str, tuple[str, ...]] | None:
     """(question, gold answers) for one article, or None when it would leak its title or say
     too little: a short description of fewer than two words, a clue too short or too long, an
-    acronym title. ``names``: from :func:`name_words` over the corpus."""
+    acronym title. ``names``: from :func:`name_words` over the corpus. ``extract`` None: the
+    harder question, the short description its only clue ("Which 1968 film by Stanley Kubrick
+    is it?"), which then needs a word more."""
     description = description.strip().rstrip(".")
-    if len(description.split()) < MIN_DESCRIPTION_WORDS or is_acronym(title):
-        return None
-    clue = hide_title(first_sentence(extract), title).rstrip(".!?")
-    if not MIN_CLUE_WORDS <= len(clue.split()) <= MAX_CLUE_WORDS:
-        return None
-    question = f"{clue}. Which {describe(description, names)} is it?"
-    if leaks(question, title):
-        return None
-    golds = tuple(dict.fromkeys((title, base_title(title))))
-    return question, golds
-
-
-def description_question(
-    title: str, description: str, names: frozenset[str]
-) -> tuple[str, tuple[str, ...]] | None:
-    """The harder question of an article, its short description the only clue ("Which 1968 film by
-    Stanley Kubrick is it?"); None when too short, leaking the title, or for an acronym title."""
-    description = description.strip().rstrip(".")
-    if len(description.split()) < MIN_DESCRIPTION_WORDS + 1 or is_acronym(title):
+    least = MIN_DESCRIPTION_WORDS + (extract is None)
+    if len(description.split()) < least or is_acronym(title):
         return None
     question = f"Which {describe(description, names)} is it?"
+    if extract is not None:
+        clue = hide_title(first_sentence(extract), title).rstrip(".!?")
+        if not MIN_CLUE_WORDS <= len(clue.split()) <= MAX_CLUE_WORDS:
+            return None
+        question = f"{clue}. {question}"
     if leaks(question, title):
         return None
     return question, tuple(dict.fromkeys((title, base_title(title))))

@@ -107,7 +107,7 @@ def _read(
     path: str | Path, source: str, parse: Callable[[_Rows, str], Question | str]
 ) -> WebQARead:
     """Every row of the file at ``path`` through ``parse(row, source)``, in file order: a
-    question, or why the row is skipped (counted by reason); then ``_done``."""
+    question, or why the row is skipped (counted by reason, logged)."""
     path = Path(path)
     out = WebQARead([])
     for row in read_rows(path):
@@ -116,7 +116,13 @@ def _read(
             out.skipped[got] += 1
         else:
             out.questions.append(got)
-    return _done(path, out)
+    if out.skipped:
+        counts = ", ".join(f"{n} {why}" for why, n in out.skipped.items())
+        log.warning("%s: skipped %s", path, counts)
+    if not out.questions:
+        why = f" (skipped: {dict(out.skipped)})" if out.skipped else ""
+        raise DataError(path, f"no questions{why}")
+    return out
 
 
 def _webwalkerqa(r: _Rows, source: str, *, with_root_url: bool) -> Question:
@@ -210,16 +216,6 @@ def _question(
     source: str, index: int | str, text: str, golds: tuple[str, ...], hops: int, kind: str
 ) -> Question:
     return Question(f"{source}-{index}", text, golds, source, hops, index=index, kind=kind)
-
-
-def _done(path: Path, read: WebQARead) -> WebQARead:
-    if read.skipped:
-        counts = ", ".join(f"{n} {why}" for why, n in read.skipped.items())
-        log.warning("%s: skipped %s", path, counts)
-    if not read.questions:
-        why = f" (skipped: {dict(read.skipped)})" if read.skipped else ""
-        raise DataError(path, f"no questions{why}")
-    return read
 
 
 def _is_base64(text: str) -> bool:

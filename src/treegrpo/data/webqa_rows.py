@@ -36,7 +36,7 @@ def read_rows(path: str | Path) -> Iterator[Row]:
     ``.csv`` (a header line, then one row a record) file, in order."""
     path = Path(path)
     if path.suffix == ".jsonl":
-        yield from _jsonl(path)
+        yield from jsonl_rows(path)
     elif path.suffix == ".json":
         yield from _json_list(path)
     elif path.suffix == ".csv":
@@ -54,7 +54,8 @@ def first_row(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def _jsonl(path: Path) -> Iterator[Row]:
+def jsonl_rows(path: Path) -> Iterator[Row]:
+    """The rows of a JSON lines file, blank lines skipped."""
     with open(path, "rb") as f:
         row = 0
         for lineno, raw in enumerate(f, start=1):
@@ -63,7 +64,8 @@ def _jsonl(path: Path) -> Iterator[Row]:
             try:
                 value = json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError as exc:
-                raise DataError(path, f"not UTF-8 ({exc.reason})", row=row, line=lineno) from None
+                problem = f"unreadable JSON: not UTF-8 ({exc.reason})"
+                raise DataError(path, problem, row=row, line=lineno) from None
             except json.JSONDecodeError as exc:
                 problem = f"unreadable JSON ({exc.msg} at column {exc.colno})"
                 raise DataError(path, problem, row=row, line=lineno) from None

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from treegrpo.data.title_questions import article_question, description_question, name_words
+from treegrpo.data.title_questions import article_question, name_words
 from treegrpo.data.types import Question
 from treegrpo.files import atomic_path, default_cache_root
 from treegrpo.retrieval.base import Passage
@@ -121,14 +121,11 @@ def wiki_questions(split: Split, hard: bool = False) -> list[Question]:
 def _all_questions(hard: bool) -> tuple[Question, ...]:
     articles = load_articles()
     names = name_words(a.extract for a in articles)
+    source = "wiki-hard" if hard else "wiki"
     out = []
     for a in articles:
-        if hard:
-            built = description_question(a.title, a.description, names)
-        else:
-            built = article_question(a.title, a.description, a.extract, names)
+        built = article_question(a.title, a.description, None if hard else a.extract, names)
         if built is not None:
             text, golds = built
-            source = "wiki-hard" if hard else "wiki"
             out.append(Question(f"{source}-{a.index}", text, golds, source, hops=1, index=a.index))
     return tuple(out)

@@ -10,7 +10,6 @@ and the BM25 index (seconds when cached).
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 from treegrpo.data.web_view import web_article
 from treegrpo.data.wiki import load_articles
@@ -24,15 +23,11 @@ _lock = threading.Lock()
 _running: LocalSite | None = None
 
 
-def wiki_site(cache_dir: str | Path | None = None) -> Site:
-    """The site of the offline wiki corpus (positions are the articles' indices)."""
-    return Site([web_article(a) for a in load_articles()], cache_dir=cache_dir)
-
-
 def wiki_web() -> LocalSite:
-    """The offline wiki site running in this process, started on first use (thread-safe)."""
+    """The offline wiki site running in this process, started on first use (thread-safe); its
+    positions are the articles' indices."""
     global _running
     with _lock:
         if _running is None:
-            _running = LocalSite.start(wiki_site())
+            _running = LocalSite.start(Site([web_article(a) for a in load_articles()]))
         return _running

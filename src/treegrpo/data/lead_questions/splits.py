@@ -54,24 +54,20 @@ def lead_questions(split: QuestionSplit, hops: int | None = None) -> list[Questi
     that touch a validation article (``is_val_article``); they stay in ``"train"``."""
     if hops not in (None, 1, 2):
         raise ValueError(f"hops must be 1, 2 or None, got {hops!r}")
-    return [q for q in _split(split, wh=False) if hops is None or q.hops == hops]
+    return [q for q in _cached_split(split, wh=False) if hops is None or q.hops == hops]
 
 
 def wh_questions(split: QuestionSplit) -> list[Question]:
     """The wh-questions (``wh``, source "wiki-read") of one split, split as ``lead_questions``
     splits: each reads one article, train or test as that article is; val a part of train."""
-    return list(_split(split, wh=True))
-
-
-def _split(split: QuestionSplit, wh: bool) -> tuple[Question, ...]:
-    """The lead questions (or, ``wh``, the wh-questions) of a checked split, cached."""
-    if split not in ("train", "val", "test"):
-        raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
-    return _cached_split(split, wh)
+    return list(_cached_split(split, wh=True))
 
 
 @lru_cache(maxsize=6)
 def _cached_split(split: QuestionSplit, wh: bool) -> tuple[Question, ...]:
+    """The lead questions (or, ``wh``, the wh-questions) of one split, checked."""
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
     return tuple(split_questions(all_wh() if wh else all_built(), load_articles(), split))
 
 
