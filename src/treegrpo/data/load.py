@@ -17,6 +17,7 @@ from treegrpo.data.searchr1 import read_searchr1
 from treegrpo.data.types import Question
 from treegrpo.data.webqa import READERS, webqa_reader
 from treegrpo.data.webqa_rows import SUFFIXES as WEBQA_SUFFIXES
+from treegrpo.data.webqa_rows import jsonl_rows
 
 FORMATS = {".parquet": "Search-R1 parquet", ".jsonl": "FlashRAG jsonl"}
 WEBQA = "a web-QA file (.jsonl, .json or .csv with WebWalkerQA, SimpleQA, GAIA or BrowseComp rows)"
@@ -74,16 +75,6 @@ def _duplicate(
         f"duplicate uid {uid!r} (same data source and id as {where}); "
         "give each file its own data source (--source) so their groups stay apart",
         row=row,
-        line=_line_of(path, row) if jsonl else None,
+        line=next(r.line for r in jsonl_rows(path) if r.row == row) if jsonl else None,
         field="id" if jsonl else "extra_info.index",
     )
-
-
-def _line_of(path: Path, row: int) -> int:
-    """The 1-based line of the ``row``-th non-blank line (only for error messages)."""
-    with open(path, "rb") as f:
-        rows = (n for n, raw in enumerate(f, start=1) if raw.strip())
-        for i, lineno in enumerate(rows):
-            if i == row:
-                return lineno
-    raise AssertionError(f"{path} has no row {row}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 
 from treegrpo.core.rewards import normalize_answer
@@ -121,14 +122,12 @@ def name_words(texts: Iterable[str]) -> frozenset[str]:
     """Words (lower-cased) that ``texts`` capitalize inside a sentence more than three times as
     often as not: names and their adjectives ("english", not "king"), whose capital a description's
     first word keeps ("English theologian", but "edible berry")."""
-    lower: dict[str, int] = {}
-    upper: dict[str, int] = {}
+    lower: Counter[str] = Counter()
+    upper: Counter[str] = Counter()
     for text in texts:
-        for w in re.findall(r"\b[a-z]+\b", text):
-            lower[w] = lower.get(w, 0) + 1
-        for w in re.findall(r"(?<=[a-z,;] )[A-Z][a-z]+\b", text):
-            upper[w.lower()] = upper.get(w.lower(), 0) + 1
-    return frozenset(w for w, n in upper.items() if n > 3 * lower.get(w, 0))
+        lower.update(re.findall(r"\b[a-z]+\b", text))
+        upper.update(w.lower() for w in re.findall(r"(?<=[a-z,;] )[A-Z][a-z]+\b", text))
+    return frozenset(w for w, n in upper.items() if n > 3 * lower[w])
 
 
 def describe(description: str, names: frozenset[str]) -> str:

@@ -103,19 +103,23 @@ def read_browsecomp(path: str | Path, source: str | None = None) -> WebQARead:
     return _read(path, source or "browsecomp", _browsecomp)
 
 
-def _read(
-    path: str | Path, source: str, parse: Callable[[_Rows, str], Question | str]
-) -> WebQARead:
-    """Every row of the file at ``path`` through ``parse(row, source)``, in file order: a
-    question, or why the row is skipped (counted by reason, logged)."""
+Parsed = tuple[int | str, str, str, int, str]
+"""What a reader takes from a row: (id, question, answer, hops, kind)."""
+
+
+def _read(path: str | Path, source: str, parse: Callable[[_Rows], Parsed | str]) -> WebQARead:
+    """Every row of the file at ``path`` through ``parse``, in file order: a question, or why the
+    row is skipped (counted by reason, logged)."""
     path = Path(path)
     out = WebQARead([])
     for row in read_rows(path):
-        got = parse(_Rows(path, row), source)
+        got = parse(_Rows(path, row))
         if isinstance(got, str):
             out.skipped[got] += 1
         else:
-            out.questions.append(got)
+            index, text, answer, hops, kind = got
+            q = Question(f"{source}-{index}", text, (answer,), source, hops, index=index, kind=kind)
+            out.questions.append(q)
     if out.skipped:
         counts = ", ".join(f"{n} {why}" for why, n in out.skipped.items())
         log.warning("%s: skipped %s", path, counts)
@@ -125,8 +129,7 @@ def _read(
     return out
 
 
-def _webwalkerqa(r: _Rows, source: str, *, with_root_url: bool) -> Question:
-    """One WebWalkerQA row's question."""
+def _webwalkerqa(r: _Rows, *, with_root_url: bool) -> Parsed:
     question, answer = r.text("Question"), r.text("Answer")
     root = r.text("Root_Url")
     info = r.mapping("Info")
@@ -134,20 +137,18 @@ def _webwalkerqa(r: _Rows, source: str, *, with_root_url: bool) -> Question:
     hops = 1 if hop.startswith("single") else 2 if hop.startswith("multi") else 0
     if with_root_url:
         question = f"{question}\nRoot URL: {root}"
-    return _question(source, r.row.row, question, (answer,), hops, hop)
+    return r.row.row, question, answer, hops, hop
 
 
-def _simpleqa(r: _Rows, source: str) -> Question:
-    """One SimpleQA row's question."""
+def _simpleqa(r: _Rows) -> Parsed:
     problem, answer = r.text("problem"), r.text("answer")
     meta = r.mapping("metadata")
     kind = meta.get("answer_type", r.row.fields.get("answer_type", ""))
     kind = r.string("metadata.answer_type", kind)
-    return _question(source, r.row.row, problem, (answer,), 0, kind)
+    return r.row.row, problem, answer, 0, kind
 
 
-def _gaia(r: _Rows, source: str) -> Question | str:
-    """One GAIA row's question, or why it is skipped."""
+def _gaia(r: _Rows) -> Parsed | str:
     task, question = r.text("task_id"), r.text("Question")
     answer = r.text("Final answer")
     attached = r.row.fields.get("file_name") not in (None, "") and r.text("file_name")
@@ -157,17 +158,17 @@ def _gaia(r: _Rows, source: str) -> Question | str:
         return "answer not public"
     level = r.row.fields.get("Level", "")
     kind = f"level-{level}" if level not in ("", None) else ""
-    return _question(source, task, question, (answer,), 0, kind)
+    return task, question, answer, 0, kind
 
 
-def _browsecomp(r: _Rows, source: str) -> Question:
-    """One BrowseComp row's question, decrypted when it is encrypted."""
+def _browsecomp(r: _Rows) -> Parsed:
+    """A BrowseComp row, decrypted when it is encrypted."""
     problem, answer = r.text("problem"), r.text("answer")
     canary = r.text("canary", empty=True) if "canary" in r.row.fields else ""
     if canary and _is_base64(problem):
         problem, answer = (_decrypt(r, name, canary) for name in ("problem", "answer"))
     topic = r.text("problem_topic", empty=True) if "problem_topic" in r.row.fields else ""
-    return _question(source, r.row.row, problem, (answer,), 0, topic)
+    return r.row.row, problem, answer, 0, topic
 
 
 def decrypt(ciphertext_b64: str, password: str) -> str:
@@ -210,12 +211,6 @@ def read_webqa(path: str | Path, source: str | None = None) -> WebQARead:
         expected = "WebWalkerQA, SimpleQA, GAIA or BrowseComp"
         raise DataError(path, f"not a web-QA file: its first row has none of {expected}'s fields")
     return READERS[name](path, source)
-
-
-def _question(
-    source: str, index: int | str, text: str, golds: tuple[str, ...], hops: int, kind: str
-) -> Question:
-    return Question(f"{source}-{index}", text, golds, source, hops, index=index, kind=kind)
 
 
 def _is_base64(text: str) -> bool:

@@ -102,10 +102,7 @@ def _described_nationality_differs(description: str, nationality: str) -> bool:
     """Whether the short description starts with another nationality, or a compound one
     ("Austrian–British psychoanalyst" for a lead that says "British")."""
     first = description.split(" ", 1)[0]
-    parts = re.split(r"[-–]", first)
-    if not any(_nationality(p) for p in parts):
-        return False
-    return first != nationality
+    return first != nationality and any(_nationality(p) for p in re.split(r"[-–]", first))
 
 
 def occupations(text: str) -> list[str]:
