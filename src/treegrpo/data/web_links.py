@@ -1,12 +1,6 @@
-"""Link questions (WebWalkerQA's style): find page A, follow one of its links to page B, read
-the answer on B.
-
-B is the first article of a category (``CATEGORIES``) among A's links, in lead order, and what
-is asked of B is a reading template over B's lead (``lead_questions.article_facts``, checked by
-``lead_questions.is_valid``); two-hop reading questions whose bridge A links to are link
-questions too (template ``hop:<first>+<second>``). Checked here: B's lead holds the first gold
-verbatim, no gold is a span of A's page, A links to B; what the search shows is checked by the
-caller (``web_questions``). Examples: docs/data.md, "Web questions".
+"""Link questions (WebWalkerQA's style): find page A, follow its link to page B, read the answer
+on B, the first article of a category (``CATEGORIES``) among A's links. What the search shows is
+checked by the caller (``web_questions``). Rules and examples: docs/data.md, "Web questions".
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Questions for web agents on the offline website (``treegrpo serve-web``), by what it takes
-to find the answer there. Source "wiki-web"; ``Question.kind`` is one of ``KINDS``:
-``in-snippet`` (search, read the snippet), ``in-page`` (the answer is in the lead but in no
-snippet of the first ``TOPK`` results: open the page) and ``link`` (follow a link from page A
-to page B: ``web_links``).
-
-The single-page kinds reuse the reading questions (``lead_questions.build_questions``), placed
-by where the answer sits; all kinds share the answer caps. ``split_web_questions`` splits by
-article, dropping a question whose articles fall on both sides. Kinds, caps, split and counts:
-docs/data.md, "Web questions".
+to find the answer there (source "wiki-web", ``Question.kind`` one of ``KINDS``): the reading
+questions placed by where the answer sits (``in-snippet``, ``in-page``) and link questions
+(``web_links``). Kinds, caps, split and counts: docs/data.md, "Web questions".
 """
 
 from __future__ import annotations

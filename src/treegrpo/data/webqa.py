@@ -1,10 +1,7 @@
-"""Readers for public web-QA files (WebWalkerQA, SimpleQA, GAIA, BrowseComp), read as they
-ship, each row to a ``Question``.
-
-Each reader gives a ``WebQARead``: the questions in file order, uids ``<source>-<id>``, and the
-rows skipped by reason; a bad row is a ``DataError`` naming file, row, line and field.
-``webqa_reader(path)`` tells which reader a file's first row is for (``data.load`` uses it).
-Fields, kinds, skips and BrowseComp's decryption: docs/data.md, "Public web-QA files".
+"""Readers for public web-QA files (WebWalkerQA, SimpleQA, GAIA, BrowseComp) as they ship: the
+questions in file order, uids ``<source>-<id>``, skipped rows counted by reason; a bad row is a
+``DataError`` naming file, row, line and field. Fields, kinds, skips and BrowseComp's
+decryption: docs/data.md, "Public web-QA files".
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The rows of a question file as it ships: JSON lines, one JSON list of objects, or CSV.
-
-Public web-QA sets come in all three (WebWalkerQA and GAIA as jsonl, SimpleQA and BrowseComp
-as CSV from simple-evals, mirrors as JSON lists). ``read_rows`` yields each row as a dict with
-where it came from, so a reader's error can name the file, the 0-based row and, for jsonl and
-CSV, the 1-based line; a row that is not an object, or a file that is not the format its
-extension says, is a ``DataError`` at once.
+"""The rows of a question file as it ships: JSON lines, one JSON list of objects, or CSV (web-QA
+sets come in all three), each with where it came from, so that an error can name the file, the
+0-based row and, for jsonl and CSV, the 1-based line. A row that is not an object, or a file
+that is not the format its extension says, is a ``DataError`` at once.
 """
 
 from __future__ import annotations

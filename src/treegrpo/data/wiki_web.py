@@ -1,10 +1,7 @@
-"""The offline wiki as a website inside this process: ``data.search_url: "wiki:web"``.
-
-``wiki_web()`` builds the site of the offline wiki corpus (``website.site.Site``, the index
-cached on disk) and starts it on loopback the first time it is called, then returns the same
-running site for the life of the process (``website.local.LocalSite``: pages addressed as
-``http://wiki.test/wiki/<Title>`` whatever the port). Start-up: the link index (about a second)
-and the BM25 index (seconds when cached).
+"""The offline wiki as a website inside this process: ``data.search_url: "wiki:web"``, started
+on loopback on first use and kept for the life of the process (``website.local.LocalSite``:
+pages addressed as ``http://wiki.test/wiki/<Title>`` whatever the port). Start-up: the link
+index (about a second) and the BM25 index (seconds when cached on disk).
 """
 
 from __future__ import annotations

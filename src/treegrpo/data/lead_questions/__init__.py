@@ -1,10 +1,7 @@
 """Reading questions on the offline Wikipedia corpus: the answer is a span of an article's lead.
-
-Templates (regular expressions over one lead, each firing only on a wording it reads reliably)
-make single-hop questions (source "wiki-qa", ``Question.kind`` names the template) and two-hop
-joins through a bridge article ("wiki-qa2", ``hops=2``). Every question passes the same gold
-checks and answer caps, and the split is by article, so no train question needs a test passage.
-Kinds, checks, splits and counts: docs/data.md, "The wiki reading questions".
+Templates over one lead make single-hop questions (source "wiki-qa", ``Question.kind`` names the
+template) and two-hop joins through a bridge article ("wiki-qa2", ``hops=2``). Kinds, checks,
+splits and counts: docs/data.md, "The wiki reading questions".
 
 One concept a file, each importing only those above it: ``patterns`` (regexes, word lists),
 ``text`` (reading a lead), ``facts`` (``Fact``, ``Context``), the templates (``people``,

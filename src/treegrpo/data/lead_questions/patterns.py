@@ -1,9 +1,6 @@
-"""The regular expressions and word lists the templates read leads with.
-
-Names (``_NAME``: capitalized words with their particles), years, nationalities and
-occupations, the short descriptions of countries, regions and people, makers of works,
-places, taxa and elements. Each is private to the package: the template modules import them
-by name.
+"""The regular expressions and word lists the templates read leads with: names, years,
+nationalities, occupations, short descriptions, makers of works, places, taxa and elements.
+Each is private to the package: the template modules import them by name.
 """
 
 from __future__ import annotations

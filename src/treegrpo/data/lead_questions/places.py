@@ -28,29 +28,15 @@ def place_facts(article: Article, ctx: Context) -> list[Fact]:
     m = _CAPITAL_OF.search(two)
     if m and (m["who"] == "It" or after_title(m["who"], title)):
         place = m["y"].removeprefix("the ")
-        core = re.sub(
-            r" (?:[Pp]rovince|[Ss]tate|[Rr]egion|Prefecture|Governorate)$",
-            "",
-            _PLACE_PREFIX.sub("", place),
-        )
+        core = _PLACE_PREFIX.sub("", place)
+        core = re.sub(r" (?:[Pp]rovince|[Ss]tate|[Rr]egion|Prefecture|Governorate)$", "", core)
         if _NAME_RE.fullmatch(core):
             entity = core if core in ctx.titles else ""
+            ask, bridge = "What is the capital of {s}?", f"the capital of {m['y']}"
+            out.append(Fact("capital", article.index, ask, m["y"], (title,), entity, bridge))
             noun = "country" if entity in ctx.countries else ctx.regions.get(entity, "")
-            bridge = f"the {noun} whose capital is {title}" if noun else ""
-            out.append(
-                Fact(
-                    "capital",
-                    article.index,
-                    "What is the capital of {s}?",
-                    m["y"],
-                    (title,),
-                    entity,
-                    bridge=f"the capital of {m['y']}",
-                )
-            )
-            out.append(
-                _own(article, "capital-of", "What is {s} the capital of?", [core, place], bridge)
-            )
+            ask, bridge = "What is {s} the capital of?", f"the {noun} whose capital is {title}"
+            out.append(_own(article, "capital-of", ask, [core, place], bridge if noun else ""))
     m = _ITS_CAPITAL.search(article.extract)
     if m:
         ask, bridge = "What is the capital of {s}?", f"the capital of {subject_name(article)}"

@@ -1,12 +1,9 @@
 """Wh-questions over any sentence of a lead but the first, reworded so that the question does
 not repeat the passage (source "wiki-read"): material that teaches reading rather than where a
-template puts its answer.
-
-A sentence whose subject is the article (a leading "He", "Its", … becomes the article's name) is
-turned around its answer: ``who`` (passive → active), ``when``, ``where``, ``how-many``,
-``alias``. Each question then passes ``build.is_valid``, is 5 to 30 words long, names the
-article and copies no ``COPY_WORDS`` consecutive words of the passage (``copies``); ``wh_rows``
-counts the rejections per kind and reason. Kinds and counts: docs/data.md, "Reworded wh-questions".
+template puts its answer. A sentence whose subject is the article is turned around its answer;
+each question passes ``build.is_valid``, is ``QUESTION_WORDS`` long, names the article and
+copies no ``COPY_WORDS`` consecutive words of the passage. Kinds, rules and counts:
+docs/data.md, "Reworded wh-questions".
 """
 
 from __future__ import annotations
@@ -211,8 +208,7 @@ def _turns(s: str, name: str, ctx: Context) -> Iterator[Turn]:
             continue
         wh = "Where" if kind == "where" else _when(m["answer"])
         head = [wh, m["aux"], _object(m["subj"]), m["adv"], m["verb"]]
-        golds = _golds(kind, m["answer"])
-        yield kind, m["answer"], head, m["mid"], golds
+        yield kind, m["answer"], head, m["mid"], _golds(kind, m["answer"])
     for pattern in (_WHEN_ACTIVE, _WHERE_ACTIVE):
         m = pattern.match(s)
         if not m or m["verb"] not in _PAST_TO_ROOT or m["verb"] == "had":
@@ -222,8 +218,7 @@ def _turns(s: str, name: str, ctx: Context) -> Iterator[Turn]:
             continue
         wh = "Where did" if kind == "where" else f"{_when(m['answer'])} did"
         head = [wh, _object(m["subj"]), m["adv"], _PAST_TO_ROOT[m["verb"]]]
-        golds = _golds(kind, m["answer"])
-        yield kind, m["answer"], head, m["mid"], golds
+        yield kind, m["answer"], head, m["mid"], _golds(kind, m["answer"])
     if (m := _HOW_MANY.match(s)) and not _NOUN_STOP & set(m["noun"].split()):
         verb, rest = m["verb"], m["rest"]
         roots = {"has": ("have", "does"), "have": ("have", "do"), "contains": ("contain", "does")}
