@@ -302,9 +302,8 @@ def wh_rows(article: Article, ctx: Context, rejected: Counter[str] | None = None
 def build_read(
     articles: Sequence[Article], rejected: Counter[str] | None = None
 ) -> tuple[Built, ...]:
-    """The wh-questions of every article (source ``SOURCE_READ``), in article order, capped: no
-    wording with two answers, no first gold for more than ``MAX_SAME_ANSWER`` questions (nor
-    ``MAX_ANSWER_SHARE``); rejections counted in ``rejected``. Why no two-hop ones:
+    """The wh-questions of every article (source ``SOURCE_READ``), in article order, through
+    ``build.answer_capped``; rejections counted in ``rejected``. Why no two-hop ones:
     docs/data.md, "Reworded wh-questions"."""
     ctx = Context.of(articles)
     rows = [r for a in articles for r in wh_rows(a, ctx, rejected)]
