@@ -46,7 +46,7 @@ from treegrpo.data.wiki import load_articles, wiki_corpus
 from treegrpo.distributed.cluster import join_ray
 from treegrpo.embedded.synthetic import SYNTHETIC_EVAL
 from treegrpo.engine.cpu.speedups import start_process
-from treegrpo.eval.evaluate import EvalItem, compare_table, format_table
+from treegrpo.eval.evaluate import compare_table, format_table
 from treegrpo.eval.run import evaluate_checkpoint, model_directory, synthetic_set
 from treegrpo.jobs import data as data_job
 from treegrpo.jobs import embedded as embedded_job
@@ -81,6 +81,15 @@ LOG_ENV = "TREEGRPO_LOG"
 step: sampling, update, checkpoint)."""
 
 
+@contextlib.contextmanager
+def _stop_on(command: str, *errors: type[Exception]) -> Iterator[None]:
+    """Stop ``treegrpo COMMAND`` on ``errors`` with their message as its one line."""
+    try:
+        yield
+    except errors as exc:
+        raise SystemExit(f"treegrpo {command}: {exc}") from None
+
+
 def budget(args: BudgetOptions) -> None:
     """`treegrpo budget`."""
     depth = args.depth
@@ -103,16 +112,11 @@ def budget(args: BudgetOptions) -> None:
 def bench_budget(args: BenchBudgetOptions) -> None:
     """`treegrpo bench-budget`."""
     start_process("cpu", None)  # the CPU speed-ups' process-wide part, before any tensor work
-
-    try:
-        # every option named as a setting is that setting (None: the mode's default)
-        given = {
-            f.name: getattr(args, f.name) for f in fields(BenchSettings) if hasattr(args, f.name)
-        }
-        ablation = False if args.no_ablation else None
+    # every option named as a setting is that setting (None: the mode's default)
+    given = {f.name: getattr(args, f.name) for f in fields(BenchSettings) if hasattr(args, f.name)}
+    ablation = False if args.no_ablation else None
+    with _stop_on("bench-budget", ValueError):
         settings = bench_settings(args.quick, args.config, ablation=ablation, **given)
-    except ValueError as exc:
-        raise SystemExit(f"treegrpo bench-budget: {exc}") from None
     result = budget_run.run_benchmark(settings)
     if result["failed"]:
         raise SystemExit(f"treegrpo bench-budget: runs failed: {', '.join(result['failed'])}")
@@ -143,10 +147,8 @@ def serve_mcp(args: ServeMcpOptions) -> None:
     """`treegrpo serve-mcp`. Over stdio the protocol owns stdout: nothing else is printed
     there."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    try:
+    with _stop_on("serve-mcp", FileNotFoundError):
         path = args.corpus if args.corpus is not None else wiki_corpus(args.cache_dir)
-    except FileNotFoundError as exc:
-        raise SystemExit(f"treegrpo serve-mcp: {exc}") from None
     run_mcp_server(
         path, transport=args.transport, host=args.host, port=args.port, cache_dir=args.cache_dir
     )
@@ -156,14 +158,12 @@ def serve_web(args: ServeWebOptions) -> None:
     """`treegrpo serve-web`."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("treegrpo").setLevel(logging.INFO)  # index build/load, start-up time
-    try:
+    with _stop_on("serve-web", FileNotFoundError, ValueError):  # no wiki package, a bad line
         if args.corpus is None:
             articles = [WebArticle(a.title, a.extract, a.description) for a in load_articles()]
         else:
             articles = read_site_corpus(args.corpus)
         site = Site(articles, cache_dir=args.cache_dir)
-    except (FileNotFoundError, ValueError) as exc:  # no wiki package, a broken corpus line
-        raise SystemExit(f"treegrpo serve-web: {exc}") from None
     print(
         f"serving {len(site.articles)} pages ({site.n_links} links, ready in "
         f"{site.startup_s:.1f} s) on http://{args.host}:{args.port}/",
@@ -183,10 +183,7 @@ def _limits(options: Any, make_app: Callable[..., Any]) -> dict[str, Any]:
 
 def train(args: TrainOptions) -> None:
     """`treegrpo train`."""
-    algo, optim, run, model, cluster, health = (
-        args.algo, args.optim, args.run, args.model, args.cluster, args.health
-    )  # fmt: skip
-    data, world = args.data, args.world
+    data, run, model, cluster = args.data, args.run, args.model, args.cluster
     job, sections = _train_sections(args)
     origin = f"{args.config} and flags" if args.config is not None else "the preset and flags"
     if args.dry_run:
@@ -195,17 +192,13 @@ def train(args: TrainOptions) -> None:
         return
     # the CPU speed-ups' process-wide part (engine.cpu.speedups), before any tensor work
     start_process(resolve_device(model.device), model.cpu_speedups)
-    if job == "data":
-        try:  # questions first: a broken row stops before a run directory is made
+    if job == "data":  # questions first: a broken row stops before a run directory is made
+        with _stop_on("train", ValueError, OSError):
             questions = data_job.read_questions(data)
-        except (ValueError, OSError) as exc:
-            raise SystemExit(f"treegrpo train: {exc}") from None
-    try:  # before anything is written into it
+    with _stop_on("train", ValueError):  # before anything is written into it
         out = start_run(run)
         if cluster.rollout_workers or cluster.train_ranks:  # before a warm start or evaluation
             join_ray(cluster)  # refuses workers and ranks the cluster can never hold
-    except ValueError as exc:
-        raise SystemExit(f"treegrpo train: {exc}") from None
     resolved = out / "config.yaml"
     if not (run.resume and resolved.exists()):  # a resumed run keeps its first settings file
         resolved.write_text(f"# resolved settings of this run ({origin})\n{dump_config(sections)}")
@@ -223,11 +216,11 @@ def train(args: TrainOptions) -> None:
                 logging.getLogger("treegrpo").error("%s", exc)
                 raise SystemExit(f"treegrpo train: {exc}") from None
         try:
-            settings = TrainSettings(algo, optim, run, model, health)
+            settings = TrainSettings(args.algo, args.optim, run, model, args.health)
             if job == "data":
                 summary = data_job.run_data(settings, data, inputs, cluster=cluster)
             else:
-                summary = embedded_job.run_embedded(settings, world, cluster=cluster)
+                summary = embedded_job.run_embedded(settings, args.world, cluster=cluster)
         except (TrainingUnhealthy, SearchOutage) as exc:  # the checkpoints so far are kept
             logging.getLogger("treegrpo").error("stopped: %s", exc)
             raise SystemExit(f"treegrpo train: stopped: {exc}; --run.resume continues") from None
@@ -295,14 +288,19 @@ def _progress_lines(path: Path, console: Console) -> Iterator[None]:
 def evaluate(args: EvaluateOptions) -> None:
     """`treegrpo eval`."""
     start_process(resolve_device(args.device), None)  # engine.cpu.speedups, first
-    try:  # inputs first: a broken file fails before a model loads or an index builds
+    # inputs first: a broken file fails before a model loads or an index builds; bad rows,
+    # missing files and flags that do not fit stop it
+    with _stop_on("eval", ValueError, OSError):
         cfg = _eval_config(args)
         built_in = str(args.model) in data_job.BUILTIN_MODELS  # built (once) after the inputs
         model = args.model if built_in else model_directory(args.model)
-        items, tool = _eval_inputs(args.data, cfg, args.world_seed, args.limit)
+        if args.data != SYNTHETIC_EVAL:  # a file or built-in set with the tools cfg names
+            items, tool = data_job.eval_inputs(args.data, cfg, args.limit)
+        elif cfg.corpus is not None or cfg.retriever_url is not None or cfg.search_url:
+            raise ValueError(f"{SYNTHETIC_EVAL} searches its own world: drop the corpus/retriever")
+        else:  # the embedded job's held-out world
+            items, tool = synthetic_set(args.world_seed, args.limit)
         model = data_job.resolve_model(str(model)) if built_in else model
-    except (ValueError, OSError) as exc:  # bad rows, missing files, flags that do not fit
-        raise SystemExit(f"treegrpo eval: {exc}") from None
     tool_flags = {} if search_r1_only(cfg) else {k: getattr(cfg, k) for k in _EVAL_TOOL_FLAGS}
     settings = {
         "data": args.data,
@@ -363,18 +361,6 @@ def _eval_config(args: EvaluateOptions) -> DataConfig:
     )
 
 
-def _eval_inputs(
-    data: str, cfg: DataConfig, world_seed: int, limit: int | None
-) -> tuple[list[EvalItem], SearchTool | Toolbox]:
-    """`treegrpo eval`'s questions and tools: the embedded job's held-out world, or a file or
-    built-in set with the tools ``cfg`` names (``jobs.data.eval_inputs``)."""
-    if data == SYNTHETIC_EVAL:
-        if cfg.corpus is not None or cfg.retriever_url is not None or cfg.search_url:
-            raise ValueError(f"{SYNTHETIC_EVAL} searches its own world: drop the corpus/retriever")
-        return synthetic_set(world_seed, limit)
-    return data_job.eval_inputs(data, cfg, limit)
-
-
 def prepare(args: PrepareOptions) -> None:
     """`treegrpo prepare`."""
     input, out, source, split = args.input, args.out, args.source, args.split
@@ -383,31 +369,25 @@ def prepare(args: PrepareOptions) -> None:
             f"treegrpo prepare: {len(source)} --source values for {len(input)} --input files: "
             "give one per file or none"
         )
-    try:
+    with _stop_on("prepare", ValueError, OSError):  # bad rows, colliding ids, missing files
         questions = load_questions(input, source or None)
         write_searchr1(out, searchr1_rows(questions, split, instruction_text))
-    except (ValueError, OSError) as exc:  # bad rows, colliding ids, missing files
-        raise SystemExit(f"treegrpo prepare: {exc}") from None
     counts = ", ".join(f"{k}: {n}" for k, n in Counter(q.source for q in questions).items())
     print(f"wrote {len(questions)} questions ({counts}) to {out}")
 
 
 def prepare_model(args: PrepareModelOptions) -> None:
     """`treegrpo prepare-model` (smollm2 is the one model)."""
-    try:
+    with _stop_on("prepare-model", FileNotFoundError):
         path = prepare_smollm2(args.cache_dir)
-    except FileNotFoundError as exc:
-        raise SystemExit(f"treegrpo prepare-model: {exc}") from None
     print(path)
 
 
 def prepare_corpus(args: PrepareCorpusOptions) -> None:
     """`treegrpo prepare-corpus` (wiki is the one corpus)."""
     questions_dir = args.questions_dir
-    try:
+    with _stop_on("prepare-corpus", FileNotFoundError):
         path = wiki_corpus(args.cache_dir)
-    except FileNotFoundError as exc:
-        raise SystemExit(f"treegrpo prepare-corpus: {exc}") from None
     if questions_dir is not None:  # every built-in set is one of the wiki corpus
         for set_name, make in data_job.BUILTIN_QUESTIONS.items():
             if set_name in data_job.WEB_KIND_SETS:  # parts of the wiki-web files (metadata.kind)
@@ -439,10 +419,8 @@ def view(args: ViewOptions) -> None:
         return  # a `treegrpo eval` directory: its chains are all there is to draw
     first = runs[0]
     default = first / "report.html" if len(runs) == 1 else first / f"compare-{runs[1].name}.html"
-    try:
+    with _stop_on("view", FileNotFoundError, ValueError):
         page = write_run_report(runs, out or default)
-    except (FileNotFoundError, ValueError) as exc:
-        raise SystemExit(f"treegrpo view: {exc}") from None
     print(f"wrote {page}")
     if serve:
         handler = functools.partial(
