@@ -1,18 +1,12 @@
-"""What the rollout and the trainer need from a generation backend (docs/design.md, "Layers").
+"""What the rollout and the trainer need from a generation backend (docs/design.md, "Layers";
+docs/library.md, "The engine").
 
 An engine generates one agent step for a batch of requests, in token ids: each request is a
-context (a ``Segment``: the token ids the model has already seen, as a chain that branches
-share), the tokens still to feed before sampling, and a token limit; the engine samples until
-the step ends (the stopper's step-end tag, an end-of-sequence token, or the limit) and returns
-the sampled ids, their log-probs, why the step ended, what it cost, and the two contexts the
-sampler continues from. Each backend keeps its own prefix cache behind this: ``HFEngine``
-attaches KV to the segments it returns, ``VLLMEngine`` keeps vLLM's block cache keyed by
-token ids. After the weights change, ``update_weights`` makes every later step use the new
-ones and forgets what was cached with the old.
-
-Log-probs are those of the distribution that was sampled: log softmax(logits / T) at
-temperature T (1 when greedy), one definition in ``engine.sampling.policy_logprobs`` that the
-trainer's log-probs use too (docs/algorithm.md §4).
+context (a ``Segment`` chain that branches share), the tokens still to feed and a token limit.
+Each backend keeps its own prefix cache behind this (``HFEngine``: KV attached to the segments
+it returns; ``VLLMEngine``: vLLM's block cache keyed by token ids). Log-probs are those of the
+distribution that was sampled: log softmax(logits / T) at temperature T (1 when greedy), one
+definition in ``engine.sampling.policy_logprobs`` that the trainer uses too (docs/algorithm.md §4).
 """
 
 from __future__ import annotations
@@ -43,9 +37,7 @@ class StepRequest:
     context: Segment  # what the model has already seen
     pending: list[int]  # tokens to feed before sampling (at least one)
     max_new_tokens: int | None = None  # None: SamplingParams.max_new_tokens
-    # The request's own random stream (None: the step's generator): its k-th sampled token
-    # draws ``sampling.stream_uniforms(seed, k)`` (HF) or vLLM's per-request seed, so the
-    # request samples the same tokens in any batch and on any worker
+    # own random stream (None: the step's generator): the same tokens in any batch, on any worker
     seed: int | None = None
 
 
@@ -166,20 +158,16 @@ def unwrap_peft(model: Any) -> Any:
 
 
 def special_ids(model: Any, tokenizer: Any, eos_ids: Sequence[int] | None) -> tuple[set[int], int]:
-    """An engine's end-of-sequence ids (``eos_ids`` when given, else ``default_eos_ids``) and
-    its padding id (the tokenizer's, 0 when it has none)."""
-    eos = set(eos_ids) if eos_ids is not None else default_eos_ids(model, tokenizer)
+    """An engine's end-of-sequence ids (``eos_ids`` when given, else those of the model's generation
+    config, its config and the tokenizer) and its padding id (the tokenizer's, else 0)."""
     pad: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    return eos, pad
-
-
-def default_eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    """The end-of-sequence ids of a model's generation config, its config and the tokenizer."""
-    ids: set[int] = set()
+    if eos_ids is not None:
+        return set(eos_ids), pad
+    eos: set[int] = set()
     for src in (getattr(model, "generation_config", None), model.config, tokenizer):
-        eos = getattr(src, "eos_token_id", None)
-        if isinstance(eos, int):
-            ids.add(eos)
-        elif isinstance(eos, (list, tuple)):
-            ids.update(int(e) for e in eos)
-    return ids
+        ids = getattr(src, "eos_token_id", None)
+        if isinstance(ids, int):
+            eos.add(ids)
+        elif isinstance(ids, (list, tuple)):
+            eos.update(int(e) for e in ids)
+    return eos, pad

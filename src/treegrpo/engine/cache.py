@@ -28,22 +28,20 @@ class BufferLayer(DynamicLayer):
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.capacity = capacity
-        self._len = 0
+        self._len = length
         if k_buf is not None and v_buf is not None:
-            self._k, self._v = k_buf, v_buf
-            self.capacity = k_buf.shape[-2]
-            self.device = k_buf.device
-            self.is_initialized = True
-            self._len = length
-            self._expose()
+            self._adopt(k_buf, v_buf)
+
+    def _adopt(self, k_buf: torch.Tensor, v_buf: torch.Tensor) -> None:
+        self._k, self._v = k_buf, v_buf
+        self.capacity = k_buf.shape[-2]
+        self.device = k_buf.device
+        self.is_initialized = True
+        self._expose()
 
     def _allocate(self, like: torch.Tensor, capacity: int) -> None:
         b, h, _, d = like.shape
-        self._k = like.new_empty(b, h, capacity, d)
-        self._v = like.new_empty(b, h, capacity, d)
-        self.capacity = capacity
-        self.device = like.device
-        self.is_initialized = True
+        self._adopt(like.new_empty(b, h, capacity, d), like.new_empty(b, h, capacity, d))
 
     def _write(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         n = keys.shape[-2]

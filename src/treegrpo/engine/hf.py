@@ -2,18 +2,15 @@
 
 One call of ``HFEngine.step`` generates one agent step for a batch of sequences:
 
-1. prefill: for each row, compute the tokens it has pending (a prompt, or the last action token
-   plus an observation) on top of its cached context, in chunks of similar feed and context
-   lengths so padding costs little (``engine.chunks``); the logits of the last pending token
-   give the first new token;
+1. prefill: each row's pending tokens (a prompt, or the last action token plus an observation)
+   on top of its cached context, in chunks of similar feed and context lengths
+   (``engine.chunks``); the logits of the last pending token give the first new token;
 2. decode: all rows in one batch, one token per forward, each row leaving the batch as soon as
    its step ends (a step-end tag, an end-of-sequence token, or its token limit).
 
-Each row comes back with its tokens, their log-probs and two new contexts: ``fork`` (the context
-plus all pending tokens but the last; an expansion resumes from here by feeding that last token)
-and ``end`` (everything but the last sampled token; the episode continues by feeding that token
-and the observation). With ``reuse_cache=False`` nothing is kept between calls and every step
-re-computes its whole context, like the authors' code; the benchmark compares the two.
+``fork`` (the context plus all pending tokens but the last) is where an expansion resumes;
+``end`` (everything but the last sampled token) is where the episode continues. With
+``reuse_cache=False`` every step re-computes its whole context, like the authors' code.
 
 Batch layout of a prefill chunk (b rows, C cached columns, P new columns):
 
@@ -28,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -101,8 +98,7 @@ class HFEngine:
         cpu_speedups: bool | None = None,
         fold_lora: bool | None = None,
     ) -> None:
-        model = unwrap_peft(model)
-        self.model = model
+        self.model = model = unwrap_peft(model)
         self.stopper = stopper
         self.reuse_cache = reuse_cache
         self.max_prefill_tokens = max_prefill_tokens
@@ -110,8 +106,7 @@ class HFEngine:
         self.min_shared_prefix = min_shared_prefix
         self._att_per_token = _attention_per_token(model)
         self.cpu_speedups = speedups.enabled(model, cpu_speedups)
-        chosen = [packed_linear, lean_decode, fold_lora]
-        if not self.cpu_speedups and any(f for f in chosen if f is not None):
+        if not self.cpu_speedups and any([packed_linear, lean_decode, fold_lora]):
             raise ValueError("packed_linear, lean_decode and fold_lora need cpu_speedups on")
         self._cpu: CpuSpeedups | None = None
         self._lean: LeanDecoder | None = None
@@ -145,17 +140,14 @@ class HFEngine:
         return device
 
     def root(self) -> Segment:
-        """The empty context."""
         return Segment(None, [])
 
-    # ------------------------------------------------------------------ public
     @torch.inference_mode()
     def prefill(
         self, contexts: Sequence[Segment], tokens: Sequence[list[int]]
     ) -> tuple[list[Segment], list[int]]:
-        """Extend each context by its tokens without sampling (for example a prompt shared by
-        several trees). Returns the new contexts and the positions each row cost. With the cache
-        off this only records the tokens (they are computed with every later step)."""
+        """``Engine.prefill``; with the cache off this only records the tokens (they are computed
+        with every later step)."""
         pairs = zip(contexts, tokens, strict=True)
         rows = [_Row(i, c, list(t), 0) for i, (c, t) in enumerate(pairs)]
         shared_cost = [0] * len(rows)
@@ -172,7 +164,7 @@ class HFEngine:
     def step(
         self, requests: Requests, params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[StepResult]:
-        """Generate one agent step for every request; results come back in request order."""
+        """``Engine.step``."""
         rows = []
         limits = token_limits(requests, params)
         for i, (req, limit) in enumerate(zip(requests, limits, strict=True)):
@@ -181,25 +173,23 @@ class HFEngine:
             else:  # re-compute the whole context, as if nothing were cached
                 rows.append(_Row(i, self.root(), req.context.context_tokens() + req.pending, limit))
         results: list[StepResult | None] = [None] * len(rows)
-        live = [r for r in rows if r.limit > 0]
         for r in rows:
             if r.limit <= 0:  # no room left in the context: the step ends before it starts
                 results[r.index] = self._result(r, requests[r.index], "length")
-        if not live:
-            return [r for r in results if r is not None]
-        last_logits = self._prefill(live)  # (b, V)
-        tok, lp = sample(last_logits, params, generator, _uniforms(live, requests, params))
-        for r, t, p in zip(live, tok.tolist(), lp.tolist(), strict=True):
-            r.tokens, r.logprobs = [t], [p]
+        live = [r for r in rows if r.limit > 0]
         active = []
-        for r in live:
-            finish = self._finish(r)
-            if finish is None:
-                active.append(r)
-            else:
-                results[r.index] = self._result(r, requests[r.index], finish)
+        if live:
+            last_logits = self._prefill(live)  # (b, V)
+            tok, lp = sample(last_logits, params, generator, _uniforms(live, requests, params))
+            for r, t, p in zip(live, tok.tolist(), lp.tolist(), strict=True):
+                r.tokens, r.logprobs = [t], [p]
+                finish = self._finish(r)
+                if finish is None:
+                    active.append(r)
+                else:
+                    results[r.index] = self._result(r, requests[r.index], finish)
         if active:
-            with self._decoding():
+            with self._cpu.decoding() if self._cpu is not None else nullcontext():
                 self._decode(active, requests, params, generator, results)
         return [r for r in results if r is not None]
 
@@ -213,12 +203,6 @@ class HFEngine:
 
     def reset_prefix_cache(self) -> None:
         """Nothing to forget: the KV cache lives in the segments the caller holds."""
-
-    # ----------------------------------------------------------------- private
-
-    def _decoding(self) -> AbstractContextManager[None]:
-        """Decode steps (packed linear layers where they are packed in decode steps only)."""
-        return self._cpu.decoding() if self._cpu is not None else nullcontext()
 
     def _share_prefixes(self, rows: list[_Row], cost: list[int]) -> bool:
         """Compute once each start of at least ``min_shared_prefix`` tokens that several rows on the
@@ -290,22 +274,13 @@ class HFEngine:
         """Compute every row's feed on top of its context; sets feed_kv and prefill_width and
         returns the logits after each row's last feed token, (len(rows), V) in row order."""
         logits: list[torch.Tensor | None] = [None] * len(rows)
-        for chunk in self._chunks(rows):
+        feeds, contexts = [len(r.feed) for r in rows], [r.context.length for r in rows]
+        limits = (self._att_per_token, self.max_prefill_tokens, self.pad_waste)
+        for chunk in prefill_chunks(feeds, contexts, *limits):
             out = self._prefill_chunk([rows[i] for i in chunk])
             for j, i in enumerate(chunk):
                 logits[i] = out[j]
         return torch.stack(logits)  # type: ignore[arg-type]
-
-    def _chunks(self, rows: list[_Row]) -> list[list[int]]:
-        """Rows that prefill together (``engine.chunks``): padding, in feed columns and in
-        context columns, stays under ``pad_waste`` of each chunk's work."""
-        return prefill_chunks(
-            [len(r.feed) for r in rows],
-            [r.context.length for r in rows],
-            self._att_per_token,
-            self.max_prefill_tokens,
-            self.pad_waste,
-        )
 
     def _prefill_chunk(self, rows: list[_Row]) -> torch.Tensor:
         dev = self.device
@@ -415,18 +390,13 @@ class _DecodeMask:
             bias = torch.zeros(len(pads), 1, 1, width, dtype=dtype, device=device)
             self.bias = bias.masked_fill(self.mask[:, None, None, :] == 0, float("-inf"))
 
-    @property
-    def padded(self) -> bool:
-        return any(self.pads)
-
-    def columns(self, n: int) -> torch.Tensor:
-        if self.bias is not None and self.padded:
-            return self.bias[..., :n]
-        return self.mask[:, :n]
-
     def additive(self, n: int) -> torch.Tensor | None:
         """The additive mask of the first n columns, or None when no row has padding."""
-        return self.bias[..., :n] if self.bias is not None and self.padded else None
+        return self.bias[..., :n] if self.bias is not None and any(self.pads) else None
+
+    def columns(self, n: int) -> torch.Tensor:
+        bias = self.additive(n)
+        return self.mask[:, :n] if bias is None else bias
 
     def keep(self, rows: list[int]) -> None:
         idx = torch.tensor(rows, device=self.mask.device)

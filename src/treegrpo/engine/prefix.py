@@ -1,14 +1,10 @@
 """Which prompts of a batch start with the same tokens, so their common start is computed once.
 
 Search-R1-style prompts are one fixed instruction followed by a short question, so most of a
-prompt's tokens are the same in every prompt of a batch (in bench/rollout.py's prompts of about
-155 tokens, all but the question). An engine that caches KV by prefix can compute that shared
-start once and put each prompt's own remainder on top of it: the keys and values of a token
-depend only on the tokens before it, so the shared part's cache is the same for every prompt
-that starts with it. vLLM's automatic prefix caching and SGLang's radix attention share
-prefixes the same way.
-
-Pure Python on token ids; the engine (``engine.hf``) decides what to do with the groups.
+prompt's tokens are the same in every prompt of a batch. A token's keys and values depend only
+on the tokens before it, so an engine can compute the shared start once and each prompt's own
+remainder on top of it (as vLLM's prefix caching and SGLang's radix attention do). Pure Python
+on token ids; the engine (``engine.hf``) decides what to do with the groups.
 """
 
 from __future__ import annotations

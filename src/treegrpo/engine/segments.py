@@ -2,12 +2,10 @@
 
 A ``Segment`` is a span of tokens appended to its parent context, with the keys and values the
 model computed for exactly that span given exactly that prefix, so concatenating a path's KV
-along the sequence axis *is* the KV cache of the whole context: an expansion forks its parent's
-cached prefix, and the next turn computes only the new observation (docs/algorithm.md §8).
+along the sequence axis *is* the KV cache of the whole context (docs/algorithm.md §8).
 
 Shapes: a segment's ``kv`` is (layers, 2, kv_heads, n, head_dim), n = len(tokens); ``kv`` is
-None when caching is off (the engine then re-computes the whole context every step, as the
-authors' code did) or for the empty root.
+None when caching is off or for the empty root.
 """
 
 from __future__ import annotations

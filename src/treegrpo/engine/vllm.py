@@ -1,31 +1,24 @@
-"""A generation engine on vLLM, in the trainer's process (``engine.base.Engine``).
+"""A generation engine on vLLM, in the trainer's process (``engine.base.Engine``;
+docs/library.md, "The engine").
 
 vLLM's ``LLM`` runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: pushing weights as
-tensors needs it) on the same token ids as ``HFEngine``: prompts go in as ``TokensPrompt`` (never
-text, never re-tokenized) and the sampled ids come back as they were sampled. Its prefix cache
-(on) finds the context of every later turn and every expansion by its token ids; only whole
-blocks count, so ``StepResult.reused`` is vLLM's ``num_cached_tokens``.
+tensors needs it) on token ids: prompts go in as ``TokensPrompt`` and the sampled ids come back
+as they were sampled. Its prefix cache finds every later turn's and expansion's context by token
+ids; only whole blocks count, so ``StepResult.reused`` is vLLM's ``num_cached_tokens``.
 
-A step ends at a step-end tag, which is usually several tokens (``</``, ``answer``, ``>``) while
-vLLM stops only at single ids (text stop strings would need its detokenizer and cut text, not
-ids). So generation stops at every id that may complete a tag (``StepStopper.end_token_ids``)
-and at end-of-sequence ids, the stop id kept; when the stopper says the tag is not complete the
-row goes on from there at once, as a new request whose start the prefix cache holds, while the
-other rows decode on (the engine is driven request by request through ``LLM.llm_engine``, not
-one ``generate`` call per round, which would make every row wait for the slowest row's next
-stop id). Greedy decoding is exactly
-``HFEngine``'s; a sampled row draws with vLLM's per-request seed, drawn from the sampler's
-generator, so a seeded forest is reproducible. Several requests with the same context (a tree's
-M chains from one prompt, several expansions of one node) go to vLLM as one request of n
-samples.
+A step-end tag is usually several tokens (``</``, ``answer``, ``>``) while vLLM stops only at
+single ids, so generation stops at every id that may complete a tag
+(``StepStopper.end_token_ids``) and at end-of-sequence ids; where the tag is not complete the
+row goes on at once as a new request whose start the prefix cache holds, while the other rows
+decode on (driven request by request through ``LLM.llm_engine``, so no row waits for the
+slowest). A sampled row draws with vLLM's per-request seed, drawn from the sampler's generator;
+requests with the same context go to vLLM as one request of n samples.
 
-Log-probs come from ``logprobs_mode="processed_logprobs"``: log softmax(logits / T), the same as
-``engine.sampling.policy_logprobs``, as long as neither top-k nor top-p truncates (vLLM then
-renormalizes over the kept tokens, which the trainer does not do; the trainer recomputes the
-log-probs its loss uses, so only the rollout's recorded values differ). Greedy: T = 1.
-
-vLLM is an optional dependency (``make setup-vllm``: it pins its own torch and transformers,
-so it lives in a separate environment); this module imports it only when an engine is made.
+Log-probs come from ``logprobs_mode="processed_logprobs"``: log softmax(logits / T), as
+``engine.sampling.policy_logprobs``, unless top-k or top-p truncates (vLLM then renormalizes
+over the kept tokens; the trainer recomputes the log-probs its loss uses). Greedy: T = 1.
+vLLM is optional (``make setup-vllm``, a separate environment), imported only when an engine
+is made.
 """
 
 from __future__ import annotations
@@ -187,12 +180,10 @@ class VLLMEngine:
                 continue
             prompt = req.context.context_tokens() + req.pending
             groups.setdefault((tuple(prompt), limit), []).append(_Row(i, prompt, limit, seeds[i]))
-        # One vLLM request per distinct context, n samples (one when greedy: its samples would
-        # all be equal). A row that stopped at an id that ended no tag goes on at once as a
-        # request of its own, while the others decode: no row waits for the slowest row's
-        # next stop id. What a continuation reads from the cache is the step's own start again,
-        # not more of its context: ``reused`` stays the first request's, ``processed`` adds
-        # what was computed anew
+        # One vLLM request per distinct context, n samples (one when greedy: they would all be
+        # equal); a row stopped at an id that ended no tag goes on as a request of its own. A
+        # continuation reads the step's own start from the cache, not more of its context:
+        # ``reused`` stays the first request's, ``processed`` adds what was computed anew
         core = self.llm.llm_engine
         live: dict[str, tuple[str, list[_Row]]] = {}  # our request id → (vLLM's, its rows)
         try:
@@ -234,8 +225,6 @@ class VLLMEngine:
             row.reused += cached
             going += self._take(row, c, requests, results)
         return going
-
-    # ----------------------------------------------------------------- private
 
     def _add(
         self,

@@ -1,14 +1,10 @@
 """Denormal floats flushed to zero on CPU, for a whole process.
 
-x86 CPUs compute on denormal floats (fp32 magnitudes below 1.2e-38) through a slow microcode
-path. The embedded job's tiny model starts from hand-built copying circuits
-(``embedded.induction``) whose attention is very sharp, so many attention probabilities underflow
-into that range: flushing them to zero (FTZ/DAZ, ``torch.set_flush_denormal``) avoids that slow
-path and changes results only below 1e-38.
-
-The mode is a per-thread CPU register that new threads copy from the thread that creates them.
-torch's OpenMP workers are created at its first parallel operation, so call this first, before
-any tensor work: the ``treegrpo`` commands that compute do.
+x86 CPUs compute on denormal floats (below 1.2e-38 in fp32) through a slow microcode path, and
+the embedded job's copying circuits (``embedded.induction``) have attention sharp enough for many
+probabilities to underflow into that range; flushing them (FTZ/DAZ) changes results only below
+1e-38. The mode is a per-thread register that new threads copy from their creator, and torch
+makes its OpenMP workers at its first parallel operation: call this before any tensor work.
 """
 
 from __future__ import annotations

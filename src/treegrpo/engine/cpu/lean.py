@@ -9,11 +9,9 @@ weights and any rope scaling still apply) and doing the rest with a few tensor o
 
 with RMSNorm n(x) = w · x / sqrt(mean(x²) + eps) (Zhang & Sennrich 2019) and rotary position
 embedding (Su et al. 2021) as the model defines them. Grouped-query attention runs on the
-key/value heads: the n_rep query heads of a group become n_rep query rows. q, k, v (and the
-MLP's gate and up) run as one stacked product with LoRA folded in (``engine.cpu.lora.Fused``);
-fp32 attention on CPU is two batched products and a softmax (``_attend_matmul``); static rope
-types read cos and sin from a table. ``lean_decoder`` returns None for layers of another form.
-Why each of these, and measurements: docs/library.md, "CPU speed-ups".
+key/value heads: the n_rep query heads of a group become n_rep query rows. ``lean_decoder``
+returns None for layers of another form. Why each part, and measurements: docs/library.md,
+"CPU speed-ups".
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """peft LoRA layers as one linear map, W = W₀ + Σₐ sₐ Bₐ Aₐ, for gradient-free forwards.
 
 peft computes W₀x + b₀ + Σₐ sₐ Bₐ(Aₐ x) (Hu et al. 2021, eq. 3); while the adapters do not
-change, the same map is one product with the folded weight. ``fold`` reads a layer as that map
-(or says it cannot: DoRA and other variants, transposed weights, active dropout); ``Fused``
-keeps folded weights, stacked where several projections read the same input (the lean decode
-step's, ``engine.cpu.lean``); ``FoldedLoRA`` runs a model's LoRA layers so for prefill and old
-log-probs. A folded weight is a copy of W₀, rebuilt when the base, A or B tensors (version
-counter or storage) or the active adapters change. Measurements: docs/library.md, "CPU speed-ups".
+change, the same map is one product with the folded weight, a copy of W₀ rebuilt when the base,
+A or B tensors (version counter or storage) or the active adapters change. Why and
+measurements: docs/library.md, "CPU speed-ups".
 """
 
 from __future__ import annotations

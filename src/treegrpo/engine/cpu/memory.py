@@ -1,13 +1,10 @@
 """Give freed heap memory back to the operating system between training steps.
 
-On Linux, glibc's malloc keeps memory that torch frees on CPU inside the process heap: after
-tensors of many different sizes come and go (every RL step allocates new rollouts, micro-batches
-and activations), the heap fragments and the process's resident memory grows step after step
-although no tensor is kept (measured on the embedded job: 1.5 GB after the first RL step, 2.3
-GB after 8, 3.7 GB peak over 30, with a constant number of live tensors). ``malloc_trim(0)``
-returns the free parts to the system. It takes milliseconds, so callers run it once per RL step
-or every few dozen SFT updates. (Forcing large blocks onto ``mmap`` instead, with ``mallopt``,
-also stops the growth but made the job twice as slow, from page faults on every new tensor.)
+On Linux, glibc's malloc keeps memory that torch frees on CPU inside the process heap: as tensors
+of many sizes come and go, the heap fragments and resident memory grows step after step although
+no tensor is kept (the embedded job: 1.5 GB after the first RL step, 3.7 GB peak over 30).
+``malloc_trim(0)`` returns the free parts in milliseconds. (Large blocks forced onto ``mmap``
+with ``mallopt`` also stop the growth but made the job twice as slow, from page faults.)
 """
 
 from __future__ import annotations

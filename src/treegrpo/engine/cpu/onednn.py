@@ -1,12 +1,8 @@
 """Linear layers on oneDNN instead of MKL on CPU: for generation (packed weights) and training.
 
 On AMD CPUs with AVX-512, MKL's fp32 sgemm takes its AVX2 path while oneDNN
-(``torch.ops.mkldnn._linear_pointwise``) uses AVX-512; elsewhere MKL is as fast, so
-``preferred`` decides by CPU vendor and vector width. ``PackedLinears(model)`` serves
-gradient-free forwards from weights reordered once into oneDNN's blocked layout (rebuilt when a
-weight's version counter or storage changes); ``trainable_linear`` is an autograd function
-whose x Wᵀ + b, g W and gᵀ x all run on oneDNN. Results equal ``F.linear`` up to fp32 rounding
-(checked in the tests). Measurements: docs/library.md, "CPU speed-ups".
+(``torch.ops.mkldnn._linear_pointwise``) uses AVX-512; elsewhere MKL is as fast. Results equal
+``F.linear`` up to fp32 rounding. Measurements: docs/library.md, "CPU speed-ups".
 """
 
 from __future__ import annotations

@@ -2,11 +2,9 @@
 
 Where the switch is on (``enabled``: by default where the model sits on CPU),
 ``CpuSpeedups.attach(model)`` routes the model's layers once, for as long as it lives: each
-``nn.Linear`` (also inside peft's LoRA layers) on oneDNN (``engine.cpu.onednn``: an autograd
-function where gradients are recorded, packed weights in gradient-free forwards, everywhere or
-in decode steps only), and each peft LoRA layer, gradient-free, as one product with the folded
-weight W₀ + Σ sₐ Bₐ Aₐ (``engine.cpu.lora``). Each route computes what ``F.linear`` or peft
-computes, up to fp32 rounding. What each does, and why: docs/library.md, "CPU speed-ups".
+``nn.Linear`` on oneDNN (``engine.cpu.onednn``) and each peft LoRA layer, gradient-free, on its
+folded weight (``engine.cpu.lora``), each computing what ``F.linear`` or peft computes up to fp32
+rounding. What each does, and why: docs/library.md, "CPU speed-ups".
 """
 
 from __future__ import annotations
@@ -77,19 +75,11 @@ class CpuSpeedups:
         lora = FoldedLoRA(model) if fold_lora else None
         self.lora = lora if lora else None  # None also when the model has no LoRA layers
         self._decoding = False
-        self._routed: list[nn.Module] = []
-        linear_forward = self._linear_forward()
-        for layer in self._packs.linears:
-            self._route(layer, _Route(linear_forward, layer))
-        if self.lora is not None:
-            lora_forward = self._lora_forward(self.lora)
-            for lora_layer in self.lora.layers:
-                self._route(lora_layer, _Route(lora_forward, lora_layer))
-
-    def _route(self, layer: nn.Module, forward: _Route) -> None:
-        """``layer`` computes with ``forward`` (an instance attribute over the class's method)."""
-        layer.__dict__["forward"] = forward
-        self._routed.append(layer)
+        routes: list[tuple[nn.Module, Any]] = [(m, self._linear) for m in self._packs.linears]
+        routes += [(m, self._lora) for m in (self.lora.layers if self.lora else [])]
+        for layer, route in routes:  # an instance attribute over the class's forward
+            layer.__dict__["forward"] = _Route(route, layer)
+        self._routed = [layer for layer, _ in routes]
 
     @classmethod
     def attach(
@@ -149,25 +139,19 @@ class CpuSpeedups:
         finally:
             self._decoding = before
 
-    def _linear_forward(self) -> Any:
-        def forward(m: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-            if torch.is_grad_enabled():
-                if self.trainable:
-                    return onednn.trainable_linear(x, m.weight, m.bias)
-            elif self.packs_now:
-                return onednn.linear(x, self._packs.weight_of(m), m.bias)
-            return F.linear(x, m.weight, m.bias)
+    def _linear(self, m: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            if self.trainable:
+                return onednn.trainable_linear(x, m.weight, m.bias)
+        elif self.packs_now:
+            return onednn.linear(x, self._packs.weight_of(m), m.bias)
+        return F.linear(x, m.weight, m.bias)
 
-        return forward
-
-    def _lora_forward(self, lora: FoldedLoRA) -> Any:
-        def forward(m: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-            if args or kwargs or torch.is_grad_enabled():
-                out: torch.Tensor = type(m).forward(m, x, *args, **kwargs)
-                return out
-            return lora.forward(m, x, packed=self.packs_now)
-
-        return forward
+    def _lora(self, m: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if args or kwargs or torch.is_grad_enabled() or self.lora is None:
+            out: torch.Tensor = type(m).forward(m, x, *args, **kwargs)
+            return out
+        return self.lora.forward(m, x, packed=self.packs_now)
 
 
 def _check_supported(model: nn.Module, packed: object, trainable: object) -> None:
