@@ -1,21 +1,18 @@
 """Async micro-batching: concurrent search requests become one ``retriever.search`` call.
 
-Search-R1 style trainers send one small request per sample and many at once. Answering each in
-its own thread call costs a thread hop and a Python-level search per request; gathering them
-costs one of each per batch. The loop below takes whatever requests are waiting, waits at most
-``max_wait_s`` for more (only when the batch is not yet full), runs the batch in a single
-worker thread, and meanwhile keeps collecting the next batch, so under load batches form by
-themselves and an idle server adds at most ``max_wait_s`` of latency.
-
-One worker thread on purpose: retrievers are CPU-bound and not guaranteed thread-safe, and the
-event loop needs the other core for HTTP.
+Search-R1 style trainers send one small request per sample and many at once; a batch costs one
+thread hop and one Python-level search for all of them. The loop takes whatever requests are
+waiting, waits at most ``max_wait_s`` for more while the batch is not full, and runs the batch
+in a single worker thread while it collects the next: under load batches form by themselves, and
+an idle server adds at most ``max_wait_s`` of latency. One worker thread on purpose: retrievers
+are CPU-bound and not guaranteed thread-safe, and the event loop needs the other core for HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -70,6 +67,15 @@ class MicroBatcher:
         if self._executor is not None:
             self._executor.shutdown(wait=False)
         self._task = self._queue = self._executor = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
+        """Running for as long as an app serves (``FastAPI(lifespan=batcher.lifespan)``)."""
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.stop()
 
     async def search(self, queries: list[str], topk: int) -> list[list[Passage]]:
         """Queue the queries and wait for their results (at most ``topk`` passages each)."""

@@ -93,17 +93,12 @@ class BM25Retriever:
         if topk < 1:
             raise ValueError(f"topk must be >= 1, got {topk}")
         s = self._model.scores
+        matrix = (s["indptr"], s["indices"], s["data"], s["num_docs"])
         out: list[list[Passage]] = []
         for terms in self.tokenizer.to_ids(queries, self._vocab):
-            docs, vals = top_documents(
-                s["indptr"], s["indices"], s["data"], s["num_docs"], terms, topk
-            )
-            out.append(
-                [
-                    Passage(self.ids[d], self.contents[d], v)
-                    for d, v in zip(docs.tolist(), vals.tolist(), strict=True)
-                ]
-            )
+            docs, vals = top_documents(*matrix, terms, topk)
+            hits = zip(docs.tolist(), vals.tolist(), strict=True)
+            out.append([Passage(self.ids[d], self.contents[d], v) for d, v in hits])
         return out
 
 

@@ -1,16 +1,14 @@
-"""Search-R1 corpora: jsonl, one ``{"id": "...", "contents": "\\"Title\\"\\ntext"}`` a line.
-
-This is the format of wiki-18 and of every corpus the Search-R1 / FlashRAG retriever servers
-index (docs/algorithm.md §6). Reading is strict on purpose: a corpus with a broken line would
-otherwise index silently wrong, and the error only shows up as bad rewards hours later. Every
-error names the file, the 1-based line number and the field.
+"""Search-R1 corpora (wiki-18's format, docs/algorithm.md §6): jsonl, one ``{"id": "...",
+"contents": "\\"Title\\"\\ntext"}`` a line. Reading is strict on purpose: a broken line would
+otherwise index silently wrong and show only as bad rewards hours later; every error names the
+file, the 1-based line number and the field.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from treegrpo.retrieval.base import Passage
@@ -50,18 +48,11 @@ def _parse_line(path: str | Path, lineno: int, line: str) -> Passage:
     return Passage(id=row["id"], contents=row["contents"])
 
 
-def iter_corpus(path: str | Path) -> Iterator[Passage]:
-    """Yield the passages of a jsonl corpus in file order, skipping blank lines; ``CorpusError`` (a
+def read_corpus(path: str | Path) -> list[Passage]:
+    """The passages of a jsonl corpus in file order, skipping blank lines; ``CorpusError`` (a
     ``ValueError``) naming file, line and field on the first bad line; ``FileNotFoundError``."""
     with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if line.strip():
-                yield _parse_line(path, lineno, line)
-
-
-def read_corpus(path: str | Path) -> list[Passage]:
-    """All passages of a jsonl corpus, in file order (see ``iter_corpus``)."""
-    return list(iter_corpus(path))
+        return [_parse_line(path, i, line) for i, line in enumerate(f, start=1) if line.strip()]
 
 
 def write_corpus(path: str | Path, passages: Iterable[Passage]) -> int:

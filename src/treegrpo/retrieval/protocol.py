@@ -4,10 +4,9 @@ Request: ``{"queries": ["q1", …], "topk": 3, "return_scores": true}``.
 Response: ``{"result": [[{"document": {"id": …, "contents": …}, "score": s}, …], …]}``, one list
 per query, best first; without ``return_scores`` each hit is just the document object.
 
-Kept free of HTTP and pydantic so the client, the server and tests share one definition.
-Decoding is lenient where real servers differ harmlessly (an integer id, extra fields in a
-document) and strict where a mistake would corrupt training (the number of lists, a missing
-``contents``).
+Free of HTTP and pydantic, so the client, the server and tests share it. Decoding is lenient where
+real servers differ harmlessly (an integer id, extra fields) and strict where a mistake would
+corrupt training (the number of lists, a missing ``contents``).
 """
 
 from __future__ import annotations

@@ -1,24 +1,21 @@
 """A Search-R1 compatible retriever server: ``POST /retrieve`` and ``GET /health``.
 
-Any ``SearchTool`` (BM25, dense, even a ``RemoteRetriever``) can be served; Search-R1, verl
-and SkyRL clients work against it unchanged (docs/algorithm.md §6). Every malformed request is
-a 4xx with the field's location, never a 5xx; the limits (``create_app`` arguments, ``treegrpo
-serve`` flags of the same names) refuse with 413 or 422 and say which flag raises them.
-Concurrent requests are micro-batched (``retrieval.batcher``), and nothing slow runs on the
-event loop: a body over ``OFFLOAD_BYTES`` is parsed, and a response of over ``OFFLOAD_HITS``
-hits encoded, in a worker thread. Behaviour at the edges: docs/retrieval.md, "Serving a corpus".
+Any ``SearchTool`` can be served; Search-R1, verl and SkyRL clients work against it unchanged
+(docs/algorithm.md §6). Every malformed request is a 4xx, never a 5xx; the limits refuse with
+413 or 422 and say which flag raises them. Requests are micro-batched (``retrieval.batcher``),
+and nothing slow runs on the event loop. Behaviour at the edges: docs/retrieval.md, "Serving a
+corpus".
 """
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import logging
-from collections.abc import AsyncIterator, Callable, Sized
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sized
 from typing import Annotated, Any, TypeVar
 
+import anyio
+import anyio.to_thread
 import orjson
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,25 +29,19 @@ from treegrpo.retrieval.protocol import encode_hits
 log = logging.getLogger(__name__)
 
 MAX_QUERIES = 8192
-"""Default most queries per request. Search-R1 sends all of a turn's searches in one request:
-train_batch_size 512 × n_agent 5 = 2,560 on its default script, 5,120 with a batch of 1,024."""
+"""Default most queries per request (Search-R1 sends a turn's 2,560 searches in one request)."""
 MAX_QUERY_CHARS = 8192
-"""Default longest query, in characters: a whole 500-token agent step is ~2,000 characters of
-English, so only a runaway client reaches this; it bounds the cost of one search."""
+"""Default longest query, in characters (a whole 500-token step is ~2,000): it bounds the cost
+of one search."""
 MAX_BODY_BYTES = 8 * 2**20
-"""Default largest body, 8 MiB: 2,560 queries of a whole step each (~3 KB as JSON) fit; a
-typical Search-R1 batch is ~200 KB. Parsing the worst body of this size (millions of tiny
-array items) peaks near 300 MB, so this also bounds what one request can allocate."""
+"""Default largest body, 8 MiB (a typical Search-R1 batch is ~200 KB). Parsing the worst body of
+this size (millions of tiny array items) peaks near 300 MB: this bounds what a request allocates."""
 MAX_RESPONSE_BYTES = 64 * 2**20
-"""Default largest response, 64 MiB: 8,192 queries × topk 10 of Wikipedia's 100-word passages
-(~750 bytes a hit with its score) fit; Search-R1's 2,560 × topk 3 is ~6 MB. A corpus of whole
-documents reaches it much sooner, and without it one request could make the server build
-gigabytes."""
+"""Default largest response, 64 MiB (8,192 queries × topk 10 of 100-word passages), so that one
+request cannot make the server build gigabytes."""
 OFFLOAD_BYTES = 64 * 2**10
-"""Bodies larger than this are parsed in a worker thread: the worst 8 MiB body (millions of tiny
-items) takes ~0.3 s, which on the event loop would stall every other request. A body under it
-parses in under a millisecond, where the hop to a thread and back would cost a good part of
-that for every small request."""
+"""Bodies larger than this are parsed in a worker thread: the worst 8 MiB body takes ~0.3 s, which
+would stall every other request; a smaller one parses faster than the hop to a thread."""
 OFFLOAD_HITS = 256
 """Responses of more hits than this (~200 KB of Wikipedia passages) are encoded in a worker
 thread, for the same reason."""
@@ -59,10 +50,8 @@ T = TypeVar("T")
 
 
 class RetrieveRequest(BaseModel):
-    """Body of ``POST /retrieve`` (Search-R1's ``QueryRequest``), validated strictly.
-
-    Unknown fields are ignored (pydantic's default), as Search-R1's own server does.
-    """
+    """Body of ``POST /retrieve`` (Search-R1's ``QueryRequest``), validated strictly; unknown
+    fields are ignored, as Search-R1's own server does."""
 
     model_config = ConfigDict(strict=True)
 
@@ -201,56 +190,37 @@ def create_app(
     default_topk: topk when a request leaves it out (3, as Search-R1); max_queries,
     max_query_chars, max_body_bytes, max_response_bytes: the limits of the constants of those names.
 
-    Long: the routes are closures over the limits and the batcher, the FastAPI way of giving
-    handlers their state.
-
     Many arguments: the server's limits, one per flag of ``treegrpo serve``."""
-    for name, value in [
-        ("max_queries", max_queries),
-        ("max_query_chars", max_query_chars),
-        ("max_body_bytes", max_body_bytes),
-        ("max_response_bytes", max_response_bytes),
-    ]:
+    limits = {
+        "max_queries": max_queries,
+        "max_query_chars": max_query_chars,
+        "max_body_bytes": max_body_bytes,
+        "max_response_bytes": max_response_bytes,
+    }
+    for name, value in limits.items():
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     size = len(retriever) if isinstance(retriever, Sized) else None
     limit = max(1, min(max_topk, size) if size is not None else max_topk)
     batcher = MicroBatcher(retriever.search, max_batch=max_batch, max_wait_s=batch_wait_ms / 1e3)
     model = limited_request(max_queries, max_query_chars)
-    # One thread: large bodies are parsed one at a time, as on the loop, which bounds the memory
-    # that parsing takes (see MAX_BODY_BYTES). Made at start-up, like the batcher's.
-    json_threads: list[ThreadPoolExecutor] = []
-
-    async def off_loop(fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(json_threads[0], fn, *args)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await batcher.start()
-        json_threads.append(ThreadPoolExecutor(1, thread_name_prefix="retriever-json"))
-        try:
-            yield
-        finally:
-            await batcher.stop()
-            json_threads.pop().shutdown(wait=False)
-
+    # One thread at a time: large bodies are parsed one after another, as on the loop, which
+    # bounds the memory that parsing takes (see MAX_BODY_BYTES).
+    one_thread = anyio.CapacityLimiter(1)
     app = FastAPI(
         title="treegrpo retriever",
         description="Search-R1 compatible `/retrieve` endpoint.",
-        lifespan=lifespan,
+        lifespan=batcher.lifespan,
     )
     app.state.batcher = batcher
-
     body_schema = {"content": {"application/json": {"schema": model.model_json_schema()}}}
 
     @app.post("/retrieve", openapi_extra={"requestBody": {**body_schema, "required": True}})
     async def retrieve(raw: Request) -> Response:
         """Top-k passages for each query, in the Search-R1 response format."""
         body = await read_body(raw, max_body_bytes)
-        if len(body) > OFFLOAD_BYTES:
-            request = await off_loop(parse_request, body, model)
-        else:
-            request = parse_request(body, model)
+        big = len(body) > OFFLOAD_BYTES
+        request = await _in_thread(big, one_thread, parse_request, body, model)
         k = min(request.topk if request.topk is not None else default_topk, limit)
         try:
             results = await batcher.search(request.queries, k)
@@ -258,11 +228,9 @@ def create_app(
             log.exception("search failed")
             detail = f"retriever failed: {type(exc).__name__}: {exc}"
             return JSONResponse({"detail": detail}, status_code=500)
+        big = sum(map(len, results)) > OFFLOAD_HITS
         args = (results, request.return_scores, max_response_bytes)
-        if sum(map(len, results)) > OFFLOAD_HITS:
-            answer = await off_loop(response_body, *args)
-        else:
-            answer = response_body(*args)
+        answer = await _in_thread(big, one_thread, response_body, *args)
         return Response(answer, media_type="application/json")
 
     @app.get("/health")
@@ -273,15 +241,21 @@ def create_app(
             "retriever": type(retriever).__name__,
             "passages": size,
             "max_topk": limit,
-            "max_queries": max_queries,
-            "max_query_chars": max_query_chars,
-            "max_body_bytes": max_body_bytes,
-            "max_response_bytes": max_response_bytes,
+            **limits,
             "batches": batcher.batches,
             "queries": batcher.queries,
         }
 
     return app
+
+
+async def _in_thread(
+    big: bool, limiter: anyio.CapacityLimiter, fn: Callable[..., T], *args: Any
+) -> T:
+    """``fn(*args)``: when ``big`` in a worker thread taken under ``limiter``, else here."""
+    if not big:
+        return fn(*args)
+    return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
 
 
 def serve(

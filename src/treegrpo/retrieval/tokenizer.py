@@ -1,11 +1,8 @@
 """Lexical tokenization for BM25: lowercase, word regex, English stopwords, optional stemming.
 
-The same function must tokenize the corpus at index time and every query at search time, or
-query terms silently stop matching; keeping it in one small object (whose ``settings`` go into
-the index cache key) makes that impossible to get wrong. The word pattern and stopword list are
-bm25s's (scikit-learn's ``CountVectorizer`` pattern, NLTK's English stopwords). Stemming uses
-the Snowball stemmer from PyStemmer when it is installed; it is optional, and nothing is ever
-downloaded at run time.
+The same object tokenizes the corpus at index time and every query at search time (its
+``settings`` go into the index cache key), or query terms would silently stop matching. The word
+pattern and stopword list are bm25s's; stemming is PyStemmer's Snowball, where installed.
 """
 
 from __future__ import annotations
