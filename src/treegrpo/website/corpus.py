@@ -2,11 +2,8 @@
 
 The site (``website.site``) and the web questions built over it (``data.web_questions``) read
 the same definitions from here, so a question's claim ("the answer is in the search snippet",
-"A's page links to B") holds on the pages the server really sends: ``slug(title)``,
-``first_sentence(text)`` (the search snippet) and ``LinkIndex`` (where one lead mentions another
-article's title; the matching rules are in docs/data.md, "Web questions"). Titles are grouped
-by their first word, so scanning a lead costs one look-up per word plus a ``startswith`` per
-candidate title.
+"A's page links to B") holds on the pages the server really sends. The link rules: docs/data.md,
+"Web questions".
 """
 
 from __future__ import annotations
@@ -98,8 +95,9 @@ def read_site_corpus(path: str | Path) -> list[WebArticle]:
 
 
 class LinkIndex:
-    """Every title of the site grouped by first word, to find the mentions in a lead; titles under
-    ``MIN_TITLE_CHARS`` or not starting with a word character are never linked (``skipped``)."""
+    """Every title of the site grouped by first word, so scanning a lead costs one look-up per word
+    plus a ``startswith`` per candidate title; titles under ``MIN_TITLE_CHARS`` or not starting
+    with a word character are never linked (``skipped``)."""
 
     def __init__(self, titles: Iterable[str]) -> None:
         by_word: dict[str, list[str]] = defaultdict(list)

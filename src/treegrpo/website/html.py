@@ -1,9 +1,7 @@
 """The offline website's HTML: an article page, the home page, a search results page, a 404.
-
-Every page has the same frame: a nav bar (home link and search form) and a footer with the
-licence line, boilerplate that a main-text extractor is expected to drop, around a ``<main>``
-that holds what the page says. All text is escaped; links inside a lead are the mentions found
-by ``site_corpus.LinkIndex``, pointing at ``/wiki/<slug>``.
+Every page has the same frame, boilerplate that a main-text extractor is expected to drop (a nav
+bar with the search form, a footer with the licence line), around the ``<main>`` that holds what
+the page says. All text is escaped.
 """
 
 from __future__ import annotations

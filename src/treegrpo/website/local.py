@@ -1,12 +1,10 @@
 """A website served in this process, reached under a fixed name: the offline site
 (``website.site``) for a data job or a warm start without a separate ``treegrpo serve-web``.
 
-``LocalSite.start(site)`` runs uvicorn in a daemon thread on a 127.0.0.1 port the system picks
-(bound before the thread starts, so two processes never race for one). Pages are addressed as
-``http://wiki.test/...`` (``HOST``, a reserved name no resolver answers), never by the port:
-the search client sends ``Host: wiki.test`` and the fetcher routes the name to the port
-(``tools.web.hosts``), so every URL an agent reads or writes is the same in every process and
-run (docs/real-model.md, "The web warm start").
+Pages are addressed as ``http://wiki.test/...`` (``HOST``, a reserved name no resolver answers),
+never by the port: the search client sends ``Host: wiki.test`` and the fetcher routes the name to
+the port (``tools.web.hosts``), so every URL an agent reads or writes is the same in every
+process and run (docs/real-model.md, "The web warm start").
 """
 
 from __future__ import annotations

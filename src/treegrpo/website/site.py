@@ -1,19 +1,16 @@
-"""An offline website over a corpus of articles, to train and evaluate web agents on.
-
-``treegrpo serve-web`` serves the offline Wikipedia corpus (``data.wiki``), or any corpus of
-titled passages, on loopback: a home page, one HTML page per article whose lead links the other
-articles it mentions (``corpus.LinkIndex``), BM25 search answering in HTML or in SearXNG's JSON
-(snippet: ``corpus.first_sentence``), and ``/healthz``. Pages are rendered once and kept as
-bytes; searches are micro-batched (``retrieval.batcher``) into a worker thread, so the event
-loop keeps answering pages. Endpoints and limits: docs/data.md, "Web questions".
+"""An offline website over a corpus of articles, to train and evaluate web agents on
+(``treegrpo serve-web``): a home page, one HTML page per article whose lead links the articles it
+mentions, BM25 search in HTML or in SearXNG's JSON, and ``/healthz``. Pages are rendered once and
+kept; searches are micro-batched (``retrieval.batcher``). Endpoints and limits: docs/data.md,
+"Web questions".
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -74,10 +71,7 @@ class Site:
         )
         self.startup_s = time.perf_counter() - start
         self._pages: dict[int, bytes] = {}
-        inbound: dict[str, int] = {}
-        for links in self.links:
-            for link in links:
-                inbound[link.title] = inbound.get(link.title, 0) + 1
+        inbound = Counter(link.title for links in self.links for link in links)
         self.featured = sorted(inbound, key=lambda t: (-inbound[t], t))[:FEATURED]
         log.info(
             "site of %d articles, %d links (%.2f s), index ready after %.2f s",
@@ -125,32 +119,17 @@ def create_site_app(
 ) -> FastAPI:
     """The FastAPI app serving ``site`` (docs/data.md, "Web questions"): a query over
     ``max_query_chars`` is a 422; ``max_results``: most results of one query over all its pages;
-    ``max_batch``, ``batch_wait_ms``: the search micro-batcher's (``retrieval.batcher``).
-
-    Long: the routes are closures over the site and the search batcher, the FastAPI way of giving
-    handlers their state."""
+    ``max_batch``, ``batch_wait_ms``: the search micro-batcher's (``retrieval.batcher``)."""
     if max_query_chars < 1 or max_results < 1:
         raise ValueError(f"limits must be >= 1, got {max_query_chars=}, {max_results=}")
     wait_s = batch_wait_ms / 1e3
     batcher = MicroBatcher(site.retriever.search, max_batch=max_batch, max_wait_s=wait_s)
     home = home_page(len(site.articles), site.featured).encode("utf-8")
     max_pages = -(-max_results // RESULTS_PER_PAGE)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await batcher.start()
-        try:
-            yield
-        finally:
-            await batcher.stop()
-
-    app = FastAPI(title="treegrpo offline web", lifespan=lifespan, docs_url=None, redoc_url=None)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def not_found(request: Request, exc: StarletteHTTPException) -> Response:
-        if exc.status_code == 404:
-            return Response(not_found_page(request.url.path), 404, media_type=HTML)
-        return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
+    app = FastAPI(
+        title="treegrpo offline web", lifespan=batcher.lifespan, docs_url=None, redoc_url=None
+    )
+    app.add_exception_handler(StarletteHTTPException, _not_found)
 
     @app.get("/")
     async def index() -> Response:
@@ -206,6 +185,14 @@ def create_site_app(
         }
 
     return app
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    """A 404 as the site's HTML page; other HTTP errors as FastAPI answers them."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        return Response(not_found_page(request.url.path), 404, media_type=HTML)
+    return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
 
 
 def searxng_json(query: str, hits: Sequence[Hit]) -> dict[str, Any]:
