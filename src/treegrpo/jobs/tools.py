@@ -33,8 +33,9 @@ def make_toolbox(data: DataConfig, retriever: Callable[[], SearchTool]) -> Toolb
     makes the passage retriever, called only when ``search`` searches passages. The toolbox
     owns its web clients and MCP connections: ``close()`` it when done."""
     box = Toolbox()
-    fetcher = web_fetcher(data) if {"visit", "find"} & set(data.tools) else None
-    if fetcher is not None:
+    fetcher = None
+    if {"visit", "find"} & set(data.tools):  # wiki:web's fetcher reaches the in-process site
+        fetcher = wiki_web().fetcher() if data.search_url == WIKI_WEB else PageFetcher()
         box.owns(fetcher)
     for name in data.tools:
         tool: Tool
@@ -60,12 +61,6 @@ def make_toolbox(data: DataConfig, retriever: Callable[[], SearchTool]) -> Toolb
     return box
 
 
-def web_fetcher(data: DataConfig) -> PageFetcher:
-    """The page fetcher of ``visit`` and ``find``; with ``"wiki:web"`` it reaches the in-process
-    site's pages by their public name."""
-    return wiki_web().fetcher() if data.search_url == WIKI_WEB else PageFetcher()
-
-
 def web_search(data: DataConfig) -> WebSearch:
     """The client of ``data.search_url``: SearXNG's JSON API, or a JSON API by field names; the
     in-process offline wiki site for ``"wiki:web"`` (started on first use)."""
@@ -74,10 +69,7 @@ def web_search(data: DataConfig) -> WebSearch:
         return wiki_web().search_client()
     if data.search_api == "searxng":
         return SearxngSearch(data.search_url)
-    path, title, url, snippet = data.json_fields
-    return JsonSearch(
-        data.search_url, results_path=path, title_field=title, url_field=url, snippet_field=snippet
-    )
+    return JsonSearch(data.search_url, fields=data.json_fields)
 
 
 def mcp_servers(specs: tuple[str, ...]) -> list[McpServer]:

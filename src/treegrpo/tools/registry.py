@@ -1,12 +1,9 @@
 """The tool registry: the tools an agent may call, each added by one registration.
 
-A tool is a name (also its tag: ``<name> argument </name>``), a prompt line (``usage``,
-``description``), an argument parser (``parse``), a batched ``call`` that may fail as a whole
-(``ToolFailed``) or call by call (a ``Failure``), a ``format`` for the observation and
-optionally the text of ``unavailable``. ``Toolbox.run`` parses, calls and turns failures into
-outcomes for every tool alike; a call sees the earlier calls on its own path (``Call.history``).
-Search-R1's agent is ``Toolbox.search_r1``, ``search`` alone. The parts, outcomes and a worked
-example: docs/tools.md, "What a tool is".
+``Toolbox.run`` parses, calls and turns failures into outcomes for every tool alike; a call sees
+the earlier calls on its own path (``Call.history``). Search-R1's agent is
+``Toolbox.search_r1``, ``search`` alone. The parts of a tool, the outcomes and a worked example:
+docs/tools.md, "What a tool is".
 """
 
 from __future__ import annotations
@@ -98,7 +95,8 @@ class Described(Protocol):
 
 
 class Tool(Described, Protocol):
-    """What ``Toolbox`` needs of a tool (see the module docstring)."""
+    """What ``Toolbox`` needs of a tool (docs/tools.md, "What a tool is"); ``unavailable``, the
+    text a call observes when the tool did not answer, is optional."""
 
     def parse(self, text: str) -> Any:
         """The argument in ``text`` (stripped, never empty); raise ``BadArgument`` otherwise."""
@@ -157,9 +155,7 @@ class Toolbox(Closes):
     def function(
         self, name: str, usage: str, description: str
     ) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
-        """Register a plain function of the argument text as a tool (decorator): its return
-        value, as ``str``, is the observation; ``BadArgument`` or any other exception it raises
-        becomes an observation that says what went wrong."""
+        """Register a function of the argument text as a tool (decorator; ``FunctionTool``)."""
 
         def register(fn: Callable[[str], Any]) -> Callable[[str], Any]:
             self.register(FunctionTool(name, fn, usage, description))
@@ -256,7 +252,8 @@ class RetrieverTool:
 
 @dataclass(frozen=True)
 class FunctionTool:
-    """A tool from a plain function of the argument text (``Toolbox.function``)."""
+    """A tool from a plain function of the argument text (``Toolbox.function``): its return value,
+    as ``str``, is the observation; an exception it raises is a ``Failure`` that says why."""
 
     name: str
     fn: Callable[[str], Any]

@@ -41,10 +41,7 @@ def test_searxng_without_json_says_how_to_enable_it(site: str) -> None:
 def test_json_search_get_with_nested_results_and_field_names(site: str, stats: Stats) -> None:
     client = JsonSearch(
         f"{site}/api/search",
-        results_path="data.items",
-        title_field="name",
-        url_field="link",
-        snippet_field="description",
+        fields=("data.items", "name", "link", "description"),
         topk_param="n",
         params={"lang": "en"},
     )
@@ -62,8 +59,7 @@ def test_json_search_post_sends_a_json_body_and_headers(site: str, stats: Stats)
         f"{site}/api/search",
         method="POST",
         query_param="query",
-        results_path="responses.0.hits",
-        snippet_field="content",
+        fields=("responses.0.hits", "title", "url", "content"),
         topk_param="k",
         headers={"X-Key": "secret"},
     )
@@ -86,8 +82,8 @@ def test_json_search_post_sends_a_json_body_and_headers(site: str, stats: Stats)
 def test_a_refusing_backend_raises_tool_failed(
     site: str, path: str, method: str, message: str
 ) -> None:
-    client = JsonSearch(site + path, method=method, results_path="data.items", backoff=0.01,
-                        retries=1)  # fmt: skip
+    fields = ("data.items", "title", "url", "snippet")
+    client = JsonSearch(site + path, method=method, fields=fields, backoff=0.01, retries=1)
     with client, pytest.raises(ToolFailed, match="1 of 1 searches failed") as e:
         client.search(["q"], topk=3)
     assert message in str(e.value)
@@ -135,7 +131,8 @@ def test_a_backend_that_fails_for_some_queries_keeps_the_others(site: str) -> No
             url = f"{site}/api/flaky" if query == "bad" else f"{site}/api/search"
             return self._client.build_request("GET", url, params={"q": query})
 
-    with Half(f"{site}/api/search", results_path="data.items", url_field="link", retries=0) as c:
+    fields = ("data.items", "title", "link", "snippet")
+    with Half(f"{site}/api/search", fields=fields, retries=0) as c:
         box = Toolbox([WebSearchTool(c)])
         good, bad = box.run("search", [("curie", ()), ("bad", ())])
     assert good.status == "ok" and bad.status == "failed"

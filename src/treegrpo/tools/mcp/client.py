@@ -1,10 +1,8 @@
-"""MCP servers' tools in the tool registry, attached by configuration: one ``McpServer`` per
-server (a command over stdio, or a streamable HTTP URL), ``mcp_tools`` connects them all, and
-each tool they list registers in a ``Toolbox`` like any other.
-
-Each server has one session for the life of the toolbox (``tools.mcp.connection``); a step's
-calls to a tool go out together. Names, usage lines (``tools.mcp.schema``), argument checks and
-how calls fail: docs/mcp.md, "What the model sees" and "When a call does not work".
+"""MCP servers' tools in the tool registry: one ``McpServer`` per server (a command over stdio,
+or a streamable HTTP URL), ``mcp_tools`` connects them all, and each tool they list registers in
+a ``Toolbox`` like any other; a step's calls to a tool go out together. Names, usage lines,
+argument checks and how calls fail: docs/mcp.md, "What the model sees" and "When a call does
+not work".
 """
 
 from __future__ import annotations
@@ -133,9 +131,6 @@ class McpTools(Closes):
 
     def __iter__(self) -> Iterator[McpTool]:
         return iter(self.tools)
-
-    def __len__(self) -> int:
-        return len(self.tools)
 
     def close(self) -> None:
         """Close every connection (stdio servers exit)."""

@@ -2,11 +2,9 @@
 ``tools.mcp.client``'s tools.
 
 The SDK's ``mcp.Client`` is asynchronous and its context must be entered and left in one task,
-while the rollout is synchronous. So each ``McpConnection`` runs an asyncio loop in a background
+while the rollout is synchronous: each ``McpConnection`` runs an asyncio loop in a background
 thread, where one task holds the ``Client`` open, and a caller's batch goes onto that loop at
-once (``asyncio.gather``). A dead server, a broken transport or no answer within ``timeout_s``
-is an outage (``is_outage``); the connection is then broken unless the server still answers a
-tool listing, and the next batch reconnects first (docs/mcp.md, "When a call does not work").
+once. Outages and reconnection: docs/mcp.md, "When a call does not work".
 """
 
 from __future__ import annotations
@@ -69,14 +67,14 @@ class McpServer:
             raise ValueError(f"MCP server {self.name!r}: timeouts must be > 0")
 
 
+@dataclass
 class _Session:
     """One open MCP client session, held by a task on the connection's loop that enters and
     leaves the ``Client`` context (anyio wants both in one task)."""
 
-    def __init__(self) -> None:
-        self.client: Client | None = None
-        self.stop = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+    client: Client | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
 
 
 class McpConnection(Closes):
@@ -105,8 +103,6 @@ class McpConnection(Closes):
         ``close`` or at its process's exit (a stdio server reads the end of its input and stops)."""
         return (McpConnection, (self.config,))
 
-    # --- on the caller's thread ---------------------------------------------------------
-
     def _run(self, coro: Any, timeout: float) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
@@ -134,9 +130,7 @@ class McpConnection(Closes):
             try:
                 self._run(self._shut(session), CLOSE_TIMEOUT_S + 5)
             except Exception:  # closing a dead session may raise; the process is gone anyway
-                log.debug(
-                    "MCP server %s: closing its session raised", self.config.name, exc_info=True
-                )
+                log.debug("MCP server %s: closing raised", self.config.name, exc_info=True)
 
     def call(self, tool: str, arguments: Sequence[dict[str, Any]]) -> list[Any]:
         """Call ``tool`` once per arguments object, all at once; each call's ``CallToolResult``,
@@ -177,8 +171,6 @@ class McpConnection(Closes):
             self._thread.join(timeout=CLOSE_TIMEOUT_S)
             if not self._thread.is_alive():
                 self._loop.close()
-
-    # --- on the loop ---------------------------------------------------------------------
 
     async def _open(self, session: _Session) -> list[mcp_types.Tool]:
         ready: asyncio.Future[list[mcp_types.Tool]] = self._loop.create_future()

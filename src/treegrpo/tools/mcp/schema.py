@@ -1,13 +1,8 @@
-"""An MCP tool's JSON input schema as the model meets it: a short usage line for the prompt,
-and the parse of what the model wrote between the tool's tags into checked arguments.
-
-The usage line shows argument names and types and nothing else (``{"query": str, "topk"?:
-int}``; ``?`` marks an optional argument), since every prompt token is paid on every rollout;
-a schema too large for one line is shown shallower, then cut. The parse takes a JSON object, or
-a bare string where the schema has exactly one required string argument (``<wiki_search> Eiffel
-Tower </wiki_search>`` as Search-R1's ``search`` takes it), and checks it against the schema
-with ``jsonschema``; what it refuses raises ``BadArgument`` with a message short enough for the
-model to read and act on, naming the argument at fault.
+"""An MCP tool's JSON input schema as the model meets it (docs/mcp.md, "What the model sees"):
+a usage line for the prompt with argument names and types and nothing else, since every prompt
+token is paid on every rollout; and the parse of what the model wrote between the tool's tags (a
+JSON object, or a bare string for a tool of one required string argument), checked with
+``jsonschema``, refusals short enough for the model to act on.
 """
 
 from __future__ import annotations
@@ -89,16 +84,6 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
     return schema
 
 
-def bare_string_argument(schema: Mapping[str, Any]) -> str | None:
-    """The argument a bare string fills: the one required property, when it is a string."""
-    required = list(schema.get("required") or ())
-    props = schema.get("properties") or {}
-    only = props.get(required[0]) if len(required) == 1 else None
-    if isinstance(only, Mapping) and only.get("type") == "string":
-        return str(required[0])
-    return None
-
-
 class ArgumentParser:
     """Text between a tool's tags → the arguments object, checked against ``schema``."""
 
@@ -106,7 +91,12 @@ class ArgumentParser:
         self.tool = tool
         self.schema = dict(schema)
         self.usage = render_usage(self.schema)
-        self.bare = bare_string_argument(self.schema)
+        # the argument a bare string fills: the one required property, when it is a string
+        required = list(self.schema.get("required") or ())
+        props = self.schema.get("properties") or {}
+        only = props.get(required[0]) if len(required) == 1 else None
+        string = isinstance(only, Mapping) and only.get("type") == "string"
+        self.bare = str(required[0]) if string else None
         cls = jsonschema.validators.validator_for(
             self.schema, default=jsonschema.Draft202012Validator
         )

@@ -1,10 +1,7 @@
 """An MCP server over a Search-R1 corpus: ``wiki_search`` (BM25, passages formatted as the
-``search`` tool's observation) and ``wiki_page`` (a whole article; an unknown title is an
-``isError`` result), on the official ``mcp`` SDK's ``MCPServer``, over stdio or streamable HTTP.
-
-Run it as ``python -m treegrpo.tools.mcp.server --corpus PATH`` or ``treegrpo serve-mcp``. Over
-stdio, stdout carries the protocol: nothing else may print there (logs go to stderr). Usage:
-docs/mcp.md, "The wiki MCP server".
+``search`` tool's observation) and ``wiki_page`` (a whole article), on the ``mcp`` SDK's
+``MCPServer``, over stdio (where stdout carries the protocol: logs go to stderr) or streamable
+HTTP. Usage: docs/mcp.md, "The wiki MCP server".
 """
 
 from __future__ import annotations

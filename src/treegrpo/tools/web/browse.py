@@ -1,12 +1,6 @@
 """Browsing tools for the registry: ``visit`` opens a page, ``find`` searches the page last
-opened.
-
-``visit``'s argument is a URL or a result number of the episode's last search, optionally
-``| goal`` (default: the last search's query); it shows the title, URL, the passages that best
-match the goal (``text.select_passages``) and the links that bear on it, within ``max_chars``.
-``find`` lists the last page's sentences that hold a phrase, with context. Bad arguments and
-unreadable pages are the call's ``Failure``, never an exception. Observations, link ranking and
-budgets: docs/tools.md, "Reading a page".
+opened. Bad arguments and unreadable pages are the call's ``Failure``, never an exception.
+Arguments, observations, link ranking and budgets: docs/tools.md, "Reading a page".
 """
 
 from __future__ import annotations
@@ -44,22 +38,6 @@ class Visit:
 
     page: Page
     goal: str | None = None
-
-    @property
-    def url(self) -> str:
-        return self.page.url
-
-    @property
-    def title(self) -> str:
-        return self.page.title
-
-    @property
-    def text(self) -> str:
-        return self.page.text
-
-    @property
-    def links(self) -> tuple[Link, ...]:
-        return self.page.links
 
 
 @dataclass(frozen=True)
@@ -226,18 +204,17 @@ class FindTool:
         return query
 
     def call(self, calls: Sequence[Call]) -> list[FindResult | Failure]:
+        tag = self.visit_tool
+        first = Failure(
+            f"no page visited yet: visit a page first (<{tag}> URL or result number </{tag}>)"
+        )
         out: list[FindResult | Failure] = []
         for c in calls:
             visit = c.last(self.visit_tool)
             if visit is None or not isinstance(visit.result, Visit):
-                out.append(
-                    Failure(
-                        f"no page visited yet: visit a page first "
-                        f"(<{self.visit_tool}> URL or result number </{self.visit_tool}>)"
-                    )
-                )
+                out.append(first)
                 continue
-            page = visit.result
+            page = visit.result.page
             matches = find_sentences(page.text, c.argument, self.context)
             out.append(FindResult(page.url, c.argument, tuple(matches)))
         return out

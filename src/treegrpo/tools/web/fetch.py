@@ -1,11 +1,7 @@
 """Fetching web pages over HTTP for the ``visit`` tool: one page or a batch, a ``Page`` or a
-``Failure`` that says why not.
-
-One shared ``httpx.Client``; connect, read and total timeouts; a byte limit counted while
-streaming; text types only; an LRU cache of pages; a batch on a bounded thread pool. Every
-problem is that one URL's ``Failure``, never ``ToolFailed``: an unreachable site is a fact about
-that site. URLs come from a model, so a fetcher reaches whatever its host can; give it a
-``proxy`` that enforces an allow-list where that matters. The rules and the reason for each:
+``Failure`` that says why not (never ``ToolFailed``: an unreachable site is a fact about that
+site). URLs come from a model, so a fetcher reaches whatever its host can; give it a ``proxy``
+that enforces an allow-list where that matters. The rules and the reason for each:
 docs/tools.md, "Fetching pages".
 """
 
@@ -66,8 +62,8 @@ class PageFetcher(Reopens):
     proxy: for every request (one enforcing an allow-list); hosts: names answered by a fixed address
     (``{"wiki.test": "127.0.0.1:41234"}``, ``tools.web.hosts``), pages keeping the name.
 
-    Many arguments: one per limit of the fetcher, each a setting users give as a ``--data.*`` flag.
-    """
+    Many arguments: one per limit of the fetcher, each with a default the web tools run on;
+    callers name only those they change (a test, a benchmark, the local site's ``hosts``)."""
 
     def __init__(
         self,

@@ -1,11 +1,7 @@
 """Host names that resolve to a fixed address for one HTTP client: a site reached by a name no
-resolver knows (``http://wiki.test/wiki/Ada_Lovelace``) while it really listens on a loopback
-port chosen at start-up.
-
-``RoutedTransport`` sends every request to the address it was given, with the request's URL and
-``Host`` header left as they were: the server sees the public name (and builds its absolute
-links on it), and the response's URL is the public one, so nothing the client reports carries
-the port. ``PageFetcher(hosts={"wiki.test": "127.0.0.1:41234"})`` mounts one per host.
+resolver knows (``http://wiki.test/wiki/Ada_Lovelace``) while it listens on a loopback port
+chosen at start-up. The request's URL and ``Host`` header stay as they were, so the server builds
+its links on the public name and nothing the client reports carries the port.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Web clients that travel to other processes (Ray rollout workers) as their settings.
 
 An ``httpx.Client`` and a thread pool do not pickle, and should not: connections and threads
-belong to one process. A ``Reopens`` object remembers the arguments it was made with and pickles
-as them, so the copy a worker receives opens its own connections and threads (and starts with
-an empty cache). Addresses stay as they are: a worker on another machine reaches what those
-addresses reach from there (a loopback site only on the same machine).
+belong to one process. A ``Reopens`` object pickles as the arguments it was made with, so the
+copy a worker receives opens its own (and starts with an empty cache); addresses stay as they
+are.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Web search for agents: search-engine clients (``SearxngSearch``, ``JsonSearch``) and the
 ``search`` tool that shows their hits as numbered entries, so an agent can name one
-(``<visit> 2 </visit>``).
-
-A backend that cannot answer raises ``ToolFailed`` after retrying transient troubles with
-exponential backoff; a query that finds nothing is an empty list. Parameters, retries and the
-observation's layout: docs/tools.md, "Searching".
+(``<visit> 2 </visit>``). Parameters, retries, failures and the observation's layout:
+docs/tools.md, "Searching".
 """
 
 from __future__ import annotations
@@ -52,9 +49,7 @@ class SearchBackendError(ToolFailed):
 class HttpSearch(Reopens):
     """What both clients share: the HTTP client, retries, the thread pool, the batch's errors;
     pickles as its settings (``reopen``). A subclass turns a query into a request (``_request``) and
-    the answer into hits (``_hits``).
-
-    Many arguments: one per setting of the search back-end, each a ``--data.*`` flag."""
+    the answer into hits (``_hits``)."""
 
     def __init__(
         self,
@@ -167,23 +162,18 @@ class SearxngSearch(HttpSearch):
 
 class JsonSearch(HttpSearch):
     """A JSON search API described by its fields. method: "GET" (URL parameters) or "POST" (a JSON
-    body); query_param: the query's parameter or field; results_path: dotted path to the result list
-    (a number picks an element: ``responses.0.hits``); title_field, url_field, snippet_field: each
-    result's fields, dotted too (HTML tags dropped); topk_param: the parameter asking for a number
-    of results, if any (hits are cut to ``topk`` anyway); params: fixed parameters sent every time
-    (an API key); the others as ``HttpSearch``.
-
-    Many arguments: one per setting of the JSON API, each a ``--data.*`` flag."""
+    body); query_param: the query's parameter or field; fields: the dotted path to the result list
+    (a number picks an element: ``responses.0.hits``), then each result's title, URL and snippet
+    fields, dotted too (HTML tags dropped), as ``--data.json-fields`` gives them; topk_param: the
+    parameter asking for a number of results, if any (hits are cut to ``topk`` anyway); params:
+    fixed parameters sent every time (an API key); the others as ``HttpSearch``."""
 
     def __init__(
         self,
         url: str,
         method: str = "GET",
         query_param: str = "q",
-        results_path: str = "results",
-        title_field: str = "title",
-        url_field: str = "url",
-        snippet_field: str = "snippet",
+        fields: Sequence[str] = ("results", "title", "url", "snippet"),
         topk_param: str | None = None,
         params: Mapping[str, Any] | None = None,
         **http: Any,
@@ -193,8 +183,8 @@ class JsonSearch(HttpSearch):
         if self.method not in ("GET", "POST"):
             raise ValueError(f'method must be "GET" or "POST", got {method!r}')
         self.query_param, self.topk_param = query_param, topk_param
-        self.results_path = results_path
-        self.fields = (title_field, url_field, snippet_field)
+        self.results_path, title, link, snippet = fields  # ValueError unless four
+        self.fields = (title, link, snippet)
         self.params = dict(params or {})
 
     def _request(self, query: str, topk: int) -> httpx.Request:

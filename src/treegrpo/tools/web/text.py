@@ -1,10 +1,7 @@
-"""A web page's readable text, title and links, and the parts of it worth showing an agent.
-
-Main text from trafilatura (the body's plain text when it finds none), title and links from
-lxml, which keeps the links' targets. ``select_passages`` picks, by BM25 against the agent's
-goal over the page's own passages, the passages to show, in page order within a character
-budget; ``find_sentences`` is the page's Ctrl-F. Why trafilatura, and the selection rules:
-docs/tools.md, "Fetching pages" and "Reading a page".
+"""A web page's readable text, title and links, and the parts of it worth showing an agent:
+main text from trafilatura (the body's plain text when it finds none), title and links from
+lxml. Why trafilatura, and the selection rules: docs/tools.md, "Fetching pages" and "Reading a
+page".
 """
 
 from __future__ import annotations
@@ -91,8 +88,7 @@ def _parse(html: str) -> lxml.html.HtmlElement | None:
 
 def _main_text(root: lxml.html.HtmlElement, url: str) -> str:
     # favor_precision: on a short page (a wiki lead) the default falls back to the whole body,
-    # menus included, with a line break at every inline link; the precise mode keeps the
-    # article's paragraphs whole.
+    # menus included and broken at every inline link; the precise mode keeps paragraphs whole.
     try:
         text = trafilatura.extract(
             root, url=url, include_comments=False, include_tables=True, favor_precision=True
@@ -175,9 +171,8 @@ def passages(text: str, size: int = PASSAGE_CHARS) -> list[str]:
 
 
 def terms(text: str) -> list[str]:
-    """Lower-cased, stemmed words, stopwords left out: the retrievers' tokenizer
-    (``retrieval.tokenizer``, Snowball stems where PyStemmer is installed, so "prizes" meets
-    "prize"), less ``STOPWORDS``. One tokenizer per thread: a stemmer is not thread-safe."""
+    """The retrievers' terms (``retrieval.tokenizer``: "prizes" meets "prize") less ``STOPWORDS``.
+    One tokenizer per thread: a stemmer is not thread-safe."""
     tokenizer = getattr(_local, "tokenizer", None)
     if tokenizer is None:
         tokenizer = _local.tokenizer = Tokenizer(stemmer="auto", stopwords=True)
