@@ -1,12 +1,9 @@
-"""The data-driven job: train a model on your own questions with your own search tool
-(``treegrpo train --data.train-files …``), through the job runner (``jobs.runner``): greedy
-held-out eval → RL → greedy held-out eval → report. Names with a colon are built-in, offline
-sets (``BUILTIN_QUESTIONS``, ``BUILTIN_CORPORA``, ``BUILTIN_SEARCH_URLS``, ``BUILTIN_MODELS``).
-
-Inputs are checked in two stages so a mistake costs seconds, not a model load: ``check_data``
-only looks at names and paths (``treegrpo train --dry-run`` stops there); ``prepare_inputs``
-reads every question file, then prepares the model and the search tool; only then does
-``run_data`` load a model.
+"""The data-driven job (``treegrpo train --data.train-files …``): the job runner
+(``jobs.runner``) on your own questions, model and search tool. Names with a colon are
+built-in, offline sets (``BUILTIN_QUESTIONS``, ``BUILTIN_CORPORA``, ``BUILTIN_SEARCH_URLS``,
+``BUILTIN_MODELS``). Inputs are checked in two stages so a mistake costs seconds, not a model
+load: ``check_data`` only looks at names and paths (``treegrpo train --dry-run`` stops there);
+``prepare_inputs`` reads every question file, then prepares the model and the search tool.
 """
 
 from __future__ import annotations
@@ -59,21 +56,12 @@ def web_side(side: str, kind: str | None = None) -> list[Question]:
 WEB_KIND_SETS = tuple(f"wiki-web:{side}:{kind}" for side in ("train", "test") for kind in WEB_KINDS)
 """The wiki-web sets of one kind each (parts of ``wiki-web:train`` and ``wiki-web:test``)."""
 BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
-    "wiki:train": partial(wiki_questions, "train"),
-    "wiki:test": partial(wiki_questions, "test"),
-    "wiki-hard:train": partial(wiki_questions, "train", hard=True),
-    "wiki-hard:test": partial(wiki_questions, "test", hard=True),
-    "wiki-qa:train": partial(lead_questions, "train", hops=1),
-    "wiki-qa:val": partial(lead_questions, "val", hops=1),
-    "wiki-qa:test": partial(lead_questions, "test", hops=1),
-    "wiki-qa2:train": partial(lead_questions, "train", hops=2),
-    "wiki-qa2:val": partial(lead_questions, "val", hops=2),
-    "wiki-qa2:test": partial(lead_questions, "test", hops=2),
-    "wiki-read:train": partial(wh_questions, "train"),
-    "wiki-read:val": partial(wh_questions, "val"),
-    "wiki-read:test": partial(wh_questions, "test"),
-    "wiki-web:train": partial(web_side, "train"),
-    "wiki-web:test": partial(web_side, "test"),
+    **{f"wiki:{s}": partial(wiki_questions, s) for s in ("train", "test")},
+    **{f"wiki-hard:{s}": partial(wiki_questions, s, hard=True) for s in ("train", "test")},
+    **{f"wiki-qa:{s}": partial(lead_questions, s, hops=1) for s in ("train", "val", "test")},
+    **{f"wiki-qa2:{s}": partial(lead_questions, s, hops=2) for s in ("train", "val", "test")},
+    **{f"wiki-read:{s}": partial(wh_questions, s) for s in ("train", "val", "test")},
+    **{f"wiki-web:{s}": partial(web_side, s) for s in ("train", "test")},
     **{name: partial(web_side, *name.split(":")[1:]) for name in WEB_KIND_SETS},
 }
 """Built-in question sets → the function that makes them: ``wiki`` / ``wiki-hard`` answer with
@@ -128,11 +116,9 @@ def check_data(data: DataConfig) -> list[str]:
         )
     elif data.model not in BUILTIN_MODELS and not (Path(data.model) / "config.json").is_file():
         problems.append(f"data.model: {data.model}: not a Hugging Face model directory")
-    for field, names in (("train_files", data.train_files), ("eval_files", data.eval_files)):
-        for name in names:
-            problem = _check_name(name, BUILTIN_QUESTIONS)
-            if problem:
-                problems.append(f"data.{field}: {problem}")
+    for field in ("train_files", "eval_files"):
+        names = [_check_name(name, BUILTIN_QUESTIONS) for name in getattr(data, field)]
+        problems += [f"data.{field}: {problem}" for problem in names if problem]
     problems += check_tools(data)
     if data.train_weights:
         if len(data.train_weights) != len(data.train_files):
@@ -167,8 +153,7 @@ def check_tools(data: DataConfig, p: str = "data.") -> list[str]:
             f"{p}corpus / {p}retriever_url: no tool searches passages ({p}search_url is "
             f"set, or {p}tools has no search): drop them"
         )
-    problem = _check_search_url(data, p)
-    if problem:
+    if problem := _check_search_url(data, p):
         problems.append(problem)
     if {"visit", "find"} & set(data.tools) and data.search_url is None:
         problems.append(
@@ -178,8 +163,7 @@ def check_tools(data: DataConfig, p: str = "data.") -> list[str]:
     if "find" in data.tools and "visit" not in data.tools:
         problems.append(f"{p}tools: find reads the page last visited: add visit")
     if data.corpus is not None and data.retriever_url is None:
-        problem = _check_name(data.corpus, BUILTIN_CORPORA)
-        if problem:
+        if problem := _check_name(data.corpus, BUILTIN_CORPORA):
             problems.append(f"{p}corpus: {problem}")
     elif data.retriever_url is not None and data.retriever != "bm25":
         problems.append(
@@ -237,23 +221,19 @@ def resolve_question_sets(names: Sequence[str]) -> list[list[Question]]:
 
 def resolve_model(name: str) -> Path:
     """A model directory: a built-in one built (once) into the cache, else the path itself."""
-    if name in BUILTIN_MODELS:
-        base = prepare_smollm2()
-        if name == "smollm2-protocol":
-            return protocol_warm_start(base)
-        if name == "smollm2-reader":
-            return reader_warm_start(base)
-        if name == "smollm2-web":
-            return web_warm_start(base)
-        return base
-    return Path(name)
+    if name not in BUILTIN_MODELS:
+        return Path(name)
+    base = prepare_smollm2()
+    if name == "smollm2-protocol":
+        return protocol_warm_start(base)
+    if name == "smollm2-reader":
+        return reader_warm_start(base)
+    return web_warm_start(base) if name == "smollm2-web" else base
 
 
 def resolve_corpus(name: str) -> Path:
     """A Search-R1 jsonl corpus: ``wiki:corpus`` is written (once) into the cache."""
-    if name == "wiki:corpus":
-        return wiki_corpus()
-    return Path(name)
+    return wiki_corpus() if name == "wiki:corpus" else Path(name)
 
 
 def make_tool(data: DataConfig) -> SearchTool | Toolbox:

@@ -1,13 +1,10 @@
-"""The embedded default job: Tree-GRPO on the synthetic multi-hop world, on a CPU, in minutes.
-
-    warm start (cached) → the job runner (``jobs.runner``): held-out eval → RL on the training
-    world → held-out eval → before/after table, learning curve, report.md in the run directory
+"""The embedded default job: Tree-GRPO on the synthetic multi-hop world, on a CPU, in minutes:
+the warm start (cached), then the job runner (``jobs.runner``) on the training world.
 
 Training and evaluation questions come from different generated worlds (the same names, other
-facts), so the agent cannot answer from memory: it has to search. Everything here is real: the
-BM25 retriever over each world's corpus, the transformers model, the engine, the trainer. The
-web variant (``EmbeddedConfig.web``) gives the agent a search that lists page titles and a
-``visit`` that opens a page (``embedded.web``), with a warm start of its own.
+facts), so the agent cannot answer from memory: it has to search, with BM25 over each world's
+corpus. The web variant (``EmbeddedConfig.web``) gives the agent a search that lists page titles
+and a ``visit`` that opens a page (``embedded.web``), with a warm start of its own.
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
-from treegrpo.train.sft import SFTExample
 from treegrpo.train.task import TrainItem, TrainSettings
 from treegrpo.warmstart.tiny import CIRCUIT_PARAMS, WarmStartConfig, demonstrations, warm_start
 
@@ -82,6 +78,7 @@ def run_embedded(
         # RL keeps the hand-built copying circuits fixed too (see warmstart.tiny.CIRCUIT_PARAMS).
         model_cfg = replace(model_cfg, frozen=tuple(sorted({*model_cfg.frozen, *CIRCUIT_PARAMS})))
     train_world, eval_world = rl_and_eval_worlds(cfg)
+    oracle = cfg.demo_anchor == "oracle"
     job = Job(
         model_dir=model_dir,
         tool=world_tools(cfg, train_world),
@@ -95,18 +92,10 @@ def run_embedded(
         summary={"warm_start_dir": str(model_dir)},
         config={"embedded": asdict(cfg)},
         seconds={"warm_start": time.perf_counter() - t0},
-        demos=_anchor(settings, cfg, warm),
+        # algo.demo_coef's term, if on: demonstrations made last, after the timed warm start
+        demos=tuple(demonstrations(warm, oracle=oracle) if settings.algo.demo_coef else ()),
     )
     return run_job(job, replace(settings, model=model_cfg), cluster, before, progress)
-
-
-def _anchor(
-    settings: TrainSettings, cfg: EmbeddedConfig, warm: WarmStartConfig
-) -> tuple[SFTExample, ...]:
-    """The demonstrations of ``algo.demo_coef``'s term (none when it is off)."""
-    if settings.algo.demo_coef == 0:
-        return ()
-    return tuple(demonstrations(warm, oracle=cfg.demo_anchor == "oracle"))
 
 
 def _report(before: Report | None, after: Report | None) -> list[str]:

@@ -175,10 +175,9 @@ class DataConfig(Checked):
         check_ranges(self, eval_questions=">= 1", max_turns=">= 0", topk=">= 1")
         check_ranges(self, max_new_tokens=">= 1", max_obs_tokens=">= 1", max_context=">= 1")
         check_ranges(self, temperature="> 0", top_p="in (0, 1]", visit_chars=">= 200")
-        for name in self.tools:
-            if name not in BUILTIN_TOOLS:
-                known = ", ".join(BUILTIN_TOOLS)
-                raise ConfigValueError("tools", f"must each be one of {known}", self.tools)
+        if not set(self.tools) <= set(BUILTIN_TOOLS):
+            known = ", ".join(BUILTIN_TOOLS)
+            raise ConfigValueError("tools", f"must each be one of {known}", self.tools)
         if len(set(self.tools)) < len(self.tools):
             raise ConfigValueError("tools", "must name each tool once", self.tools)
         if not self.tools and not self.mcp_servers:

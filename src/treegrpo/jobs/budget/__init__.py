@@ -1,4 +1,3 @@
-"""The budget-matched benchmark (``treegrpo bench-budget``): ``plan`` (settings, the runs of the
-ladder, their run configs, the reuse check), ``run`` (the starting model's report, runs in
-pinned worker processes, the result) and ``report`` (records, aggregates, paired intervals, the
-markdown table)."""
+"""The budget-matched benchmark (``treegrpo bench-budget``): ``plan`` (settings, runs, reuse),
+``run`` (the runs and the result), ``records``, ``curves`` and ``verdict`` (what the runs show),
+``report`` (the markdown table)."""

@@ -66,8 +66,7 @@ class RunSpec:
     seed: int
     """RunConfig.seed: data order, sampling and expansion choice."""
     algo: AlgorithmConfig
-    """The embedded preset's (data mode: the config's) algorithm settings with this run's shape,
-    advantage mode and expansion rule."""
+    """The base algorithm settings with this run's shape, advantage mode and expansion rule."""
     warm: WarmStartConfig | None = None
     """Embedded mode: the warm start the run starts from (None: data mode's model)."""
     warm_tag: str = ""
@@ -131,8 +130,7 @@ class BenchSettings:
     """What the benchmark runs and where it writes."""
 
     mode: str = "full"
-    """"full" or "quick" (names the default output files and run directories, with "data"
-    in data mode)."""
+    """"full" or "quick"."""
     budgets: tuple[int, ...] = (2, 4, 8, 16)
     """Budget rungs, each of 2, 4, 8, 16."""
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -142,29 +140,21 @@ class BenchSettings:
     prompts_per_step: int = BENCH_PROMPTS
     """Prompts per RL step (the same prompts for every method with the same seed)."""
     eval_questions: int | None = DEFAULT_EMBEDDED.eval_questions
-    """Held-out questions evaluated after training (and once on the starting model); None (data
-    mode only): every question of the eval files."""
+    """Held-out questions (None, data mode only: every question of the eval files)."""
     ablation: bool = True
     """Also run the advantage ablation at budget ≈ 4 (intra only, inter only)."""
     world_seed: int = DEFAULT_EMBEDDED.world_seed
-    """Embedded mode: the seed of the RL and held-out worlds (``EmbeddedConfig.world_seed``);
-    another seed is a validation world, where settings are chosen before the held-out world
-    is measured."""
+    """Embedded mode: the seed of the RL and held-out worlds (another: a validation world)."""
     eval_every: int = 5
-    """Held-out evaluation every this many RL steps (0: only before and after), so each run
-    has a curve of held-out EM against the tokens and time it spent."""
+    """Held-out evaluation every this many RL steps (0: only before and after)."""
     expansions: tuple[Rule, ...] = ()
-    """Expansion rules besides uniform (``EXPANSION_RULES``): one more tree run per rule at
-    every budget and seed, method "tree-<rule>"."""
+    """Expansion rules besides uniform (``EXPANSION_RULES``): method "tree-<rule>"."""
     difficulty: tuple[Rule, ...] = ()
-    """Expansion rules (uniform too) run with budgets that follow difficulty: one more tree run
-    per rule at every budget and seed, method "tree-<rule>+difficulty"."""
+    """Expansion rules (uniform too) with difficulty budgets: method "tree-<rule>+difficulty"."""
     quarter: bool = False
-    """Also run chain GRPO at four times each budget that has a rung there (16 chains against
-    the trees at ≈4): the paper's quarter-budget comparison."""
+    """Also chain GRPO at four times each budget with a rung there (quarter-budget comparison)."""
     workers: int = 2
-    """Parallel runs, each in its own process pinned to one core (1: sequential, in-process;
-    the default in data mode)."""
+    """Parallel runs, each in its own process pinned to one core (1: sequential, in-process)."""
     out: Path = Path("bench/results/budget.json")
     """The JSON result; the table (.md) and the plots (<stem>_*.png) go beside it."""
     runs_dir: Path = Path("runs/bench-budget/full")
@@ -172,10 +162,8 @@ class BenchSettings:
     job: DataJob | None = None
     """Data mode: the run config every run starts from (None: the embedded world)."""
     warm_starts: tuple[str, ...] = ()
-    """Embedded mode: the warm starts the runs start from, each "SEED" or "SEED:PATH"
-    (``WarmStartConfig.seed`` and ``.linear``: auto, mkl or onednn), built and cached apart.
-    Run seed i starts from warm start i (cycling), or every one with ``warm_cross``. Empty: the
-    embedded job's one warm start."""
+    """Embedded mode: the warm starts, each "SEED" or "SEED:PATH" (``WarmStartConfig.seed`` and
+    ``.linear``); empty: the embedded job's one."""
     warm_cross: bool = False
     """Every warm start of ``warm_starts`` with every seed (else paired, seed i with the i-th)."""
 

@@ -131,11 +131,8 @@ def _warm_line(result: dict[str, Any]) -> list[str]:
     warms = result.get("warm_starts") or {}
     if len(warms) < 2:
         return []
-    how = (
-        "every one with every seed"
-        if result["settings"].get("warm_cross")
-        else "seed i with the i-th"
-    )
+    crossed = result["settings"].get("warm_cross")
+    how = "every one with every seed" if crossed else "seed i with the i-th"
     cells = ", ".join(f"{tag} {percent(w['em'])}" for tag, w in warms.items())
     return [f"Warm starts ({how}): {cells}.  "]
 

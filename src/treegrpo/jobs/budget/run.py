@@ -1,12 +1,10 @@
 """The budget-matched benchmark (``treegrpo bench-budget``): at the same rollout budget, does
-Tree-GRPO beat chain GRPO, on the embedded world or on your own questions, corpus and model?
-
-Every run starts from the same model, prompts, seeds and held-out questions; only the sampling
-shape changes (the paper's ladder, docs/algorithm.md §2, the advantage ablation, expansion
-rules). Embedded runs (``jobs.embedded.run_embedded``) go to pinned worker processes; data mode
-(``--config FILE``, ``jobs.data.run_data``) runs one after another in this process by default.
-Finished runs with the same settings are reused, so the same command resumes. Modes, plan, run
-directories and sizing: docs/evaluation.md, "The budget benchmark".
+Tree-GRPO beat chain GRPO? Every run starts from the same model, prompts, seeds and held-out
+questions; only the sampling shape changes. Embedded runs (``jobs.embedded.run_embedded``) go to
+pinned worker processes; data mode (``--config FILE``, ``jobs.data.run_data``) runs them one
+after another in this process by default. Finished runs with the same settings are reused, so
+the same command resumes. Modes, plan, run directories and sizing: docs/evaluation.md, "The
+budget benchmark".
 """
 
 from __future__ import annotations
