@@ -55,9 +55,6 @@ class SearchFailed(ToolFailed):
     """A search that could not be answered: the retriever is down, too slow, or refused the
     request. ``results``: each query's passages, None where it failed (``ToolFailed``)."""
 
-    def __init__(self, message: str, results: list[list[Passage] | None] | None = None) -> None:
-        super().__init__(message, results)
-
 
 class Closes:
     """Holds connections, threads or a process until ``close``; a ``with`` block closes it."""

@@ -121,13 +121,10 @@ class LinkIndex:
                 continue
             for title in self._by_word.get(m[0], ()):
                 stop = start + len(title)
-                if text.startswith(title, start) and not _word_at(text, stop):
+                after = text[stop : stop + 1]  # a title ends where a word does
+                if text.startswith(title, start) and not (after.isalnum() or after == "_"):
                     if title != own:  # the page's own name is no link, nor are its parts
                         out.append(Link(start, stop, title))
                     end = stop
                     break
         return out
-
-
-def _word_at(text: str, i: int) -> bool:
-    return i < len(text) and (text[i].isalnum() or text[i] == "_")

@@ -62,27 +62,10 @@ def article_page(article: WebArticle, links: Sequence[Link]) -> str:
     parts = [f"<h1>{escape(article.title, quote=False)}</h1>"]
     if article.description:
         parts.append(f'<p class="description"><i>{escape(article.description)}</i></p>')
-    i = 0
-    for start, end in _spans(article.text):
-        inside = []
-        while i < len(links) and links[i].start < end:
-            link = links[i]
-            inside.append(Link(link.start - start, link.end - start, link.title))
-            i += 1
-        parts.append(f"<p>{linked(article.text[start:end], inside)}</p>")
+    # a title is one line, so no link crosses a paragraph's end
+    paragraphs = (line.strip() for line in linked(article.text, links).split("\n"))
+    parts.extend(f"<p>{p}</p>" for p in paragraphs if p)
     return frame(article.title, "\n".join(parts))
-
-
-def _spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each non-blank line of ``text``, stripped, so link offsets stay valid."""
-    out, at = [], 0
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if stripped:
-            start = at + line.index(stripped)
-            out.append((start, start + len(stripped)))
-        at += len(line) + 1
-    return out
 
 
 def home_page(n_articles: int, featured: Sequence[str]) -> str:

@@ -129,7 +129,7 @@ class ArgumentParser:
         if self.validator is not None:
             error = best_match(self.validator.iter_errors(value))
             if error is not None:
-                raise BadArgument(_short(_describe(error)))
+                raise BadArgument(_describe(error))
         return value
 
 
@@ -146,11 +146,8 @@ def _string(text: str) -> str:
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
-    """``argument "topk": 0 is less than the minimum of 1``; a missing or unexpected argument
-    is named by jsonschema's own message."""
+    """``argument "topk": 0 is less than the minimum of 1`` (a missing or unexpected argument is
+    named by jsonschema's own message), cut to ``MAX_MESSAGE_CHARS``."""
     path = ".".join(str(p) for p in error.absolute_path)
-    return f'argument "{path}": {error.message}' if path else error.message
-
-
-def _short(text: str) -> str:
+    text = f'argument "{path}": {error.message}' if path else error.message
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"

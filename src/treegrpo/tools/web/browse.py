@@ -13,7 +13,7 @@ from urllib.parse import unquote, urlsplit
 from treegrpo.tools.registry import BadArgument, Call, Failure
 from treegrpo.tools.web.fetch import Page, PageFetcher
 from treegrpo.tools.web.search import SearchHit
-from treegrpo.tools.web.text import Link, bm25_scores, cut, find_sentences, select_passages
+from treegrpo.tools.web.text import bm25_scores, cut, find_sentences, select_passages
 
 _DOMAIN = re.compile(r"(?:www\.)?[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}(?:[/?#]\S*)?", re.I)
 _NUMBER = re.compile(r"\[?#?\s*(\d{1,4})\s*\]?\.?")
@@ -154,7 +154,9 @@ class VisitTool:
         docs = [f"{link.text} {_slug(link.url)}" for link in page.links]
         scores = bm25_scores(goal or "", docs)
         by_goal = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: -scores[i])
-        named = [i for i, link in enumerate(page.links) if scores[i] <= 0 and _named(link, shown)]
+        # anchor texts of three characters or more that the shown passages hold
+        links = enumerate(page.links)
+        named = [i for i, a in links if scores[i] <= 0 and len(a.text) >= 3 and a.text in shown]
         named.sort(key=lambda i: shown.index(page.links[i].text))
         lines = [
             f"- {cut(page.links[i].text, 80) or '(no text)'}: {cut(page.links[i].url, 200)}"
@@ -168,11 +170,6 @@ def _slug(url: str) -> str:
     that names the page, where host and directories are common to most links of a page."""
     segments = [p for p in urlsplit(url).path.split("/") if p]
     return _URL_WORDS.sub(" ", unquote(segments[-1])) if segments else ""
-
-
-def _named(link: Link, shown: str) -> bool:
-    """Whether the link's anchor text (three characters or more) is in the shown text."""
-    return len(link.text) >= 3 and link.text in shown
 
 
 @dataclass(frozen=True)

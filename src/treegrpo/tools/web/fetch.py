@@ -160,7 +160,8 @@ class PageFetcher(Reopens):
                 reason = response.reason_phrase or "error"
                 raise _Refused(f"HTTP {response.status_code} {reason}: {final}")
             kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            if kind and kind not in HTML_TYPES and not _is_text(kind):
+            text = kind.startswith("text/") or kind in TEXT_TYPES or kind.endswith("+json")
+            if kind and kind not in HTML_TYPES and not text:
                 raise _Refused(f"binary content ({kind}), not shown: {final}")
             length = response.headers.get("content-length", "")
             size = int(length) if length.isdigit() else 0
@@ -199,10 +200,6 @@ class PageFetcher(Reopens):
 def _key(url: str) -> str:
     """The URL as fetched and cached: stripped, without its ``#fragment``."""
     return url.strip().split("#", 1)[0]
-
-
-def _is_text(kind: str) -> bool:
-    return kind.startswith("text/") or kind in TEXT_TYPES or kind.endswith("+json")
 
 
 def _sniff(body: bytes) -> str:
