@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import NamedTuple
 from urllib.parse import quote_plus
 
+from treegrpo.tools.web.search import SearchHit
 from treegrpo.website.corpus import Link, WebArticle, slug
 
 SITE_NAME = "Offline Wiki"
@@ -18,14 +18,6 @@ FOOTER = (
     "Text from Wikipedia's lead sections, available under the Creative Commons "
     "Attribution-ShareAlike 4.0 License. Served offline by treegrpo."
 )
-
-
-class Hit(NamedTuple):
-    """One search result: the article's title, its address and its snippet."""
-
-    title: str
-    url: str
-    content: str
 
 
 def frame(title: str, main: str, query: str = "") -> str:
@@ -81,13 +73,13 @@ def home_page(n_articles: int, featured: Sequence[str]) -> str:
     return frame("Home", main)
 
 
-def results_page(query: str, hits: Sequence[Hit], page: int) -> str:
+def results_page(query: str, hits: Sequence[SearchHit], page: int) -> str:
     """The search results for ``query``: title links and snippets, with a next-page link."""
     if not query:
         return frame("Search", "<h1>Search</h1>\n<p>Type a query in the search box.</p>")
     items = "".join(
         f'<li><a href="{escape(h.url)}">{escape(h.title, quote=False)}</a>'
-        f"<p>{escape(h.content, quote=False)}</p></li>"
+        f"<p>{escape(h.snippet, quote=False)}</p></li>"
         for h in hits
     )
     body = f"<ol>{items}</ol>" if hits else "<p>No results.</p>"

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from treegrpo.retrieval.batcher import MicroBatcher
 from treegrpo.retrieval.bm25 import BM25Retriever
+from treegrpo.tools.web.search import SearchHit
 from treegrpo.website.corpus import (
     LinkIndex,
     WebArticle,
@@ -29,7 +30,7 @@ from treegrpo.website.corpus import (
     slug,
     slug_key,
 )
-from treegrpo.website.html import Hit, article_page, home_page, not_found_page, results_page
+from treegrpo.website.html import article_page, home_page, not_found_page, results_page
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +104,11 @@ class Site:
             self._pages[i] = body
         return body
 
-    def hit(self, i: int, base_url: str) -> Hit:
+    def hit(self, i: int, base_url: str) -> SearchHit:
         """Article ``i`` as a search result with an absolute URL on ``base_url``."""
         a = self.articles[i]
-        return Hit(a.title, f"{base_url.rstrip('/')}/wiki/{slug(a.title)}", first_sentence(a.text))
+        url = f"{base_url.rstrip('/')}/wiki/{slug(a.title)}"
+        return SearchHit(a.title, url, first_sentence(a.text))
 
 
 def create_site_app(
@@ -157,7 +159,7 @@ def create_site_app(
             detail = f"query is {len(q)} characters long, over the limit of {max_query_chars}"
             log.warning("refused a search: %s", detail)
             return JSONResponse({"detail": detail}, 422)
-        hits: list[Hit] = []
+        hits: list[SearchHit] = []
         if query and pageno <= max_pages:
             k = min(pageno * RESULTS_PER_PAGE, max_results)
             try:
@@ -195,7 +197,7 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": exc.detail}, exc.status_code, headers=exc.headers)
 
 
-def searxng_json(query: str, hits: Sequence[Hit]) -> dict[str, Any]:
+def searxng_json(query: str, hits: Sequence[SearchHit]) -> dict[str, Any]:
     """A SearXNG ``format=json`` answer: the fields its clients read, results in rank order."""
     return {
         "query": query,
@@ -204,7 +206,7 @@ def searxng_json(query: str, hits: Sequence[Hit]) -> dict[str, Any]:
             {
                 "title": h.title,
                 "url": h.url,
-                "content": h.content,
+                "content": h.snippet,
                 "engine": "offline-wiki",
                 "engines": ["offline-wiki"],
                 "positions": [rank],
