@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from treegrpo.files import default_cache_root
-from treegrpo.retrieval.base import Passage, format_passages
+from treegrpo.retrieval.base import format_passages
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.retrieval.corpus import read_corpus
 
@@ -44,14 +44,6 @@ def default_corpus() -> Path:
     return path
 
 
-def page_index(passages: Sequence[Passage]) -> dict[str, str]:
-    """Article title (without Search-R1's quotes) → its passages' texts joined, in corpus order."""
-    parts: dict[str, list[str]] = {}
-    for p in passages:
-        parts.setdefault(p.title.strip().strip('"'), []).append(p.text.strip())
-    return {title: "\n".join(texts) for title, texts in parts.items()}
-
-
 def wiki_server(
     corpus: str | Path,
     *,
@@ -62,7 +54,10 @@ def wiki_server(
     """The MCP server over ``corpus`` (a Search-R1 jsonl file); ``cache_dir`` and
     ``use_cache`` go to ``BM25Retriever`` (its index cache)."""
     retriever = BM25Retriever(corpus, cache_dir=cache_dir, use_cache=use_cache)
-    pages = page_index(read_corpus(corpus))
+    parts: dict[str, list[str]] = {}  # title without Search-R1's quotes → its passages' texts
+    for p in read_corpus(corpus):
+        parts.setdefault(p.title.strip().strip('"'), []).append(p.text.strip())
+    pages = {title: "\n".join(texts) for title, texts in parts.items()}
     by_folded = {t.casefold(): t for t in pages}
     server: MCPServer = MCPServer(
         name,
