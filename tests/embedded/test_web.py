@@ -18,6 +18,7 @@ from treegrpo.embedded.synthetic import make_world
 from treegrpo.embedded.web import WEB_TOOLS, world_web
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.tools.registry import PastCall
+from treegrpo.warmstart.tiny import WarmStartConfig
 
 PERFECT = Flaws(early=0.0, stop=0.0, vague=0.0)
 
@@ -61,7 +62,8 @@ def test_web_demonstrations_carry_each_flaw_and_skipping_always_misses(web) -> N
     tok, proto = web
     world = make_world(6)
     box = world_web(BM25Retriever(world.passages, use_cache=False), world.passages, topk=1)
-    demos = build_demos([(world, box)], proto, 300, Flaws(), seed=1, max_turns=8, skip=0.3)
+    cfg = WarmStartConfig(n_demos=300, seed=1, max_turns=8, web=True, skip=0.3)
+    demos = build_demos([(world, box)], proto, cfg)
     drawn = Counter(f for d in demos for f in d.flaws)
     assert set(drawn) == {"early", "stop", "vague", "skip"}
     assert all(d.reward < 1.0 for d in demos if "skip" in d.flaws)  # the entity in hand is wrong

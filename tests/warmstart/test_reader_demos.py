@@ -66,11 +66,11 @@ def _text(tokenizer, demo: Demo, masked: int) -> str:  # type: ignore[no-untyped
     return str(tokenizer.decode(ids[demo.prompt_len :] if masked == 0 else ids))
 
 
-def _single(tokenizer, question: Question, topk: int = 3):  # type: ignore[no-untyped-def]
+def _single(tokenizer, question: Question):  # type: ignore[no-untyped-def]
     tool = Tool(RESULTS)
     oracle = rd.single_oracle(question, SUBJECT[question.uid])
     protocol = SearchProtocol(tokenizer, 200)
-    made = rd._episode_demo(question, oracle, tool, protocol, 3, topk)
+    made = rd._episode_demo(question, oracle, tool, protocol)
     return made, tool.queries
 
 
@@ -105,7 +105,7 @@ def test_two_hop_demonstrations_search_the_bridge(tag_tokenizer) -> None:  # typ
     tool = Tool(RESULTS)
     oracle = rd.two_hop_oracle(EMMA_AUTHOR, EMMA_PLAN, "Emma (novel)")
     protocol = SearchProtocol(tag_tokenizer, 200)
-    made = rd._episode_demo(EMMA_AUTHOR, oracle, tool, protocol, 3, 3)
+    made = rd._episode_demo(EMMA_AUTHOR, oracle, tool, protocol)
     assert made is not None and made[1] == 2
     assert tool.queries == [EMMA_AUTHOR.question, EMMA_PLAN.then]
     steps = _text(tag_tokenizer, made[0], 1)
@@ -114,7 +114,7 @@ def test_two_hop_demonstrations_search_the_bridge(tag_tokenizer) -> None:  # typ
     # no second hop retrieved: no demonstration
     tool = Tool({k: v for k, v in RESULTS.items() if k != EMMA_PLAN.then})
     oracle = rd.two_hop_oracle(EMMA_AUTHOR, EMMA_PLAN, "Emma (novel)")
-    assert rd._episode_demo(EMMA_AUTHOR, oracle, tool, protocol, 3, 3) is None
+    assert rd._episode_demo(EMMA_AUTHOR, oracle, tool, protocol) is None
 
 
 def test_masks_are_one_on_the_agents_steps_only(tag_tokenizer) -> None:  # type: ignore[no-untyped-def]

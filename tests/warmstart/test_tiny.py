@@ -4,6 +4,7 @@ protocol tags whole, and demonstrations whose loss mask covers the model's actio
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -73,13 +74,8 @@ def test_demonstrations_train_on_actions_only(built) -> None:  # type: ignore[no
     tok = AutoTokenizer.from_pretrained(path)
     protocol = SearchProtocol(tok, TINY.max_obs_tokens)
     world, _ = train_eval_worlds(0)
-    demos = build_demos(
-        [(world, BM25Retriever(world.passages, use_cache=False))],
-        protocol,
-        20,
-        TINY.flaws,
-        seed=0,
-    )
+    tool = BM25Retriever(world.passages, use_cache=False)
+    demos = build_demos([(world, tool)], protocol, replace(TINY, n_demos=20, topk=3))
     info_open = tok.convert_tokens_to_ids("<information>")
     for d in demos:
         assert len(d.ids) == len(d.mask)
@@ -96,7 +92,8 @@ def _demos(path: Path, flaws: Flaws, n: int = 80):  # type: ignore[no-untyped-de
     world, _ = train_eval_worlds(0)
     tool = BM25Retriever(world.passages, use_cache=False)
     protocol = SearchProtocol(tok, TINY.max_obs_tokens)
-    return tok, build_demos([(world, tool)], protocol, n, flaws, seed=1)
+    cfg = replace(TINY, n_demos=n, flaws=flaws, seed=1, topk=3)
+    return tok, build_demos([(world, tool)], protocol, cfg)
 
 
 def _searches(tok, demo) -> int:  # type: ignore[no-untyped-def]
@@ -156,7 +153,7 @@ def test_query_drills_train_on_the_third_and_later_queries_only(built) -> None: 
     world, _ = train_eval_worlds(0)
     tool = BM25Retriever(world.passages, use_cache=False)
     protocol = SearchProtocol(tok, TINY.max_obs_tokens)
-    drills = query_drills([(world, tool)], protocol, 12, 0, 4, 3)
+    drills = query_drills([(world, tool)], protocol, replace(TINY, query_drills=12, topk=3))
     assert len(drills) == 12 and {d.hops for d in drills} == {3, 4}
     for d in drills:
         assert set(d.mask) == {NO_LOSS, 1} and d.reward == 1.0

@@ -1,12 +1,8 @@
-"""Scripted demonstrations for the warm start: oracle traces with decision flaws.
-
-Each demonstration plays one question of a demonstration world through
-``treegrpo.embedded.oracle.run_episode`` with the real search tool and observation tokens.
-Reading is always right; the flaws (``Flaws``: ``early``, ``stop``, ``vague``) are search
-decisions drawn per step, and ``WebFlawedAgent`` adds ``skip`` (answering from the result list)
-in the web variant. A demonstration is a token sequence with a loss mask, 1 on the agent's step
-tokens and 0 on the prompt and observations (docs/algorithm.md §1), the layout of a rollout
-leaf. The flaws, their rates and what they do to the warm start: docs/embedded.md, "The warm
+"""Scripted demonstrations for the warm start: oracle traces with decision flaws (``Flaws``;
+``WebFlawedAgent`` adds ``skip`` in the web variant), played through ``oracle.run_episode`` with
+the real search tool and observation tokens; reading is always right. A demonstration is a token
+sequence with a loss mask, 1 on the agent's step tokens and 0 on the prompt and observations
+(docs/algorithm.md §1). The flaws, their rates and what they do: docs/embedded.md, "The warm
 start".
 """
 
@@ -15,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol
 
 from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.data.types import Question
@@ -33,7 +29,7 @@ from treegrpo.embedded.synthetic import Plan, World
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.tools.registry import Toolbox
 
-T = TypeVar("T")
+Tool = SearchTool | Toolbox
 
 
 @dataclass(frozen=True)
@@ -153,41 +149,56 @@ class WebFlawedAgent(FlawedAgent):
         return super()._search(think, entity)
 
 
-def build_demos(
-    worlds: Sequence[tuple[World, SearchTool | Toolbox]],
-    protocol: ToolProtocol,
-    n: int,
-    flaws: Flaws,
-    seed: int = 0,
-    max_turns: int = 4,
-    topk: int = 3,
-    skip: float | None = None,
-    counted: bool = False,
-) -> list[Demo]:
-    """``n`` demonstrations over the questions of ``worlds`` (each with its search tool, or with the
-    web variant's toolbox when ``skip`` is given), in a seeded order, cycled; ``counted``: thoughts
-    that count the relations left.
+class DemoSettings(Protocol):
+    """The demonstration fields of ``warmstart.tiny.WarmStartConfig`` (its docstrings say what
+    each means)."""
 
-    Many arguments: each is one field of ``warmstart.tiny.WarmStartConfig``, passed as it is."""
-    rng = random.Random(f"treegrpo-demos:{seed}")
-    pool = [(k, q) for k, (w, _) in enumerate(worlds) for q in w.questions]
+    @property
+    def n_demos(self) -> int: ...
+    @property
+    def flaws(self) -> Flaws: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def max_turns(self) -> int: ...
+    @property
+    def topk(self) -> int: ...
+    @property
+    def web(self) -> bool: ...
+    @property
+    def skip(self) -> float: ...
+    @property
+    def counted(self) -> bool: ...
+    @property
+    def query_drills(self) -> int: ...
+
+
+def build_demos(
+    worlds: Sequence[tuple[World, Tool]], protocol: ToolProtocol, cfg: DemoSettings
+) -> list[Demo]:
+    """``cfg.n_demos`` demonstrations over the questions of ``worlds`` (each with its search tool,
+    or with the web variant's toolbox when ``cfg.web``), in a seeded order, cycled."""
+    rng = random.Random(f"treegrpo-demos:{cfg.seed}")
     demos = []
-    for k, q in _cycled(pool, n, rng):
-        world, tool = worlds[k]
+    for world, tool, q in _drawn(worlds, cfg.n_demos, rng):
         plan = world.plans[q.uid]
         agent = (
-            FlawedAgent(plan, flaws, rng, counted)
-            if skip is None
-            else WebFlawedAgent(plan, flaws, skip, rng, counted)
+            WebFlawedAgent(plan, cfg.flaws, cfg.skip, rng, cfg.counted)
+            if cfg.web
+            else FlawedAgent(plan, cfg.flaws, rng, cfg.counted)
         )
-        episode = run_episode(agent, protocol, tool, max_turns, topk)
+        episode = run_episode(agent, protocol, tool, cfg.max_turns, cfg.topk)
         demos.append(demo_from_episode(q, episode, protocol, tuple(agent.flaws)))
     return demos
 
 
-def _cycled(pool: Sequence[T], n: int, rng: random.Random) -> Iterator[T]:
-    """``n`` items of ``pool``: each pass a fresh seeded shuffle, drawn when the last ends."""
-    order: list[T] = []
+def _drawn(
+    worlds: Sequence[tuple[World, Tool]], n: int, rng: random.Random, min_hops: int = 0
+) -> Iterator[tuple[World, Tool, Question]]:
+    """``n`` questions of ``worlds`` with ``min_hops`` hops or more, each with its world and tool:
+    each pass over them a fresh seeded shuffle, drawn when the last ends."""
+    pool = [(w, t, q) for w, t in worlds for q in w.questions if q.hops >= min_hops]
+    order: list[tuple[World, Tool, Question]] = []
     for _ in range(n):
         if not order:
             order = rng.sample(pool, len(pool))
@@ -203,23 +214,18 @@ DRILL_DEPTH = 3
 
 
 def query_drills(
-    worlds: Sequence[tuple[World, SearchTool]], protocol: ToolProtocol, n: int, seed: int,
-    max_turns: int, topk: int,
-) -> list[Demo]:  # fmt: skip
-    """``n`` oracle episodes of the questions of ``worlds`` with ``DRILL_DEPTH`` hops or more
-    (seeded order, cycled), trained on the queries of their ``DRILL_DEPTH``-th and later
-    searches only; every other token is ``NO_LOSS`` (docs/embedded.md, "The warm start")."""
+    worlds: Sequence[tuple[World, SearchTool]], protocol: ToolProtocol, cfg: DemoSettings
+) -> list[Demo]:
+    """``cfg.query_drills`` oracle episodes of the questions of ``worlds`` with ``DRILL_DEPTH``
+    hops or more (seeded order, cycled), trained on the queries of their ``DRILL_DEPTH``-th and
+    later searches only; every other token is ``NO_LOSS`` (docs/embedded.md, "The warm start")."""
     depth = DRILL_DEPTH
-    rng = random.Random(f"treegrpo-drills:{seed}")
-    pool = [
-        (k, q) for k, (w, _) in enumerate(worlds) for q in w.questions if q.hops >= depth
-    ]  # fmt: skip
+    rng = random.Random(f"treegrpo-drills:{cfg.seed}")
     opening = protocol.tokenizer.convert_tokens_to_ids("<search>")
     drills = []
-    for k, q in _cycled(pool, n, rng):
-        world, tool = worlds[k]
+    for world, tool, q in _drawn(worlds, cfg.query_drills, rng, depth):
         oracle = FlawedAgent(world.plans[q.uid], Flaws(0, 0, None, 0), rng)
-        episode = run_episode(oracle, protocol, tool, max_turns, topk)
+        episode = run_episode(oracle, protocol, tool, cfg.max_turns, cfg.topk)
         demo = demo_from_episode(q, episode, protocol)
         mask, searches, t = [NO_LOSS] * len(demo.ids), 0, demo.prompt_len
         for turn in episode.turns:

@@ -8,14 +8,15 @@ into the weights before SFT; SFT and RL keep them fixed (``warmstart.tiny.CIRCUI
   the score Σ_i a² cos((Δ − 1) θ_i) peak at distance Δ = 1 (fast pairs θ_i), and a value/output
   that copies the previous token's embedding into the second half ("previous" dims).
 - Layer 0, head 1: the same at distance 2, the token two back rotated by a fixed random
-  orthogonal matrix and scaled, added to the "previous" dims.
+  orthogonal matrix and scaled by ``TWO_TOKEN``, added to the "previous" dims, so the match
+  rewards agreeing on two tokens ("born in" → X) over one.
 - Layer 1, head 0, induction head: the query reads the current token's embedding (and the
   previous token's, rotated like head 1's), the key the "previous" dims, through one shared
   projection onto the slow rotary pairs (under 0.3 rad over 4,096 positions: the match ignores
   distance); the embedding found is added to the residual: A B … A → B.
 - Layer 1, head 1, name-start head (optional): a shared direction u is added to the embeddings
   of name-initial tokens; the key reads u, and a constant rotary pair lowers the score by
-  ``recency`` nats per position, so the head copies the most recent name start.
+  ``RECENCY`` nats per position, so the head copies the most recent name start.
 
 Requirements: head_dim = hidden / 2, at least two heads in the first two layers, no grouped-
 query sharing (num_key_value_heads = num_attention_heads), tied embeddings and a large rotary
@@ -31,6 +32,14 @@ from typing import Any
 import torch
 
 CONTEXT = 4096  # positions over which the slow pairs must stay aligned
+EMBED_STD = 0.5  # of the content dims of the embedding
+PREV_GAIN = 10.0  # a in the previous-token heads' biases (``previous_token_bias``)
+N_FAST = 8  # the fast rotary pairs those biases use
+MATCH_GAIN = 3.0  # of the induction head's shared query/key projection
+COPY_GAIN = 4.0  # of the induction head's output
+NAME_GAIN = 3.0  # of the direction u added to name-start embeddings
+RECENCY = 0.5  # nats per position the name-start head's score falls with distance
+TWO_TOKEN = 0.7  # the two-back head's scale in the previous dims
 
 
 def previous_token_bias(
@@ -50,26 +59,10 @@ def previous_token_bias(
     return q, k
 
 
-def induction_init(
-    model: Any,
-    seed: int = 0,
-    embed_std: float = 0.5,
-    prev_gain: float = 10.0,
-    n_fast: int = 8,
-    match_gain: float = 3.0,
-    copy_gain: float = 4.0,
-    name_starts: Sequence[int] = (),
-    name_gain: float = 3.0,
-    recency: float = 0.5,
-    two_token: float = 0.7,
-) -> Any:
-    """Write the circuits of the module docstring into ``model`` (a fresh Qwen2ForCausalLM) in place
-    and return it. ``name_starts``: token ids that begin a name (empty: no name-start head);
-    ``two_token`` > 0 adds a head writing the token two back into the previous dims, so the match
-    rewards agreeing on two tokens ("born in" → X) over one.
-
-    Many arguments: the circuit's strengths and positions as explicit values, each one named in the
-    module docstring's derivation."""
+def induction_init(model: Any, seed: int = 0, name_starts: Sequence[int] = ()) -> Any:
+    """Write the circuits of the module docstring into ``model`` (a fresh Qwen2ForCausalLM) in
+    place and return it. ``name_starts``: token ids that begin a name (empty: no name-start
+    head)."""
     cfg = model.config
     hidden, d = cfg.hidden_size, cfg.head_dim
     if d * 2 != hidden or cfg.num_key_value_heads != cfg.num_attention_heads:
@@ -85,46 +78,44 @@ def induction_init(
     with torch.no_grad():
         emb = model.model.embed_tokens.weight  # (V, hidden)
         emb.zero_()
-        emb[:, :c] = torch.randn(emb.shape[0], c, generator=gen) * embed_std
+        emb[:, :c] = torch.randn(emb.shape[0], c, generator=gen) * EMBED_STD
         # RMSNorm gives a content-only row norm sqrt(hidden); this restores the embedding scale.
-        unscale = embed_std * math.sqrt(c) / math.sqrt(hidden)
+        unscale = EMBED_STD * math.sqrt(c) / math.sqrt(hidden)
 
         a0 = model.model.layers[0].self_attn
         _clear_head(a0, 0, d)
-        q, k = previous_token_bias(inv_freq, n_fast, prev_gain)
+        q, k = previous_token_bias(inv_freq, N_FAST, PREV_GAIN)
         a0.q_proj.bias[:d] = q
         a0.k_proj.bias[:d] = k
         a0.v_proj.weight[:d, :c] = torch.eye(c) * unscale
         a0.o_proj.weight[c:, :d] = torch.eye(c)
-        # Drawn even when unused, so the later draws do not depend on ``two_token``.
         rot = torch.linalg.qr(torch.randn(c, c, generator=gen))[0]  # (c, c) orthogonal
-        if two_token > 0:
-            q2, k2 = previous_token_bias(inv_freq, n_fast, prev_gain, distance=2)
-            _clear_head(a0, 1, d)
-            a0.q_proj.bias[d:] = q2
-            a0.k_proj.bias[d:] = k2
-            a0.v_proj.weight[d:, :c] = torch.eye(c) * unscale
-            a0.o_proj.weight[c:, d:] = rot * two_token
+        q2, k2 = previous_token_bias(inv_freq, N_FAST, PREV_GAIN, distance=2)
+        _clear_head(a0, 1, d)
+        a0.q_proj.bias[d:] = q2
+        a0.k_proj.bias[d:] = k2
+        a0.v_proj.weight[d:, :c] = torch.eye(c) * unscale
+        a0.o_proj.weight[c:, d:] = rot * TWO_TOKEN
 
         a1 = model.model.layers[1].self_attn
         _clear_head(a1, 0, d)
         rows = slow + [i + half for i in slow]
         proj = torch.linalg.qr(torch.randn(c, len(rows), generator=gen))[0].T  # (r, c)
-        a1.q_proj.weight[rows, :c] = proj * match_gain  # current token
-        a1.k_proj.weight[rows, c:] = proj * match_gain  # previous token
-        if two_token > 0:  # the query adds the previous token, rotated like the key's second one
-            a1.q_proj.weight[rows, c:] = proj @ rot * two_token * match_gain
+        a1.q_proj.weight[rows, :c] = proj * MATCH_GAIN  # current token
+        a1.k_proj.weight[rows, c:] = proj * MATCH_GAIN  # previous token
+        # the query adds the previous token, rotated like the key's second one
+        a1.q_proj.weight[rows, c:] = proj @ rot * TWO_TOKEN * MATCH_GAIN
         # Both halves are filled at layer 1, so RMSNorm scales each by about 1/sqrt(2) more.
         a1.v_proj.weight[:d, :c] = torch.eye(c) * unscale * math.sqrt(2)
-        a1.o_proj.weight[:c, :d] = torch.eye(c) * copy_gain
+        a1.o_proj.weight[:c, :d] = torch.eye(c) * COPY_GAIN
         if name_starts:
             u = torch.randn(c, generator=gen)
             u /= u.norm()
             # u is orthogonal to every random row, so u·x is the same for all name starts and
             # the recency term decides between them.
             emb[:, :c] -= (emb[:, :c] @ u)[:, None] * u
-            emb[list(name_starts), :c] += u * name_gain
-            _name_start_head(a1, inv_freq, u, recency, unscale * math.sqrt(2) * copy_gain)
+            emb[list(name_starts), :c] += u * NAME_GAIN
+            _name_start_head(a1, inv_freq, u, RECENCY, unscale * math.sqrt(2) * COPY_GAIN)
     return model
 
 

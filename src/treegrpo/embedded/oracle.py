@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.core.rewards import exact_match, extract_answer, is_valid_format, search_r1_reward
-from treegrpo.retrieval.base import Passage, SearchTool
+from treegrpo.retrieval.base import SearchTool
 from treegrpo.tools.registry import PastCall, Toolbox
 
 Policy = Callable[[Sequence[str]], str]  # observation texts so far → the next step's text
@@ -45,8 +45,6 @@ def plan_text(subject: str, relations: Sequence[str], counted: bool = False) -> 
 class Turn:
     action_ids: list[int]  # the agent's step (mask 1 in a demonstration)
     obs_ids: list[int]  # observation or feedback (mask 0); empty after the last step
-    query: str | None = None  # the executed search, if any
-    passages: tuple[str, ...] = ()  # retrieved contents, best first
     tool: str = ""  # the tool called, if any
 
 
@@ -54,12 +52,11 @@ class Turn:
 class Episode:
     turns: list[Turn]
 
-    def response_ids(self) -> list[int]:
-        return [t for turn in self.turns for t in (*turn.action_ids, *turn.obs_ids)]
-
     def score(self, protocol: ToolProtocol, golds: Sequence[str]) -> dict[str, float]:
         """Reward, EM and format exactly as ``treegrpo.rollout.scoring`` computes them."""
-        response = protocol.decode(self.response_ids())
+        response = protocol.decode(
+            [t for turn in self.turns for t in turn.action_ids + turn.obs_ids]
+        )
         model_text = protocol.decode(self.turns[-1].action_ids)  # an answer ends the episode
         answer = extract_answer(model_text)
         tools = protocol.names
@@ -67,7 +64,7 @@ class Episode:
             "reward": search_r1_reward(response, golds, model_text=model_text, tools=tools),
             "em": exact_match(answer, golds),
             "valid_format": float(is_valid_format(response, tools)),
-            "searches": float(sum(t.query is not None for t in self.turns)),
+            "searches": float(sum(t.tool == "search" for t in self.turns)),
             "tool_calls": float(sum(bool(t.tool) for t in self.turns)),
         }
 
@@ -95,11 +92,7 @@ def run_episode(
             (out,) = tools.run(action.kind, [(action.text, tuple(history))])
             history.append(PastCall(action.kind, out.argument, out.result))
             obs = protocol.text_ids(out.text)
-            searched = action.kind == "search"
-            hits = out.result if searched and isinstance(out.result, list) else []
-            passages = tuple(p.contents for p in hits if isinstance(p, Passage))
-            query = action.text if searched else None
-            turns.append(Turn(ids, obs, query, passages, action.kind))
+            turns.append(Turn(ids, obs, action.kind))
         else:
             obs = protocol.invalid_ids()
             turns.append(Turn(ids, obs))

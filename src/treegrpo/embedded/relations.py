@@ -4,9 +4,8 @@ Every person of a world has one of each relation to another person of the same w
 always written the same way ("Kalo's mentor is Tevu."), in a passage of its own titled "Kalo's
 mentor"; a question follows relations in the order they are searched ("Who is Kalo's mentor's
 friend?"), and the right search for one hop is the entity in hand and the relation ("Kalo's
-mentor"). ``find_object`` reads a fact back from text: the
-oracle agent uses it to take bridge entities from the passages it retrieved, never from the
-world's tables.
+mentor"). ``find_object`` reads a fact back from text: the oracle agent takes bridge entities
+from the passages it retrieved, never from the world's tables.
 """
 
 from __future__ import annotations

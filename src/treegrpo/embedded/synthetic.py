@@ -70,10 +70,6 @@ class World:
             out.append(self._table[(out[-1], rel)])
         return out
 
-    def follow(self, plan: Plan) -> str:
-        """The answer a plan leads to by the world's tables."""
-        return self.chain(plan)[-1]
-
 
 def make_world(seed: int, n_people: int = 100, n_questions: int = 400) -> World:
     """Generate a world; the same arguments always give the same world."""
@@ -136,6 +132,6 @@ def _questions(
             seen.add(plan)
             uid = f"{SOURCE}-{seed}-{len(questions)}"
             text = question_text(plan.start, plan.relations)
-            questions.append(Question(uid, text, (world.follow(plan),), SOURCE, hops))
+            questions.append(Question(uid, text, (world.chain(plan)[-1],), SOURCE, hops))
             plans[uid] = plan
     return questions, plans

@@ -46,7 +46,6 @@ def tiny_qwen2(
     kv_heads: int = 2,
     head_dim: int | None = None,
     rope_theta: float = 10_000.0,
-    max_positions: int = 4096,
     seed: int = 0,
     eos_token_id: int = 1,
     pad_token_id: int = 0,
@@ -54,7 +53,8 @@ def tiny_qwen2(
     """A randomly initialized Qwen2 causal LM with a few hundred thousand parameters.
     ``head_dim`` defaults to hidden / heads; ``rope_theta`` is the rotary base.
 
-    Many arguments: the model's shape, one keyword per ``Qwen2Config`` field it sets."""
+    Many arguments: the shape and special ids, one keyword per ``Qwen2Config`` field it sets,
+    and the seed, as the tests and benchmarks name them."""
     config = Qwen2Config(
         vocab_size=vocab_size,
         hidden_size=hidden,
@@ -63,7 +63,7 @@ def tiny_qwen2(
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
         rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
-        max_position_embeddings=max_positions,
+        max_position_embeddings=4096,
         tie_word_embeddings=True,
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,

@@ -1,12 +1,9 @@
-"""A protocol warm start for a pretrained model on the wiki title questions: a short LoRA SFT on
-title demonstrations (``reader_demos.build_title_demos``; train split only), merged into a plain
-checkpoint and cached.
-
-SmolLM2-135M-Instruct never writes a valid search or answer step from the instruction alone, so
-RL would have nothing to reinforce. ``protocol_warm_start(base)`` builds once per (base model,
-settings) into ``<cache>/protocol/<key>/`` (renamed into place when complete) and returns the
-directory: the merged checkpoint, the tokenizer and ``protocol.json`` (docs/real-model.md, "The
-protocol warm start").
+"""A protocol warm start for a pretrained model: a short LoRA SFT on title demonstrations
+(``reader_demos.build_title_demos``; train split only), merged into a plain checkpoint. SmolLM2
+never writes a valid search or answer step from the instruction alone, so RL would have nothing
+to reinforce. ``protocol_warm_start(base)`` builds once per (base model, settings) into
+``<cache>/protocol/<key>/``: the merged checkpoint, the tokenizer and ``protocol.json``
+(docs/real-model.md, "The protocol warm start").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The reader warm start (``smollm2-reader``): the protocol warm start's LoRA SFT
-(``warmstart.protocol``) on the reading demonstrations of ``reader_demos`` instead of the title
-ones, merged and cached in ``<cache>/reader/<key>/`` as ``protocol_warm_start`` does.
-
-Train split only: the reading and reworded wh-questions of train articles and the
-``wiki:train`` title questions, searched in the train split's articles. What it demonstrates,
-and why: docs/real-model.md, "The reader warm start".
+(``warmstart.protocol``) on the reading demonstrations of ``reader_demos``, train split only,
+merged and cached in ``<cache>/reader/<key>/``. What it demonstrates, and why:
+docs/real-model.md, "The reader warm start".
 """
 
 from __future__ import annotations

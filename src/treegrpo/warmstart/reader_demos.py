@@ -1,13 +1,10 @@
-"""Scripted demonstrations of the search protocol, episodes with the real search tool
-(``embedded.oracle.run_episode``); one that does not answer exactly gives none. Title questions
-(``data.title_questions``, ``build_title_demos``) teach a pretrained model that does not follow
-the protocol from the instruction alone to search, name the retrieved article described and
-answer its title: the protocol warm start. Reading questions (``data.lead_questions``,
-``build_reader_demos``) teach searching and reading rather than one shape of answer, the reader
-warm start: single-hop reads, re-searches (``rewrite``), two-hop questions
-(``lead_questions.hop_plan``), closed-book answers (``warmstart.closed_book``) and title
-questions. Step texts and shares: docs/real-model.md, "The protocol warm start" and "The reader
-warm start".
+"""Scripted demonstrations of the search protocol, played with the real search tool
+(``embedded.oracle.run_episode``); an episode that does not answer exactly gives none. Title
+questions (``build_title_demos``) make the protocol warm start: search, name the retrieved article
+described, answer its title. Reading questions (``build_reader_demos``) make the reader warm
+start: single-hop reads, re-searches (``rewrite``), two-hop questions, closed-book answers
+(``warmstart.closed_book``) and title questions. Step texts and shares: docs/real-model.md, "The
+protocol warm start" and "The reader warm start".
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 from treegrpo.agent.protocol import SearchProtocol, parse_passages
@@ -33,6 +31,7 @@ an of in on to by as at it be been fill blank about"""
 QUESTION_WORDS = frozenset(_QUESTION_WORDS.split())
 """Words of a question that are no key terms, beside ``title_questions.FUNCTION_WORDS``."""
 CONTEXT_WORDS = 6  # words of the passage quoted before the answer in the answering thought
+MAX_TURNS, TOPK = 3, 3  # an episode's searches and passages per search: the real presets'
 FIRST_THINK = "I need a passage that answers this."
 CATEGORIES = ("read", "wh", "cloze", "retry", "two-hop", "direct", "title")
 
@@ -170,16 +169,11 @@ class TitleOracle:
 
 
 def _episode_demo(
-    q: Question,
-    oracle: ReaderOracle,
-    tool: SearchTool,
-    protocol: SearchProtocol,
-    max_turns: int,
-    topk: int,
+    q: Question, oracle: ReaderOracle, tool: SearchTool, protocol: SearchProtocol
 ) -> tuple[Demo, int] | None:
     """The demonstration of one oracle episode and its search count, or None when it did not
     answer exactly (``_exact_demo``)."""
-    demo = _exact_demo(q, run_episode(oracle, protocol, tool, max_turns, topk), protocol)
+    demo = _exact_demo(q, run_episode(oracle, protocol, tool, MAX_TURNS, TOPK), protocol)
     return None if demo is None else (demo, len(oracle.searches))
 
 
@@ -220,9 +214,9 @@ def _first(
     return out
 
 
-def _first_search_holds(q: Question, tool: SearchTool, topk: int) -> bool:
+def _first_search_holds(q: Question, tool: SearchTool) -> bool:
     """Whether searching the question retrieves a passage holding ``golds[0]``."""
-    return any(q.golds[0] in p.contents for p in tool.search([q.question], topk)[0])
+    return any(q.golds[0] in p.contents for p in tool.search([q.question], TOPK)[0])
 
 
 def build_title_demos(
@@ -231,8 +225,6 @@ def build_title_demos(
     protocol: SearchProtocol,
     n: int,
     seed: int = 0,
-    max_turns: int = 3,
-    topk: int = 3,
 ) -> list[Demo]:
     """Up to ``n`` demonstrations from ``questions`` in a seeded order, each question at most
     once; questions whose article was not retrieved are skipped."""
@@ -240,7 +232,7 @@ def build_title_demos(
 
     def title(q: Question) -> Demo | None:
         return _exact_demo(
-            q, run_episode(TitleOracle(q), protocol, tool, max_turns, topk), protocol
+            q, run_episode(TitleOracle(q), protocol, tool, MAX_TURNS, TOPK), protocol
         )
 
     return [demo for _, demo in _first(order, n, title)]
@@ -257,8 +249,6 @@ def build_reader_demos(
     subject: Callable[[Question], str] = lambda q: "",
     plan: Callable[[Question], HopPlan | None] = lambda q: None,
     seed: int = 0,
-    max_turns: int = 3,
-    topk: int = 3,
     known: Sequence[tuple[Question, str]] = (),
     wh: Sequence[Question] = (),
 ) -> dict[str, list[Demo]]:
@@ -267,53 +257,68 @@ def build_reader_demos(
     ``mix.direct`` from ``known`` (single-hop questions with the base model's closed-book
     sentence, ``closed_book.closed_book``; those whose sentence holds a gold), at most
     ``mix.wh`` of the single-hop rest from ``wh`` (reworded wh-questions), the rest from
-    ``single`` (cloze at ``mix.cloze`` of those, re-searches at most ``mix.retry``; reads fill
-    what is short). ``subject``: the title of a question's article (its rewrite when the first
-    search misses); ``plan``: a two-hop question's bridge and second hop. Each question is used
-    at most once, in a seeded order.
+    ``single`` (``_single_hop``). ``subject``: the title of a question's article (its rewrite
+    when the first search misses); ``plan``: a two-hop question's bridge and second hop. Each
+    question is used at most once, in a seeded order.
 
-    Many arguments: the question sources and the recipe's settings as explicit values, each a
-    field of the reader warm start's configuration."""
+    Many arguments: five question sources and two lookups over them, which ``reader.build``
+    draws from the wiki data, beside the count, mix and seed of its configuration (a class of
+    ``warmstart.reader``, which imports this module)."""
     rng = random.Random(f"treegrpo-reader-demos:{seed}")
-    n_title, n_two = round(n * mix.title), round(n * mix.two_hop)
     out: dict[str, list[Demo]] = {c: [] for c in CATEGORIES}
     direct = _first(known, round(n * mix.direct), lambda k: _direct_demo(*k, tool, protocol))
     out["direct"] = [demo for _, demo in direct]
-    used = {q.uid for (q, _), _ in direct}
 
-    def episode(q: Question, oracle: ReaderOracle | None) -> Demo | None:
-        made = oracle and _episode_demo(q, oracle, tool, protocol, max_turns, topk)
-        return made[0] if made else None
+    def play(q: Question, oracle: ReaderOracle | None = None) -> tuple[Demo, int] | None:
+        oracle = oracle or single_oracle(q, subject(q))
+        return _episode_demo(q, oracle, tool, protocol)
 
     def two(q: Question) -> Demo | None:
         p = plan(q)
-        return episode(q, two_hop_oracle(q, p, subject(q)) if p else None)
+        made = play(q, two_hop_oracle(q, p, subject(q))) if p else None
+        return made[0] if made else None
 
+    def one(q: Question) -> Demo | None:
+        made = play(q)
+        return made[0] if made else None
+
+    n_two, n_title = round(n * mix.two_hop), round(n * mix.title)
     out["two-hop"] = [d for _, d in _first(rng.sample(list(two_hop), len(two_hop)), n_two, two)]
     n_single = n - n_title - len(out["two-hop"]) - len(out["direct"])
-    read = _first(
-        rng.sample(list(wh), len(wh)),
-        round(n_single * mix.wh),
-        lambda q: episode(q, single_oracle(q, subject(q))),
-    )
-    out["wh"] = [demo for _, demo in read]
-    n_single -= len(out["wh"])
-    want = {"cloze": round(n_single * mix.cloze), "retry": round(n_single * mix.retry)}
-    want["read"] = n_single - want["cloze"] - want["retry"]
+    out["wh"] = [d for _, d in _first(rng.sample(list(wh), len(wh)), round(n_single * mix.wh), one)]
+    used = {q.uid for (q, _), _ in direct}
+    rest = [q for q in rng.sample(list(single), len(single)) if q.uid not in used]
+    holds = partial(_first_search_holds, tool=tool)
+    out |= _single_hop(rest, n_single - len(out["wh"]), mix, play, holds)
+    out["title"] = build_title_demos(titles, tool, protocol, n_title, seed)
+    return out
+
+
+def _single_hop(
+    questions: Iterable[Question],
+    n: int,
+    mix: ReaderMix,
+    play: Callable[[Question], tuple[Demo, int] | None],
+    holds: Callable[[Question], bool],
+) -> dict[str, list[Demo]]:
+    """``n`` single-hop demonstrations from ``questions`` in order, by category: cloze at
+    ``mix.cloze``, re-searches at most ``mix.retry`` and reads the rest, the reads beyond their
+    share filling what the others lack. ``play``: a question's demonstration and its search
+    count, or None; ``holds``: whether its first search retrieves the answer."""
+    want = {"cloze": round(n * mix.cloze), "retry": round(n * mix.retry)}
+    want["read"] = n - want["cloze"] - want["retry"]
+    out: dict[str, list[Demo]] = {c: [] for c in want}
     spare: list[Demo] = []  # reads beyond their share: they fill what cloze or retry lack
-    for q in rng.sample(list(single), len(single)):
+    for q in questions:
         if all(len(out[c]) >= want[c] for c in want):
             break
-        if q.uid in used:
-            continue
         cloze = q.kind.startswith("cloze")
         if cloze and len(out["cloze"]) >= want["cloze"]:
             continue
         full = len(out["read"]) >= want["read"] and len(spare) >= want["cloze"] + want["retry"]
-        if full and _first_search_holds(q, tool, topk):
+        if full and holds(q):
             continue  # only re-searches are still wanted: skip the episode of a plain read
-        oracle = single_oracle(q, subject(q))
-        made = _episode_demo(q, oracle, tool, protocol, max_turns, topk)
+        made = play(q)
         if made is None:
             continue
         demo, searches = made
@@ -322,7 +327,5 @@ def build_reader_demos(
             out[category].append(demo)
         elif category == "read":
             spare.append(demo)
-    short = n_single - sum(len(out[c]) for c in want)
-    out["read"] += spare[: max(0, short)]
-    out["title"] = build_title_demos(titles, tool, protocol, n_title, seed, max_turns, topk)
+    out["read"] += spare[: max(0, n - sum(len(ds) for ds in out.values()))]
     return out

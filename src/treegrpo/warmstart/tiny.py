@@ -1,21 +1,12 @@
 """The warm start of the default run: a tiny Qwen2 taught the search protocol by imitation.
 
-``warm_start(cfg)`` builds, once per configuration, a tokenizer (``search_tokenizer``: names are
-single tokens), a tiny Qwen2 (``tiny.tiny_qwen2``) with hand-built copying circuits
-(``induction``) and demonstrations with decision flaws on worlds of their own (``demos``), fits
-the model to them (``sft``: the loss on action tokens plus the context tokens; the circuits stay
-fixed), and saves model and tokenizer in Hugging Face format under
-``<cache>/warmstart/<key>/`` (cache root ``$TREEGRPO_CACHE_DIR`` or ``~/.cache/treegrpo``). The
-key hashes every setting and ``FORMAT_VERSION``; the directory is written under a temporary name
-and renamed when complete, so a crash never leaves a half-written model behind, and the next call
-just returns the path.
-
-The aim is a policy that reads and searches correctly but has learned the demonstrations' habit
-of answering after one search: greedily it answers the one-hop questions and no longer ones
-(held-out EM 25%, BENCHMARKS.md), and its samples search on often enough for reinforcement
-learning to find out that this pays.
-Load it with ``AutoModelForCausalLM.from_pretrained(path)`` and
-``AutoTokenizer.from_pretrained(path)``.
+``warm_start(cfg)`` builds, once per configuration, a tokenizer in which names are single tokens
+(``search_tokenizer``), a tiny Qwen2 with hand-built copying circuits (``induction``) and
+flawed demonstrations on worlds of their own (``demos``), fits the model to them (the circuits
+stay fixed) and saves model and tokenizer in Hugging Face format under
+``<cache>/warmstart/<key>/``, the key hashing every setting and ``FORMAT_VERSION``. The aim, a
+policy that reads and searches right but answers after one search too often, and what it
+scores: docs/embedded.md, "The warm start".
 """
 
 from __future__ import annotations
@@ -76,12 +67,9 @@ class WarmStartConfig:
     rope_theta: float = 1e8
     """Rotary base: slow pairs for content matching, fast ones for relative positions."""
     induction: bool = True
-    """Start from the hand-built copying circuits of ``induction.induction_init`` (previous-
-    token heads, an induction head and a head that copies the most recent name), kept fixed
-    during SFT (``CIRCUIT_PARAMS``), so the model copies from its first update. Copying is all
-    that reading takes in this world, yet a fresh tiny transformer learns it only after
-    thousands of updates (Olsson et al. 2022): without the circuits, 2,000 SFT updates left
-    held-out EM at 1% (BENCHMARKS.md)."""
+    """Start from the hand-built copying circuits of ``induction.induction_init``, kept fixed
+    during SFT (``CIRCUIT_PARAMS``), so the model copies from its first update (a fresh tiny
+    transformer needs thousands: docs/embedded.md, "The warm start")."""
     flaws: Flaws = field(default_factory=Flaws)
     """How often the demonstrations stop early, search vaguely or guess (``demos.Flaws``)."""
     n_demos: int = 3000
@@ -98,8 +86,7 @@ class WarmStartConfig:
     action tokens only, the RL loss's tokens). Predicting the passages and the questions gives
     the layers above the circuits many more copying examples than the few action tokens do."""
     steps: int = 1600
-    """SFT updates (at 800 the greedy start depended on the build's rounding: 20.5% or 25%
-    held-out EM; BENCHMARKS.md)."""
+    """SFT updates (at 800 the greedy start depended on the build's rounding)."""
     lr: float = 3e-3
     """Peak AdamW learning rate (linear warm-up, cosine decay to a tenth)."""
     warmup: int = 20
@@ -116,17 +103,14 @@ class WarmStartConfig:
     """Thoughts that count the relations left ("1 left: Xa's rival"; ``oracle.plan_text``)."""
 
     query_drills: int = 0
-    """Oracle episodes of 3- and 4-hop questions added to the demonstrations, trained on their
-    third and later queries only (``demos.query_drills``; search world only): the flaws end
-    most demonstrations before a third search, and some warm starts then write deep queries
-    badly (docs/algorithm.md §9). 0: none."""
+    """Oracle episodes of 3- and 4-hop questions trained on their third and later queries only
+    (``demos.query_drills``; search world only; docs/algorithm.md §9). 0: none."""
 
     linear: LinearPath = "auto"
     """Which path trains the linear layers in SFT (``engine.cpu.onednn``): mkl (``F.linear``),
-    onednn, or auto (this CPU's default: oneDNN on AMD CPUs with AVX-512). The two compute the
-    same products up to fp32 rounding, yet RL from their warm starts can differ as much as two
-    seeds' (docs/algorithm.md, "Learning that does not collapse"): a setting, so a benchmark
-    can sample it. The cache key holds the resolved path."""
+    onednn, or auto (this CPU's default); they differ by fp32 rounding, yet RL from their warm
+    starts can differ as much as two seeds' (docs/algorithm.md, "Learning that does not
+    collapse"). The cache key holds the resolved path."""
 
     def key(self) -> dict[str, Any]:
         """The settings the cache key hashes: all of them, with the linear path resolved on
@@ -240,27 +224,13 @@ def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
     worlds = demo_worlds(cfg)
     log.info("warm start: %d demonstrations from %d worlds", cfg.n_demos, len(worlds))
     retrievers = [BM25Retriever(w.passages, use_cache=False) for w in worlds]
+    pairs = list(zip(worlds, retrievers, strict=True))
     if cfg.web:
         protocol = ToolProtocol(tokenizer, cfg.max_obs_tokens, WEB_TOOLS)
-        tools: list[Any] = [
-            world_web(r, w.passages, cfg.topk) for r, w in zip(retrievers, worlds, strict=True)
-        ]
+        tools: list[Any] = [(w, world_web(r, w.passages, cfg.topk)) for w, r in pairs]
     else:
-        protocol, tools = ToolProtocol(tokenizer, cfg.max_obs_tokens), retrievers
-    demos = build_demos(
-        list(zip(worlds, tools, strict=True)),
-        protocol,
-        cfg.n_demos,
-        cfg.flaws,
-        seed=cfg.seed,
-        max_turns=cfg.max_turns,
-        topk=cfg.topk,
-        skip=cfg.skip if cfg.web else None,
-        counted=cfg.counted,
-    )
-    pairs = list(zip(worlds, retrievers, strict=True))
-    drills = query_drills(pairs, protocol, cfg.query_drills, cfg.seed, cfg.max_turns, cfg.topk)
-    return demos + drills
+        protocol, tools = ToolProtocol(tokenizer, cfg.max_obs_tokens), pairs
+    return build_demos(tools, protocol, cfg) + query_drills(pairs, protocol, cfg)
 
 
 def _model(cfg: WarmStartConfig, tokenizer: Any) -> Any:

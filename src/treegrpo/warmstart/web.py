@@ -1,11 +1,9 @@
 """The web warm start (``smollm2-web``): the protocol warm start's LoRA SFT
 (``warmstart.protocol.tune_and_save``) on the web demonstrations of ``web_demos``, merged and
-cached in ``<cache>/web/<key>/`` as ``protocol_warm_start`` does.
-
-The demonstrations run on the offline wiki site started in this process (``data.wiki_web``)
-with the toolbox and observation limits of the web presets (configs/real-smollm2-web.yaml), so
-the tokens imitated are those RL later samples after; train split only (``held_out_share`` is
-the share ``jobs.data`` holds out). Docs: docs/real-model.md, "The web warm start".
+cached in ``<cache>/web/<key>/``. The demonstrations run on the offline wiki site started in
+this process with the web presets' tools and limits (configs/real-smollm2-web.yaml), so the
+tokens imitated are those RL samples after; train split only. Docs: docs/real-model.md, "The web
+warm start".
 """
 
 from __future__ import annotations
@@ -94,15 +92,15 @@ def build(
     train_uids = {q.uid for q in web_questions(held_out_share=cfg.held_out_share)[0]}
     questions = [w for w in all_web_questions() if w.question.uid in train_uids]
     titles = {a.index: a.title for a in load_articles()}
-    if cfg.mix.read:  # reworded ones on the train side of both the web and the reader splits
-        questions += [
-            w
-            for w in read_web_questions()
-            if all(
-                split_of(titles[i]) == "train" and not is_held_out(titles[i], 0, cfg.held_out_share)
-                for i in w.touches
-            )
-        ]
+
+    def held_out(title: str) -> bool:
+        return is_held_out(title, 0, cfg.held_out_share)
+
+    def train_side(i: int) -> bool:  # of both the web and the reader splits
+        return split_of(titles[i]) == "train" and not held_out(titles[i])
+
+    if cfg.mix.read:  # reworded ones
+        questions += [w for w in read_web_questions() if all(map(train_side, w.touches))]
     log.info("web warm start: %d demonstrations through %s", cfg.sft.n_demos, site.public_url)
     demos = build_web_demos(
         questions,
@@ -114,7 +112,7 @@ def build(
         seed=cfg.sft.seed,
         max_turns=cfg.max_turns,
         max_context=cfg.max_context,
-        held_out=lambda title: is_held_out(title, 0, cfg.held_out_share),
+        held_out=held_out,
     )
     every, about = pooled_demos("web", cfg, demos)
     about["mean_reward"] = sum(d.reward for d in every) / len(every)

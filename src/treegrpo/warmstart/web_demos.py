@@ -245,8 +245,9 @@ def build_web_demos(
     true is refused (ValueError: the caller passed a held-out question). Each question is used
     at most once, in a seeded order; a kind with too few questions that play gives fewer.
 
-    Many arguments: the questions, the site's tools and the recipe's settings as explicit
-    values, each a field of the web warm start's configuration."""
+    Many arguments: the questions, the site's tools and protocol, and the count, mix, seed and
+    limits that ``web.build`` takes from its configuration (a class of ``warmstart.web``, which
+    imports this module); ``held_out`` is a predicate, so a test can refuse any article."""
     rng = random.Random(f"treegrpo-web-demos:{seed}")
     n_snippet, n_link = round(n * mix.in_snippet), round(n * mix.link)
     n_read = round((n - n_snippet - n_link) * mix.read)
