@@ -20,6 +20,7 @@ from treegrpo.engine.base import Engine, StepRequest, StepResult
 from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, evaluate
+from treegrpo.jobs.presets import DataConfig
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.rollout.sampler import AgentLimits, sample_forest
@@ -44,6 +45,7 @@ KINDS = [
 ]
 GREEDY = SamplingParams(greedy=True, max_new_tokens=40)
 LIMITS = AgentLimits(max_turns=2, topk=3, max_context=1024)
+AGENT = DataConfig(max_turns=2, topk=3, max_context=1024, max_new_tokens=40, max_obs_tokens=200)
 
 
 def make_engine(kind: str, model: torch.nn.Module, tokenizer: object) -> Engine:
@@ -307,8 +309,7 @@ def test_evaluation_with_each_engine_gives_the_same_report(kind: str, agent: Age
     items = [EvalItem(f"Where was {p} born?", [FACTS[p]]) for p in PEOPLE[:4]]
     tool = BM25Retriever(CORPUS)
     reports = [
-        evaluate(agent.model, agent.tokenizer, tool, items, LIMITS, 40, 200, engine=k)
-        for k in ("hf", kind)
+        evaluate(agent.model, agent.tokenizer, tool, items, AGENT, engine=k) for k in ("hf", kind)
     ]
     want, got = ([(r["response"], r["em"]) for r in rep["rows"]] for rep in reports)
     assert got == want and all(response for response, _ in got)

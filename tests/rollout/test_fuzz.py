@@ -31,6 +31,7 @@ from treegrpo.engine.hf import HFEngine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.engine.segments import Segment
 from treegrpo.eval.evaluate import EvalItem, evaluate
+from treegrpo.jobs.presets import DataConfig
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.retrieval.base import Passage
 from treegrpo.rollout.records import Rollout, StepRecord
@@ -369,9 +370,7 @@ def test_evaluation_ignores_injected_answers(tag_tokenizer: Any, script: list[st
         tok,
         InjectingTool(),
         items,
-        AgentLimits(max_turns=2),
-        max_new_tokens=16,
-        max_obs_tokens=80,
+        DataConfig(max_turns=2, max_new_tokens=16, max_obs_tokens=80),
         engine=engine,
     )
     for row in report["rows"]:
@@ -386,7 +385,13 @@ def test_evaluation_logs_its_progress_after_every_batch(
     items = [EvalItem("Where", [GOLD]), EvalItem("Where", ["elsewhere"]), EvalItem("W", [GOLD])]
     with caplog.at_level(logging.INFO, logger="treegrpo.eval"):
         report = evaluate(
-            _Model(), tag_tokenizer, InjectingTool(), items, batch_size=2, engine=engine
+            _Model(),
+            tag_tokenizer,
+            InjectingTool(),
+            items,
+            DataConfig(),
+            batch_size=2,
+            engine=engine,
         )
     assert [r["em"] for r in report["rows"]] == [1.0, 0.0, 1.0]
     lines = [r.getMessage().split(",")[0] for r in caplog.records]

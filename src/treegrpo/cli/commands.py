@@ -62,7 +62,6 @@ from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.retrieval.dense import DenseRetriever
 from treegrpo.retrieval.server import create_app
 from treegrpo.retrieval.server import serve as run_server
-from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.mcp.server import run as run_mcp_server
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.checkpoint import latest_checkpoint
@@ -317,9 +316,7 @@ def evaluate(args: EvaluateOptions) -> None:
             items,
             tool,
             args.out,
-            AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context),
-            cfg.max_new_tokens,
-            cfg.max_obs_tokens,
+            cfg,
             args.batch_size,
             args.device,
             settings,

@@ -1,12 +1,8 @@
 """The Ray cluster of a run: starting or joining it, the CPUs each rollout worker and training
-rank reserves, and a refusal at once when the cluster cannot hold them.
-
-Ray waits silently for resources that may never come, so what the workers and ranks ask for is
-compared with what the cluster has before any actor starts (``fit_error``); resources that
-other jobs hold are waited for up to the start timeout (``wait_started``). CPUs per worker and
-rank left unset are sized here (``sized``): an equal share of a local cluster's CPUs each (so 2
-workers and 2 ranks run on two cores, taking turns), one CPU each on a joined cluster
-(docs/configuration.md, "The `cluster` section").
+rank reserves when left unset (``sized``: an equal share of a local cluster's CPUs, one CPU on a
+joined cluster), and a refusal before any actor starts when the cluster can never hold them
+(``fit_error``: Ray would wait for them in silence); resources that other jobs hold are waited
+for up to the start timeout (``wait_started``). docs/configuration.md, "The `cluster` section".
 """
 
 from __future__ import annotations
@@ -153,24 +149,18 @@ def check_ask(ask: Ask, timeout: float) -> None:
 def wait_started(refs: Any, timeout: float, what: str, stop: Callable[[], None]) -> Any:
     """``ray.get(refs)`` for calls that return once their actors are placed and started; when
     they have not within ``timeout`` seconds, ``stop()`` (the actors never started: nothing to
-    leave) and raise ``not_started(what, timeout)`` instead of waiting on in silence."""
+    leave) and raise a ``RuntimeError`` saying what Ray has free, instead of waiting on in
+    silence."""
     import ray
 
     try:
         return ray.get(refs, timeout=timeout)
     except ray.exceptions.GetTimeoutError:
         stop()
-        raise not_started(what, timeout) from None
-
-
-def not_started(what: str, timeout: float) -> RuntimeError:
-    """The error for actors Ray did not place and start in time, with what Ray has free."""
-    import ray
-
-    return RuntimeError(
-        f"{what} did not start within {timeout:.0f} s; Ray has "
-        f"{ray.available_resources()} free of {ray.cluster_resources()}"  # type: ignore[no-untyped-call]
-    )
+        raise RuntimeError(
+            f"{what} did not start within {timeout:.0f} s; Ray has "
+            f"{ray.available_resources()} free of {ray.cluster_resources()}"  # type: ignore[no-untyped-call]
+        ) from None
 
 
 class _QuietTokenNotice(logging.Filter):

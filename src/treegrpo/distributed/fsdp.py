@@ -36,6 +36,7 @@ from treegrpo.models.load import load_model
 from treegrpo.train.config import ClusterConfig, ModelConfig, OptimConfig
 from treegrpo.train.policy import prepare_policy
 from treegrpo.train.precision import autocast_dtype
+from treegrpo.train.task import TrainSettings
 from treegrpo.train.trainer import make_optimizer
 from treegrpo.train.update import Part, UpdatePlan, UpdateStats, ppo_update
 
@@ -299,28 +300,24 @@ class FSDPLearner:
 def start_learner(
     cluster: ClusterConfig,
     model_dir: Path,
-    model: ModelConfig,
-    optim: OptimConfig,
-    reference: bool,
-    seed: int,
+    settings: TrainSettings,
     policy: Any,
     optimizer: torch.optim.Optimizer,
     scheduler: Any | None,
 ) -> FSDPLearner:
     """Join (or start) the Ray cluster of ``cluster.ray_address`` and start ``cluster.train_ranks``
-    ranks from ``policy``, ``optimizer`` and ``scheduler``, after refusing what the cluster can
-    never hold (``distributed.cluster.join_ray``).
-
-    Many arguments: the ranks start from the trainer's own policy, optimizer and scheduler with the
-    configs that made them, each named at the call."""
+    ranks from ``policy``, ``optimizer`` and ``scheduler`` (made by ``settings``' model and
+    optimizer configs; a reference model when full fine-tuning has a KL term), after refusing
+    what the cluster can never hold (``distributed.cluster.join_ray``)."""
     cluster = join_ray(cluster)
     assert cluster.cpus_per_rank is not None  # sized by join_ray
+    model = settings.model
     spec = RankSpec(
         str(model_dir),
         model,
-        optim,
-        reference=reference,
-        seed=seed,
+        settings.optim,
+        reference=settings.algo.kl_coef > 0 and model.lora_rank == 0,
+        seed=settings.run.seed,
         cuda=cluster.gpus_per_rank > 0,
         threads=max(1, int(cluster.cpus_per_rank)),
     )

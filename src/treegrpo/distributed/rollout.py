@@ -1,33 +1,10 @@
-"""Rollout workers on Ray: each worker holds an engine and searches through a shared tool; the
-driver splits a step's prompts over them and merges their forests into one.
-
-- ``RolloutWorker`` (a Ray actor, one per worker: a GPU with vLLM, or CPU cores with
-  ``HFEngine``) loads the starting model, builds its engine and samples forests for the prompts
-  it is given (``rollout.sampler.ForestSampler`` with the prompts' indices in the whole batch,
-  so a prompt's trees are the ones one process samples: the sampler's randomness is per
-  prompt). A whole prompt goes to one worker, so its prefix cache serves all of the prompt's
-  trees.
-- ``RetrieverActor`` holds the search tool once (a BM25 or dense index over a corpus) for all
-  workers (``ActorTool``, which finds it by name); a ``/retrieve`` server's client
-  (``retrieval.http_client``) goes to the workers as it is, each calling the server itself.
-- ``RayRollout`` is the driver, a ``rollout.source.RolloutSource`` for the trainer: ``sample``
-  shards the prompts in contiguous blocks, one per worker, gathers the rollouts and merges them
-  (``rollout.records.merge_rollouts``); ``update_weights`` puts the policy's weights (LoRA
-  merged, ``engine.base.state_dict_of``) into Ray's object store once and loads them into
-  every worker, with a version number that every later ``sample`` call carries, so no worker
-  samples from old weights.
-- Difficulty budgets (``core.allocation``) share each round over the whole batch, so the
-  driver runs the rounds: every worker begins its block (the initial chains) and reports each
-  tree's successes and scored leaves; the driver allocates the round over all trees and sends
-  each worker its trees' counts; after the last round the workers finish and the driver
-  merges. The per-tree budget keeps one call per worker and step (no barrier per round).
-- Faults: workers restart when their process dies (Ray's ``max_restarts``); the driver then
-  waits for the new process, loads the current weights into it and samples its block again
-  (under a difficulty budget: begins it again and replays the rounds so far with the same
-  counts; the same seeds and weights give the same chains). The other blocks are kept, so the
-  step's forest is the one it would have been. Ray re-creates a worker from its constructor
-  arguments, which are therefore plain values (no object or actor references: Ray cannot
-  promise those on a restart, ray-project/ray#53727).
+"""Rollout workers on Ray: ``RolloutWorker`` (one engine each) samples the forests of the
+prompts it is given, ``RetrieverActor`` holds an in-process search index once for all of them,
+and ``RayRollout``, the driver (a ``rollout.source.RolloutSource``), splits a step's prompts
+over the workers and merges their forests. How prompts, weights, difficulty budgets and
+restarts travel: docs/configuration.md, "The `cluster` section". Ray re-creates a restarted
+worker from its constructor arguments, which are therefore plain values (no object or actor
+references: Ray cannot promise those on a restart, ray-project/ray#53727).
 """
 
 from __future__ import annotations
@@ -254,8 +231,6 @@ class RayRollout:
 
     def sample(self, prompts: Sequence[list[int]], draw: Draw) -> Rollout:
         """The batch's forest: one contiguous block of prompts per worker, merged."""
-        import ray
-
         split = [b.tolist() for b in np.array_split(np.arange(len(prompts)), len(self.workers))]
         shape, rewards = draw.shape, draw.rewards
         blocks: dict[int, Block] = {}  # worker → its block
@@ -266,17 +241,8 @@ class RayRollout:
         if shape.expansion.budget == "difficulty" and shape.l > 0:
             check_scorer(shape, rewards is not None)
             return self._by_rounds(blocks, shape, len(prompts))
-        jobs = {i: self.workers[i].sample.remote(block) for i, block in blocks.items()}
-        parts: dict[int, Rollout] = {}
-        while jobs:
-            i, ref = next(iter(jobs.items()))
-            try:
-                parts[i] = ray.get(ref)
-            except ray.exceptions.RayActorError as err:  # the worker's process died
-                self._revive(i, err)
-                jobs[i] = self.workers[i].sample.remote(blocks[i])
-                continue
-            del jobs[i]
+        calls: dict[int, _Call] = {i: ("sample", (block,)) for i, block in blocks.items()}
+        parts = self._on_each(calls, {i: [] for i in blocks})
         return merge_rollouts([(blocks[i].keys, parts[i]) for i in sorted(parts)], len(prompts))
 
     def _by_rounds(self, blocks: dict[int, Block], shape: TreeShape, n_prompts: int) -> Rollout:

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,15 +40,8 @@ SINGLE_HOP = ("nq", "triviaqa", "popqa")
 """Search-R1's single-hop data sources, in the paper's column order."""
 MULTI_HOP = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 """Search-R1's multi-hop data sources, in the paper's column order."""
-PAPER_NAMES = {
-    "nq": "NQ",
-    "triviaqa": "TriviaQA",
-    "popqa": "PopQA",
-    "hotpotqa": "HotpotQA",
-    "2wikimultihopqa": "2Wiki",
-    "musique": "Musique",
-    "bamboogle": "Bamboogle",
-}
+_COLUMNS = ("NQ", "TriviaQA", "PopQA", "HotpotQA", "2Wiki", "Musique", "Bamboogle")
+PAPER_NAMES = dict(zip(SINGLE_HOP + MULTI_HOP, _COLUMNS, strict=True))
 """Column names of the paper's table (docs/algorithm.md §7), by Search-R1 data_source."""
 AVERAGES = {"single-hop avg": SINGLE_HOP, "multi-hop avg": MULTI_HOP}
 METRICS = ("em", "f1", "valid_format", "tool_calls", "answer_seen")
@@ -72,30 +65,39 @@ class EvalItem:
         return cls(q.question, list(q.golds), q.source, q.hops or None, q.kind)
 
 
+class AgentSettings(Protocol):
+    """The agent's limits as a job's data or world settings hold them (``jobs.presets``)."""
+
+    @property
+    def max_turns(self) -> int: ...
+    @property
+    def topk(self) -> int: ...
+    @property
+    def max_context(self) -> int: ...
+    @property
+    def max_new_tokens(self) -> int: ...
+    @property
+    def max_obs_tokens(self) -> int: ...
+
+
 def evaluate(
     model: Any,
     tokenizer: Any,
     tool: SearchTool | Toolbox,
     items: Sequence[EvalItem],
-    limits: AgentLimits = AgentLimits(),
-    max_new_tokens: int = 500,
-    max_obs_tokens: int = 500,
+    agent: AgentSettings,
     batch_size: int = 64,
     engine: Engine | EngineKind = "hf",
-    cpu_speedups: bool | None = None,
 ) -> dict[str, Any]:
-    """Run every question once, greedily; aggregate and per-group metrics. ``engine``: one
-    generating with ``model``'s current weights, or the kind to build
-    (``engine.build.build_engine``, with ``cpu_speedups``); ``tool``: a retriever or the agent's
-    toolbox (then ``calls/<tool>`` per row).
-
-    Many arguments: the agent's limits and the generation settings each apply to every question, and
-    callers (the trainer, ``treegrpo eval``) set them separately."""
-    protocol = agent_protocol(tokenizer, tool, max_obs_tokens)
+    """Run every question once, greedily, under ``agent``'s limits; aggregate and per-group
+    metrics. ``engine``: one generating with ``model``'s current weights, or the kind to build
+    (``engine.build.build_engine``); ``tool``: a retriever or the agent's toolbox (then
+    ``calls/<tool>`` per row)."""
+    protocol = agent_protocol(tokenizer, tool, agent.max_obs_tokens)
     if isinstance(engine, str):
-        stopper = StepStopper(tokenizer, protocol.stop_tags)
-        engine = build_engine(engine, model, tokenizer, stopper, cpu_speedups)
-    greedy = SamplingParams(greedy=True, max_new_tokens=max_new_tokens)
+        engine = build_engine(engine, model, tokenizer, StepStopper(tokenizer, protocol.stop_tags))
+    limits = AgentLimits(agent.max_turns, agent.topk, agent.max_context)
+    greedy = SamplingParams(greedy=True, max_new_tokens=agent.max_new_tokens)
     rows: list[dict[str, Any]] = []
     was_training = getattr(model, "training", False)
     model.eval()
@@ -243,9 +245,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "misses": dict(sorted(misses.items(), key=lambda kv: -kv[1])),
         }
 
-    by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    by_hops: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_source, by_hops, by_kind = (defaultdict(list) for _ in range(3))
     for r in rows:
         by_source[r["source"]].append(r)
         if r["hops"] is not None:

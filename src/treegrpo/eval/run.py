@@ -8,11 +8,10 @@ from typing import Any
 
 from treegrpo.embedded.synthetic import synthetic_eval
 from treegrpo.engine.base import EngineKind
-from treegrpo.eval.evaluate import EvalItem, evaluate, write_report
+from treegrpo.eval.evaluate import AgentSettings, EvalItem, evaluate, write_report
 from treegrpo.models.load import load_model, resolve_device
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.retrieval.bm25 import BM25Retriever
-from treegrpo.rollout.sampler import AgentLimits
 from treegrpo.tools.registry import Toolbox
 
 
@@ -39,32 +38,20 @@ def evaluate_checkpoint(
     items: list[EvalItem],
     tool: SearchTool | Toolbox,
     out: Path,
-    limits: AgentLimits,
-    max_new_tokens: int,
-    max_obs_tokens: int,
+    agent: AgentSettings,
     batch_size: int,
     device: str = "auto",
     settings: dict[str, Any] | None = None,
     engine: EngineKind = "hf",
 ) -> dict[str, Any]:
-    """Load ``model_dir`` with plain transformers, evaluate greedily, write the report (with
-    ``settings``) to ``out`` and return it.
+    """Load ``model_dir`` with plain transformers, evaluate greedily under ``agent``'s limits,
+    write the report (with ``settings``) to ``out`` and return it.
 
-    Many arguments: the inputs of ``treegrpo eval``, each a flag of its own."""
+    Many arguments: the inputs of ``treegrpo eval``, each a flag of its own or made from them."""
     model_dir = model_directory(model_dir)
     model, tokenizer = load_model(model_dir)
     model.to(resolve_device(device))
-    report = evaluate(
-        model,
-        tokenizer,
-        tool,
-        items,
-        limits,
-        max_new_tokens,
-        max_obs_tokens,
-        batch_size,
-        engine=engine,
-    )
+    report = evaluate(model, tokenizer, tool, items, agent, batch_size, engine)
     report["config"] = {"model": str(model_dir), **(settings or {})}
     write_report(report, out, "eval")
     return report

@@ -96,19 +96,9 @@ def greedy_evaluator(
 ) -> Evaluator:
     """The held-out evaluation of a job: ``items`` answered greedily with ``tool`` under
     ``cfg``'s agent limits (``eval.evaluate``)."""
-    limits = AgentLimits(cfg.max_turns, cfg.topk, cfg.max_context)
 
     def run(model: Any, tokenizer: Any, engine: Engine | EngineKind = "hf") -> Report:
-        return evaluate(
-            model,
-            tokenizer,
-            tool,
-            items,
-            limits,
-            cfg.max_new_tokens,
-            cfg.max_obs_tokens,
-            engine=engine,
-        )
+        return evaluate(model, tokenizer, tool, items, cfg, engine=engine)
 
     return run
 
@@ -251,17 +241,8 @@ class _Cluster:
         return workers
 
     def train_ranks(self, policy: Any, optimizer: Any, scheduler: Any) -> FSDPLearner:
-        s = self.settings
         learner = start_learner(
-            self.cluster,
-            self.job.model_dir,
-            s.model,
-            s.optim,
-            reference=s.algo.kl_coef > 0 and s.model.lora_rank == 0,
-            seed=s.run.seed,
-            policy=policy,
-            optimizer=optimizer,
-            scheduler=scheduler,
+            self.cluster, self.job.model_dir, self.settings, policy, optimizer, scheduler
         )
         self.actors.append(learner)
         return learner
