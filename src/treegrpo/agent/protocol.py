@@ -133,11 +133,11 @@ class ToolProtocol:
     def parse(self, action_ids: Sequence[int]) -> Action:
         return parse_action(self.decode(action_ids), self.names)
 
-    def prompt_ids(self, question: str, use_chat_template: bool | None = None) -> list[int]:
+    def prompt_ids(self, question: str) -> list[int]:
         """Token ids of the prompt for ``question``: Search-R1's instruction with ``search``
         alone, else the instruction that lists the tools (``agent.prompt``)."""
         tools = None if self.search_only else self.tools
-        return render_prompt(self.tokenizer, question, use_chat_template, tools)
+        return render_prompt(self.tokenizer, question, tools=tools)
 
     def text_ids(self, text: str) -> list[int]:
         """Token ids of an observation whose body is ``text``, at most ``max_obs_tokens``."""

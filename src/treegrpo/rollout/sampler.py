@@ -19,7 +19,6 @@ docs/library.md, "Sampling a rollout forest" and "Protocol details".
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,8 +38,6 @@ from treegrpo.engine.segments import Segment
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.records import Rollout, StepRecord
 from treegrpo.tools.registry import Outcome, PastCall, Toolbox
-
-log = logging.getLogger(__name__)
 
 LeafScorer = Callable[[Rollout, Sequence[int]], Sequence[float] | npt.NDArray[np.float64]]
 """``score(rollout, leaves) -> rewards``: one reward per leaf id, for the ``informed`` expansion
@@ -80,7 +77,8 @@ def sample_forest(
     """Sample one forest for a batch of prompts: a ``ForestSampler`` of these arguments, run to the
     end.
 
-    Many arguments: those of ``ForestSampler``, typed here for the callers of this entry point."""
+    Many arguments: ``ForestSampler``'s fields, so that one call samples a forest (tests and
+    benchmarks pass them by position)."""
     how = (shape, sampling, limits, seed, prompt_keys, score)
     return ForestSampler(engine, protocol, tool, prompts, *how).sample()
 
@@ -464,9 +462,7 @@ def agent_protocol(
     tokenizer: Any, tool: SearchTool | Toolbox, max_obs_tokens: int = 500
 ) -> ToolProtocol:
     """The protocol that offers ``tool``'s tools (a retriever: Search-R1's, ``search`` alone)."""
-    if isinstance(tool, Toolbox):
-        return ToolProtocol(tokenizer, max_obs_tokens, tool)
-    return ToolProtocol(tokenizer, max_obs_tokens)
+    return ToolProtocol(tokenizer, max_obs_tokens, toolbox(tool))
 
 
 def _stream_seed(*key: int) -> int:

@@ -72,12 +72,8 @@ def plot_em_vs_budget(result: dict[str, Any], out: Path) -> Path:
     budgets = sorted({a["budget"] for a in result["aggregates"]})  # quarter chains' rungs too
     ax.set_xscale("log", base=2)
     ax.set_xticks(budgets, [f"≈{b}" for b in budgets])
-    ax.set_xlabel("budget (trajectories per prompt)")
-    ax.set_ylabel("held-out EM % (after RL)")
     ax.set_title(f"Held-out EM vs budget ({len(result['settings']['seeds'])} seed(s))")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, out)
+    return _save(fig, out, ax, "budget (trajectories per prompt)")
 
 
 def plot_learning_curves(result: dict[str, Any], out: Path, window: int = 5) -> Path:
@@ -139,12 +135,8 @@ def plot_em_vs_tool_calls(result: dict[str, Any], out: Path) -> Path:
                 fontsize=7,
                 color=style["color"],
             )
-    ax.set_xlabel("tool calls spent per prompt, whole training run")
-    ax.set_ylabel("held-out EM % (after RL)")
     ax.set_title("Held-out EM vs search spend")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, out)
+    return _save(fig, out, ax, "tool calls spent per prompt, whole training run")
 
 
 def plot_held_out_curves(result: dict[str, Any], out: Path, axis: str) -> Path:
@@ -193,7 +185,13 @@ def plot_all(result: dict[str, Any], folder: Path, prefix: str) -> list[Path]:
     return paths
 
 
-def _save(fig: Figure, out: Path) -> Path:
+def _save(fig: Figure, out: Path, ax: Any = None, xlabel: str = "") -> Path:
+    """Write ``fig`` to ``out``; ``ax``: the one panel of a held-out EM plot, labelled here."""
+    if ax is not None:
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("held-out EM % (after RL)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -23,12 +23,10 @@ def held_out_points(
 
 
 def plot_learning_curve(
-    run_dir: Path,
-    out: Path | None = None,
-    before: float | None = None,
-    after: float | None = None,
+    run_dir: Path, before: float | None = None, after: float | None = None
 ) -> Path:
-    """Training reward and EM per step and held-out EM (before, where evaluated, after) as a PNG."""
+    """Training reward and EM per step and held-out EM (before, where evaluated, after) as
+    ``run_dir/learning_curve.png``."""
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
     steps = [r["step"] for r in rows if "reward/mean" in r]
     fig = Figure(figsize=(7, 4))
@@ -43,7 +41,7 @@ def plot_learning_curve(
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(run_dir.name)
-    out = out or run_dir / "learning_curve.png"
+    out = run_dir / "learning_curve.png"
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     return out

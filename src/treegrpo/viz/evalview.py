@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from treegrpo.viz.trees import filter_select
+
 _OBS = re.compile(r"(<information>.*?</information>)", re.S)
 
 _CSS = """
@@ -95,26 +97,24 @@ def render_eval(report: dict[str, Any], title: str) -> str:
         )
     overall = report.get("overall", {})
     summary = ", ".join(f"{k} {v:.3f}" for k, v in overall.items() if isinstance(v, float))
-    hop_options = "".join(
-        f'<option value="{html.escape(h)}">{html.escape(h)}</option>' for h in hops
-    )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{_CSS}</style><script>{_JS}</script></head>"
         f"<body><h1>{html.escape(title)}</h1><div>{len(rows)} questions; {html.escape(summary)}"
         '</div><div class="controls"><label>search <input id="q" type="search"></label>'
-        '<label>answer <select id="em"><option value="all">all</option>'
-        '<option value="1">right</option><option value="0">wrong</option></select></label>'
-        f'<label>hops <select id="hops"><option value="all">all</option>{hop_options}'
-        "</select></label></div>" + "".join(sections) + "</body></html>"
+        + filter_select("answer", "em", [("1", "right"), ("0", "wrong")])
+        + filter_select("hops", "hops", hops)
+        + "</div>"
+        + "".join(sections)
+        + "</body></html>"
     )
 
 
-def write_eval_pages(run_dir: Path, out: Path | None = None) -> list[Path]:
+def write_eval_pages(run_dir: Path) -> list[Path]:
     """A page per evaluation report of ``run_dir`` (``eval-*.json``, or the ``eval.json`` of
-    ``treegrpo eval``) under ``out`` (default ``run_dir/view``)."""
+    ``treegrpo eval``) under ``run_dir/view``."""
     reports = sorted(Path(run_dir).glob("eval*.json"))
-    out = Path(out) if out is not None else Path(run_dir) / "view"
+    out = Path(run_dir) / "view"
     pages = []
     for path in reports:
         report = json.loads(path.read_text())

@@ -66,6 +66,15 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
+def filter_select(label: str, key: str, options: Sequence[Any]) -> str:
+    """A filter: ``<select id=key>`` with "all" first, then ``options`` (values, or (value,
+    text) pairs), labelled ``label``."""
+    pairs = [o if isinstance(o, tuple) else (o, o) for o in options]
+    items = "".join(f'<option value="{_e(v)}">{_e(text)}</option>' for v, text in pairs)
+    all_ = '<option value="all">all</option>'
+    return f'<label>{label} <select id="{key}">{all_}{items}</select></label>'
+
+
 def _fmt(x: float | None) -> str:
     return "–" if x is None else f"{x:+.2f}"
 
@@ -151,22 +160,10 @@ def _tree_html(tree: dict[str, Any]) -> str:
 def render_step(data: dict[str, Any], title: str = "treegrpo") -> str:
     """One kept step's page: ``data`` as the trainer writes ``forests/step-NNNNNN.json``."""
     prompts = data["prompts"]
-    searches = sorted(
-        {
-            int(n.get("tool_calls", 0))
-            for p in prompts
-            for t in p["trees"]
-            for n in t["nodes"]
-            if n["kept"]
-        }
-    )
-    prompt_options = "".join(
-        f'<option value="{p["index"]}">{p["index"]}: {_e(p["question"][:60])}</option>'
-        for p in prompts
-    )
-    hop_options = "".join(f'<option value="{h}">{h}</option>' for h in searches)
+    kept = [n for p in prompts for t in p["trees"] for n in t["nodes"] if n["kept"]]
+    searches = sorted({int(n.get("tool_calls", 0)) for n in kept})
+    prompt_options = [(p["index"], f"{p['index']}: {p['question'][:60]}") for p in prompts]
     question_hops = sorted({int(p.get("hops", 0)) for p in prompts} - {0})
-    qhop_options = "".join(f'<option value="{h}">{h}</option>' for h in question_hops)
     algo = data.get("algo", {})
     keys = ("algo", "m", "n", "l", "k", "expansion")
     shape = ", ".join(f"{k}={algo[k]}" for k in keys if k in algo)
@@ -186,20 +183,19 @@ def render_step(data: dict[str, Any], title: str = "treegrpo") -> str:
         f"<script>{_JS}</script></head><body>"
         f"<h1>{_e(title)}: step {data['step']}</h1><div>{_e(shape)}</div>"
         '<div class="controls"><label>search <input id="q" type="search"></label>'
-        '<label>reward <select id="reward"><option value="all">all</option>'
-        '<option value="pos">&gt; 0</option><option value="zero">0</option></select></label>'
-        f'<label>prompt <select id="prompt"><option value="all">all</option>{prompt_options}'
-        "</select></label>"
-        f'<label>question hops <select id="qhops"><option value="all">all</option>{qhop_options}'
-        "</select></label>"
-        f'<label>searches <select id="hops"><option value="all">all</option>{hop_options}'
-        "</select></label></div>" + "".join(sections) + "</body></html>"
+        + filter_select("reward", "reward", [("pos", "> 0"), ("zero", "0")])
+        + filter_select("prompt", "prompt", prompt_options)
+        + filter_select("question hops", "qhops", question_hops)
+        + filter_select("searches", "hops", searches)
+        + "</div>"
+        + "".join(sections)
+        + "</body></html>"
     )
 
 
-def write_pages(run_dir: Path, out: Path | None = None) -> list[Path]:
-    """A page per kept step of ``run_dir`` (``forests/*.json``) and an index, under ``out``
-    (default ``run_dir/view``); returns the pages, the index first."""
+def write_pages(run_dir: Path) -> list[Path]:
+    """A page per kept step of ``run_dir`` (``forests/*.json``) and an index, under
+    ``run_dir/view``; returns the pages, the index first."""
     run_dir = Path(run_dir)
     snapshots = sorted((run_dir / "forests").glob("step-*.json"))
     if not snapshots:
@@ -207,7 +203,7 @@ def write_pages(run_dir: Path, out: Path | None = None) -> list[Path]:
             f"{run_dir / 'forests'}: no kept forests (a run keeps them every "
             "--run.forests-every steps; 0 turns it off)"
         )
-    out = Path(out) if out is not None else run_dir / "view"
+    out = run_dir / "view"
     out.mkdir(parents=True, exist_ok=True)
     pages = []
     for snap in snapshots:
