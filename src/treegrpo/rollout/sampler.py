@@ -1,20 +1,11 @@
-"""Tree sampling ("initialize-then-expand", docs/algorithm.md §2), with chains as its L = 0 case.
-
-Per prompt, with shape (M, N, L, K): initialize M chains, all episodes of the batch in one engine
-call per step; expand L times, N nodes per tree picked by the shape's rule (``core.expansion``),
-each a complete continuation from its node's cached context; keep K leaves per tree at random.
-Where a tree's picks read that tree alone (``pipelined``), its round starts as soon as its own
-episodes end (``ForestSampler.pipeline``); with a difficulty budget the round's T·N expansions
-are shared over the batch (``core.allocation``) from the leaves scored so far. Turns follow
-Search-R1 (steps 1..max_turns may search, one final step more); a full context ends an episode.
-
-Tools come from a registry (``tools.registry.Toolbox``): a step's calls go to each tool as one
-batch, each with its path's earlier calls (``Call.history``); a call the tool cannot answer
-becomes an observation that says so (``StepRecord.tool_failed``) and the episode goes on.
-Randomness is per prompt: each step of each branch has a stream seeded by (seed, prompt key,
-tree, branch, depth) (``StepRequest.seed``), each tree a generator seeded by (seed, prompt key,
-tree), so a batch split over workers (``prompt_keys``) gives the forests of one process. Details:
-docs/library.md, "Sampling a rollout forest" and "Protocol details".
+"""Tree sampling ("initialize-then-expand", docs/algorithm.md §2), with chains as its L = 0 case:
+per prompt, M chains, L rounds of N expansions per tree from the nodes the shape's rule picks
+(``core.expansion``; under a difficulty budget the round's T·N shared over the batch,
+``core.allocation``), then K leaves kept per tree at random. A step's tool calls go to each tool
+of the ``tools.registry.Toolbox`` as one batch; a call the tool cannot answer becomes an
+observation that says so. Randomness is per prompt, so a batch split over workers
+(``prompt_keys``) gives the forests of one process. Details: docs/library.md, "Sampling a
+rollout forest" and "Protocol details".
 """
 
 from __future__ import annotations
