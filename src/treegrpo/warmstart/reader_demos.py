@@ -31,7 +31,7 @@ an of in on to by as at it be been fill blank about"""
 QUESTION_WORDS = frozenset(_QUESTION_WORDS.split())
 """Words of a question that are no key terms, beside ``title_questions.FUNCTION_WORDS``."""
 CONTEXT_WORDS = 6  # words of the passage quoted before the answer in the answering thought
-MAX_TURNS, TOPK = 3, 3  # an episode's searches and passages per search: the real presets'
+MAX_TURNS, TOPK = 3, 3  # an episode's turn limit and passages per search, the real presets'
 FIRST_THINK = "I need a passage that answers this."
 CATEGORIES = ("read", "wh", "cloze", "retry", "two-hop", "direct", "title")
 
