@@ -1,10 +1,7 @@
-"""The embedded world as a small web: a search that lists pages, and ``visit`` that opens one.
-
-Each fact of a world (``synthetic``) is a page titled by whom and what it is about ("Kalo's
-boss"), its text the fact. ``search`` (BM25 over the pages) lists titles only, never the fact;
-``visit`` opens result ``n`` of the last search, or a page by its exact title. A hop is a search
-and a visit, so the agent must learn that a search alone answers nothing. The tools run
-in-process over the world (docs/embedded.md, "The web variant").
+"""The embedded world as a small web: ``search`` (BM25 over a world's fact pages) lists page
+titles only, never the fact, and ``visit`` opens result ``n`` of the last search, or a page by
+its exact title; a hop is a search and a visit, run in-process over the world
+(docs/embedded.md, "The web variant").
 """
 
 from __future__ import annotations

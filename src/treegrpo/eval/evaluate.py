@@ -1,10 +1,7 @@
 """Greedy evaluation of a search agent: EM and F1 per data source, per hop count and per question
 kind, tool calls, valid-format share (docs/algorithm.md §5: evaluation is greedy, pure EM).
-
-Reports list Search-R1's data sources in the paper's column order (docs/algorithm.md §7) with its
-two averages: "single-hop avg" over nq, triviaqa, popqa and "multi-hop avg" over hotpotqa,
-2wikimultihopqa, musique, bamboogle. Like the paper's, they are macro averages: the mean of the
-per-source numbers, not of the pooled questions.
+Search-R1's data sources come in the paper's column order with its two macro averages
+(docs/algorithm.md §7; docs/evaluation.md, "Reading the tables").
 """
 
 from __future__ import annotations

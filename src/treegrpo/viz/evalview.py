@@ -1,9 +1,6 @@
 """An evaluation as a self-contained HTML page: one chain per question (greedy, so one
-trajectory each), its steps and observations, and the model's answer beside the gold ones.
-
-Reads the ``eval-*.json`` reports that ``treegrpo eval`` and every job write (``rows``: question,
-golds, answer, response text, EM, tool calls, hops). Filters: right or wrong, hop count, and a
-search box over the question and the trajectory.
+trajectory each), its steps and observations, and the model's answer beside the gold ones, from
+the ``rows`` of an ``eval*.json`` report; filters by right or wrong, hop count and text.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Rollout trees as self-contained HTML pages (``treegrpo view``): no network, no CDN, the CSS
-and JavaScript inline.
-
-A page shows one kept step (``forests/step-NNNNNN.json``, written through ``rollout.snapshot``):
-per prompt, each tree as nested lists, one node per agent step, with leaves' rewards and
-advantages, descendant-advantage colours, branch points, expansion reasons and filters. What it
-shows: docs/configuration.md, "The run directory".
+"""Rollout trees as self-contained HTML pages (``treegrpo view``; CSS and JavaScript inline, no
+network): a page per kept step (``forests/step-NNNNNN.json``, written through
+``rollout.snapshot``). What a page shows: docs/configuration.md, "The run directory".
 """
 
 from __future__ import annotations

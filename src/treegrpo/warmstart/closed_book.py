@@ -1,10 +1,7 @@
-"""What a model knows without searching: the material of the reader warm start's "direct"
-demonstrations, which answer from the model's own knowledge instead of searching for everything.
-
-The probe opens the agent's first step with ``<think> I know this:`` and lets the model finish
-the sentence greedily, nothing retrieved. A question counts as known when a gold answer appears
-in that sentence as whole words (``known_answer``); its demonstration keeps the model's own
-sentence as the thought and answers the gold (docs/real-model.md, "The reader warm start").
+"""What a model knows without searching, the material of the reader warm start's "direct"
+demonstrations: the model finishes ``<think> I know this:`` greedily, nothing retrieved, and a
+question counts as known when a gold answer appears in that sentence as whole words
+(``known_answer``; docs/real-model.md, "The reader warm start").
 """
 
 from __future__ import annotations
