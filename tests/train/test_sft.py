@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -136,9 +137,8 @@ def test_lr_warms_up_then_decays_to_the_floor() -> None:
 @pytest.mark.slow
 def test_train_sft_lowers_the_loss() -> None:
     model = tiny_qwen2(16, hidden=32, layers=2, heads=2, kv_heads=2, seed=0)
-    losses = train_sft(
-        model, _examples(), steps=40, lr=1e-2, max_batch_tokens=64, pad_id=0, progress=False
-    )
+    cfg = SimpleNamespace(steps=40, lr=1e-2, max_batch_tokens=64, seed=0, warmup=20)
+    losses = train_sft(model, _examples(), cfg, pad_id=0, progress=False)
     assert len(losses) == 40
     assert sum(losses[-5:]) / 5 < 0.5 * losses[0]
 

@@ -24,8 +24,6 @@ from treegrpo.train.shared import (
     PackedBatch,
     leaf_weights,
     pack_batches,
-    packed_logprobs,
-    packed_ppo_loss,
     row_span,
     supports_packing,
 )
@@ -81,9 +79,9 @@ def _packed(model, ro, leaves, adv, aggregation: str, ref, edit=None, span=None)
     for b in batches:
         if edit is not None:
             b = edit(b)
-        logp, ent = packed_logprobs(model, b, with_entropy=True)
-        pg, _ = packed_ppo_loss(logp, b.sampled_logprobs, b)
-        ref_lp, _ = packed_logprobs(ref, b)
+        logp, ent = b.logprobs(model, with_entropy=True)
+        pg, _ = b.policy_loss(logp, b.sampled_logprobs)
+        ref_lp, _ = b.logprobs(ref)
         kl = (b.weight * kl_penalty(logp, ref_lp.detach())).sum()
         assert ent is not None
         total = total + pg + 0.1 * kl - 0.01 * (b.weight * ent).sum()

@@ -5,9 +5,8 @@ A causal LM's logits at position t predict token t + 1, so every per-token tenso
 Each action token carries its leaf's advantage; prompt, observation and padding tokens have
 mask 0 (docs/algorithm.md §3–4).
 
-Sequences are sorted by length and cut into micro-batches under a token budget at the cut that
-computes the fewest positions, padding included, plus a fixed cost per micro-batch
-(``core.partition``), so the padding stays small (reported as ``pad_fraction``).
+Sequences are cut into micro-batches by length (``cut_by_length``), so the padding stays small
+(reported as ``pad_fraction``).
 """
 
 from __future__ import annotations

@@ -1,27 +1,20 @@
-"""Atomic checkpoints: a Hugging Face model directory plus the trainer state for exact resume.
+"""Atomic checkpoints: a Hugging Face model directory plus the trainer state for exact resume
+(docs/configuration.md, "The run directory"). Layout of ``<run>/checkpoints/step-000010/``:
 
-Layout of ``<run>/checkpoints/step-000010/``:
-
-    model/              save_pretrained (safetensors) and the tokenizer: loadable by
-                        transformers and vLLM without this package (a LoRA policy is saved
-                        merged: base weights + α/r · B·A)
+    model/              save_pretrained (safetensors) and the tokenizer; a LoRA policy merged
     adapter/            LoRA only: peft's adapter directory, for exact resume (and for peft)
-    trainer_state.pt    optimizer, scheduler, step, data position, and the RNG states of
-                        python, numpy and torch: tensors and plain Python values only, so it
-                        loads with ``torch.load(weights_only=True)`` (a checkpoint from someone
-                        else cannot run code when loaded)
+    trainer_state.pt    optimizer, scheduler, step, data position, RNG states of python, numpy
+                        and torch: tensors and plain values only (``weights_only=True``)
     meta.json           step, data position and every file's size; written last
 
-A checkpoint is written into ``step-000010.tmp`` and renamed into place when complete, so a run
-killed while saving leaves the previous checkpoint untouched and no half-written one that looks
-complete. ``latest_checkpoint`` ignores ``.tmp`` directories and checks the newest checkpoint
-against its ``meta.json`` (files present, sizes as written, the safetensors header readable): a
-damaged one (a truncated file, a missing ``meta.json``) is skipped with a warning and the one
-before it used. Model weights are only ever read from safetensors.
+It is written into ``step-000010.tmp`` and renamed into place when complete. ``latest_checkpoint``
+checks the newest against its ``meta.json`` (files present, sizes as written, the safetensors
+header readable) and skips a damaged one with a warning. Weights are only read from safetensors.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -37,7 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from treegrpo.train.policy import is_lora, merged_copy, save_adapter
+from treegrpo.train.policy import is_lora
+from treegrpo.train.step import Learning
 
 PREFIX = "step-"
 FORMAT = 2  # 2: weights-only trainer state and file sizes in meta.json
@@ -80,19 +74,15 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def save_checkpoint(
     run_dir: Path,
     step: int,
-    model: Any,
+    learning: Learning,
     tokenizer: Any,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any | None,
     data_position: int,
     extra: dict[str, Any] | None = None,
     keep: int = 2,
     healthy: bool = True,
 ) -> Path:
-    """Write checkpoint ``step`` atomically; keep the newest ``keep`` and the newest ``healthy``
-    one.
-
-    Many arguments: the parts of a checkpoint and how many to keep, each named at the call."""
+    """Write checkpoint ``step`` of ``learning``'s policy, optimizer and scheduler atomically;
+    keep the newest ``keep`` and the newest ``healthy`` one."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:06d}"
@@ -100,9 +90,14 @@ def save_checkpoint(
     tmp = root / f"{final.name}.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
+    model, optimizer, scheduler = learning.policy, learning.optimizer, learning.scheduler
+    assert optimizer is not None, "a checkpoint holds the optimizer's state"
     if is_lora(model):
-        merged_copy(model).save_pretrained(tmp / "model", safe_serialization=True)
-        save_adapter(model, tmp / "adapter")
+        # a merged copy: merging in place and un-merging later would not restore the weights bit
+        # for bit (one model copy in memory while the checkpoint is written)
+        merged = copy.deepcopy(model).merge_and_unload()
+        merged.save_pretrained(tmp / "model", safe_serialization=True)
+        model.save_pretrained(tmp / "adapter", safe_serialization=True)  # peft's adapter directory
     else:
         model.save_pretrained(tmp / "model", safe_serialization=True)
     tokenizer.save_pretrained(tmp / "model")
@@ -118,19 +113,13 @@ def save_checkpoint(
     sizes = {
         str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()
     }
-    meta = {
-        "format": FORMAT,
-        "step": step,
-        "data_position": data_position,
-        "healthy": healthy,
-        "files": sizes,
-    }
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    meta = {"format": FORMAT, "step": step, "data_position": data_position, "healthy": healthy}
+    (tmp / "meta.json").write_text(json.dumps(meta | {"files": sizes}, indent=1))
     _fsync_tree(tmp)
     if final.exists():  # re-saving the same step (for example after a resume)
         shutil.rmtree(final)
     os.replace(tmp, final)
-    done = [p for p in _saved_in(run_dir) if _complete(p)]
+    done = _saved_in(run_dir, complete=True)
     good = [p for p in done if _meta(p).get("healthy", True)][-1:]
     for old in done[:-keep]:
         if old not in good:
@@ -175,7 +164,7 @@ def checkpoint_problem(path: Path) -> str | None:
 def healthy_checkpoint(run_dir: Path, before: int) -> Path | None:
     """The newest intact checkpoint of ``run_dir`` from before step ``before`` that was saved
     while the run was healthy (``meta.json`` "healthy"), or None."""
-    for path in reversed([p for p in _saved_in(run_dir) if _complete(p)]):
+    for path in reversed(_saved_in(run_dir, complete=True)):
         meta = _meta(path)
         good = meta.get("step", before) < before and meta.get("healthy", True)
         if good and checkpoint_problem(path) is None:
@@ -210,9 +199,11 @@ def load_trainer_state(checkpoint: Path) -> TrainerState:
     return TrainerState(**raw)
 
 
-def _saved_in(run_dir: Path) -> list[Path]:
-    """The checkpoint directories of ``run_dir`` (``_saved``), oldest first."""
-    return sorted(p for p in (Path(run_dir) / "checkpoints").glob(f"{PREFIX}*") if _saved(p))
+def _saved_in(run_dir: Path, complete: bool = False) -> list[Path]:
+    """The checkpoint directories of ``run_dir`` (``_saved``), oldest first; ``complete``: only
+    those with a ``meta.json``."""
+    found = sorted(p for p in (Path(run_dir) / "checkpoints").glob(f"{PREFIX}*") if _saved(p))
+    return [p for p in found if (p / "meta.json").exists()] if complete else found
 
 
 def _saved(path: Path) -> bool:
@@ -227,10 +218,6 @@ def _meta(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return meta if isinstance(meta, dict) else {}
-
-
-def _complete(path: Path) -> bool:
-    return _saved(path) and (path / "meta.json").exists()
 
 
 def _safetensors_problem(path: Path) -> str | None:

@@ -162,16 +162,12 @@ class AlgorithmConfig(Checked):
     """Divide by the group's standard deviation (False: Dr. GRPO)."""
     batch_baseline: float = 0.0
     """Weight w of a batch-relative term added to every leaf's advantage, w·(R − mean_B R) /
-    std_B R over the whole batch (REINFORCE++'s global baseline, arXiv 2501.03262): a prompt
-    whose leaves all fail then pushes its shared error down instead of carrying no signal
-    (docs/algorithm.md §9). 0: off, the paper's advantages."""
+    std_B R over the whole batch (REINFORCE++'s global baseline, arXiv 2501.03262;
+    docs/algorithm.md §9). 0: off, the paper's advantages."""
     demo_coef: float = 0.0
     """Weight γ of a demonstration term added to every optimizer step's loss: γ × the mean
     NLL per action token of ``demo_batch`` demonstrations drawn for the step (PPO-ptx, Ouyang
-    et al. 2022, eq. 2, with the warm start's demonstrations for the pretraining data). It keeps
-    what SFT taught in view where the group-relative advantage carries no signal
-    (docs/algorithm.md §9). Needs demonstrations: the embedded job passes its warm start's
-    (``TrainTask.demos``). 0: off."""
+    et al. 2022, eq. 2; docs/algorithm.md §9). Needs ``TrainTask.demos``. 0: off."""
     demo_batch: int = 8
     """Demonstrations per optimizer step of the demonstration term."""
     reward: Literal["em", "f1"] = "em"
@@ -198,11 +194,8 @@ class AlgorithmConfig(Checked):
     re-sampling; token means then run over the kept prompts' tokens."""
     format_gate: bool = False
     """A leaf whose path holds a broken turn, a step that is not one well-formed
-    think-then-action block (no action, an unclosed tag, an observation the model wrote
-    itself: ``core.rewards.is_well_formed_step``), scores as a wrong answer in invalid format
-    (0 without a format bonus), whatever it answered. A right answer then pays only through
-    well-formed steps; nothing is paid for format alone, so no group gains a signal that
-    favours answering early (docs/algorithm.md, "Learning that does not collapse")."""
+    think-then-action block (``core.rewards.is_well_formed_step``), scores as a wrong answer in
+    invalid format, whatever it answered (docs/algorithm.md, "Learning that does not collapse")."""
     void_turn_filter: bool = False
     """Leave out of the update the leaves whose path holds a void turn, a step with neither a
     tool call nor an answer (SimpleTIR, Xue et al. 2025, arXiv 2509.02479); their group's
@@ -395,10 +388,8 @@ class ModelConfig(Checked):
     the same process, weights pushed after every update, LoRA adapters merged into them;
     install it with `make setup-vllm`)."""
     cpu_speedups: bool | None = None
-    """The CPU speed-ups (oneDNN linear layers, folded LoRA, the lean decode step, denormals
-    flushed, freed memory returned; ``engine.cpu``): None = on where the model runs on CPU, off
-    on CUDA (not measured there). They compute what plain PyTorch computes, up to fp32
-    rounding."""
+    """The CPU speed-ups (``engine.cpu``; docs/library.md, "CPU speed-ups"): None = on where the
+    model runs on CPU, off on CUDA (not measured there)."""
 
     def _check(self) -> None:
         check_ranges(self, lora_rank=">= 0", lora_alpha="> 0", lora_dropout="in [0, 1)")
@@ -420,17 +411,15 @@ class ClusterConfig(Checked):
     update's FSDP2 ranks."""
 
     rollout_workers: int = 0
-    """Rollout workers on Ray (0: sample in this process). Each holds its own engine
-    (model.engine) on its own copy of the policy; a step's prompts are split over them, a whole
-    prompt per worker, and the weights go to all of them after every update."""
+    """Rollout workers on Ray (0: sample in this process), each with its own engine on its own
+    copy of the policy; a step's prompts are split over them, a whole prompt per worker."""
     ray_address: str | None = None
     """The Ray cluster to join ("auto" on a node of a cluster started with `ray start`; None:
     start a local one in this process)."""
     cpus_per_worker: float | None = None
     """CPU cores Ray reserves for each worker (its torch threads: the whole cores, at least
     one; fractions such as 0.5 share a core). None: on a local cluster (no ray_address) an equal
-    share of its CPUs for every worker and rank, else 1. A request the cluster cannot hold is
-    refused before any actor starts."""
+    share of its CPUs for every worker and rank, else 1."""
     gpus_per_worker: float = 0.0
     """GPUs Ray reserves for each worker (1 for vLLM on a GPU each); > 0 puts the workers' models
     on CUDA."""
@@ -438,8 +427,7 @@ class ClusterConfig(Checked):
     """How often a worker whose process dies is restarted (its prompts are sampled again)."""
     train_ranks: int = 0
     """Ranks of the update on Ray, the policy sharded over them with FSDP2
-    (``treegrpo.distributed.fsdp``; 0: the update runs in this process). The weights are
-    gathered after every update for the rollout, evaluations and checkpoints."""
+    (``treegrpo.distributed.fsdp``; 0: the update runs in this process)."""
     cpus_per_rank: float | None = None
     """CPU cores Ray reserves for each rank (its torch threads: the whole cores, at least one;
     fractions share a core). None: as cpus_per_worker."""
@@ -470,9 +458,8 @@ class HealthConfig(Checked):
     """Largest mean per-token entropy (None: not checked)."""
     format_drop: float | None = 0.1
     """A format collapse: the mean valid-format share of the last ``window`` steps' leaves
-    more than this below the best such mean so far (None: not checked). Measured on the
-    embedded job: healthy runs stay within 0.06 of their best, a collapsing one fell 0.16 by
-    step 9 (docs/algorithm.md, "Learning that does not collapse")."""
+    more than this below the best such mean so far (None: not checked; docs/algorithm.md, "Learning
+    that does not collapse")."""
     kl_drift: float | None = 0.15
     """KL drifting: the mean ``loss/kl`` of the last ``window`` steps with an update above
     this, a warning well before ``kl_max`` (None: not checked)."""

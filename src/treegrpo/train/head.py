@@ -1,14 +1,6 @@
-"""Next-token logits at chosen positions only.
-
-Training reads the model's predictions at action tokens only (docs/design.md: observation and prompt
-tokens are context), yet a causal LM's forward computes the LM head and, after it, the caller's
-softmax at every position. For the tiny default (vocabulary 812 at width 128) the head and
-softmax are a large share of an update, and for a real model its (B, T, V) float logits are the
-largest tensors of the step (SmolLM2: V = 49,152). Here the decoder gives the hidden states and
-the output embedding runs on the chosen rows only. Measured side by side against the head on
-every position (one micro-batch's forward and backward on 2 cores of a Xeon): 1.3× faster, for
-the tiny agent and for SmolLM2's shape with the real preset's LoRA, and 2.6 GB less peak memory
-for a SmolLM2 micro-batch of 4,096 tokens.
+"""Next-token logits at chosen positions only: the decoder gives the hidden states and the output
+embedding runs on the rows the loss reads (prompt and observation tokens are context), not on
+every position (what that saves: docs/library.md, "The update").
 
 That is only right where the logits are the output embedding of the last hidden state. Models
 that say otherwise in their config (below) take the full forward, and every model is checked
@@ -92,11 +84,8 @@ def logits_at(
 
 def split_head(model: Any) -> bool:
     """Whether the decoder and the output embedding may be called one after the other, the head
-    on chosen rows only (module docstring): a plain head that matches the forward, unsharded."""
-    return not _sharded(model) and plain_head(model) and head_matches_forward(model)
-
-
-def _sharded(model: Any) -> bool:
-    """Whether ``model`` is an FSDP2 module (``fully_shard``)."""
+    on chosen rows only (module docstring): a plain head that matches the forward, unsharded (not
+    an FSDP2 module, ``fully_shard``)."""
     fsdp = sys.modules.get("torch.distributed.fsdp")
-    return fsdp is not None and isinstance(model, fsdp.FSDPModule)
+    sharded = fsdp is not None and isinstance(model, fsdp.FSDPModule)
+    return not sharded and plain_head(model) and head_matches_forward(model)

@@ -1,26 +1,10 @@
 """Training health: catch a run that is going wrong early, from the metrics of its steps.
 
-Non-finite gradients are already skipped step by step (``train.update``). What this module
-watches is slower: a policy drifting away from its reference (the per-token KL above a bound),
-its entropy leaving a band (collapsing onto one answer, or dissolving into noise), and the
-training reward collapsing, the late-run score collapse that users of the authors' code have
-reported. A step is unhealthy when one of these holds; ``patience`` unhealthy steps in a row
-raise an alarm, and ``HealthConfig.action`` (train.config) says what follows:
-
-- ``warn``: a warning in the log (and ``health/alarm`` = 1 in the metrics); the run goes on;
-- ``stop``: the run stops with ``TrainingUnhealthy``, naming the last checkpoint saved while
-  the run was healthy;
-- ``rollback``: the run goes back to that checkpoint and continues from it with the learning
-  rate scaled by ``rollback_lr_scale`` (at most ``max_rollbacks`` times; then it stops).
-
-Steps without an update (every prompt's leaves scored alike) carry no KL or entropy and are
-not judged on them. The reward rule compares the mean reward of the last ``window`` steps with
-the best such mean of the run so far: below ``reward_collapse`` times the best is a collapse.
-Two rules watch the slow drift into broken formats that RL on an agent's multi-turn output is
-prone to (docs/algorithm.md, "Learning that does not collapse"): the valid-format share of
-the leaves, whose rolling mean may not fall more than ``format_drop`` below its best, and the
-rolling mean of the KL to the reference, which may not pass ``kl_drift`` (a bound well below
-``kl_max``, which stays the hard one).
+A step is unhealthy when its KL or entropy leaves its bounds, or when the rolling means of the
+reward, the valid-format share or the KL drift past theirs; ``patience`` unhealthy steps in a
+row raise an alarm, and ``HealthConfig.action`` warns, stops or rolls back (the rules in
+docs/configuration.md, "The `health` section"). Non-finite gradients are skipped step by step
+(``train.update``).
 """
 
 from __future__ import annotations

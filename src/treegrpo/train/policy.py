@@ -9,7 +9,6 @@ could not continue exactly: merging rounds, and a merged matrix cannot be split 
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,14 @@ def prepare_policy(model: Any, cfg: ModelConfig, seed: int = 0) -> Any:
     asks; returns the model to train. LoRA's A matrices are drawn from ``seed`` without touching the
     global RNG, so a run starts from the same adapters every time."""
     if cfg.grad_checkpointing:
-        enable_grad_checkpointing(model)
+        # non-reentrant: the reentrant kind drops gradients of inputs that do not require grad,
+        # and warns with frozen bases (transformers ≥ 5 renamed the method)
+        kwargs = {"use_reentrant": False}
+        enable = getattr(model, "activation_checkpointing_enable", None)
+        if enable is not None:
+            enable(kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if cfg.lora_rank == 0:
         names = [n for n, _ in model.named_parameters()]
         for prefix in cfg.frozen:
@@ -57,29 +63,6 @@ def prepare_policy(model: Any, cfg: ModelConfig, seed: int = 0) -> Any:
         # models' code forces) then gives the adapters no gradient. The hook marks them.
         policy.enable_input_require_grads()
     return policy
-
-
-def enable_grad_checkpointing(model: Any) -> None:
-    """Non-reentrant activation checkpointing (the reentrant kind drops gradients of inputs that
-    do not require grad, and warns with frozen bases). transformers ≥ 5 renamed the method."""
-    kwargs = {"use_reentrant": False}
-    enable = getattr(model, "activation_checkpointing_enable", None)
-    if enable is not None:
-        enable(kwargs)
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-
-
-def merged_copy(policy: Any) -> Any:
-    """A plain transformers model with the adapters merged in; ``policy`` is left untouched
-    (merging in place and un-merging later would not restore the weights bit for bit). Costs
-    one model copy in memory while the checkpoint is written."""
-    return copy.deepcopy(policy).merge_and_unload()
-
-
-def save_adapter(policy: Any, directory: Path) -> None:
-    """peft's adapter directory (adapter_config.json, adapter_model.safetensors)."""
-    policy.save_pretrained(directory, safe_serialization=True)
 
 
 def load_adapter(policy: Any, directory: Path) -> None:

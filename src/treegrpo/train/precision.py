@@ -1,8 +1,7 @@
 """Device and mixed precision of the update.
 
 On CUDA the update's forward passes run under ``torch.autocast`` (bfloat16 by default) while
-weights, optimizer state and all log-prob math stay float32; on CPU nothing changes, so the
-tests and the embedded job compute exactly what they computed before this option existed.
+weights, optimizer state and all log-prob math stay float32; on CPU nothing changes.
 """
 
 from __future__ import annotations

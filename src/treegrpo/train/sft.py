@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -100,29 +100,36 @@ def lr_at(step: int, steps: int, warmup: int, floor: float = 0.1) -> float:
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
 
 
+class SFTSettings(Protocol):
+    """The SFT fields of a warm start's configuration."""
+
+    @property
+    def steps(self) -> int: ...  # SFT updates
+    @property
+    def lr(self) -> float: ...  # peak AdamW learning rate
+    @property
+    def max_batch_tokens(self) -> int: ...  # padded tokens per batch
+    @property
+    def seed(self) -> int: ...  # seed of the batch order
+    @property
+    def warmup(self) -> int: ...  # warm-up updates
+
+
 def train_sft(
     model: torch.nn.Module,
     examples: Sequence[SFTExample],
-    steps: int,
-    lr: float,
-    max_batch_tokens: int,
+    cfg: SFTSettings,
     pad_id: int,
-    seed: int = 0,
-    warmup: int = 20,
-    weight_decay: float = 0.0,
-    grad_clip: float = 1.0,
     progress: bool = True,
     context_weight: float = 0.0,
     cpu_speedups: bool | None = None,
     onednn: bool | None = None,
 ) -> list[float]:
-    """``steps`` AdamW updates, one length-grouped batch each (data cycled, reshuffled every epoch),
-    of ``weighted_nll`` with ``context_weight``. ``cpu_speedups``: ``engine.cpu.speedups``'s switch
-    (None: on for a model on CPU); ``onednn``: linear layers train on oneDNN (None: where
-    ``engine.cpu.onednn.preferred``). Returns each step's loss.
-
-    Many arguments: the optimizer's and the batches' settings as explicit values, each warm start
-    passing its own."""
+    """``cfg.steps`` AdamW updates (no weight decay, gradient norm clipped at 1), one
+    length-grouped batch each (data cycled, reshuffled every epoch), of ``weighted_nll`` with
+    ``context_weight``, after ``min(cfg.warmup, cfg.steps)`` warm-up updates. ``cpu_speedups``:
+    ``engine.cpu.speedups``'s switch (None: on for a model on CPU); ``onednn``: linear layers
+    train on oneDNN (None: where ``engine.cpu.onednn.preferred``). Returns each step's loss."""
     if not examples:
         raise ValueError("no examples to train on")
     fast = speedups.enabled(model, cpu_speedups)
@@ -130,10 +137,11 @@ def train_sft(
         CpuSpeedups.attach(model, trainable=onednn)
     elif onednn:
         raise ValueError("oneDNN linear layers are a CPU speed-up: cpu_speedups must be on")
-    rng = random.Random(f"treegrpo-sft:{seed}")
-    torch.manual_seed(seed)
+    steps, warmup = cfg.steps, min(cfg.warmup, cfg.steps)
+    rng = random.Random(f"treegrpo-sft:{cfg.seed}")
+    torch.manual_seed(cfg.seed)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, steps, warmup))
     lengths = [len(e.ids) for e in examples]
     queue: list[list[int]] = []
@@ -143,7 +151,7 @@ def train_sft(
     with _progress(progress, steps) as advance:
         for _ in range(steps):
             if not queue:
-                queue = length_batches(lengths, max_batch_tokens, rng)
+                queue = length_batches(lengths, cfg.max_batch_tokens, rng)
             ids, action, labels = collate([examples[i] for i in queue.pop()], pad_id)
             # No attention mask: the rows are right-padded, and in a causal LM a real token
             # never attends to the padding after it, so attention runs its causal kernel
@@ -151,7 +159,7 @@ def train_sft(
             loss = weighted_nll(model, ids, action, labels, context_weight)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
             losses.append(loss.item())

@@ -33,7 +33,7 @@ import torch
 
 from treegrpo.core.packing import Layout, pack
 from treegrpo.rollout.records import Rollout
-from treegrpo.train.batch import BATCH_OVERHEAD, cut_by_length
+from treegrpo.train.batch import cut_by_length
 from treegrpo.train.config import Aggregation
 from treegrpo.train.head import logits_at
 from treegrpo.train.logprobs import picked_logprobs
@@ -92,24 +92,58 @@ class PackedBatch:
     def logprobs(
         self,
         policy: Any,
-        with_entropy: bool,
-        autocast_dtype: torch.dtype | None,
-        temperature: float,
+        with_entropy: bool = False,
+        autocast_dtype: torch.dtype | None = None,
+        temperature: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(n,) ``packed_logprobs`` of the policy, and the entropies when asked."""
-        return packed_logprobs(policy, self, with_entropy, autocast_dtype, temperature)
+        """(n,) log p(target | its path before it), and their entropies when asked: p is
+        softmax(logits / temperature), as ``train.logprobs.token_logprobs``."""
+        dtype = autocast_dtype or next(policy.parameters()).dtype
+        allowed = self.allowed()  # (b, 1, S, S)
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+        mask = mask.masked_fill(
+            ~allowed, torch.finfo(dtype).min
+        )  # additive, as eager and sdpa take
+        with autocast(self.input_ids.device, autocast_dtype):
+            at = (self.rows, self.cols)
+            logits = logits_at(policy, self.input_ids, mask, at, self.position_ids)  # (n, V)
+        return picked_logprobs(logits, self.targets, temperature, with_entropy)
 
     def policy_loss(
         self,
         logp: torch.Tensor,
         logp_old: torch.Tensor,
-        clip_eps: float,
-        dual_clip: float | None,
-        aggregation: Aggregation,
-        is_weight: torch.Tensor | None,
+        clip_eps: float = 0.2,
+        dual_clip: float | None = 3.0,
+        aggregation: Aggregation = "token-mean",
+        is_weight: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``packed_ppo_loss``: the weights already hold ``aggregation`` (``leaf_weights``)."""
-        return packed_ppo_loss(logp, logp_old, self, clip_eps, dual_clip, is_weight)
+        """Σ_t pg_t (module docstring): the duplicated update's clipped PPO loss of these targets'
+        leaves, weighted into the mini-batch's loss (the weights already hold ``aggregation``,
+        ``leaf_weights``), with ``losses.ppo_clip_loss``'s clipped fraction and approximate KL
+        over the targets counted once per leaf. ``is_weight`` (n,): a detached token-level
+        importance weight per target (``train.offpolicy``)."""
+        log_ratio = torch.clamp(logp - logp_old, -20.0, 20.0)  # (n,)
+        ratio = torch.exp(log_ratio)
+        up = torch.clamp(ratio, max=1.0 + clip_eps)  # min(r, 1 + ε)
+        down = torch.clamp(ratio, min=1.0 - clip_eps)  # max(r, 1 − ε)
+        if dual_clip is not None:
+            if dual_clip <= 1.0:
+                raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+            down = torch.clamp(down, max=dual_clip)
+        per_target = self.adv_pos * up + self.adv_neg * down  # (n,)
+        if is_weight is not None:
+            per_target = per_target * is_weight
+        with torch.no_grad():
+            total = self.count.sum().clamp(min=1.0)
+            clipped = self.count_pos * (ratio > 1.0 + clip_eps) + self.count_neg * (
+                ratio < 1.0 - clip_eps
+            )
+            stats = {
+                "clip_frac": clipped.sum() / total,
+                "approx_kl": (self.count * -log_ratio).sum() / total,
+            }
+        return -per_target.sum(), stats
 
     def reduce(self, x: torch.Tensor, aggregation: Aggregation) -> torch.Tensor:
         """A per-target term (KL, entropy) summed with the weights W_t, which hold the
@@ -150,7 +184,6 @@ def pack_batches(
     max_tokens: int,
     span: int | None = None,
     pad_id: int = 0,
-    overhead: int = BATCH_OVERHEAD,
 ) -> list[PackedBatch]:
     """The kept ``leaves`` of one mini-batch (node ids, with their ``advantages``) packed a row per
     prompt, or several where one row's attention would cost more (``span``, ``row_span``; None: one
@@ -180,7 +213,7 @@ def pack_batches(
         for p, idx in prompts.items()
         for part in _split_row(len(rollout.prompts[p]), idx, paths, size, span)
     ]
-    groups = cut_by_length([r.size for r in rows], max_tokens, overhead)
+    groups = cut_by_length([r.size for r in rows], max_tokens)
     batches = []
     for g in groups:
         idx = [i for r in g for i in rows[r].index]
@@ -335,58 +368,3 @@ def supports_packing(model: Any) -> str | None:
             f"mask; the prefix-shared update needs one of {', '.join(SUPPORTED_ATTENTION)}"
         )
     return None
-
-
-def packed_logprobs(
-    model: Any,
-    batch: PackedBatch,
-    with_entropy: bool = False,
-    autocast_dtype: torch.dtype | None = None,
-    temperature: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log p(target | its path before it) for the n action targets, and their entropies when
-    asked: p is softmax(logits / temperature), as ``train.logprobs.token_logprobs``."""
-    dtype = autocast_dtype or next(model.parameters()).dtype
-    allowed = batch.allowed()  # (b, 1, S, S)
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)  # additive, as eager and sdpa take
-    with autocast(batch.input_ids.device, autocast_dtype):
-        at = (batch.rows, batch.cols)
-        logits = logits_at(model, batch.input_ids, mask, at, batch.position_ids)  # (n, V)
-    return picked_logprobs(logits, batch.targets, temperature, with_entropy)
-
-
-def packed_ppo_loss(
-    logp: torch.Tensor,
-    logp_old: torch.Tensor,
-    batch: PackedBatch,
-    clip_eps: float = 0.2,
-    dual_clip: float | None = 3.0,
-    is_weight: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Σ_t pg_t (module docstring): the duplicated update's clipped PPO loss of these targets'
-    leaves, weighted into the mini-batch's loss, with ``losses.ppo_clip_loss``'s clipped fraction
-    and approximate KL over the targets counted once per leaf. ``is_weight`` (n,): a detached
-    token-level importance weight per target (``train.offpolicy``)."""
-    log_ratio = torch.clamp(logp - logp_old, -20.0, 20.0)  # (n,)
-    ratio = torch.exp(log_ratio)
-    up = torch.clamp(ratio, max=1.0 + clip_eps)  # min(r, 1 + ε)
-    down = torch.clamp(ratio, min=1.0 - clip_eps)  # max(r, 1 − ε)
-    if dual_clip is not None:
-        if dual_clip <= 1.0:
-            raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
-        down = torch.clamp(down, max=dual_clip)
-    per_target = batch.adv_pos * up + batch.adv_neg * down  # (n,)
-    if is_weight is not None:
-        per_target = per_target * is_weight
-    loss = -per_target.sum()
-    with torch.no_grad():
-        total = batch.count.sum().clamp(min=1.0)
-        clipped = batch.count_pos * (ratio > 1.0 + clip_eps) + batch.count_neg * (
-            ratio < 1.0 - clip_eps
-        )
-        stats = {
-            "clip_frac": clipped.sum() / total,
-            "approx_kl": (batch.count * -log_ratio).sum() / total,
-        }
-    return loss, stats

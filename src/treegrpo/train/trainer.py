@@ -1,16 +1,7 @@
 """The training run: data order, RL steps, logging, checkpoints, evaluation, exact resume.
 
-A run directory holds everything a run writes (docs/design.md, "Configuration and runs"):
-
-    config.json          the resolved configuration
-    metrics.jsonl        one line per RL step (and per evaluation)
-    ledger.jsonl         per RL step, each prompt's spend and signal (``train.ledger``)
-    tb/                  TensorBoard events
-    checkpoints/         Hugging Face model + trainer state, written atomically
-    eval-step-N.{json,md}
-    health.json          rollbacks after health alarms, if any (``train.health``)
-
-Resume (``RunConfig.resume``) restores the model, optimizer, scheduler, RNG states and the data
+What a run directory holds is in docs/configuration.md, "The run directory". Resume
+(``RunConfig.resume``) restores the model, optimizer, scheduler, RNG states and the data
 position from the newest complete checkpoint; each step's randomness is derived from the run
 seed and the step number, so the step after a resume equals the step without interruption.
 A LoRA run resumes from the starting model plus the checkpoint's saved adapter (``adapter/``),
@@ -19,12 +10,13 @@ not from the merged ``model/``, which is for everyone else to load.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -52,25 +44,13 @@ from treegrpo.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from treegrpo.train.config import (
-    AlgorithmConfig,
-    HealthConfig,
-    ModelConfig,
-    OptimConfig,
-    RunConfig,
-)
+from treegrpo.train.config import AlgorithmConfig, ModelConfig, OptimConfig, RunConfig
 from treegrpo.train.health import HealthMonitor, Rollback, TrainingUnhealthy
 from treegrpo.train.ledger import LEDGER_FILE, ledger_row
 from treegrpo.train.order import data_order, mixed_order
 from treegrpo.train.policy import load_adapter, prepare_policy
 from treegrpo.train.precision import autocast_dtype
-from treegrpo.train.step import (
-    Batch,
-    Learning,
-    Rollouts,
-    StepSettings,
-    rl_step,
-)
+from treegrpo.train.step import Batch, Learning, Rollouts, StepSettings, rl_step
 from treegrpo.train.task import TrainHooks, TrainItem, TrainSettings, TrainTask
 
 logger = logging.getLogger(__name__)
@@ -100,97 +80,95 @@ def train(task: TrainTask, settings: TrainSettings, hooks: TrainHooks | None = N
     evaluation, progress, and where rollouts and updates run (``train.task``)."""
     hooks = hooks or TrainHooks()
     algo, optim, run, model_cfg = settings.algo, settings.optim, settings.run, settings.model
-    health, evaluate, learner = settings.health, hooks.evaluate, hooks.learner
     out = Path(run.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(model_cfg.device)
-    amp = autocast_dtype(model_cfg.dtype, device)
     fast = speedups.enabled(device, model_cfg.cpu_speedups)  # engine.cpu.speedups
     ckpt = _checkpoint_to_resume(out, run, lora=model_cfg.lora_rank > 0)
-    policy, reference, tokenizer = _load_models(
-        task.model_path, task.load_model, ckpt, model_cfg, device, run.seed,
-        kl=algo.kl_coef > 0, own_reference=learner is None, fast=fast,
-    )  # fmt: skip
+    own_reference = hooks.learner is None
+    policy, reference, tokenizer = _load_models(task, settings, ckpt, device, own_reference, fast)
     optimizer, scheduler = make_optimizer(policy, optim)
     if ckpt is not None:
         start_step, position, logged = _restore(ckpt, out, optimizer, scheduler)
     else:
         start_step, position, logged = 0, 0, []
-        config = {"model_path": str(task.model_path), "algo": algo, "optim": optim}
-        config |= {"sampling": task.sampling, "limits": task.limits, "run": run, "model": model_cfg}
-        _write_config(out, config | {"max_obs_tokens": task.max_obs_tokens, "mix": list(task.mix)})
+        _write_config(out, task, settings)
     protocol = agent_protocol(tokenizer, task.tool, task.max_obs_tokens)
     rollouts, engine = _rollouts(
         hooks.rollout_source, policy, tokenizer, protocol, task.tool, model_cfg
     )
-    update = learner(policy, optimizer, scheduler) if learner is not None else None
-    batches = _Batches(task.items, protocol, task.mix, run)
+    update = hooks.learner(policy, optimizer, scheduler) if hooks.learner is not None else None
+    take = _batches(task.items, protocol, task.mix, run)
+    amp = autocast_dtype(model_cfg.dtype, device)
     learning = Learning(policy, reference, optimizer, scheduler, amp, update, task.demos)
     side = Rollouts(rollouts, protocol, task.sampling, task.limits)
-    per_step = StepSettings(algo, optim, health.max_failed_searches)
-    monitor = HealthMonitor.replay(health, logged)
+    per_step = StepSettings(algo, optim, settings.health.max_failed_searches)
+    monitor = HealthMonitor.replay(settings.health, logged)
     writer = _tensorboard(out / "tb", start_step)
     with open(out / "metrics.jsonl", "a") as log, open(out / LEDGER_FILE, "a") as ledger:
         for step in range(start_step, run.steps):
-            idx, batch = batches.take(position)
-            position += len(idx)
-            keep = run.forests_every > 0 and (step == 0 or (step + 1) % run.forests_every == 0)
-            observers = [_ledger_keeper(ledger, step + 1, batch)]
-            if keep:
-                observers.append(
-                    _forest_keeper(out, step + 1, protocol, batch, idx, task.items, algo, run)
-                )
-            seed = run.seed * 1_000_003 + step
-            metrics = rl_step(
-                learning, side, batch, per_step, seed=seed, observe=_all_of(observers)
-            )
-            speedups.release_memory(fast)  # else the heap fragments and memory grows every step
+            items, batch = take(position)
+            position += len(items)
             done = step + 1
+            kept = run.forests_every > 0 and (step == 0 or done % run.forests_every == 0)
+            forests = run.forests_prompts if kept else 0
+            observe = _observer(out, ledger, done, batch, items, protocol, algo, forests)
+            seed = run.seed * 1_000_003 + step
+            metrics = rl_step(learning, side, batch, per_step, seed=seed, observe=observe)
+            speedups.release_memory(fast)  # else the heap fragments and memory grows every step
             metrics["train/lr"] = float(scheduler.get_last_lr()[0])
-            if evaluate is not None and run.eval_every and done % run.eval_every == 0:
+            if hooks.evaluate is not None and run.eval_every and done % run.eval_every == 0:
                 t_eval = time.perf_counter()
-                evaluated = evaluate(policy, tokenizer, done, engine)  # {}: skipped
+                evaluated = hooks.evaluate(policy, tokenizer, done, engine)  # {}: skipped
                 if evaluated:
                     metrics |= evaluated | {"time/eval_s": time.perf_counter() - t_eval}
-            _watch_and_log(out, done, metrics, monitor, health, log, writer)
+            _log_step(out, done, metrics, monitor, log, writer)
             if hooks.on_step is not None:
                 hooks.on_step(done, metrics)
             if done % run.save_every == 0 or done == run.steps:
                 if update is not None:
                     update.load_optimizer_into(optimizer)  # the ranks' AdamW state, gathered
+                extra = {"lr_scale": lr_scale(out)}
+                keep = run.keep_checkpoints
                 save_checkpoint(
-                    out, done, policy, tokenizer, optimizer, scheduler, position,
-                    extra={"lr_scale": lr_scale(out)}, keep=run.keep_checkpoints,
-                    healthy=monitor.healthy,
-                )  # fmt: skip
+                    out, done, learning, tokenizer, position, extra, keep, monitor.healthy
+                )
     if writer is not None:
         writer.close()
     return out
 
 
-def _watch_and_log(
-    out: Path,
-    step: int,
-    metrics: dict[str, float],
-    monitor: HealthMonitor,
-    health: HealthConfig,
-    log: Any,
-    writer: Any,
+def _log_step(
+    out: Path, step: int, metrics: dict[str, float], monitor: HealthMonitor, log: Any, writer: Any
 ) -> None:
     """The health alarms' verdict on the step (``train.health``), then its line in metrics.jsonl,
     TensorBoard and the log; after that, an alarm warns, stops or rolls back (``_on_alarm``)."""
     problems = monitor.check(step, metrics)
     metrics["health/alarm"] = float(monitor.alarm)
-    _log(log, writer, step, metrics)
+    log.write(json.dumps({"step": step, "time": time.time(), **metrics}) + "\n")
+    log.flush()
+    line = (
+        f"step {step}: reward {metrics['reward/mean']:.3f}, EM {metrics['reward/em']:.3f}, "
+        f"tool calls/leaf {metrics['agent/tool_calls_per_leaf']:.2f}, "
+        f"uniform prompts {metrics['adv/uniform_prompts']:.2f}, {metrics['time/step_s']:.1f} s"
+    )
+    if "eval/em" in metrics:
+        line += f", held-out EM {metrics['eval/em']:.3f}"
+    logger.info(line)
+    if writer is not None:
+        for k, v in metrics.items():
+            writer.add_scalar(k, v, step)
     if problems:
         logger.warning("step %d: %s", step, "; ".join(problems))
     if monitor.alarm:
-        _on_alarm(out, health, monitor)
+        _on_alarm(out, monitor)
 
 
 def _checkpoint_to_resume(out: Path, run: RunConfig, lora: bool) -> Path | None:
     """The newest complete checkpoint when ``run.resume`` (damaged newer ones set aside; none: step
-    0, said so), else None after ``_start_afresh``."""
+    0, said so), else None after clearing what a previous run left in ``out``, so its steps and
+    checkpoints never mix into this run's; a checkpointed run is refused unless ``run.overwrite``
+    (with ``run.resume`` and no checkpoint, its logged steps are redone)."""
     ckpt = latest_checkpoint(out) if run.resume else None
     if ckpt is not None:
         _check_resumable(ckpt, lora)
@@ -203,37 +181,38 @@ def _checkpoint_to_resume(out: Path, run: RunConfig, lora: bool) -> Path | None:
             "Check --run.out-dir if a run was expected there",
             out,
         )
-    _start_afresh(out, run.resume, run.overwrite)
+    refuse_previous_run(out, run.resume, run.overwrite)
+    for p in _previous_files(out):
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
     return None
 
 
 def _load_models(
-    model_path: str | Path,
-    load_model: Callable[[Path], tuple[Any, Any]],
+    task: TrainTask,
+    settings: TrainSettings,
     ckpt: Path | None,
-    model_cfg: ModelConfig,
     device: torch.device,
-    seed: int,
-    kl: bool,
     own_reference: bool,
     fast: bool,
 ) -> tuple[Any, Any | None, Any]:
     """The policy (LoRA-wrapped or not, from the checkpoint when resuming), the frozen reference
     when the KL term needs one here (``own_reference`` False: the training ranks hold it; a LoRA
     policy is its own, adapters off), and the tokenizer, on ``device``, with the CPU speed-ups when
-    ``fast``.
-
-    Many arguments: where the models come from and how the run trains them, each named at its one
-    call."""
+    ``fast``."""
+    model_cfg = settings.model
     lora = model_cfg.lora_rank > 0
-    policy, tokenizer = load_model(ckpt / "model" if ckpt and not lora else Path(model_path))
-    policy = prepare_policy(policy, model_cfg, seed=seed)
+    start = Path(task.model_path)
+    policy, tokenizer = task.load_model(ckpt / "model" if ckpt and not lora else start)
+    policy = prepare_policy(policy, model_cfg, seed=settings.run.seed)
     if ckpt is not None and lora:
         load_adapter(policy, ckpt / "adapter")
     policy.to(device)
     reference = None
-    if kl and not lora and own_reference:
-        reference, _ = load_model(Path(model_path))  # the frozen starting policy
+    if settings.algo.kl_coef > 0 and not lora and own_reference:
+        reference, _ = task.load_model(start)  # the frozen starting policy
         reference.eval().requires_grad_(False).to(device)
     # the CPU speed-ups (engine.cpu.speedups): routes kept on the models for the whole run, so
     # the RL step calls them as plain PyTorch
@@ -261,13 +240,15 @@ def _restore(
     return state.step, state.data_position, logged
 
 
-def _write_config(out: Path, config: dict[str, Any]) -> None:
-    """config.json: the run's settings (dataclasses as dicts)."""
-    plain = {
-        k: asdict(v) if is_dataclass(v) and not isinstance(v, type) else v
-        for k, v in config.items()
-    }
-    (out / "config.json").write_text(json.dumps(plain, indent=2, default=str))
+def _write_config(out: Path, task: TrainTask, settings: TrainSettings) -> None:
+    """config.json: the run's settings."""
+    parts: dict[str, Any] = {"algo": settings.algo, "optim": settings.optim}
+    parts |= {"sampling": task.sampling, "limits": task.limits, "run": settings.run}
+    parts["model"] = settings.model
+    config: dict[str, Any] = {"model_path": str(task.model_path)}
+    config |= {k: asdict(v) for k, v in parts.items()}
+    config |= {"max_obs_tokens": task.max_obs_tokens, "mix": list(task.mix)}
+    (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
 
 
 def _rollouts(
@@ -290,104 +271,70 @@ def _rollouts(
     return LocalRollout(engine, protocol, tool), engine
 
 
-class _Batches:
-    """Each step's prompts: the data order (``data_order``, or ``mixed_order`` with ``mix``), a
-    pure function of the seed and the position in it, so a resumed run draws what it would
-    have; prompts rendered once per question."""
+def _batches(
+    items: Sequence[TrainItem], protocol: ToolProtocol, mix: Sequence[float], run: RunConfig
+) -> Callable[[int], tuple[list[TrainItem], Batch]]:
+    """The items and the batch of the step that starts at a position in the data order
+    (``data_order``, or ``mixed_order`` with ``mix``), a pure function of the seed and that
+    position, so a resumed run draws what it would have; prompts rendered once per question."""
+    sources = [it.source for it in items]  # [n_items]
+    prompt = functools.cache(lambda i: protocol.prompt_ids(items[i].question))
 
-    def __init__(
-        self,
-        items: Sequence[TrainItem],
-        protocol: ToolProtocol,
-        mix: Sequence[float],
-        run: RunConfig,
-    ) -> None:
-        self.items, self.protocol, self.mix, self.run = items, protocol, mix, run
-        self.sources = [it.source for it in items]  # [n_items]
-        self.prompts: dict[int, list[int]] = {}
+    def take(position: int) -> tuple[list[TrainItem], Batch]:
+        n, seed = run.prompts_per_step, run.seed
+        if mix:
+            idx = mixed_order(sources, mix, seed, position, n)
+        else:
+            idx = data_order(len(items), seed, position, n)
+        chosen = [items[i] for i in idx]
+        golds = [list(it.golds) for it in chosen]
+        return chosen, Batch([prompt(i) for i in idx], golds, [it.uid for it in chosen])
 
-    def take(self, position: int) -> tuple[list[int], Batch]:
-        """The item indices and the batch of the step that starts at ``position``."""
-        n, seed = self.run.prompts_per_step, self.run.seed
-        idx = (
-            mixed_order(self.sources, self.mix, seed, position, n)
-            if self.mix
-            else data_order(len(self.items), seed, position, n)
-        )
-        for i in idx:
-            if i not in self.prompts:
-                self.prompts[i] = self.protocol.prompt_ids(self.items[i].question)
-        items = [self.items[i] for i in idx]
-        batch = Batch(
-            [self.prompts[i] for i in idx],
-            [list(it.golds) for it in items],
-            [it.uid for it in items],
-        )
-        return list(idx), batch
+    return take
 
 
-def _all_of(
-    observers: Sequence[Callable[[ScoredRollout], None]],
+def _observer(
+    out: Path,
+    ledger: Any,
+    step: int,
+    batch: Batch,
+    items: Sequence[TrainItem],
+    protocol: ToolProtocol,
+    algo: AlgorithmConfig,
+    forests: int,
 ) -> Callable[[ScoredRollout], None]:
+    """Writes the step's line of ``ledger.jsonl`` (``train.ledger``): its prompts' spend and
+    signal; and, ``forests`` > 0, ``forests/step-NNNNNN.json`` atomically: the first ``forests``
+    prompts' trees (``rollout.snapshot``). It runs before the update, so a step killed later
+    leaves a ledger line that resume cuts with the metrics lines of steps after the checkpoint."""
+
     def observe(outcome: ScoredRollout) -> None:
-        for see in observers:
-            see(outcome)
+        ledger.write(json.dumps(ledger_row(step, outcome, batch.uids)) + "\n")
+        ledger.flush()
+        if not forests:
+            return
+        shown = list(range(min(forests, len(batch.prompts))))
+        trees = forest_snapshot(
+            outcome,
+            shown,
+            protocol.decode,
+            batch.golds,
+            [it.question for it in items],
+            hops=[it.hops for it in items],
+            scale=algo.scale_std,
+            batch=algo.batch_baseline,
+        )
+        path = out / "forests" / f"step-{step:06d}.json"
+        path.parent.mkdir(exist_ok=True)
+        write_atomic(path, json.dumps({"step": step, "algo": asdict(algo), "prompts": trees}))
 
     return observe
 
 
-def _ledger_keeper(ledger: Any, step: int, batch: Batch) -> Callable[[ScoredRollout], None]:
-    """Writes the step's line of ``ledger.jsonl`` (``train.ledger``): its prompts' spend and
-    signal. Observers run before the update, so a step killed later leaves a line that resume
-    cuts with the metrics lines of steps after the checkpoint."""
-
-    def keep(outcome: ScoredRollout) -> None:
-        ledger.write(json.dumps(ledger_row(step, outcome, batch.uids)) + "\n")
-        ledger.flush()
-
-    return keep
-
-
-def _forest_keeper(
-    out: Path,
-    step: int,
-    protocol: ToolProtocol,
-    batch: Batch,
-    idx: Sequence[int],
-    items: Sequence[TrainItem],
-    algo: AlgorithmConfig,
-    run: RunConfig,
-) -> Callable[[ScoredRollout], None]:
-    """Writes ``forests/step-NNNNNN.json`` atomically: the first ``run.forests_prompts`` prompts'
-    trees (``rollout.snapshot``)."""
-
-    def keep(outcome: ScoredRollout) -> None:
-        shown = list(range(min(run.forests_prompts, len(batch.prompts))))
-        data = {
-            "step": step,
-            "algo": asdict(algo),
-            "prompts": forest_snapshot(
-                outcome,
-                shown,
-                protocol.decode,
-                batch.golds,
-                [items[i].question for i in idx],
-                hops=[items[i].hops for i in idx],
-                scale=algo.scale_std,
-                batch=algo.batch_baseline,
-            ),
-        }
-        path = out / "forests" / f"step-{step:06d}.json"
-        path.parent.mkdir(exist_ok=True)
-        write_atomic(path, json.dumps(data))
-
-    return keep
-
-
-def _on_alarm(out: Path, health: HealthConfig, monitor: HealthMonitor) -> None:
+def _on_alarm(out: Path, monitor: HealthMonitor) -> None:
     """What ``health.action`` says after ``patience`` unhealthy steps in a row: warn (once per
     streak), stop, or roll back to the last checkpoint saved before the streak began."""
-    since = monitor.streak_start
+    health, since = monitor.cfg, monitor.streak_start
     what = f"{monitor.streak} unhealthy steps in a row since step {since}"
     if health.action == "warn":
         if monitor.streak == health.patience:
@@ -449,22 +396,6 @@ def _check_resumable(ckpt: Path, lora: bool) -> None:
         )
 
 
-def _log(log: Any, writer: Any, step: int, metrics: dict[str, float]) -> None:
-    log.write(json.dumps({"step": step, "time": time.time(), **metrics}) + "\n")
-    log.flush()
-    line = (
-        f"step {step}: reward {metrics['reward/mean']:.3f}, EM {metrics['reward/em']:.3f}, "
-        f"tool calls/leaf {metrics['agent/tool_calls_per_leaf']:.2f}, "
-        f"uniform prompts {metrics['adv/uniform_prompts']:.2f}, {metrics['time/step_s']:.1f} s"
-    )
-    if "eval/em" in metrics:
-        line += f", held-out EM {metrics['eval/em']:.3f}"
-    logger.info(line)
-    if writer is not None:
-        for k, v in metrics.items():
-            writer.add_scalar(k, v, step)
-
-
 def refuse_previous_run(out: Path, resume: bool, overwrite: bool) -> None:
     """Raise ValueError when ``out`` holds a checkpointed run that this one would neither
     continue (``resume``) nor replace (``overwrite``). Callers that write into ``out`` before
@@ -480,18 +411,6 @@ def refuse_previous_run(out: Path, resume: bool, overwrite: bool) -> None:
 def _previous_files(out: Path) -> list[Path]:
     names = ("checkpoints", "metrics.jsonl", LEDGER_FILE, "tb", "forests", HEALTH_FILE)
     return [out / n for n in names if (out / n).exists()]
-
-
-def _start_afresh(out: Path, resume: bool, overwrite: bool) -> None:
-    """Clear what a previous run left in ``out`` before step 1, so its steps and checkpoints never
-    mix into this run's; a checkpointed run is refused unless ``overwrite`` (with ``resume`` and no
-    checkpoint, its logged steps are redone)."""
-    refuse_previous_run(out, resume, overwrite)
-    for p in _previous_files(out):
-        if p.is_dir():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
 
 
 def _truncate_metrics(path: Path, last_step: int) -> list[dict[str, Any]]:

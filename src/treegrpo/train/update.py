@@ -43,6 +43,7 @@ class Part:
 
 
 PHASES = ("old_logprobs", "ref_logprobs", "policy")
+TERMS = ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl")  # the loss terms' metrics
 
 
 @dataclass
@@ -51,11 +52,7 @@ class UpdateStats:
     mini-batch, so Σ / share is the mean over the mini-batches), and one entry per optimizer
     step."""
 
-    sums: dict[str, float] = field(
-        default_factory=lambda: dict.fromkeys(
-            ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl"), 0.0
-        )
-    )
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TERMS, 0.0))
     share: float = 0.0  # Σ the counted micro-batches' shares of their mini-batches
     grad_norms: list[float] = field(default_factory=list)
     skipped: int = 0  # optimizer steps dropped for a non-finite gradient

@@ -13,27 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import Any, Protocol
+from typing import Any
 
 from treegrpo.embedded.demos import Demo
-from treegrpo.train.sft import SFTExample, train_sft
+from treegrpo.train.sft import SFTExample, SFTSettings, train_sft
 
 log = logging.getLogger(__name__)
-
-
-class SFTSettings(Protocol):
-    """The SFT fields of a warm start's configuration."""
-
-    @property
-    def steps(self) -> int: ...  # SFT updates
-    @property
-    def lr(self) -> float: ...  # peak AdamW learning rate
-    @property
-    def max_batch_tokens(self) -> int: ...  # padded tokens per batch
-    @property
-    def seed(self) -> int: ...  # seed of the batch order
-    @property
-    def warmup(self) -> int: ...  # warm-up updates
 
 
 def fit_demos(
@@ -44,21 +29,10 @@ def fit_demos(
     progress: bool = True,
     **options: Any,
 ) -> list[float]:
-    """``train_sft`` of ``model`` on ``demos`` (their ``ids`` and ``mask``) with ``cfg``'s
-    ``steps``, ``lr``, ``max_batch_tokens``, ``seed`` and ``min(warmup, steps)`` warm-up
-    updates; ``options``: ``train_sft``'s other arguments. Returns each update's loss."""
-    return train_sft(
-        model,
-        [SFTExample(d.ids, d.mask) for d in demos],
-        steps=cfg.steps,
-        lr=cfg.lr,
-        max_batch_tokens=cfg.max_batch_tokens,
-        pad_id=pad_id,
-        seed=cfg.seed,
-        warmup=min(cfg.warmup, cfg.steps),
-        progress=progress,
-        **options,
-    )
+    """``train_sft`` of ``model`` on ``demos`` (their ``ids`` and ``mask``) with ``cfg``'s SFT
+    settings; ``options``: ``train_sft``'s other arguments. Returns each update's loss."""
+    examples = [SFTExample(d.ids, d.mask) for d in demos]
+    return train_sft(model, examples, cfg, pad_id, progress, **options)
 
 
 def pooled_demos(
