@@ -29,7 +29,6 @@ class DataError(ValueError):
         what = f"field {field!r}: " if field else ""
         super().__init__(f"{where}: {what}{problem}")
         self.path = str(path)
-        self.problem = problem
         self.row = row
         self.line = line
         self.field = field

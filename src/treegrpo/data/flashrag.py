@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from treegrpo.data.errors import DataError, type_name
 from treegrpo.data.types import Question
-from treegrpo.data.webqa_rows import Row, jsonl_rows
+from treegrpo.data.webqa_rows import Row, RowFields, jsonl_rows
 from treegrpo.files import atomic_path
 
 # FlashRAG ships `nq/test.jsonl`: there the directory, not the file, names the source.
@@ -77,41 +76,30 @@ def row_id(q: Question, n: int) -> int | str:
 
 
 def _parse(path: Path, at: Row, source: str | None, fallback: str) -> Question:
-    row = at.fields
-
-    def fail(field: str, problem: str) -> DataError:
-        return DataError(path, problem, row=at.row, line=at.line, field=field)
-
-    def need(field: str) -> Any:
-        if field not in row:
-            raise fail(field, "missing")
-        return row[field]
-
-    uid = need("id")
+    r, row = RowFields(path, at), at.fields
+    uid = r.need("id")
     if not isinstance(uid, str | int) or isinstance(uid, bool):
-        raise fail("id", f"expected a string or integer, got {type_name(uid)}")
-    question = need("question")
-    if not isinstance(question, str):
-        raise fail("question", f"expected a string, got {type_name(question)}")
+        raise r.fail("id", f"expected a string or integer, got {type_name(uid)}")
+    question = r.string("question", r.need("question"))
     if not question.strip():
-        raise fail("question", "empty")
-    golds = need("golden_answers")
+        raise r.fail("question", "empty")
+    golds = r.need("golden_answers")
     if not isinstance(golds, list) or not all(isinstance(g, str) for g in golds):
-        raise fail("golden_answers", f"expected a list of strings, got {golds!r:.60}")
+        raise r.fail("golden_answers", f"expected a list of strings, got {golds!r:.60}")
     if not golds:
-        raise fail("golden_answers", "empty list: a question needs a gold answer")
+        raise r.fail("golden_answers", "empty list: a question needs a gold answer")
     if source is None:
         source = row.get("data_source", fallback)
         if not isinstance(source, str) or not source:
-            raise fail("data_source", f"expected a non-empty string, got {source!r:.60}")
+            raise r.fail("data_source", f"expected a non-empty string, got {source!r:.60}")
     meta = row.get("metadata")
     meta = {} if meta is None else meta
     if not isinstance(meta, dict):
-        raise fail("metadata", f"expected an object, got {type_name(meta)}")
+        raise r.fail("metadata", f"expected an object, got {type_name(meta)}")
     hops = meta.get("hops", 0)
     if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
-        raise fail("metadata.hops", f"expected an integer >= 0, got {hops!r:.60}")
+        raise r.fail("metadata.hops", f"expected an integer >= 0, got {hops!r:.60}")
     kind = meta.get("kind", "")
     if not isinstance(kind, str):
-        raise fail("metadata.kind", f"expected a string, got {kind!r:.60}")
+        raise r.fail("metadata.kind", f"expected a string, got {kind!r:.60}")
     return Question(f"{source}-{uid}", question, tuple(golds), source, hops, index=uid, kind=kind)

@@ -21,6 +21,7 @@ from datasets import Dataset
 
 from treegrpo.data.errors import DataError
 from treegrpo.data.types import Question
+from treegrpo.data.webqa_rows import Row, RowFields
 from treegrpo.files import atomic_path
 
 ABILITY = "fact-reasoning"
@@ -79,10 +80,7 @@ def searchr1_question(
     row: Mapping[str, Any], path: str | Path, row_no: int, source: str | None = None
 ) -> Question:
     """One Search-R1 row (a pyarrow or pandas dict) as a Question; errors name the row and field."""
-
-    def fail(field: str, problem: str) -> DataError:
-        return DataError(path, problem, row=row_no, field=field)
-
+    fail = RowFields(path, Row(dict(row), row_no, None)).fail
     if source is None:
         source = row.get("data_source")
         if source is None:

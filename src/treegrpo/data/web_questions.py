@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 from treegrpo.core.rewards import is_span
 from treegrpo.data.lead_questions import MAX_PER_BRIDGE, Built, Context, all_built, all_wh
@@ -47,14 +46,14 @@ def build_web_questions(
     built: Sequence[Built] | None = None,
     *,
     topk: int = TOPK,
-    cache_dir: str | Path | None = None,
-    use_cache: bool = False,
+    view: SiteView | None = None,
 ) -> list[WebQuestion]:
     """Every web question over ``articles``: in-snippet and in-page in article order, then
-    link. ``built``: the reading questions over the same articles (default: built here)."""
+    link. ``built``, ``view``: the reading questions and the site over the same articles
+    (default: built here, the site's index in memory)."""
     if built is None:
         built = build_questions(articles)
-    view = SiteView(articles, cache_dir=cache_dir, use_cache=use_cache)
+    view = view or SiteView(articles)
     out = _single_page(view, built, topk)
     rows = link_rows(view, Context.of(articles), [b for b in built if len(b.articles) == 2])
     results = view.search([r.question for r in rows], topk)
@@ -144,12 +143,17 @@ def read_web_questions() -> tuple[WebQuestion, ...]:
     """The in-page questions of the reworded wh-questions (source "wiki-read": the answer stands
     beyond a lead's first sentence, asked in other words), both sides of any split; uids
     ``wiki-web-read-in-page-…``, templates ``read-<kind>``."""
-    view = SiteView(load_articles(), use_cache=True)
-    found = _single_page(view, all_wh(), TOPK, prefix=READ)
+    found = _single_page(_wiki_view(), all_wh(), TOPK, prefix=READ)
     return tuple(w for w in found if w.question.kind == "in-page")
 
 
 @lru_cache(maxsize=1)
 def all_web_questions() -> tuple[WebQuestion, ...]:
     """Every web question over the offline wiki corpus, both sides of any split."""
-    return tuple(build_web_questions(load_articles(), all_built(), use_cache=True))
+    return tuple(build_web_questions(load_articles(), all_built(), view=_wiki_view()))
+
+
+@lru_cache(maxsize=1)
+def _wiki_view() -> SiteView:
+    """The site over the offline wiki corpus, one per process, its BM25 index cached on disk."""
+    return SiteView(load_articles(), use_cache=True)

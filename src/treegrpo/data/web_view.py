@@ -1,18 +1,17 @@
-"""What the offline website shows of a corpus, as the web questions check it: ``SiteView``
-computes the site's pages, links (``website.corpus.LinkIndex``) and search snippets for a list
-of ``wiki.Article``, so a question's claim about the site holds on what the server really sends
-(docs/data.md, "Web questions").
+"""What the offline website shows of a corpus, as the web questions check it: ``SiteView`` is
+the server's own ``website.site.Site`` over a list of ``wiki.Article``, seen by article index,
+so a question's claim about the site holds on what the server really sends (docs/data.md, "Web
+questions").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from treegrpo.core.rewards import is_span
 from treegrpo.data.wiki import Article
-from treegrpo.retrieval.bm25 import BM25Retriever
-from treegrpo.website.corpus import LinkIndex, WebArticle, first_sentence, site_passages
+from treegrpo.website.corpus import WebArticle, first_sentence
+from treegrpo.website.site import Site
 
 
 def web_article(article: Article) -> WebArticle:
@@ -22,27 +21,19 @@ def web_article(article: Article) -> WebArticle:
 
 class SiteView:
     """The site over ``articles`` (numbered by position): snippets, page texts, links and search;
-    ``use_cache``: keep the BM25 index on disk under ``cache_dir`` (worth it for 10k)."""
+    ``use_cache``: keep the BM25 index on disk (worth it for 10k)."""
 
-    def __init__(
-        self,
-        articles: Sequence[Article],
-        *,
-        cache_dir: str | Path | None = None,
-        use_cache: bool = False,
-    ) -> None:
+    def __init__(self, articles: Sequence[Article], *, use_cache: bool = False) -> None:
         self.articles = {a.index: a for a in articles}
         self._order = [a.index for a in articles]
-        self.by_title = {a.title: a.index for a in articles}
-        index = LinkIndex(a.title for a in articles)
+        self.site = Site([web_article(a) for a in articles], use_cache=use_cache)
+        by_title = {a.title: a.index for a in articles}
         self.links: dict[int, tuple[int, ...]] = {
-            a.index: tuple(self.by_title[x.title] for x in index.links(a.extract, a.title))
-            for a in articles
+            i: tuple(by_title[x.title] for x in links)
+            for i, links in zip(self._order, self.site.links, strict=True)
         }
         """Article → the articles its page links to, in the order of the lead."""
         self.snippets = {a.index: first_sentence(a.extract) for a in articles}
-        passages = site_passages([web_article(a) for a in articles])
-        self._retriever = BM25Retriever(passages, cache_dir=cache_dir, use_cache=use_cache)
 
     def page_text(self, index: int) -> str:
         """Everything article ``index``'s page says: title, short description, lead."""
@@ -51,7 +42,7 @@ class SiteView:
 
     def search(self, queries: Sequence[str], topk: int) -> list[list[int]]:
         """For each query, the articles of its first ``topk`` results, best first."""
-        hits = self._retriever.search(list(queries), topk)
+        hits = self.site.retriever.search(list(queries), topk)
         return [[self._order[int(p.id)] for p in found] for found in hits]
 
     def in_snippets(self, golds: Sequence[str], results: Sequence[int]) -> bool:

@@ -6,7 +6,6 @@ decryption: docs/data.md, "Public web-QA files".
 
 from __future__ import annotations
 
-import ast
 import base64
 import binascii
 import hashlib
@@ -16,11 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
-from treegrpo.data.errors import DataError, type_name
+from treegrpo.data.errors import DataError
 from treegrpo.data.types import Question
-from treegrpo.data.webqa_rows import Row, first_row, read_rows
+from treegrpo.data.webqa_rows import RowFields, first_row, read_rows
 
 log = logging.getLogger(__name__)
 
@@ -31,50 +29,6 @@ class WebQARead:
 
     questions: list[Question]
     skipped: Counter[str] = field(default_factory=Counter)
-
-
-class _Rows:
-    """Field access on one row that fails with the file, row, line and field."""
-
-    def __init__(self, path: Path, row: Row) -> None:
-        self.path, self.row = path, row
-
-    def fail(self, name: str | None, problem: str) -> DataError:
-        return DataError(self.path, problem, row=self.row.row, line=self.row.line, field=name)
-
-    def text(self, name: str, *, empty: bool = False) -> str:
-        """A string field, stripped; a number is taken as its text (GAIA answers "17")."""
-        if name not in self.row.fields:
-            raise self.fail(name, "missing")
-        value = self.row.fields[name]
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            value = str(value)
-        value = self.string(name, value)
-        if not empty and not value.strip():
-            raise self.fail(name, "empty")
-        return value.strip()
-
-    def string(self, name: str, value: Any) -> str:
-        """``value``, the field ``name`` (or a value inside an object field, named
-        ``"Field.key"``), which must be a string."""
-        if not isinstance(value, str):
-            raise self.fail(name, f"expected a string, got {type_name(value)}")
-        return value
-
-    def mapping(self, name: str) -> dict[str, Any]:
-        """An object field ({} when absent or null); a string is read as a JSON object or a
-        Python dict literal (SimpleQA's CSV writes ``{'topic': …}``)."""
-        value = self.row.fields.get(name)
-        if value is None or value == "":
-            return {}
-        if isinstance(value, str):
-            try:
-                value = ast.literal_eval(value)
-            except (ValueError, SyntaxError):
-                raise self.fail(name, "expected an object or a dict literal") from None
-        if not isinstance(value, dict):
-            raise self.fail(name, f"expected an object, got {type_name(value)}")
-        return value
 
 
 def read_webwalkerqa(
@@ -104,13 +58,13 @@ Parsed = tuple[int | str, str, str, int, str]
 """What a reader takes from a row: (id, question, answer, hops, kind)."""
 
 
-def _read(path: str | Path, source: str, parse: Callable[[_Rows], Parsed | str]) -> WebQARead:
+def _read(path: str | Path, source: str, parse: Callable[[RowFields], Parsed | str]) -> WebQARead:
     """Every row of the file at ``path`` through ``parse``, in file order: a question, or why the
     row is skipped (counted by reason, logged)."""
     path = Path(path)
     out = WebQARead([])
     for row in read_rows(path):
-        got = parse(_Rows(path, row))
+        got = parse(RowFields(path, row))
         if isinstance(got, str):
             out.skipped[got] += 1
         else:
@@ -126,7 +80,7 @@ def _read(path: str | Path, source: str, parse: Callable[[_Rows], Parsed | str])
     return out
 
 
-def _webwalkerqa(r: _Rows, *, with_root_url: bool) -> Parsed:
+def _webwalkerqa(r: RowFields, *, with_root_url: bool) -> Parsed:
     question, answer = r.text("Question"), r.text("Answer")
     root = r.text("Root_Url")
     info = r.mapping("Info")
@@ -137,7 +91,7 @@ def _webwalkerqa(r: _Rows, *, with_root_url: bool) -> Parsed:
     return r.row.row, question, answer, hops, hop
 
 
-def _simpleqa(r: _Rows) -> Parsed:
+def _simpleqa(r: RowFields) -> Parsed:
     problem, answer = r.text("problem"), r.text("answer")
     meta = r.mapping("metadata")
     kind = meta.get("answer_type", r.row.fields.get("answer_type", ""))
@@ -145,7 +99,7 @@ def _simpleqa(r: _Rows) -> Parsed:
     return r.row.row, problem, answer, 0, kind
 
 
-def _gaia(r: _Rows) -> Parsed | str:
+def _gaia(r: RowFields) -> Parsed | str:
     task, question = r.text("task_id"), r.text("Question")
     answer = r.text("Final answer")
     attached = r.row.fields.get("file_name") not in (None, "") and r.text("file_name")
@@ -158,7 +112,7 @@ def _gaia(r: _Rows) -> Parsed | str:
     return task, question, answer, 0, kind
 
 
-def _browsecomp(r: _Rows) -> Parsed:
+def _browsecomp(r: RowFields) -> Parsed:
     """A BrowseComp row, decrypted when it is encrypted."""
     problem, answer = r.text("problem"), r.text("answer")
     canary = r.text("canary", empty=True) if "canary" in r.row.fields else ""
@@ -218,7 +172,7 @@ def _is_base64(text: str) -> bool:
     return True
 
 
-def _decrypt(r: _Rows, name: str, canary: str) -> str:
+def _decrypt(r: RowFields, name: str, canary: str) -> str:
     try:
         return decrypt(r.text(name), canary)
     except (binascii.Error, UnicodeDecodeError):

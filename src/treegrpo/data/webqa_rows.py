@@ -6,6 +6,7 @@ that is not the format its extension says, is a ``DataError`` at once.
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 from collections.abc import Iterator
@@ -26,6 +27,54 @@ class Row:
     fields: dict[str, Any]
     row: int
     line: int | None
+
+
+class RowFields:
+    """Field access on one row that fails with the file, row, line and field."""
+
+    def __init__(self, path: str | Path, row: Row) -> None:
+        self.path, self.row = path, row
+
+    def fail(self, name: str | None, problem: str) -> DataError:
+        return DataError(self.path, problem, row=self.row.row, line=self.row.line, field=name)
+
+    def need(self, name: str) -> Any:
+        """The field ``name``, which must be there."""
+        if name not in self.row.fields:
+            raise self.fail(name, "missing")
+        return self.row.fields[name]
+
+    def text(self, name: str, *, empty: bool = False) -> str:
+        """A string field, stripped; a number is taken as its text (GAIA answers "17")."""
+        value = self.need(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
+        value = self.string(name, value)
+        if not empty and not value.strip():
+            raise self.fail(name, "empty")
+        return value.strip()
+
+    def string(self, name: str, value: Any) -> str:
+        """``value``, the field ``name`` (or a value inside an object field, named
+        ``"Field.key"``), which must be a string."""
+        if not isinstance(value, str):
+            raise self.fail(name, f"expected a string, got {type_name(value)}")
+        return value
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        """An object field ({} when absent or null); a string is read as a JSON object or a
+        Python dict literal (SimpleQA's CSV writes ``{'topic': …}``)."""
+        value = self.row.fields.get(name)
+        if value is None or value == "":
+            return {}
+        if isinstance(value, str):
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                raise self.fail(name, "expected an object or a dict literal") from None
+        if not isinstance(value, dict):
+            raise self.fail(name, f"expected an object, got {type_name(value)}")
+        return value
 
 
 def read_rows(path: str | Path) -> Iterator[Row]:

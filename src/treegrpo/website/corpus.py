@@ -97,17 +97,14 @@ def read_site_corpus(path: str | Path) -> list[WebArticle]:
 class LinkIndex:
     """Every title of the site grouped by first word, so scanning a lead costs one look-up per word
     plus a ``startswith`` per candidate title; titles under ``MIN_TITLE_CHARS`` or not starting
-    with a word character are never linked (``skipped``)."""
+    with a word character are never linked."""
 
     def __init__(self, titles: Iterable[str]) -> None:
         by_word: dict[str, list[str]] = defaultdict(list)
-        self.skipped = 0
         for title in dict.fromkeys(titles):
             m = _WORD.match(title)
-            if len(title) < MIN_TITLE_CHARS or m is None:
-                self.skipped += 1
-                continue
-            by_word[m[0]].append(title)
+            if len(title) >= MIN_TITLE_CHARS and m is not None:
+                by_word[m[0]].append(title)
         self._by_word = {w: sorted(ts, key=len, reverse=True) for w, ts in by_word.items()}
 
     def links(self, text: str, own: str = "") -> list[Link]:
