@@ -4,8 +4,7 @@ bm25s builds the index, a sparse (documents × terms) matrix of precomputed BM25
 score with our own ``top_documents`` rather than ``bm25s.BM25.retrieve``: it merges posting lists
 with ``bincount`` (bm25s uses ``np.add.at``, several times slower), selects the top-k among
 matched documents only, and orders ties deterministically: about 0.3 ms per query over 100k
-passages on one core, 5× faster. k1 = 0.9, b = 0.4 are Pyserini's (Search-R1's BM25 server),
-not bm25s's 1.5 / 0.75; documents that share no term with a query are not returned.
+passages on one core, 5× faster. Its settings (Pyserini's): docs/retrieval.md, "BM25".
 """
 
 from __future__ import annotations

@@ -60,8 +60,7 @@ def write_corpus(path: str | Path, passages: Iterable[Passage]) -> int:
     n = 0
     with open(path, "w", encoding="utf-8") as f:
         for p in passages:
-            f.write(json.dumps({"id": p.id, "contents": p.contents}, ensure_ascii=False))
-            f.write("\n")
+            f.write(json.dumps({"id": p.id, "contents": p.contents}, ensure_ascii=False) + "\n")
             n += 1
     return n
 

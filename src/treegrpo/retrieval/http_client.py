@@ -1,9 +1,6 @@
 """A ``SearchTool`` that calls any Search-R1 compatible ``/retrieve`` server over HTTP
-(Search-R1's own, verl's, SkyRL's, ``treegrpo serve``).
-
-Transient failures are retried with exponential backoff, so a trainer survives a retriever
-restart; a batch refused with 400, 413 or 422 is split in halves down to single queries, so only
-the queries refused on their own fail. Details: docs/retrieval.md, "In Python".
+(Search-R1's own, verl's, SkyRL's, ``treegrpo serve``): transient failures are retried, a refused
+batch is split (docs/retrieval.md, "In Python").
 """
 
 from __future__ import annotations
@@ -94,19 +91,15 @@ class RemoteRetriever(Closes):
         if not queries:
             return []
         answers = self._ask(queries, topk)
-        found = [a for a in answers if not isinstance(a, str)]
-        if len(found) == len(answers):
-            return found
+        results = [None if isinstance(a, str) else a for a in answers]
+        failed = [i for i, a in enumerate(answers) if isinstance(a, str)]
+        if not failed:
+            return [a for a in results if a is not None]
         if len(answers) == 1:
             raise RetrieverError(str(answers[0]))
-        failed = [i for i, a in enumerate(answers) if isinstance(a, str)]
-        message = (
-            f"{len(failed)} of {len(answers)} searches failed; "
-            f"search {failed[0]}: {answers[failed[0]]}"
-        )
-        if len(failed) == len(answers):
-            raise RetrieverError(message)
-        raise RetrieverError(message, [None if isinstance(a, str) else a for a in answers])
+        message = f"{len(failed)} of {len(answers)} searches failed; "
+        message += f"search {failed[0]}: {answers[failed[0]]}"
+        raise RetrieverError(message, None if len(failed) == len(answers) else results)
 
     def _ask(self, queries: list[str], topk: int, depth: int = 0) -> list[list[Passage] | str]:
         """Each query's passages, or the refusal of that query alone; ``RetrieverError`` for what

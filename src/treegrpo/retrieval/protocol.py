@@ -1,8 +1,4 @@
-"""The Search-R1 ``/retrieve`` wire format, both directions (docs/algorithm.md §6).
-
-Request: ``{"queries": ["q1", …], "topk": 3, "return_scores": true}``.
-Response: ``{"result": [[{"document": {"id": …, "contents": …}, "score": s}, …], …]}``, one list
-per query, best first; without ``return_scores`` each hit is just the document object.
+"""The Search-R1 ``/retrieve`` wire format, both directions (docs/retrieval.md, "The protocol").
 
 Free of HTTP and pydantic, so the client, the server and tests share it. Decoding is lenient where
 real servers differ harmlessly (an integer id, extra fields) and strict where a mistake would

@@ -1,10 +1,6 @@
-"""A Search-R1 compatible retriever server: ``POST /retrieve`` and ``GET /health``.
-
-Any ``SearchTool`` can be served; Search-R1, verl and SkyRL clients work against it unchanged
-(docs/algorithm.md §6). Every malformed request is a 4xx, never a 5xx; the limits refuse with
-413 or 422 and say which flag raises them. Requests are micro-batched (``retrieval.batcher``),
-and nothing slow runs on the event loop. Behaviour at the edges: docs/retrieval.md, "Serving a
-corpus".
+"""A Search-R1 compatible retriever server for any ``SearchTool``: ``POST /retrieve`` and ``GET
+/health``, which Search-R1, verl and SkyRL clients use unchanged (docs/algorithm.md §6). Limits,
+micro-batching and behaviour at the edges: docs/retrieval.md, "Serving a corpus".
 """
 
 from __future__ import annotations
