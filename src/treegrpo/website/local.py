@@ -1,10 +1,8 @@
 """A website served in this process, reached under a fixed name: the offline site
-(``website.site``) for a data job or a warm start without a separate ``treegrpo serve-web``.
-
-Pages are addressed as ``http://wiki.test/...`` (``HOST``, a reserved name no resolver answers),
-never by the port: the search client sends ``Host: wiki.test`` and the fetcher routes the name to
-the port (``tools.web.hosts``), so every URL an agent reads or writes is the same in every
-process and run (docs/real-model.md, "The web warm start").
+(``website.site``) for a data job or a warm start without a separate ``treegrpo serve-web``. Its
+pages are addressed as ``http://wiki.test/...`` (``HOST``), never by the port, so every URL an
+agent reads or writes is the same in every process and run (docs/real-model.md, "The web warm
+start").
 """
 
 from __future__ import annotations
