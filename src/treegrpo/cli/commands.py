@@ -52,7 +52,7 @@ from treegrpo.jobs import data as data_job
 from treegrpo.jobs import embedded as embedded_job
 from treegrpo.jobs.budget import run as budget_run
 from treegrpo.jobs.budget.plan import BenchSettings, bench_settings
-from treegrpo.jobs.presets import DEFAULT_DATA, DEFAULT_EMBEDDED, DataConfig
+from treegrpo.jobs.presets import DEFAULT_DATA, DEFAULT_EMBEDDED, DataConfig, ToolsConfig
 from treegrpo.jobs.runner import start_run
 from treegrpo.jobs.tools import search_r1_only
 from treegrpo.models.load import resolve_device
@@ -300,12 +300,10 @@ def evaluate(args: EvaluateOptions) -> None:
         else:  # the embedded job's held-out world
             items, tool = synthetic_set(args.world_seed, args.limit)
         model = data_job.resolve_model(str(model)) if built_in else model
-    tool_flags = {} if search_r1_only(cfg) else {k: getattr(cfg, k) for k in _EVAL_TOOL_FLAGS}
+    shown = ("corpus", "retriever_url") if search_r1_only(cfg) else _TOOL_FIELDS
     settings = {
         "data": args.data,
-        "corpus": cfg.corpus,
-        "retriever_url": cfg.retriever_url,
-        **tool_flags,
+        **{k: getattr(cfg, k) for k in shown},
         "questions": len(items),
         **{k: getattr(cfg, k) for k in _EVAL_LIMITS},
         "engine": args.engine,
@@ -330,14 +328,7 @@ def evaluate(args: EvaluateOptions) -> None:
 
 
 _EVAL_LIMITS = ("max_turns", "topk", "max_new_tokens", "max_obs_tokens", "max_context")
-_EVAL_TOOL_FLAGS = (
-    "tools",
-    "search_url",
-    "search_api",
-    "json_fields",
-    "visit_chars",
-    "mcp_servers",
-)
+_TOOL_FIELDS = tuple(f.name for f in fields(ToolsConfig))
 
 
 def _eval_config(args: EvaluateOptions) -> DataConfig:
@@ -351,10 +342,8 @@ def _eval_config(args: EvaluateOptions) -> DataConfig:
     base: Any = DEFAULT_EMBEDDED if args.data == SYNTHETIC_EVAL else DEFAULT_DATA
     given = {k: getattr(args, k) for k in _EVAL_LIMITS}
     return DataConfig(  # checks the limits' and the tools' ranges
-        corpus=None if args.corpus is None else str(args.corpus),
-        retriever_url=args.retriever_url,
         **{k: getattr(base, k) if v is None else v for k, v in given.items()},
-        **{k: getattr(args, k) for k in _EVAL_TOOL_FLAGS},
+        **{k: getattr(args, k) for k in _TOOL_FIELDS},
     )
 
 

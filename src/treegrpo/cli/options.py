@@ -24,6 +24,7 @@ from treegrpo.jobs.presets import (
     DEFAULT_RUN,
     DataConfig,
     EmbeddedConfig,
+    ToolsConfig,
 )
 from treegrpo.train.config import (
     AlgorithmConfig,
@@ -240,13 +241,14 @@ class TrainOptions:
     """Not a flag: the sections the config file sets (``main`` reads it)."""
 
 
-@dataclass(frozen=True)
-class EvaluateOptions:
+@dataclass(frozen=True, kw_only=True)
+class EvaluateOptions(ToolsConfig):
     """Evaluate a model greedily: EM and F1 per data source and per hop count, tool calls per
     question and the share of valid-format answers; writes <out>/eval.json and <out>/eval.md.
 
     The tool flags are those of `treegrpo train`'s data section (docs/tools.md): give a
-    trained web agent the tools and limits it was trained with."""
+    trained web agent the tools and limits it was trained with. For a dataset file, give a
+    corpus (searched with BM25), a retriever_url or a search_url."""
 
     model: Path
     """A Hugging Face model directory (a run's checkpoints/step-N/model, or step-N itself, or
@@ -258,27 +260,6 @@ class EvaluateOptions:
     ({"id", "question", "golden_answers"} a line; optional "data_source", "metadata": {"hops":
     n}), a web-QA file (docs/data.md) or a built-in set (wiki-qa:test, wiki-web:test, wiki-
     web:test:link, ...)."""
-    corpus: Path | None = None
-    """For a dataset file: a Search-R1 jsonl corpus searched with BM25 (or wiki:corpus)."""
-    retriever_url: str | None = None
-    """For a dataset file: a /retrieve server instead of a corpus."""
-    tools: tuple[str, ...] = ("search",)
-    """The agent's tools, in the prompt's order: search, visit, find, calculate (search alone:
-    Search-R1's agent)."""
-    search_url: str | None = None
-    """A web search back-end for search instead of a corpus: SearXNG, `treegrpo serve-web`, a
-    JSON API (--search-api json), or wiki:web (the offline wiki site, started in this
-    process)."""
-    search_api: Literal["searxng", "json"] = "searxng"
-    """How search_url answers: searxng, or json read with json_fields."""
-    json_fields: tuple[str, ...] = ("results", "title", "url", "snippet")
-    """search_api json: the results list's dotted path, then the title, URL and snippet
-    fields."""
-    visit_chars: int = 2000
-    """Characters of a visited page's observation."""
-    mcp_servers: tuple[str, ...] = ()
-    """MCP servers whose tools the agent may call too: stdio command lines or http(s) URLs
-    (docs/mcp.md)."""
     out: Path = Path("runs/eval")
     """Directory for eval.json and eval.md."""
     limit: int | None = None

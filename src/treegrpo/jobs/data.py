@@ -64,28 +64,17 @@ BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
     **{f"wiki-web:{s}": partial(web_side, s) for s in ("train", "test")},
     **{name: partial(web_side, *name.split(":")[1:]) for name in WEB_KIND_SETS},
 }
-"""Built-in question sets → the function that makes them: ``wiki`` / ``wiki-hard`` answer with
-an article's title (``treegrpo.data.wiki.wiki_questions``); ``wiki-qa`` (single-hop) and
-``wiki-qa2`` (two-hop) with a span inside the passages (``treegrpo.data.lead_questions``), and
-``wiki-read`` reworded wh-questions on any sentence of a passage (``lead_questions.wh``); their
-``val`` sets are a part of ``train`` for choosing settings (evaluating on them drops them from
-training, ``prepare_inputs``); ``wiki-web`` for web agents on ``treegrpo serve-web``, of kinds
-in-snippet, in-page and link (``treegrpo.data.web_questions``), and ``wiki-web:<side>:<kind>``
-one kind of them (so an evaluation can take all 48 held-out link questions beside 50 of each
-other kind: ``data.eval_per_file``)."""
+"""Built-in question sets → the function that makes them (docs/data.md, "Built-in, offline
+sets"); a ``val`` set is a part of ``train`` for choosing settings (evaluating on it drops it from
+training, ``read_questions``)."""
 WEB_HELD_OUT = 0.2
 """Share of the articles whose web questions are ``wiki-web:test`` (0.2: 48 link questions;
 0.1 would leave 22)."""
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
 BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader", "smollm2-web")
-"""Built-in models: ``smollm2`` is ``treegrpo.models.smollm2.prepare_smollm2()``;
-``smollm2-protocol`` is it after the protocol warm start on the wiki train questions
-(``treegrpo.warmstart.protocol``; built once, a few minutes on a CPU); ``smollm2-reader`` after
-the reader warm start on the reading questions (``treegrpo.warmstart.reader``; built once, up to
-an hour on a CPU); ``smollm2-web`` after the web warm start on ``wiki-web:train`` through
-search and visit on the in-process offline wiki (``treegrpo.warmstart.web``; built once,
-about 50 minutes on 2 CPU cores)."""
+"""Built-in models (``resolve_model``): ``smollm2`` is ``models.smollm2.prepare_smollm2()``, the
+others it after a warm start, built once and cached (docs/real-model.md)."""
 BUILTIN_SEARCH_URLS = (WIKI_WEB,)
 """Built-in search URLs: ``wiki:web`` is the offline wiki site started in this process
 (``treegrpo.data.wiki_web``)."""

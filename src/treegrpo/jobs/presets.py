@@ -93,7 +93,38 @@ DEFAULT_EMBEDDED = EmbeddedConfig()
 
 
 @dataclass(frozen=True)
-class DataConfig(Checked):
+class ToolsConfig:
+    """The agent's search tool and tools (docs/tools.md): the data job's (``DataConfig``) and
+    `treegrpo eval`'s, which take the same fields."""
+
+    corpus: str | None = None
+    """Search-R1 jsonl corpus searched in-process, or "wiki:corpus" (else give retriever_url)."""
+    retriever_url: str | None = None
+    """A running Search-R1 /retrieve server, e.g. http://127.0.0.1:8000/retrieve."""
+    tools: tuple[str, ...] = ("search",)
+    """The agent's tools, in the prompt's order (docs/tools.md): search (the corpus's or the
+    /retrieve server's passages, or web results with search_url), visit (opens a result or a
+    URL), find (a phrase in the page last visited), calculate (arithmetic); search alone is
+    Search-R1's agent."""
+    search_url: str | None = None
+    """A web search back-end for search, instead of corpus or retriever_url: a SearXNG instance
+    or `treegrpo serve-web` (http://127.0.0.1:8080), or a JSON API (search_api json); or
+    wiki:web, the offline wiki site started in this process (pages at http://wiki.test/...)."""
+    search_api: Literal["searxng", "json"] = "searxng"
+    """How search_url answers: SearXNG's JSON API, or any JSON API read with json_fields."""
+    json_fields: tuple[str, ...] = ("results", "title", "url", "snippet")
+    """search_api json: the dotted path of the results list, then each result's title, URL and
+    snippet fields."""
+    visit_chars: int = 2000
+    """Characters of a visited page's observation (its passages that match the goal)."""
+    mcp_servers: tuple[str, ...] = ()
+    """MCP servers whose tools the agent may call too (docs/mcp.md): a command line run over
+    stdio ("python -m treegrpo.tools.mcp.server --corpus c.jsonl") or an http(s) URL
+    (streamable HTTP)."""
+
+
+@dataclass(frozen=True)
+class DataConfig(Checked, ToolsConfig):
     """The data-driven job (`treegrpo train --data.train-files …`): the starting model, the
     question files, the search tool and the agent's limits (defaults: the paper's QA runs).
     Built-in, offline names (``treegrpo.jobs.data`` resolves them; docs/data.md): questions
@@ -129,32 +160,8 @@ class DataConfig(Checked):
     eval_per_file: bool = False
     """``eval_questions`` counts per eval file (each file's own evenly spaced ones), so a small
     file (a two-hop set beside a large single-hop one) is not left with a handful."""
-    corpus: str | None = None
-    """Search-R1 jsonl corpus searched in-process, or "wiki:corpus" (else give retriever_url)."""
-    retriever_url: str | None = None
-    """A running Search-R1 /retrieve server, e.g. http://127.0.0.1:8000/retrieve."""
     retriever: Literal["bm25", "dense"] = "bm25"
     """How the corpus is searched: bm25 (bm25s) or dense (sentence-transformers + FAISS)."""
-    tools: tuple[str, ...] = ("search",)
-    """The agent's tools, in the prompt's order (docs/tools.md): search (the corpus's or the
-    /retrieve server's passages, or web results with search_url), visit (opens a result or a
-    URL), find (a phrase in the page last visited), calculate (arithmetic); search alone is
-    Search-R1's agent."""
-    search_url: str | None = None
-    """A web search back-end for search, instead of corpus or retriever_url: a SearXNG instance
-    or `treegrpo serve-web` (http://127.0.0.1:8080), or a JSON API (search_api json); or
-    wiki:web, the offline wiki site started in this process (pages at http://wiki.test/...)."""
-    search_api: Literal["searxng", "json"] = "searxng"
-    """How search_url answers: SearXNG's JSON API, or any JSON API read with json_fields."""
-    json_fields: tuple[str, ...] = ("results", "title", "url", "snippet")
-    """search_api json: the dotted path of the results list, then each result's title, URL and
-    snippet fields."""
-    visit_chars: int = 2000
-    """Characters of a visited page's observation (its passages that match the goal)."""
-    mcp_servers: tuple[str, ...] = ()
-    """MCP servers whose tools the agent may call too (docs/mcp.md): a command line run over
-    stdio ("python -m treegrpo.tools.mcp.server --corpus c.jsonl") or an http(s) URL
-    (streamable HTTP)."""
     max_turns: int = 3
     """Steps that may search before the final step."""
     topk: int = 3
