@@ -9,7 +9,8 @@ to reinforce. ``protocol_warm_start(base)`` builds once per (base model, setting
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -24,8 +25,10 @@ from treegrpo.data.wiki import wiki_corpus, wiki_questions
 from treegrpo.embedded.demos import Demo
 from treegrpo.files import cache_entry, cached_dir
 from treegrpo.retrieval.bm25 import BM25Retriever
-from treegrpo.warmstart.demo_sft import fit_demos
+from treegrpo.train.sft import SFTExample, train_sft
 from treegrpo.warmstart.reader_demos import build_title_demos
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1  # bump when a code change alters what a configuration builds
 STATS_FILE = "protocol.json"
@@ -138,7 +141,7 @@ def tune_and_save(
     )
     model = get_peft_model(model, lora)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    losses = fit_demos(model, demos, cfg, pad, progress)
+    losses = train_sft(model, [SFTExample(d.ids, d.mask) for d in demos], cfg, pad, progress)
     merged = model.merge_and_unload()
     merged.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
@@ -154,3 +157,17 @@ def tune_and_save(
     }
     (out_dir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
     return stats
+
+
+def pooled_demos(
+    kind: str, cfg: Any, demos: Mapping[str, Sequence[Demo]]
+) -> tuple[list[Demo], dict[str, Any]]:
+    """Every demonstration of ``demos`` (category → its demonstrations) in category order, to
+    tune on, and what ``STATS_FILE`` says first: ``{kind: asdict(cfg)}`` (the warm start's
+    settings, a dataclass) and the count per category; raises ``ValueError`` naming the
+    ``kind`` of warm start ("reader", "web") when there is none."""
+    every = [d for ds in demos.values() for d in ds]
+    if not every:
+        raise ValueError(f"{kind} warm start: no question gave a demonstration")
+    log.info("%s warm start: LoRA SFT on %d demonstrations", kind, len(every))
+    return every, {kind: asdict(cfg), "categories": {c: len(ds) for c, ds in demos.items()}}

@@ -20,8 +20,12 @@ from treegrpo.data.types import Question
 from treegrpo.data.wiki import load_articles, wiki_corpus, wiki_questions
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.warmstart.closed_book import closed_book, known_answer
-from treegrpo.warmstart.demo_sft import pooled_demos
-from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, cached_build, tune_and_save
+from treegrpo.warmstart.protocol import (
+    ProtocolWarmStartConfig,
+    cached_build,
+    pooled_demos,
+    tune_and_save,
+)
 from treegrpo.warmstart.reader_demos import ReaderMix, build_reader_demos
 
 log = logging.getLogger(__name__)

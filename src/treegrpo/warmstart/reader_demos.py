@@ -13,7 +13,6 @@ import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import TypeVar
 
 from treegrpo.agent.protocol import SearchProtocol, parse_passages
@@ -214,11 +213,6 @@ def _first(
     return out
 
 
-def _first_search_holds(q: Question, tool: SearchTool) -> bool:
-    """Whether searching the question retrieves a passage holding ``golds[0]``."""
-    return any(q.golds[0] in p.contents for p in tool.search([q.question], TOPK)[0])
-
-
 def build_title_demos(
     questions: Sequence[Question],
     tool: SearchTool,
@@ -282,13 +276,15 @@ def build_reader_demos(
         made = play(q)
         return made[0] if made else None
 
+    def holds(q: Question) -> bool:  # searching the question retrieves golds[0]
+        return any(q.golds[0] in p.contents for p in tool.search([q.question], TOPK)[0])
+
     n_two, n_title = round(n * mix.two_hop), round(n * mix.title)
     out["two-hop"] = [d for _, d in _first(rng.sample(list(two_hop), len(two_hop)), n_two, two)]
     n_single = n - n_title - len(out["two-hop"]) - len(out["direct"])
     out["wh"] = [d for _, d in _first(rng.sample(list(wh), len(wh)), round(n_single * mix.wh), one)]
     used = {q.uid for (q, _), _ in direct}
     rest = [q for q in rng.sample(list(single), len(single)) if q.uid not in used]
-    holds = partial(_first_search_holds, tool=tool)
     out |= _single_hop(rest, n_single - len(out["wh"]), mix, play, holds)
     out["title"] = build_title_demos(titles, tool, protocol, n_title, seed)
     return out

@@ -31,8 +31,7 @@ from treegrpo.engine.cpu.paths import LinearPath
 from treegrpo.files import cache_entry, cached_dir
 from treegrpo.models.tiny import tiny_qwen2
 from treegrpo.retrieval.bm25 import BM25Retriever
-from treegrpo.train.sft import SFTExample
-from treegrpo.warmstart.demo_sft import fit_demos
+from treegrpo.train.sft import SFTExample, train_sft
 
 log = logging.getLogger(__name__)
 
@@ -168,9 +167,9 @@ def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[st
     t_demos = time.perf_counter()
     model = _model(cfg, tokenizer)
     log.info("warm start: SFT, %d updates", cfg.steps)
-    losses = fit_demos(
+    losses = train_sft(
         model,
-        demos,
+        [SFTExample(d.ids, d.mask) for d in demos],
         cfg,
         tokenizer.pad_token_id,
         progress,

@@ -24,8 +24,12 @@ from treegrpo.data.web_questions import (
 )
 from treegrpo.data.wiki import load_articles, split_of
 from treegrpo.data.wiki_web import wiki_web
-from treegrpo.warmstart.demo_sft import pooled_demos
-from treegrpo.warmstart.protocol import ProtocolWarmStartConfig, cached_build, tune_and_save
+from treegrpo.warmstart.protocol import (
+    ProtocolWarmStartConfig,
+    cached_build,
+    pooled_demos,
+    tune_and_save,
+)
 from treegrpo.warmstart.web_demos import WebMix, build_web_demos, site_toolbox
 
 log = logging.getLogger(__name__)
