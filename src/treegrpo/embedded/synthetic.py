@@ -59,10 +59,6 @@ class World:
     def __post_init__(self) -> None:
         self._table = {(f.subject, f.relation): f.object for f in self.facts}
 
-    def lookup(self, subject: str, relation: str) -> str | None:
-        """The object of a fact, from the world's own tables (for tests and checks)."""
-        return self._table.get((subject, relation))
-
     def chain(self, plan: Plan) -> list[str]:
         """The start and every person a plan passes through, the answer last."""
         out = [plan.start]

@@ -61,10 +61,8 @@ class Call:
 
     def last(self, tool: str) -> PastCall | None:
         """The latest earlier call of ``tool`` that gave a result, if any."""
-        for past in reversed(self.history):
-            if past.tool == tool and past.result is not None:
-                return past
-        return None
+        found = (p for p in reversed(self.history) if p.tool == tool and p.result is not None)
+        return next(found, None)
 
 
 Status = Literal["ok", "error", "failed"]

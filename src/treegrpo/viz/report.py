@@ -100,16 +100,8 @@ def markdown_tables(text: str) -> str:
     def flush() -> None:
         if rows:
             head, *body = rows
-            out.append(
-                "<table><tr>"
-                + "".join(f"<th>{html.escape(c)}</th>" for c in head)
-                + "</tr>"
-                + "".join(
-                    "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-                    for r in body
-                )
-                + "</table>"
-            )
+            lines = [_table_row("th", head)] + [_table_row("td", r) for r in body]
+            out.append(f"<table>{''.join(lines)}</table>")
             rows.clear()
 
     for line in text.splitlines():
@@ -123,6 +115,10 @@ def markdown_tables(text: str) -> str:
             out.append(f"<p>{html.escape(line)}</p>")
     flush()
     return "".join(out)
+
+
+def _table_row(tag: str, cells: Sequence[str]) -> str:
+    return "<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>"
 
 
 PHASES = (

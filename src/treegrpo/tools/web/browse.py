@@ -82,12 +82,7 @@ class VisitTool:
         )
 
     def call(self, calls: Sequence[Call]) -> list[Visit | Failure]:
-        targets: list[tuple[str, str | None] | Failure] = []
-        for c in calls:
-            try:
-                targets.append(self._resolve(c))
-            except BadArgument as exc:
-                targets.append(Failure(str(exc)))
+        targets = [self._resolve(c) for c in calls]
         urls = [t[0] for t in targets if not isinstance(t, Failure)]
         pages = iter(self.fetcher.fetch_many(urls))
         out: list[Visit | Failure] = []
@@ -99,8 +94,8 @@ class VisitTool:
             out.append(page if isinstance(page, Failure) else Visit(page, t[1]))
         return out
 
-    def _resolve(self, call: Call) -> tuple[str, str | None]:
-        """The URL to fetch and the goal; ``BadArgument`` for a result that is not there."""
+    def _resolve(self, call: Call) -> tuple[str, str | None] | Failure:
+        """The URL to fetch and the goal, or the ``Failure`` of a result that is not there."""
         argument: VisitArgument = call.argument
         search = call.last(self.search_tool)
         query = search.argument if search is not None and isinstance(search.argument, str) else None
@@ -109,17 +104,17 @@ class VisitTool:
             return argument.target, goal
         n = argument.target
         if search is None:
-            raise BadArgument(
+            return Failure(
                 f"there is no search result {n} yet: search first, or give a URL "
                 f"(<{self.name}> https://… </{self.name}>)"
             )
         hits = list(search.result)
         if not all(isinstance(h, SearchHit) for h in hits):
-            raise BadArgument("the last search's results are not web pages: give a URL")
+            return Failure("the last search's results are not web pages: give a URL")
         if not hits:
-            raise BadArgument("the last search found nothing: search again, or give a URL")
+            return Failure("the last search found nothing: search again, or give a URL")
         if n > len(hits):
-            raise BadArgument(
+            return Failure(
                 f"there are {len(hits)} results: write a number from 1 to {len(hits)}, or a URL"
             )
         return hits[n - 1].url, goal

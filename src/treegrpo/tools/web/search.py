@@ -271,10 +271,9 @@ class WebSearchTool:
     def format(self, result: list[SearchHit]) -> str:
         if not result:
             return "No results."
-        entries = []
+        lines = []
         for i, hit in enumerate(result, start=1):
-            lines = [f"[{i}] {cut(hit.title, 200) or '(no title)'}", hit.url]
+            lines += [f"[{i}] {cut(hit.title, 200) or '(no title)'}", hit.url]
             if hit.snippet:
                 lines.append(cut(hit.snippet, self.snippet_chars))
-            entries.append("\n".join(lines))
-        return "\n".join(entries)
+        return "\n".join(lines)
