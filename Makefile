@@ -41,7 +41,7 @@ test: setup lint typecheck unit
 
 # Two workers, each test file on one of them (its module fixtures built once).
 unit: setup
-	$(PY) -m pytest -n 2 --dist loadfile -rs --fail-on-skip --allow-skip vllm
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder -rs --fail-on-skip --allow-skip vllm
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

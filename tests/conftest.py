@@ -88,6 +88,31 @@ def _denormals_restored() -> Iterator[None]:
         torch.set_flush_denormal(False)
 
 
+# The files that take a minute or more on 2 cores, longest first. `make unit` hands whole files to
+# two workers in collection order (--dist loadfile --no-loadscope-reorder): these go first, so
+# that no worker is left with a long file while the other has finished the rest.
+LONG_FILES = (
+    "tests/reliability/test_more_kills.py",
+    "tests/train/test_shared_smollm2.py",
+    "tests/reliability/test_kills.py",
+    "tests/reliability/test_budget_kills.py",
+    "tests/distributed/test_fsdp.py",
+    "tests/distributed/test_ray_expansion.py",
+    "tests/distributed/test_ray_rollout.py",
+    "tests/jobs/budget/test_bench.py",
+    "tests/rollout/test_search_failures.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    root = Path(__file__).parents[1]
+    missing = [path for path in LONG_FILES if not (root / path).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py LONG_FILES names missing files: {missing}")
+    rank = {path: i for i, path in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
+
+
 # `make test` runs the suite with --fail-on-skip: a test skipped for a missing extra or resource
 # fails CI, unless its markers or its skip reason name one of the --allow-skip words (the vLLM
 # tests, which `make test-vllm` runs in their own environment).
