@@ -42,17 +42,17 @@ from typing import Any
 
 from treegrpo.agent.protocol import parse_action
 from treegrpo.core.rewards import is_span, normalize_answer
+from treegrpo.eval.evaluate import EvalItem
 from treegrpo.jobs.data import (
-    DataInputs,
     evaluate_model_dir,
     evenly_spaced,
-    held_out_eval,
     make_tool,
     prepare_inputs,
     resolve_model,
     resolve_questions,
 )
 from treegrpo.jobs.presets import TRAIN_SECTIONS
+from treegrpo.jobs.runner import greedy_evaluator
 from treegrpo.models.load import load_model
 from treegrpo.train.yaml_config import load_config
 from treegrpo.warmstart.reader_demos import key_terms
@@ -148,8 +148,8 @@ def measure_model(
         name, _, count = spec.partition("=")
         questions = evenly_spaced(resolve_questions([name]), int(count) if count else None)
         t0 = time.perf_counter()
-        inputs = DataInputs(model_dir, [], questions, tool, [])
-        report = held_out_eval(lm, tokenizer, inputs, data)
+        evaluate = greedy_evaluator(tool, [EvalItem.of(q) for q in questions], data)
+        report = evaluate(lm, tokenizer, "hf")
         overall = report["overall"]
         row = {"model": model, "set": name, "questions": len(questions)}
         row |= {k: overall[k] for k in ("em", "f1", "valid_format", "tool_calls")}

@@ -49,12 +49,10 @@ class BudgetOptions:
 class BenchBudgetOptions:
     """Budget-matched benchmark: Tree-GRPO (1,2,1), (2,2,1), (2,6,1), (4,5,1) against chain
     GRPO with 2, 4, 8, 16 chains, and the advantage ablation at ≈ 4, all from the same starting
-    model with the same prompts, seeds and held-out questions; on the embedded world from its
-    warm start, or with `--config FILE` on the data, model and settings of a `treegrpo train`
-    config (data mode, e.g. configs/real-smollm2-wiki.yaml). Writes a JSON, a markdown table and
-    plots under bench/results/; finished runs are reused, so re-running the same command
-    resumes. Full embedded mode: 50 runs of 20 steps (all budgets and the ablation), about 80 min
-    on 2 CPU cores; each expansion rule adds one tree run per budget and seed."""
+    model, prompts, seeds and held-out questions; on the embedded world, or with `--config FILE`
+    on a `treegrpo train` config's data and model (data mode). Writes a JSON, a markdown table
+    and plots under bench/results/; finished runs are reused, so the same command resumes.
+    Modes and sizing: docs/evaluation.md, "The budget benchmark: `treegrpo bench-budget`"."""
 
     quick: bool = False
     """One seed, budgets 2 and 4, 3 steps, 30 held-out questions (data mode: at most 30 of the

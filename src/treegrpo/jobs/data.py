@@ -23,7 +23,6 @@ from treegrpo.data.web_questions import KINDS as WEB_KINDS
 from treegrpo.data.web_questions import web_questions
 from treegrpo.data.wiki import wiki_corpus, wiki_questions
 from treegrpo.data.wiki_web import WIKI_WEB
-from treegrpo.engine.base import Engine, EngineKind
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.eval.evaluate import EvalItem, compare_table, paper_table
 from treegrpo.jobs.presets import DataConfig
@@ -321,32 +320,22 @@ def same_question(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def held_out_eval(
-    model: Any,
-    tokenizer: Any,
-    inputs: DataInputs,
-    data: DataConfig,
-    engine: Engine | EngineKind = "hf",
-) -> dict[str, Any]:
+def held_out_evaluator(inputs: DataInputs, data: DataConfig) -> Evaluator:
     """Greedy evaluation of a loaded model on ``inputs.held_out`` with ``data``'s agent limits:
     what ``run_data`` reports before and after training (and every ``run.eval_every`` steps)."""
-    return _evaluator(inputs, data)(model, tokenizer, engine)
-
-
-def _evaluator(inputs: DataInputs, data: DataConfig) -> Evaluator:
     return greedy_evaluator(inputs.tool, [EvalItem.of(q) for q in inputs.held_out], data)
 
 
 def evaluate_model_dir(
     path: Path, inputs: DataInputs, data: DataConfig, device: str = "auto"
 ) -> dict[str, Any] | None:
-    """Load the model at ``path`` onto ``device`` and evaluate it with ``held_out_eval`` (None
-    without held-out questions); of ``inputs.model_dir``: the starting report for
+    """Load the model at ``path`` onto ``device`` and evaluate it with ``held_out_evaluator``
+    (None without held-out questions); of ``inputs.model_dir``: the starting report for
     ``run_data(before=…)``."""
     if not inputs.held_out:
         return None
     model, tokenizer = load_model(path)
-    return held_out_eval(model.to(resolve_device(device)), tokenizer, inputs, data)
+    return held_out_evaluator(inputs, data)(model.to(resolve_device(device)), tokenizer, "hf")
 
 
 def training_mix(files: Sequence[str], weights: Sequence[float], source: Sequence[int]) -> str:
@@ -399,7 +388,7 @@ def run_data(
         ),
         limits=AgentLimits(data.max_turns, data.topk, data.max_context),
         max_obs_tokens=data.max_obs_tokens,
-        held_out=_evaluator(inputs, data) if inputs.held_out else None,
+        held_out=held_out_evaluator(inputs, data) if inputs.held_out else None,
         eval_device=settings.model.device,
         report=report,
         summary={

@@ -51,7 +51,6 @@ ABLATION_MODES: tuple[Mode, ...] = ("intra", "inter")
 # steps and the seed change from run to run).
 BENCH_ALGO = DEFAULT_ALGO
 BENCH_OPTIM = DEFAULT_OPTIM
-BENCH_PROMPTS = DEFAULT_RUN.prompts_per_step
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ class BenchSettings:
     """RunConfig.seed values; every method runs with each."""
     steps: int = FULL_STEPS
     """RL steps per run."""
-    prompts_per_step: int = BENCH_PROMPTS
+    prompts_per_step: int = DEFAULT_RUN.prompts_per_step
     """Prompts per RL step (the same prompts for every method with the same seed)."""
     eval_questions: int | None = DEFAULT_EMBEDDED.eval_questions
     """Held-out questions (None, data mode only: every question of the eval files)."""
@@ -194,13 +193,11 @@ def warm_start_choices(
 def bench_settings(
     quick: bool = False, config: str | Path | None = None, **overrides: Any
 ) -> BenchSettings:
-    """The full or quick defaults with the given fields replaced (None values ignored). ``config``:
-    data mode with this run config (read as ``treegrpo train --config`` reads it, a world section
-    refused): steps, prompts per step, held-out questions and periodic evaluation from the file
-    (quick: 3 steps, at most 30 questions), one worker,
-    outputs bench/results/budget-data[-quick].json and runs/bench-budget/data[-quick],
-    "-world<seed>" added for a validation world. ValueError on bad settings, a config that does not
-    fit, or a data section ``jobs.data.check_data`` rejects or without held-out questions."""
+    """The full or quick defaults with the given fields replaced (None values ignored);
+    ``config``: data mode with this run config, read as ``treegrpo train --config`` reads it, a
+    world section refused (docs/evaluation.md, "The budget benchmark: `treegrpo bench-budget`").
+    ValueError on bad settings, a config that does not fit, or a data section
+    ``jobs.data.check_data`` rejects or without held-out questions."""
     base = BenchSettings()
     if config is not None:
         sections = load_config(config, TRAIN_SECTIONS)

@@ -40,6 +40,10 @@ EXPANSION_METHODS = {
 }
 """Method name → what its tree runs differently (an expansion rule, with difficulty budgets or
 not), for the runs beside the uniform tree."""
+TREE_DIAGNOSTICS = ("mixed_reward_share", "distinct_leaves", "expansion_depth", "root_expansions")
+"""What the trees held, per RL step (``train.step``): the share of trees whose leaves' rewards
+differ, distinct trajectories per tree, the depth expansions branched at (0: the root) and the
+share of expansions from the root."""
 NUMERIC = (
     "em",
     "f1",
@@ -54,10 +58,7 @@ NUMERIC = (
     "token_efficiency",
     "step_s",
     "wall_s",
-    "mixed_reward_share",
-    "distinct_leaves",
-    "expansion_depth",
-    "root_expansions",
+    *TREE_DIAGNOSTICS,
     "processed_per_prompt",
     "train_s",
     "no_signal",
@@ -119,12 +120,6 @@ def run_record(
         "expansion_depths": _depth_shares(steps),
         **{key: _step_mean(steps, f"tree/{key}") for key in TREE_DIAGNOSTICS},
     }
-
-
-TREE_DIAGNOSTICS = ("mixed_reward_share", "distinct_leaves", "expansion_depth", "root_expansions")
-"""What the trees held, per RL step (``train.step``): the share of trees whose leaves' rewards
-differ, distinct trajectories per tree, the depth expansions branched at (0: the root) and the
-share of expansions from the root."""
 
 
 def _step_mean(steps: Sequence[dict[str, Any]], key: str) -> float:
