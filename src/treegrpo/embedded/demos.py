@@ -219,11 +219,10 @@ def query_drills(
     """``cfg.query_drills`` oracle episodes of the questions of ``worlds`` with ``DRILL_DEPTH``
     hops or more (seeded order, cycled), trained on the queries of their ``DRILL_DEPTH``-th and
     later searches only; every other token is ``NO_LOSS`` (docs/embedded.md, "The warm start")."""
-    depth = DRILL_DEPTH
     rng = random.Random(f"treegrpo-drills:{cfg.seed}")
     opening = protocol.tokenizer.convert_tokens_to_ids("<search>")
     drills = []
-    for world, tool, q in _drawn(worlds, cfg.query_drills, rng, depth):
+    for world, tool, q in _drawn(worlds, cfg.query_drills, rng, DRILL_DEPTH):
         oracle = FlawedAgent(world.plans[q.uid], Flaws(0, 0, None, 0), rng)
         episode = run_episode(oracle, protocol, tool, cfg.max_turns, cfg.topk)
         demo = demo_from_episode(q, episode, protocol)
@@ -233,7 +232,7 @@ def query_drills(
                 searches += 1
                 start = t + turn.action_ids.index(opening) + 1  # the query and its closing tag
                 end = t + len(turn.action_ids)
-                if searches >= depth:
+                if searches >= DRILL_DEPTH:
                     mask[start:end] = [1] * (end - start)
             t += len(turn.action_ids) + len(turn.obs_ids)
         drills.append(Demo(demo.ids, mask, demo.prompt_len, (), q.hops, demo.reward))

@@ -55,13 +55,9 @@ def _golds(value: Any) -> list[str]:
 
 def chain_steps(response: str) -> list[tuple[str, str]]:
     """The trajectory cut into (model text, observation) pairs at each ``<information>``."""
-    parts = _OBS.split(response)
-    steps = []
-    for i in range(0, len(parts), 2):
-        obs = parts[i + 1] if i + 1 < len(parts) else ""
-        if parts[i].strip() or obs:
-            steps.append((parts[i].strip(), obs))
-    return steps
+    parts = [*_OBS.split(response), ""]  # text, observation, …, text, no observation
+    pairs = zip(parts[::2], parts[1::2], strict=True)
+    return [(t.strip(), obs) for t, obs in pairs if t.strip() or obs]
 
 
 def render_eval(report: dict[str, Any], title: str) -> str:

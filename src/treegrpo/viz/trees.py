@@ -43,7 +43,6 @@ function applyFilters(){
       let ok=(rew==='all')||(rew==='pos'&&r>0)||(rew==='zero'&&r<=0);
       ok=ok&&(hops==='all'||li.dataset.searches===hops);
       ok=ok&&(!q||li.dataset.path.includes(q));
-      li.classList.toggle('dim',!ok);
       li.style.opacity=ok?'1':'0.25';
       any=any||ok;
     });

@@ -74,7 +74,6 @@ class McpTool:
     def call(self, calls: Sequence[Call]) -> list[Any]:
         results = self.connection.call(self.spec.name, [c.argument for c in calls])
         out: list[Any] = []
-        down = 0
         for r in results:
             if isinstance(r, mcp_types.CallToolResult):
                 out.append(Failure(_error_text(r)) if r.is_error else r)
@@ -82,11 +81,10 @@ class McpTool:
                 out.append(Failure(r.error.message))  # refused by a live server (bad params)
             else:
                 out.append(None)
-                down += 1
-        if down:
+        if None in out:
             first = next(r for r in results if is_outage(r))
             raise ToolFailed(
-                f"MCP server {self.connection.config.name}: {down} of {len(calls)} "
+                f"MCP server {self.connection.config.name}: {out.count(None)} of {len(calls)} "
                 f"{self.name} calls got no answer: {first!r}",
                 out,
             )
