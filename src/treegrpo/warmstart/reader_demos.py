@@ -13,6 +13,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TypeVar
 
 from treegrpo.agent.protocol import SearchProtocol, parse_passages
@@ -203,14 +204,8 @@ def _first(
 ) -> list[tuple[T, Demo]]:
     """The first ``limit`` items that ``make`` demonstrates (it gives None where it cannot),
     in order, each with its demonstration."""
-    out: list[tuple[T, Demo]] = []
-    for item in items:
-        if len(out) == limit:
-            break
-        demo = make(item)
-        if demo is not None:
-            out.append((item, demo))
-    return out
+    made = ((item, make(item)) for item in items)  # lazily: nothing is made past the limit
+    return list(islice(((item, d) for item, d in made if d is not None), limit))
 
 
 def build_title_demos(
