@@ -71,14 +71,10 @@ class EmbeddedConfig(Checked):
 
 
 # The embedded default: Tree-GRPO at budget ≈ 8, (M, N, L) = (2, 6, 1), 14 leaves per prompt, sized
-# for 2 CPU cores. At ≈ 4, (2, 2, 1), half the first step's prompts scored alike on every leaf
-# (no signal) and one seed in five could stall (BENCHMARKS.md, "Embedded default").
-# The reward is exact match alone (no format bonus: the warm start's format is valid anyway, and
-# the bonus would only shrink the gap between answering early and answering right). Prompts whose
-# leaves all score alike carry no advantage and are left out of the update, unless the batch term
-# gives them one: a batch-relative baseline of weight 1 beside the paper's group-relative ones
-# (REINFORCE++'s; 0 gives the paper's advantages exactly) lifts the warm starts whose two-hop
-# groups all fail together and leaves the others where they were (docs/algorithm.md, section 9).
+# for 2 CPU cores (at ≈ 4 half the first step's prompts had no signal and one seed in five could
+# stall: BENCHMARKS.md, "Embedded default"). Exact match alone (no format bonus), uniform prompts
+# left out, and a batch-relative baseline of weight 1 beside the paper's group-relative ones (0
+# gives the paper's advantages exactly): why each, docs/algorithm.md, section 9.
 DEFAULT_ALGO = AlgorithmConfig(
     algo="tree", m=2, n=6, l=1, format_score=0.0, skip_uniform_prompts=True, batch_baseline=1.0
 )
