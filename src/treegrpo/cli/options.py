@@ -286,9 +286,8 @@ class EvaluateOptions(ToolsConfig):
 @dataclass(frozen=True)
 class PrepareOptions:
     """Convert FlashRAG jsonl files into one Search-R1 parquet with this package's prompt, ready
-    for `treegrpo eval --data` and for Search-R1/verl: columns data_source, prompt (one user
-    message: the instruction, then "Question: …?"), ability, reward_model (the gold answers as
-    ground_truth.target) and extra_info (split, index counted per data source; hops when known)."""
+    for `treegrpo eval --data` and for Search-R1/verl: its columns are in docs/data.md, "Question
+    files", the options in docs/data.md, "Converting FlashRAG jsonl to Search-R1 parquet"."""
 
     input: tuple[Path, ...]
     """FlashRAG jsonl files ({"id", "question", "golden_answers": [...]} a line); a Search-R1
@@ -329,9 +328,8 @@ class PrepareCorpusOptions:
     <cache_dir>/corpora/."""
     questions_dir: Path | None = None
     """Also write every built-in question set over it as FlashRAG jsonl, one file per name with
-    "-" for ":" (<questions_dir>/wiki-train.jsonl, wiki-test.jsonl, wiki-hard-test.jsonl, wiki-
-    qa-val.jsonl, wiki-qa2-test.jsonl, ...), with hop counts and question kinds in "metadata",
-    for `treegrpo eval --data` and `treegrpo prepare`."""
+    "-" for ":" (<questions_dir>/wiki-qa-val.jsonl, ...), for `treegrpo eval --data` and
+    `treegrpo prepare` (docs/data.md, "Built-in, offline sets")."""
 
 
 @dataclass(frozen=True)
