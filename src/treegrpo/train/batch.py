@@ -23,6 +23,7 @@ from treegrpo.rollout.records import LeafSequence
 from treegrpo.train.config import Aggregation
 from treegrpo.train.logprobs import token_logprobs
 from treegrpo.train.losses import aggregate, ppo_clip_loss
+from treegrpo.train.sft import right_pad
 
 
 @dataclass
@@ -140,17 +141,10 @@ def cut_by_length(
 
 
 def _pad(seqs: list[LeafSequence], advs: list[float], index: list[int], pad_id: int) -> MicroBatch:
-    b, width = len(seqs), max(len(s.ids) for s in seqs)
-    ids = torch.full((b, width), pad_id, dtype=torch.long)
-    attn = torch.zeros(b, width, dtype=torch.long)
-    act = torch.zeros(b, width, dtype=torch.float32)
-    lps = torch.zeros(b, width, dtype=torch.float32)
-    for i, s in enumerate(seqs):
-        n = len(s.ids)
-        ids[i, :n] = torch.tensor(s.ids)
-        attn[i, :n] = 1
-        act[i, :n] = torch.tensor(s.action_mask, dtype=torch.float32)
-        lps[i, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
+    ids = right_pad([s.ids for s in seqs], pad_id, torch.long)
+    attn = right_pad([[1] * len(s.ids) for s in seqs], 0, torch.long)
+    act = right_pad([s.action_mask for s in seqs], 0, torch.float32)
+    lps = right_pad([s.logprobs for s in seqs], 0, torch.float32)
     mask = act[:, 1:]
     adv = torch.tensor(advs, dtype=torch.float32)[:, None] * mask
     return MicroBatch(index, ids, attn, ids[:, 1:], mask, adv, lps[:, 1:] * mask)

@@ -1,10 +1,5 @@
-"""Supervised fine-tuning on masked token sequences: the loss counts action tokens only.
-
-Batches are length-grouped: sequences are sorted by length, cut into batches of at most
-``max_batch_tokens`` padded tokens, and the batches are visited in a seeded random order, so
-padding stays small without any sequence always meeting the same neighbours. The loss is the
-mean negative log-likelihood over the batch's action tokens (prompt and observation tokens are
-context only, as in the RL loss), and logits are computed for those tokens only.
+"""Supervised fine-tuning on masked token sequences, in length-grouped batches (``length_batches``):
+the loss counts action tokens only, prompt and observation tokens are context (``weighted_nll``).
 """
 
 from __future__ import annotations
@@ -55,23 +50,23 @@ def length_batches(
     return batches
 
 
+def right_pad(rows: Sequence[Any], fill: float, dtype: torch.dtype) -> torch.Tensor:
+    """(b, T) ``rows`` (lists or arrays) padded on the right with ``fill`` to the longest's T."""
+    out = torch.full((len(rows), max(len(r) for r in rows)), fill, dtype=dtype)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.as_tensor(r, dtype=dtype)
+    return out
+
+
 def collate(
     examples: Sequence[SFTExample], pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded ``input_ids`` (B, T), ``action`` (B, T), 1 on action tokens, and ``labels``
     (B, T): the token itself on every real position, ``IGNORE`` on padding and where the mask
     is -1 (no loss, not even as context)."""
-    width = max(len(e.ids) for e in examples)
-    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
-    action = torch.zeros((len(examples), width), dtype=torch.long)
-    labels = torch.full((len(examples), width), IGNORE, dtype=torch.long)
-    for row, e in enumerate(examples):
-        n = len(e.ids)
-        ids[row, :n] = torch.tensor(e.ids, dtype=torch.long)
-        mask = torch.tensor(e.mask, dtype=torch.long)  # (n,)
-        action[row, :n] = mask == 1
-        labels[row, :n] = torch.where(mask >= 0, ids[row, :n], IGNORE)
-    return ids, action, labels
+    ids = right_pad([e.ids for e in examples], pad_id, torch.long)
+    mask = right_pad([e.mask for e in examples], -1, torch.long)  # padding: -1, neither
+    return ids, (mask == 1).long(), torch.where(mask >= 0, ids, IGNORE)
 
 
 def weighted_nll(

@@ -38,6 +38,7 @@ from treegrpo.train.config import Aggregation
 from treegrpo.train.head import logits_at
 from treegrpo.train.logprobs import picked_logprobs
 from treegrpo.train.precision import autocast
+from treegrpo.train.sft import right_pad
 
 SUPPORTED_ATTENTION = ("eager", "sdpa")
 """Attention implementations that take a custom (b, 1, S, S) mask as transformers passes it."""
@@ -64,11 +65,6 @@ class PackedBatch:
     sampled_logprobs: torch.Tensor  # (n,) the engine's log-probs
     share: float  # Σ of its leaves' shares of the mini-batch (its metrics are per share)
     path_tokens: int  # Σ its leaves' path lengths: the positions the paths hold, duplicated
-
-    @property
-    def n_action_tokens(self) -> int:
-        """Action targets counted once per leaf through them, as the duplicated batch counts."""
-        return int(self.count.sum().item())
 
     @property
     def n_real_tokens(self) -> int:
@@ -101,9 +97,7 @@ class PackedBatch:
         dtype = autocast_dtype or next(policy.parameters()).dtype
         allowed = self.allowed()  # (b, 1, S, S)
         mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-        mask = mask.masked_fill(
-            ~allowed, torch.finfo(dtype).min
-        )  # additive, as eager and sdpa take
+        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)  # additive: eager and sdpa
         with autocast(self.input_ids.device, autocast_dtype):
             at = (self.rows, self.cols)
             logits = logits_at(policy, self.input_ids, mask, at, self.position_ids)  # (n, V)
@@ -128,8 +122,6 @@ class PackedBatch:
         up = torch.clamp(ratio, max=1.0 + clip_eps)  # min(r, 1 + ε)
         down = torch.clamp(ratio, min=1.0 - clip_eps)  # max(r, 1 − ε)
         if dual_clip is not None:
-            if dual_clip <= 1.0:
-                raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
             down = torch.clamp(down, max=dual_clip)
         per_target = self.adv_pos * up + self.adv_neg * down  # (n,)
         if is_weight is not None:
@@ -214,12 +206,7 @@ def pack_batches(
         for part in _split_row(len(rollout.prompts[p]), idx, paths, size, span)
     ]
     groups = cut_by_length([r.size for r in rows], max_tokens)
-    batches = []
-    for g in groups:
-        idx = [i for r in g for i in rows[r].index]
-        held = sum(path_len[i] for i in idx)
-        batches.append(_tensors([rows[r] for r in g], float(share[idx].sum()), held, pad_id))
-    return batches
+    return [_tensors([rows[r] for r in g], share, path_len, pad_id) for g in groups]
 
 
 def _step_size(rollout: Rollout, node: int) -> int:
@@ -292,19 +279,16 @@ def _row(
 ) -> _Row:
     """Pack prompt ``prompt``'s leaves ``idx``: the prompt is segment −1 − prompt, shared by
     its trees; a step is its node id (its action then its observation)."""
-    root = -1 - prompt
+    root, prompt_ids = -1 - prompt, rollout.prompts[prompt]
     segs = [[root, *paths[i]] for i in idx]  # forest.path: the steps, below the tree's root
-    lengths = {root: len(rollout.prompts[prompt])}
-    for path in segs:
-        for v in path[1:]:
-            lengths[v] = _step_size(rollout, v)
-    layout = pack(segs, lengths)
+    lengths = {v: _step_size(rollout, v) for path in segs for v in path[1:]}
+    layout = pack(segs, lengths | {root: len(prompt_ids)})
     ids, action, lps = [], [], []
     for seg in layout.segments.tolist():
         if seg == root:
-            ids += rollout.prompts[prompt]
-            action += [False] * lengths[root]
-            lps += [0.0] * lengths[root]
+            ids += prompt_ids
+            action += [False] * len(prompt_ids)
+            lps += [0.0] * len(prompt_ids)
             continue
         rec = rollout.step(seg)
         ids += rec.action_ids + rec.obs_ids
@@ -316,19 +300,16 @@ def _row(
     )
 
 
-def _tensors(rows: list[_Row], share: float, path_tokens: int, pad_id: int) -> PackedBatch:
-    b, width = len(rows), max(r.size for r in rows)
-    k = max(len(r.layout.segments) for r in rows)
-    ids = torch.full((b, width), pad_id, dtype=torch.long)
-    pos = torch.zeros((b, width), dtype=torch.long)
-    slots = torch.full((b, width), k, dtype=torch.long)  # padding: the extra slot k
+def _tensors(rows: list[_Row], share: np.ndarray, path_len: list[int], pad_id: int) -> PackedBatch:
+    """The micro-batch of ``rows``; ``share``, ``path_len``: (B,) per leaf of the mini-batch."""
+    index = [i for r in rows for i in r.index]
+    b, k = len(rows), max(len(r.layout.segments) for r in rows)
+    ids = right_pad([r.ids for r in rows], pad_id, torch.long)
+    pos = right_pad([r.layout.position for r in rows], 0, torch.long)
+    slots = right_pad([r.layout.token_slot for r in rows], k, torch.long)  # padding: extra slot k
     ancestors = torch.zeros((b, k + 1, k + 1), dtype=torch.bool)
     ancestors[:, k, k] = True
     for i, r in enumerate(rows):
-        n = r.size
-        ids[i, :n] = torch.from_numpy(r.ids)
-        pos[i, :n] = torch.from_numpy(r.layout.position)
-        slots[i, :n] = torch.from_numpy(r.layout.token_slot)
         kr = len(r.layout.segments)
         ancestors[i, :kr, :kr] = torch.from_numpy(r.layout.ancestors())
     row_of = np.repeat(np.arange(b), [int(r.action.sum()) for r in rows]).astype(np.int64)
@@ -339,7 +320,7 @@ def _tensors(rows: list[_Row], share: float, path_tokens: int, pad_id: int) -> P
     columns = (torch.from_numpy(sums[:, j]).float() for j in range(6))
     adv_pos, adv_neg, weight, count, count_pos, count_neg = columns
     return PackedBatch(
-        [i for r in rows for i in r.index],
+        index,
         ids,
         pos,
         slots,
@@ -354,8 +335,8 @@ def _tensors(rows: list[_Row], share: float, path_tokens: int, pad_id: int) -> P
         count_pos,
         count_neg,
         torch.from_numpy(lps).float(),
-        share,
-        path_tokens,
+        float(share[index].sum()),
+        sum(path_len[i] for i in index),
     )
 
 
