@@ -7,9 +7,7 @@
                         and torch: tensors and plain values only (``weights_only=True``)
     meta.json           step, data position and every file's size; written last
 
-It is written into ``step-000010.tmp`` and renamed into place when complete. ``latest_checkpoint``
-checks the newest against its ``meta.json`` (files present, sizes as written, the safetensors
-header readable) and skips a damaged one with a warning. Weights are only read from safetensors.
+It is written into ``step-000010.tmp`` and renamed into place when complete.
 """
 
 from __future__ import annotations

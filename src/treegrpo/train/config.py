@@ -1,10 +1,8 @@
-"""Configuration of the RL step: what is optimized (algorithm), how (optimizer), the run, and the
-model being trained (LoRA or full, checkpointing, device, precision).
+"""Configuration of the RL step: what is optimized (algorithm), how (optimizer), the run, the model
+being trained, the cluster and the run's health.
 
-Frozen dataclasses whose attribute comments are the help text; defaults follow the paper and the
-authors' code (docs/algorithm.md §4). The math functions never see these objects: the trainer reads
-the fields and passes plain arguments. Each checks its fields when built (``Checked``): a value it
-cannot take raises ``ConfigValueError``, which names the field.
+Frozen dataclasses whose attribute docstrings are the help text; defaults follow the paper
+(docs/algorithm.md §4); each checks its fields when built (docs/configuration.md, "Checked values").
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""The order in which a run draws its training questions: a resumable stream of prompt indices.
-
-Both orders are pure functions of (seed, position): the prompts of step t are
-``order(position_t, prompts_per_step)`` with ``position_t`` the number drawn before it, so a
-resumed run that restores the position draws what the uninterrupted run would have drawn.
-
-- ``data_order``: epochs of seeded permutations over all questions, every question once per
-  epoch (a file's share of the stream is its share of the questions).
-- ``mixed_order``: a mixture over sources (the training files) with given weights, the way
-  multi-task RL runs mix datasets: each draw picks a source with probability w_s / Σw, then
-  takes the next question of that source's own stream of permutations. A small file given a
-  large weight repeats (epoch after epoch) while a large one is still in its first.
+"""The order in which a run draws its training questions: a resumable stream of prompt indices,
+a pure function of (seed, position), so a resumed run draws what the uninterrupted run would have
+(docs/data.md, "Mixing training files"): ``data_order`` walks seeded epochs over all questions,
+``mixed_order`` mixes the training files with given weights.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The training run: data order, RL steps, logging, checkpoints, evaluation, exact resume.
-
-What a run directory holds is in docs/configuration.md, "The run directory". Resume
-(``RunConfig.resume``) restores the model, optimizer, scheduler, RNG states and the data
-position from the newest complete checkpoint; each step's randomness is derived from the run
-seed and the step number, so the step after a resume equals the step without interruption.
-A LoRA run resumes from the starting model plus the checkpoint's saved adapter (``adapter/``),
-not from the merged ``model/``, which is for everyone else to load.
+"""The training run: data order, RL steps, logging, checkpoints, evaluation, exact resume
+(docs/configuration.md, "The run directory"). Each step's randomness is derived from the run seed
+and the step number, so the step after a resume equals the step without interruption. A LoRA run
+resumes from the starting model plus the checkpoint's adapter (``adapter/``), not ``model/``.
 """
 
 from __future__ import annotations

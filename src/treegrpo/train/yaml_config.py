@@ -1,13 +1,6 @@
-"""YAML run configs: one section per frozen config dataclass, checked against its fields.
-
-    algo: {algo: chain, m: 4}
-    optim: {lr: 3.0e-4, mini_batch_prompts: 8}
-    model: {lora_rank: 16, grad_checkpointing: true}
-
-Each section updates the caller's defaults (a preset); the command line then overrides the file
-(``treegrpo train`` hands the result to tyro as defaults). Loading is strict on purpose: a typo
-in a key would otherwise train with the default and show up only as a strange learning curve.
-Every error names the file and the dotted key.
+"""YAML run configs (docs/configuration.md, "Config files"): one section per frozen config
+dataclass, each updating the caller's defaults (a preset); strict, every error names the file and
+the dotted key.
 """
 
 from __future__ import annotations
