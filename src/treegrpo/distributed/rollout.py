@@ -38,7 +38,7 @@ from treegrpo.rollout.sampler import (
     check_scorer,
     share_by_difficulty,
 )
-from treegrpo.rollout.source import Draw
+from treegrpo.rollout.source import Draw, LocalRollout
 from treegrpo.tools.registry import Toolbox
 from treegrpo.train.config import ClusterConfig
 
@@ -99,7 +99,7 @@ class RolloutWorker:
         self.protocol = agent_protocol(tokenizer, tool, spec.max_obs_tokens)
         stopper = StepStopper(tokenizer, self.protocol.stop_tags)
         self.engine = build_engine(spec.engine, model, tokenizer, stopper, spec.cpu_speedups)
-        self.tool = tool
+        self.local = LocalRollout(self.engine, self.protocol, tool)
         self.version = 0  # 0: the starting model's weights
         self.sampler: ForestSampler | None = None  # the step in progress (difficulty budgets)
 
@@ -120,10 +120,7 @@ class RolloutWorker:
         """``block``'s sampler, refused (``StaleWeights``) unless this worker holds its weights."""
         if block.version != self.version:
             raise StaleWeights(f"asked for weights version {block.version}, holds {self.version}")
-        draw, rewards = block.draw, block.draw.rewards
-        score = rewards.scorer(self.protocol.decode) if rewards is not None else None
-        how = (draw.shape, draw.sampling, draw.limits, draw.seed, block.keys, score)
-        return ForestSampler(self.engine, self.protocol, self.tool, block.prompts, *how)
+        return self.local.sampler(block.prompts, block.draw, block.keys)
 
     def outcomes(self) -> TreeOutcomes:
         """Each tree's successes and scored leaves so far."""

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from treegrpo.agent.protocol import Action, ToolProtocol
+from treegrpo.agent.protocol import ToolProtocol
 from treegrpo.core.allocation import allocate
 from treegrpo.core.budget import SpendAccountant, TreeShape
 from treegrpo.core.expansion import NodeStats, choose
@@ -214,27 +214,31 @@ class ForestSampler:
             )  # (T,)
             ready = np.flatnonzero((live == 0) & (np.array(rounds) > 0)).tolist()
             if ready:
-                episodes += self._branches(ready)
+                episodes += self._branches(ready, self.shape.n)
                 for t in ready:
                     rounds[t] -= 1
         for _ in range(self.shape.l):
             self.counts.append(np.full(self.forest.n_trees, self.shape.n, dtype=np.int64))
 
-    def _branches(self, trees: list[int]) -> list[_Episode]:
-        """The next N expansions of each of ``trees`` (its rule, generator) as episodes."""
+    def _branches(
+        self, trees: Sequence[int], n: int, counts: Sequence[int] | None = None, note: bool = False
+    ) -> list[_Episode]:
+        """The next expansions of ``trees`` as episodes: the rule picks n nodes per tree, tree t
+        keeping the first counts[t] (None: all n; ``note``: its reasons say so). The other trees
+        draw from a stand-in generator, so their own streams are left as they were. For every
+        rule the first k of n draws are distributed exactly as k draws: the draws are independent
+        (uniform, no-root, informed) or each depends only on the earlier ones (entropy)."""
         t0 = time.perf_counter()
-        rule, f = self.shape.expansion, self.forest
-        # the rule picks for every tree; only these trees' picks are kept, and the others draw
-        # from a stand-in generator, so their own streams are left as they were
-        stand_in = np.random.default_rng(0)
-        mine = set(trees)
+        rule, mine, stand_in = self.shape.expansion, set(trees), np.random.default_rng(0)
         rngs = [g if i in mine else stand_in for i, g in enumerate(self.rngs)]
-        choice = choose(rule.rule, f, self.shape.n, rngs, None, **rule.params())  # (T, n)
-        out = [
-            self._branch(t, node, reason)
-            for t in trees
-            for node, reason in zip(choice.nodes[t].tolist(), choice.reasons[t], strict=True)
-        ]
+        stats = self._node_stats()
+        choice = choose(rule.rule, self.forest, n, rngs, stats, **rule.params())  # (T, n)
+        out = []
+        for t in trees:
+            k = n if counts is None else int(counts[t])
+            why = f"; difficulty budget {k} (N={self.shape.n})" if note else ""
+            picks = zip(choice.nodes[t, :k].tolist(), choice.reasons[t][:k], strict=True)
+            out += [self._branch(t, node, reason + why) for node, reason in picks]
         self.expansion_s += time.perf_counter() - t0
         return out
 
@@ -292,32 +296,17 @@ class ForestSampler:
         """One expansion round: ``counts`` (T,) expansions per tree (None: N each). The rule picks
         ``n_max`` nodes per tree (default: the most of ``counts``), tree t keeping counts[t]; each
         part of a split batch passes the batch's n_max, so a tree draws alike on any split."""
-        t0 = time.perf_counter()
-        shape, rule, f = self.shape, self.shape.expansion, self.forest
-        per_tree = counts is None
+        f, given = self.forest, counts is not None
         if counts is None:
-            counts = np.full(f.n_trees, shape.n, dtype=np.int64)
+            counts = np.full(f.n_trees, self.shape.n, dtype=np.int64)
         counts = np.asarray(counts, dtype=np.int64)  # (T,)
         if counts.shape != (f.n_trees,) or (counts < 0).any():
             raise ValueError(f"counts must be (T,) = ({f.n_trees},) non-negative integers")
         n = int(counts.max(initial=0)) if n_max is None else n_max
         if n < counts.max(initial=0):
             raise ValueError(f"n_max {n} is below the largest count {counts.max()}")
-        stats = self._node_stats()
-        choice = choose(rule.rule, f, n, self.rngs, stats, **rule.params())  # (T, n)
-        # Tree t keeps the first counts[t] of its n picks. For every rule the first k of n
-        # draws are distributed exactly as k draws: the draws are independent (uniform,
-        # no-root, informed) or each depends only on the earlier ones (entropy).
-        branches = []
-        for t, (row, why) in enumerate(zip(choice.nodes.tolist(), choice.reasons, strict=True)):
-            k = int(counts[t])
-            note = "" if per_tree else f"; difficulty budget {k} (N={shape.n})"
-            branches += [
-                self._branch(t, node, reason + note)
-                for node, reason in zip(row[:k], why[:k], strict=True)
-            ]
+        branches = self._branches(range(f.n_trees), n, counts.tolist(), note=given)
         self.counts.append(counts)
-        self.expansion_s += time.perf_counter() - t0
         self._until_done(branches)
 
     def finish(self) -> Rollout:
@@ -386,11 +375,10 @@ class ForestSampler:
             for e in episodes
         ]
         results = self.engine.step(requests, self.sampling)
-        actions: list[Action] = []
         for e, r in zip(episodes, results, strict=True):
             # The context right after e.parent is r.fork + e.pending[-1]: remember it once.
             self.resume.setdefault(e.parent, (r.fork, e.pending[-1]))
-            actions.append(self.protocol.parse(r.tokens))
+        actions = [self.protocol.parse(r.tokens) for r in results]
         finals = [int(self.forest.depth[e.parent]) + 1 > self.limits.max_turns for e in episodes]
         by_tool: dict[str, list[int]] = {}  # tool → the episodes that call it, in order
         for i, (a, r) in enumerate(zip(actions, results, strict=True)):

@@ -16,7 +16,7 @@ from treegrpo.engine.base import Engine
 from treegrpo.engine.sampling import SamplingParams
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.rollout.records import Rollout
-from treegrpo.rollout.sampler import AgentLimits, sample_forest
+from treegrpo.rollout.sampler import AgentLimits, ForestSampler
 from treegrpo.rollout.scoring import LeafRewards
 from treegrpo.tools.registry import Toolbox
 
@@ -65,10 +65,15 @@ class LocalRollout:
         return self.engine.pad_id
 
     def sample(self, prompts: Sequence[list[int]], draw: Draw) -> Rollout:
-        rewards = draw.rewards
-        score = rewards.scorer(self.protocol.decode) if rewards is not None else None
-        how = (draw.shape, draw.sampling, draw.limits, draw.seed)
-        return sample_forest(self.engine, self.protocol, self.tool, prompts, *how, score=score)
+        return self.sampler(prompts, draw).sample()
+
+    def sampler(
+        self, prompts: Sequence[list[int]], draw: Draw, keys: Sequence[int] | None = None
+    ) -> ForestSampler:
+        """The ``ForestSampler`` of ``prompts`` (``keys``: their indices in the batch)."""
+        score = draw.rewards.scorer(self.protocol.decode) if draw.rewards is not None else None
+        how = (draw.shape, draw.sampling, draw.limits, draw.seed, keys, score)
+        return ForestSampler(self.engine, self.protocol, self.tool, prompts, *how)
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         self.engine.update_weights(weights)
