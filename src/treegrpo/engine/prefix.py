@@ -14,11 +14,8 @@ from collections.abc import Sequence
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     """Number of leading tokens ``a`` and ``b`` have in common."""
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
+    pairs = zip(a, b, strict=False)  # up to the shorter one's end
+    return next((i for i, (x, y) in enumerate(pairs) if x != y), min(len(a), len(b)))
 
 
 def shared_prefix_groups(

@@ -49,11 +49,6 @@ class StepRecord:
         return self.tool == "search"
 
     @property
-    def search_failed(self) -> bool:
-        """... and could not answer (``retrieval.base.SearchFailed``)."""
-        return self.searched and self.tool_failed
-
-    @property
     def passages(self) -> list[str]:
         """The contents of the passages a retriever search returned, for viewers."""
         hits = self.result if self.searched and isinstance(self.result, list) else []

@@ -43,14 +43,10 @@ class Folded:
             w = w + s * (b.weight @ a.weight)  # (out, r) @ (r, in)
         return w
 
-    def bias(self, n: int) -> torch.Tensor:
-        out: torch.Tensor = (
-            self.base.bias if self.base.bias is not None else self.base.weight.new_zeros(n)
-        )
-        for _, b, s in self.adapters:
-            if b.bias is not None:
-                out = out + s * b.bias
-        return out
+    def bias(self) -> torch.Tensor:
+        base = self.base.bias
+        b0 = base if base is not None else self.base.weight.new_zeros(self.base.out_features)
+        return b0 + sum(s * b.bias for _, b, s in self.adapters if b.bias is not None)
 
 
 def fold(m: Any) -> Folded | None:
@@ -108,7 +104,7 @@ class Fused:
             w = torch.cat([f.weight() for f in terms])
             self.bias = None
             if any(f.has_bias for f in terms):
-                self.bias = torch.cat([f.bias(n) for f, n in zip(terms, self.sizes, strict=True)])
+                self.bias = torch.cat([f.bias() for f in terms])
             self.weight = onednn.pack(w) if packed else w
         self._key = key
 
@@ -125,10 +121,7 @@ class Fused:
     def __call__(self, x: torch.Tensor, split: int | None = None) -> tuple[torch.Tensor, ...]:
         """The m outputs; with ``split`` two: the first ``split`` features and the rest."""
         assert self.weight is not None, "call LeanDecoder.prepare (or refresh) first"
-        if self.packed:
-            y = onednn.linear(x, self.weight, self.bias)
-        else:
-            y = F.linear(x, self.weight, self.bias)
+        y = (onednn.linear if self.packed else F.linear)(x, self.weight, self.bias)
         sizes = self.sizes if split is None else [split, y.shape[-1] - split]
         parts: tuple[torch.Tensor, ...] = y.split(sizes, dim=-1)
         return parts
