@@ -71,9 +71,6 @@ class BufferLayer(DynamicLayer):
         assert self.keys is not None and self.values is not None
         return self.keys, self.values
 
-    def get_seq_length(self) -> int:
-        return self._len
-
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.is_initialized:
             self._k, self._v = self._k[indices], self._v[indices]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -62,8 +62,8 @@ class _Row:
     limit: int
     feed_kv: torch.Tensor | None = None  # (layers, 2, H, len(feed), D)
     prefill_width: int = 0
-    tokens: list[int] | None = None
-    logprobs: list[float] | None = None
+    tokens: list[int] = field(default_factory=list)  # sampled so far
+    logprobs: list[float] = field(default_factory=list)
 
 
 class HFEngine:
@@ -77,8 +77,7 @@ class HFEngine:
     A peft model runs through the model it wraps (the wrapper's ``forward(**kwargs)`` would hide
     ``logits_to_keep``). cpu_speedups: None = where the model is on CPU; within it packed_linear
     (None = ``engine.cpu.onednn.engine_mode``), lean_decode (None = where supported) and fold_lora
-    (None = on) are for benchmarks and tests. ``prefill`` and ``step`` run under
-    ``torch.inference_mode``: the KV kept in segments can never be backpropagated through.
+    (None = on) are for benchmarks and tests.
 
     Many arguments: one per setting of the engine, each named at the call; a settings object would
     only move them."""
@@ -165,19 +164,18 @@ class HFEngine:
         self, requests: Requests, params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[StepResult]:
         """``Engine.step``."""
-        rows = []
+        results: list[StepResult | None] = [None] * len(requests)
+        live, active = [], []
         limits = token_limits(requests, params)
         for i, (req, limit) in enumerate(zip(requests, limits, strict=True)):
             if self.reuse_cache:
-                rows.append(_Row(i, req.context, list(req.pending), limit))
+                r = _Row(i, req.context, list(req.pending), limit)
             else:  # re-compute the whole context, as if nothing were cached
-                rows.append(_Row(i, self.root(), req.context.context_tokens() + req.pending, limit))
-        results: list[StepResult | None] = [None] * len(rows)
-        for r in rows:
-            if r.limit <= 0:  # no room left in the context: the step ends before it starts
-                results[r.index] = self._result(r, requests[r.index], "length")
-        live = [r for r in rows if r.limit > 0]
-        active = []
+                r = _Row(i, self.root(), req.context.context_tokens() + req.pending, limit)
+            if limit <= 0:  # no room left in the context: the step ends before it starts
+                results[i] = self._result(r, req, "length")
+            else:
+                live.append(r)
         if live:
             last_logits = self._prefill(live)  # (b, V)
             tok, lp = sample(last_logits, params, generator, _uniforms(live, requests, params))
@@ -229,7 +227,6 @@ class HFEngine:
         return True
 
     def _finish(self, r: _Row) -> Finish | None:
-        assert r.tokens is not None
         if self.stopper is not None and self.stopper.hit(r.tokens):
             return "stop"
         if r.tokens[-1] in self.eos_ids:
@@ -248,7 +245,7 @@ class HFEngine:
     ) -> StepResult:
         """Build the result from ``r.tokens``; ``tail_kv`` is the KV of the last pending token
         and tokens[:-1] when decoding ran (None: no decode step, or the cache is off)."""
-        tokens, logprobs = r.tokens or [], r.logprobs or []
+        tokens, logprobs = r.tokens, r.logprobs
         base = r.context if self.reuse_cache else req.context
         pending = r.feed if self.reuse_cache else req.pending
         kv = r.feed_kv if self.reuse_cache else None
@@ -333,7 +330,7 @@ class HFEngine:
         mask = _DecodeMask(pads, width + room, self.model.dtype if bias else None, dev)
         starts = [r.context.length + len(r.feed) for r in rows]  # each row's next position
         lengths = torch.tensor(starts, device=dev)
-        last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)  # type: ignore[index]
+        last = torch.tensor([[r.tokens[-1]] for r in rows], device=dev)
         spans = _spans(lean, mask.pads, width + 1)
         if lean is not None:
             packed = self._cpu is not None and bool(self._cpu.packed)
@@ -349,7 +346,6 @@ class HFEngine:
             tok, lp = sample(logits, params, generator, _uniforms(rows, requests, params))
             keep = []
             for i, (r, t, p) in enumerate(zip(rows, tok.tolist(), lp.tolist(), strict=True)):
-                assert r.tokens is not None and r.logprobs is not None
                 r.tokens.append(t)
                 r.logprobs.append(p)
                 finish = self._finish(r)
@@ -382,9 +378,8 @@ class _DecodeMask:
         self, pads: list[int], width: int, dtype: torch.dtype | None, device: torch.device
     ) -> None:
         self.pads = list(pads)  # padding columns per row, ascending (rows longest first)
-        self.mask = torch.ones(len(pads), width, dtype=torch.long, device=device)  # (b, W)
-        for i, pad in enumerate(pads):
-            self.mask[i, :pad] = 0
+        columns = torch.arange(width, device=device)[None]  # (1, W)
+        self.mask = (columns >= torch.tensor(pads, device=device)[:, None]).long()  # (b, W)
         self.bias = None
         if dtype is not None:
             bias = torch.zeros(len(pads), 1, 1, width, dtype=dtype, device=device)
@@ -450,5 +445,5 @@ def _uniforms(
         return None
     if any(s is None for s in seeds):
         raise ValueError("give every request of a step a seed, or none")
-    counters = [len(r.tokens or []) for r in rows]
+    counters = [len(r.tokens) for r in rows]
     return torch.from_numpy(stream_uniforms([s for s in seeds if s is not None], counters))
