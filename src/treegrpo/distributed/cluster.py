@@ -1,9 +1,6 @@
 """The Ray cluster of a run: starting or joining it, the CPUs each rollout worker and training
-rank reserves when left unset (``sized``: an equal share of a local cluster's CPUs, one CPU on a
-joined cluster), and a refusal before any actor starts when the cluster can never hold them
-(``fit_error``: Ray would wait for them in silence); resources that other jobs hold are waited
-for up to the start timeout (``wait_started``). docs/configuration.md, "The `cluster` section".
-"""
+rank reserves when left unset (``sized``), and a refusal before any actor starts when the cluster
+can never hold them (``fit_error``); docs/configuration.md, "The `cluster` section"."""
 
 from __future__ import annotations
 

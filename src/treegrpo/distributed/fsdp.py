@@ -1,11 +1,7 @@
-"""The update on several ranks: PyTorch FSDP2 (``torch.distributed.fsdp.fully_shard``) in Ray
-actors, driven by the trainer's process. ``TrainRank`` (one actor per rank, NCCL or gloo) holds
-its shard of the policy, the reference and the AdamW state and runs ``train.update.ppo_update``
-on the micro-batches it is dealt; ``FSDPLearner`` (the ``train.step.Learner`` of ``rl_step``)
-cuts them as one process would and deals them out (``deal``), so the summed gradient is the
-single-process one up to rounding, then gathers the full weights (and, for a checkpoint, the
-optimizer state) back. Design: docs/configuration.md, "The `cluster` section".
-"""
+"""The update on several ranks: PyTorch FSDP2 (``fully_shard``) in Ray actors. ``TrainRank`` holds
+its shard of the policy, the reference and the AdamW state and runs ``train.update.ppo_update`` on
+the micro-batches that ``FSDPLearner`` (the ``train.step.Learner`` of ``rl_step``) deals it
+(docs/configuration.md, "The `cluster` section")."""
 
 from __future__ import annotations
 
@@ -85,9 +81,8 @@ def full_optimizer_state(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """The optimizer's state with every sharded tensor gathered, on the CPU, in the layout of a
     single-process ``state_dict`` (parameter indices). Collective: every rank calls it."""
     sd = optimizer.state_dict()  # its per-parameter dicts are the optimizer's own: copy
-    state = {}
-    for i in sorted(sd["state"]):  # the same order on every rank
-        state[i] = {k: _gathered(v) for k, v in sd["state"][i].items()}
+    # the same order on every rank
+    state = {i: {k: _gathered(v) for k, v in sd["state"][i].items()} for i in sorted(sd["state"])}
     return {"state": state, "param_groups": sd["param_groups"]}
 
 

@@ -201,7 +201,6 @@ class RayRollout:
         import ray
 
         check_ask(Ask("worker", workers, cpus_per_worker, gpus_per_worker), start_timeout)
-        self.spec = spec
         self.max_restarts = max_restarts
         remote_tool: SearchTool | Toolbox = tool
         self._retriever: Any = None  # Ray actor handles, typed loosely

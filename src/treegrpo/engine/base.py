@@ -1,12 +1,8 @@
 """What the rollout and the trainer need from a generation backend (docs/design.md, "Layers";
-docs/library.md, "The engine").
-
-An engine generates one agent step for a batch of requests, in token ids: each request is a
-context (a ``Segment`` chain that branches share), the tokens still to feed and a token limit.
-Each backend keeps its own prefix cache behind this (``HFEngine``: KV attached to the segments
-it returns; ``VLLMEngine``: vLLM's block cache keyed by token ids). Log-probs are those of the
-distribution that was sampled: log softmax(logits / T) at temperature T (1 when greedy), one
-definition in ``engine.sampling.policy_logprobs`` that the trainer uses too (docs/algorithm.md §4).
+docs/library.md, "The engine"): one agent step for a batch of requests, in token ids, each
+request a context (a ``Segment`` chain that branches share), the tokens still to feed and a
+token limit. Log-probs are log softmax(logits / T) at the sampling temperature T (1 when greedy),
+``engine.sampling.policy_logprobs`` (docs/algorithm.md §4).
 """
 
 from __future__ import annotations

@@ -2,23 +2,13 @@
 docs/library.md, "The engine").
 
 vLLM's ``LLM`` runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: pushing weights as
-tensors needs it) on token ids: prompts go in as ``TokensPrompt`` and the sampled ids come back
-as they were sampled. Its prefix cache finds every later turn's and expansion's context by token
-ids; only whole blocks count, so ``StepResult.reused`` is vLLM's ``num_cached_tokens``.
-
-A step-end tag is usually several tokens (``</``, ``answer``, ``>``) while vLLM stops only at
-single ids, so generation stops at every id that may complete a tag
-(``StepStopper.end_token_ids``) and at end-of-sequence ids; where the tag is not complete the
-row goes on at once as a new request whose start the prefix cache holds, while the other rows
-decode on (driven request by request through ``LLM.llm_engine``, so no row waits for the
-slowest). A sampled row draws with vLLM's per-request seed, drawn from the sampler's generator;
-requests with the same context go to vLLM as one request of n samples.
-
-Log-probs come from ``logprobs_mode="processed_logprobs"``: log softmax(logits / T), as
-``engine.sampling.policy_logprobs``, unless top-k or top-p truncates (vLLM then renormalizes
-over the kept tokens; the trainer recomputes the log-probs its loss uses). Greedy: T = 1.
-vLLM is optional (``make setup-vllm``, a separate environment), imported only when an engine
-is made.
+tensors needs it) on token ids, in as ``TokensPrompt`` and out as sampled; its prefix cache counts
+whole blocks only, so ``StepResult.reused`` is vLLM's ``num_cached_tokens``. vLLM stops only at
+single ids while a step-end tag is usually several tokens, so generation stops at every id that
+may complete one (``StepStopper.end_token_ids``); where the tag is not complete the row goes on
+at once as a new request, the others decoding on (request by request through ``LLM.llm_engine``).
+Log-probs: ``logprobs_mode="processed_logprobs"``, as ``engine.sampling.policy_logprobs`` unless
+top-k or top-p truncates (vLLM then renormalizes over the kept tokens).
 """
 
 from __future__ import annotations
@@ -188,15 +178,14 @@ class VLLMEngine:
         live: dict[str, tuple[str, list[_Row]]] = {}  # our request id → (vLLM's, its rows)
         try:
             for rows in groups.values():
-                n = 1 if params.greedy else len(rows)
-                self._add(core, live, rows, n, params)
+                self._add(core, live, rows, params)
             while live:
                 for out in core.step():
                     if not out.finished:
                         continue
                     rows = live.pop(out.request_id)[1]
                     for row in self._settle(rows, out, params, requests, results):
-                        self._add(core, live, [row], 1, params)
+                        self._add(core, live, [row], params)
         finally:
             if live:  # an error part-way: leave no request of ours in the engine
                 core.abort_request([internal for internal, _ in live.values()], internal=True)
@@ -231,16 +220,15 @@ class VLLMEngine:
         core: Any,
         live: dict[str, tuple[str, list[_Row]]],
         rows: list[_Row],
-        n: int,
         params: SamplingParams,
     ) -> None:
-        """Ask vLLM's engine for n samples following the first row's prompt and tokens so far,
-        entered in ``live`` (outputs carry our id; vLLM's own is for aborting)."""
+        """Ask vLLM's engine for a sample per row (greedy: one) after the first row's prompt and
+        tokens so far, entered in ``live`` (outputs carry our id; vLLM's own is for aborting)."""
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         row = rows[0]
-        sp = self._sampling(params, row, n)
+        sp = self._sampling(params, row, 1 if params.greedy else len(rows))
         sp.output_kind = RequestOutputKind.FINAL_ONLY  # the finished completions only
         self._requests += 1
         ours = f"treegrpo-{self._requests}"

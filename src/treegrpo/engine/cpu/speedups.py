@@ -1,11 +1,6 @@
-"""One switch for the CPU speed-ups of a model's own forwards.
-
-Where the switch is on (``enabled``: by default where the model sits on CPU),
-``CpuSpeedups.attach(model)`` routes the model's layers once, for as long as it lives: each
-``nn.Linear`` on oneDNN (``engine.cpu.onednn``) and each peft LoRA layer, gradient-free, on its
-folded weight (``engine.cpu.lora``), each computing what ``F.linear`` or peft computes up to fp32
-rounding. What each does, and why: docs/library.md, "CPU speed-ups".
-"""
+"""One switch for the CPU speed-ups of a model's own forwards (``enabled``): ``CpuSpeedups.attach``
+routes its linear layers on oneDNN and its peft LoRA layers on folded weights (docs/library.md,
+"The engine" and "CPU speed-ups")."""
 
 from __future__ import annotations
 
