@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -24,6 +24,65 @@ from treegrpo.train.config import Aggregation
 from treegrpo.train.logprobs import token_logprobs
 from treegrpo.train.losses import aggregate, ppo_clip_loss
 from treegrpo.train.sft import right_pad
+
+
+class TokenBatch(Protocol):
+    """What the update asks of a token batch (``train.update``): ``MicroBatch`` (one row per
+    leaf) and ``train.shared.PackedBatch`` (a forest's shared prefixes once) both answer it, so
+    the update holds no test of which kind it has. Per-target tensors live in target space."""
+
+    input_ids: torch.Tensor  # (b, T) the positions a forward computes
+    sampled_logprobs: torch.Tensor  # (…,) the engine's log-probs of the trained targets
+
+    @property
+    def n_real_tokens(self) -> int:
+        """The positions the batch computes, padding left out."""
+        ...
+
+    @property
+    def path_tokens(self) -> int:
+        """The positions the batch's leaf paths hold, shared prefixes counted per leaf."""
+        ...
+
+    @property
+    def target_weight(self) -> torch.Tensor:
+        """(…,) how many leaves each target stands for (0 where it is not trained)."""
+        ...
+
+    @property
+    def term_scale(self) -> float:
+        """What turns its reported loss terms into its own means."""
+        ...
+
+    def logprobs(
+        self,
+        policy: Any,
+        with_entropy: bool,
+        autocast_dtype: torch.dtype | None,
+        temperature: float,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The policy's log-probs of the targets (and their entropies when asked)."""
+        ...
+
+    def policy_loss(
+        self,
+        logp: torch.Tensor,
+        logp_old: torch.Tensor,
+        clip_eps: float,
+        dual_clip: float | None,
+        aggregation: Aggregation,
+        is_weight: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """PPO's clipped term with its clipped fraction and approximate KL."""
+        ...
+
+    def reduce(self, x: torch.Tensor, aggregation: Aggregation) -> torch.Tensor:
+        """A per-target term (KL, entropy) as the batch's part of the mini-batch's loss."""
+        ...
+
+    def metric_share(self, part_weight: float) -> float:
+        """The share of its mini-batch the batch's metrics stand for."""
+        ...
 
 
 @dataclass

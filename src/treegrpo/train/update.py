@@ -15,21 +15,17 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import torch
 
-from treegrpo.train.batch import MicroBatch
+from treegrpo.train.batch import MicroBatch, TokenBatch
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.logprobs import as_reference
 from treegrpo.train.losses import kl_penalty
 from treegrpo.train.offpolicy import GAP_TERMS, gap_sums, is_weights
 from treegrpo.train.precision import autocast
 from treegrpo.train.sft import weighted_nll
-from treegrpo.train.shared import PackedBatch
-
-TokenBatch = MicroBatch | PackedBatch
-"""A token batch of the update: both kinds answer the same calls (``MicroBatch``'s docstring)."""
 
 
 @dataclass
@@ -230,7 +226,7 @@ def _to(batch: TokenBatch, device: torch.device) -> TokenBatch:
     moved: dict[str, Any] = {
         k: v.to(device) for k, v in vars(batch).items() if isinstance(v, torch.Tensor)
     }
-    return replace(batch, **moved)
+    return cast(TokenBatch, replace(cast(Any, batch), **moved))  # both kinds are dataclasses
 
 
 def _gradient_sync(model: Any, on: bool) -> None:
