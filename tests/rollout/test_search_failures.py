@@ -23,6 +23,7 @@ import torch
 
 from agent_fixtures import CORPUS, PEOPLE, Agent, WordTool, trained_agent, trees_by_prompt
 from tests.live import LiveServer
+from treegrpo.agent.protocol import FAILED_SEARCH
 from treegrpo.agent.stops import StepStopper
 from treegrpo.core.budget import TreeShape
 from treegrpo.engine.hf import HFEngine
@@ -74,7 +75,7 @@ def test_a_failed_search_becomes_an_observation_and_the_episodes_go_on(agent: Ag
     failed = [s for s in ro.steps if s.tool_failed]
     assert failed and all(s.searched for s in failed)
     for s in failed:  # the model reads that the search failed, inside <information>
-        assert s.obs_ids == agent.protocol.failed_search_ids()
+        assert s.obs_ids == agent.protocol.text_ids(FAILED_SEARCH)
         assert "The search failed" in agent.protocol.decode(s.obs_ids)
     answered = [s for s in ro.steps if s.searched and not s.tool_failed]
     assert answered and all(s.passages for s in answered)  # later searches were answered
@@ -111,7 +112,7 @@ def assert_only_refused_searches_failed(
     for s in searched:
         assert s.tool_failed == refused(s.action.text), s.action.text
         if s.tool_failed:
-            assert s.obs_ids == agent.protocol.failed_search_ids() and not s.passages
+            assert s.obs_ids == agent.protocol.text_ids(FAILED_SEARCH) and not s.passages
         else:
             contents = [p.contents for p in tool.search([s.action.text], LIMITS.topk)[0]]
             assert s.passages == contents and s.obs_ids == agent.protocol.observation_ids(contents)

@@ -149,10 +149,6 @@ class ToolProtocol:
         """Token ids of the observation for the retrieved passages, at most ``max_obs_tokens``."""
         return self.text_ids(format_passages(contents))
 
-    def failed_search_ids(self) -> list[int]:
-        """Token ids of the observation after a search the retriever could not answer."""
-        return self.text_ids(FAILED_SEARCH)
-
     def invalid_ids(self) -> list[int]:
         """Token ids of the feedback after a step without a valid action."""
         return list(self._invalid)

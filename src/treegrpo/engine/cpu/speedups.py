@@ -89,12 +89,9 @@ class CpuSpeedups:
         ``onednn.engine_mode``, ``trainable`` = ``onednn.preferred``, ``fold_lora`` = True)."""
         have = _ATTACHED.get(model)
         if have is None:
-            have = _ATTACHED[model] = cls(
-                model,
-                onednn.engine_mode(model) if packed is None else packed,
-                onednn.preferred(model) if trainable is None else trainable,
-                True if fold_lora is None else fold_lora,
-            )
+            packed = onednn.engine_mode(model) if packed is None else packed
+            trainable = onednn.preferred(model) if trainable is None else trainable
+            have = _ATTACHED[model] = cls(model, packed, trainable, fold_lora is not False)
             return have
         _check_supported(model, packed, trainable)
         if packed is not None:
