@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
+import pytest
+
 from treegrpo.agent.protocol import SearchProtocol
 from treegrpo.core.rewards import normalize_answer
 from treegrpo.data.lead_questions import HopPlan
@@ -13,6 +15,7 @@ from treegrpo.data.types import Question
 from treegrpo.embedded.demos import Demo
 from treegrpo.files import cache_key
 from treegrpo.retrieval.base import Passage
+from treegrpo.train.config import ConfigValueError
 from treegrpo.warmstart import reader_demos as rd
 from treegrpo.warmstart.protocol import ProtocolWarmStartConfig
 from treegrpo.warmstart.reader import ReaderWarmStartConfig
@@ -195,3 +198,20 @@ def test_a_direct_demonstration_answers_what_the_model_said_without_searching(
     assert "<search>" not in steps and "I know this: Lima is the capital of Peru." in steps
     assert steps.rstrip().endswith("<answer> Lima </answer>")
     assert tool.queries == [CAPITAL.question]  # Peru, answered directly, is not read again
+
+
+@pytest.mark.parametrize(
+    ("shares", "message"),
+    [
+        ({"wh": 1.5}, r"^wh must be in \[0, 1\] \(got 1.5\)"),
+        ({"direct": -0.1}, r"^direct must be in \[0, 1\]"),
+        ({"two_hop": 0.6, "title": 0.3, "direct": 0.2}, r"^two_hop \+ title \+ direct must be at"),
+        ({"cloze": 0.9, "retry": 0.2}, r"^cloze \+ retry must be at most 1"),
+    ],
+)
+def test_a_mix_whose_shares_cannot_add_up_is_refused_where_it_is_given(
+    shares: dict[str, float], message: str
+) -> None:
+    with pytest.raises(ConfigValueError, match=message):
+        rd.ReaderMix(**shares)
+    assert rd.ReaderMix(two_hop=0.5, title=0.3, direct=0.2, cloze=0.9, retry=0.1).wh == 0.3

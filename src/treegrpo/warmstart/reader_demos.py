@@ -24,6 +24,7 @@ from treegrpo.data.types import Question
 from treegrpo.embedded.demos import Demo, demo_from_episode
 from treegrpo.embedded.oracle import Episode, answer_step, run_episode, search_step
 from treegrpo.retrieval.base import SearchTool
+from treegrpo.train.config import Checked, ConfigValueError, check_ranges
 from treegrpo.warmstart.closed_book import KNOW_THINK, known_answer
 
 _QUESTION_WORDS = """what which who whom whose when where why how is was were are did does do the a
@@ -37,7 +38,7 @@ CATEGORIES = ("read", "wh", "cloze", "retry", "two-hop", "direct", "title")
 
 
 @dataclass(frozen=True)
-class ReaderMix:
+class ReaderMix(Checked):
     """Shares of the demonstrations (of ``n``); single-hop reading fills the rest."""
 
     two_hop: float = 0.2
@@ -55,6 +56,16 @@ class ReaderMix:
     direct: float = 0.05
     """Single-hop questions answered without searching, from the base model's own closed-book
     sentence (at most: as many as it knows of those probed)."""
+
+    def _check(self) -> None:
+        share = "in [0, 1]"
+        check_ranges(self, two_hop=share, title=share, wh=share, cloze=share, retry=share)
+        check_ranges(self, direct=share)
+        taken = self.two_hop + self.title + self.direct  # of n: single-hop reading needs the rest
+        if taken > 1:
+            raise ConfigValueError("two_hop", "+ title + direct must be at most 1", taken)
+        if self.cloze + self.retry > 1:  # of the single-hop demonstrations
+            raise ConfigValueError("cloze", "+ retry must be at most 1", self.cloze + self.retry)
 
 
 def key_terms(question: str) -> list[str]:
