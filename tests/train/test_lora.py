@@ -121,7 +121,7 @@ def test_lora_checkpoint_is_a_plain_merged_model(tmp_path: Path) -> None:
     with torch.no_grad():
         before = policy(input_ids=ids, attention_mask=mask).logits
     opt = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad])
-    ckpt = save_checkpoint(tmp_path, 1, Learning(policy, None, opt), agent.tokenizer, 0)
+    ckpt = save_checkpoint(tmp_path, 1, policy, agent.tokenizer, opt, None, 0)
     plain = AutoModelForCausalLM.from_pretrained(ckpt / "model")  # no peft involved
     assert not any("lora" in k or "base_layer" in k for k in plain.state_dict())
     with torch.no_grad():

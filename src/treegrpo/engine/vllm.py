@@ -7,6 +7,8 @@ whole blocks only, so ``StepResult.reused`` is vLLM's ``num_cached_tokens``. vLL
 single ids while a step-end tag is usually several tokens, so generation stops at every id that
 may complete one (``StepStopper.end_token_ids``); where the tag is not complete the row goes on
 at once as a new request, the others decoding on (request by request through ``LLM.llm_engine``).
+Requests with one context go to vLLM as one request of n samples, each row drawing with a
+per-request seed from the sampler's generator.
 Log-probs: ``logprobs_mode="processed_logprobs"``, as ``engine.sampling.policy_logprobs`` unless
 top-k or top-p truncates (vLLM then renormalizes over the kept tokens).
 """

@@ -29,7 +29,6 @@ import numpy as np
 import torch
 
 from treegrpo.train.policy import is_lora
-from treegrpo.train.step import Learning
 
 PREFIX = "step-"
 FORMAT = 2  # 2: weights-only trainer state and file sizes in meta.json
@@ -72,15 +71,19 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def save_checkpoint(
     run_dir: Path,
     step: int,
-    learning: Learning,
+    model: Any,
     tokenizer: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any | None,
     data_position: int,
     extra: dict[str, Any] | None = None,
     keep: int = 2,
     healthy: bool = True,
 ) -> Path:
-    """Write checkpoint ``step`` of ``learning``'s policy, optimizer and scheduler atomically;
-    keep the newest ``keep`` and the newest ``healthy`` one."""
+    """Write checkpoint ``step`` atomically; keep the newest ``keep`` and the newest ``healthy``
+    one.
+
+    Many arguments: the parts of a checkpoint and how many to keep, each named at the call."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{PREFIX}{step:06d}"
@@ -88,8 +91,6 @@ def save_checkpoint(
     tmp = root / f"{final.name}.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
-    model, optimizer, scheduler = learning.policy, learning.optimizer, learning.scheduler
-    assert optimizer is not None, "a checkpoint holds the optimizer's state"
     if is_lora(model):
         # a merged copy: merging in place and un-merging later would not restore the weights bit
         # for bit (one model copy in memory while the checkpoint is written)

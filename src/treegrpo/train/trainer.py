@@ -124,11 +124,11 @@ def train(task: TrainTask, settings: TrainSettings, hooks: TrainHooks | None = N
             if done % run.save_every == 0 or done == run.steps:
                 if update is not None:
                     update.load_optimizer_into(optimizer)  # the ranks' AdamW state, gathered
-                extra = {"lr_scale": lr_scale(out)}
-                keep = run.keep_checkpoints
                 save_checkpoint(
-                    out, done, learning, tokenizer, position, extra, keep, monitor.healthy
-                )
+                    out, done, policy, tokenizer, optimizer, scheduler, position,
+                    extra={"lr_scale": lr_scale(out)}, keep=run.keep_checkpoints,
+                    healthy=monitor.healthy,
+                )  # fmt: skip
     if writer is not None:
         writer.close()
     return out
