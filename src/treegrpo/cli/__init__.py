@@ -1,8 +1,6 @@
-"""The ``treegrpo`` command line.
-
-Each command's options are one dataclass of ``treegrpo.cli.options`` (tyro makes flags and
-help of it), handed to the function of the same name in ``treegrpo.cli.commands``, which is
-imported only then. Every section is checked on the way (``train.config.Checked``: one line
+"""The ``treegrpo`` command line: each command's options are one dataclass of
+``treegrpo.cli.options``, handed to the function of the same name in ``treegrpo.cli.commands``
+(imported only then). Every section is checked on the way (``train.config.Checked``: one line
 naming the flag, exit status 2; docs/configuration.md, "Checked values").
 ``treegrpo bench budget`` is another spelling of ``treegrpo bench-budget``.
 """
@@ -25,9 +23,8 @@ from treegrpo.train.config import Checked, ConfigValueError, checks_deferred
 from treegrpo.train.yaml_config import ConfigError, apply_config, read_config
 
 COMMANDS = "treegrpo.cli.commands"
-"""The module that does the work of every command (``commands.train`` for ``treegrpo train``,
-…), imported by name when a command runs (its docstring says why): the one import by name in
-the package (tests/test_layers.py, ``BY_NAME``)."""
+"""The module of every command's work (``commands.train``, …), imported by name when one runs
+(its docstring says why): the package's one import by name (tests/test_layers.py, ``BY_NAME``)."""
 
 
 def main(args: Sequence[str] | None = None) -> None:
@@ -38,9 +35,8 @@ def main(args: Sequence[str] | None = None) -> None:
         argv = [f"bench-{argv[1]}", *argv[2:]]
     path = _config_path(argv)
     if path is not None:
-        # The file's values become the defaults of train's flags, so flags given win over it.
-        # It is read here only; the command learns which sections it sets (a data section
-        # picks the data job).
+        # The file's values become train's defaults, so flags given win; it is read here only,
+        # the command learns which sections it sets (a data section picks the data job).
         try:
             parsed = read_config(path)
             sections = apply_config(parsed, TRAIN_SECTIONS, path)  # checks every value

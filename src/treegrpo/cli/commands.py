@@ -1,10 +1,7 @@
 """What the ``treegrpo`` commands do: one function per command, called by ``treegrpo.cli.main``
-with the command's options (``treegrpo.cli.options``, which documents them).
-
-This module loads torch, transformers, peft and datasets (through ``jobs``, ``eval``, ``tools``,
-``data`` and ``models``); ``treegrpo.cli`` builds its parser without them and imports this module
-(``cli.COMMANDS``) only when a command runs, so ``--help`` and flag errors come back at once.
-"""
+with the command's options (``treegrpo.cli.options``). This module loads torch, transformers,
+peft and datasets, so ``treegrpo.cli`` imports it (``cli.COMMANDS``) only when a command runs
+(docs/design.md, "Layers")."""
 
 from __future__ import annotations
 
@@ -143,8 +140,7 @@ def serve(args: ServeOptions) -> None:
 
 
 def serve_mcp(args: ServeMcpOptions) -> None:
-    """`treegrpo serve-mcp`. Over stdio the protocol owns stdout: nothing else is printed
-    there."""
+    """`treegrpo serve-mcp`. Over stdio the protocol owns stdout: nothing else is printed there."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     with _stop_on("serve-mcp", FileNotFoundError):
         path = args.corpus if args.corpus is not None else wiki_corpus(args.cache_dir)
@@ -173,8 +169,7 @@ def serve_web(args: ServeWebOptions) -> None:
 
 
 def _limits(options: Any, make_app: Callable[..., Any]) -> dict[str, Any]:
-    """The options that ``make_app`` takes as keyword-only arguments of the same name (a
-    server's limits), to pass on as they are."""
+    """The options ``make_app`` takes as keyword-only arguments of the same name (its limits)."""
     params = inspect.signature(make_app).parameters
     keyword = {name for name, p in params.items() if p.kind is p.KEYWORD_ONLY}
     return {f.name: getattr(options, f.name) for f in fields(options) if f.name in keyword}
@@ -205,8 +200,7 @@ def train(args: TrainOptions) -> None:
     if run.resume and latest_checkpoint(out) is None and console.is_terminal:
         # the trainer says so in train.log, which a terminal does not show
         console.print(f"[yellow]--run.resume: {out} holds no checkpoint; training from step 0")
-    # train.log from here on: preparing the inputs (their warnings, a reader warm start's
-    # build) is part of the run
+    # train.log from here on: preparing the inputs (warnings, a warm start's build) is part of it
     with _progress_lines(out / "train.log", console):
         if job == "data":
             try:  # the model (a built-in one is built here) and the search index
@@ -263,8 +257,7 @@ def _train_sections(args: TrainOptions) -> tuple[str, dict[str, Any]]:
 @contextlib.contextmanager
 def _progress_lines(path: Path, console: Console) -> Iterator[None]:
     """Progress of every phase (warm start, evaluations, each RL step) as lines appended to
-    ``path``; also on stdout when it is not a terminal (a pipe, a file, a batch job's log), where
-    the progress bars do not draw. A terminal keeps its progress bars."""
+    ``path``, and on stdout when it is no terminal (a pipe, a batch job's log: no progress bars)."""
     fmt = logging.Formatter("%(asctime)s %(name)s: %(message)s")
     level = os.environ.get(LOG_ENV, "INFO").upper()  # DEBUG adds each step's phases
     handlers: list[logging.Handler] = [logging.FileHandler(path)]
@@ -287,8 +280,7 @@ def _progress_lines(path: Path, console: Console) -> Iterator[None]:
 def evaluate(args: EvaluateOptions) -> None:
     """`treegrpo eval`."""
     start_process(resolve_device(args.device), None)  # engine.cpu.speedups, first
-    # inputs first: a broken file fails before a model loads or an index builds; bad rows,
-    # missing files and flags that do not fit stop it
+    # inputs first: bad rows, missing files or flags that do not fit stop it before a model loads
     with _stop_on("eval", ValueError, OSError):
         cfg = _eval_config(args)
         built_in = str(args.model) in data_job.BUILTIN_MODELS  # built (once) after the inputs

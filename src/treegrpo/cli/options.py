@@ -1,12 +1,7 @@
-"""The options of every ``treegrpo`` command, declared once: one frozen dataclass per command,
-whose fields tyro turns into flags (a dataclass field becomes a group of flags with its name as
-prefix: ``--run.steps``), whose field docstrings are the flags' help and whose class docstring is
-the command's. ``treegrpo.cli.main`` parses a command into its dataclass and hands it to the
-function of the same name in ``treegrpo.cli.commands``.
-
-This module imports no torch, transformers, peft or datasets, so ``treegrpo --help`` and a
-mistyped flag answer at once.
-"""
+"""The options of every ``treegrpo`` command: one frozen dataclass per command, whose fields tyro
+turns into flags (a dataclass field is a group of flags: ``--run.steps``), whose field docstrings
+are their help and whose docstring is the command's. No torch, transformers, peft or datasets
+here, so ``treegrpo --help`` and a mistyped flag answer at once."""
 
 from __future__ import annotations
 
@@ -68,13 +63,11 @@ class BenchBudgetOptions:
     seeds: tuple[int, ...] | None = None
     """Run seeds (default: 0 1 2 3 4; quick 0)."""
     eval_questions: int | None = None
-    """Held-out questions (default: 400, data mode the config's data.eval_questions; quick
-    30)."""
+    """Held-out questions (default: 400, data mode the config's data.eval_questions; quick 30)."""
     budgets: tuple[int, ...] | None = None
     """Budget rungs among 2 4 8 16 (default: all; quick 2 4)."""
     no_ablation: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
-    """Skip the advantage ablation (intra only, inter only at ≈ 4); quick mode always skips
-    it."""
+    """Skip the advantage ablation (intra only, inter only at ≈ 4); quick mode always skips it."""
     expansions: tuple[str, ...] | None = None
     """Expansion rules among no-root entropy informed: one more tree run per rule at every
     budget and seed (method tree-<rule>), compared with the uniform tree and the chain paired by
@@ -175,8 +168,7 @@ class ServeMcpOptions:
     port: int = 8001
     """http only: TCP port."""
     cache_dir: Path | None = None
-    """Cache root of the corpus and the BM25 index (default $TREEGRPO_CACHE_DIR or
-    ~/.cache/treegrpo)."""
+    """Corpus and BM25 index cache root (default $TREEGRPO_CACHE_DIR or ~/.cache/treegrpo)."""
 
 
 @dataclass(frozen=True)
@@ -225,8 +217,7 @@ class TrainOptions:
     (configs/*.yaml); flags given beside it win over the file. The resolved settings are written
     to <out_dir>/config.yaml."""
     dry_run: bool = False
-    """Check the settings, print them as a config file and stop (nothing is loaded or
-    written)."""
+    """Check the settings, print them as a config file and stop (nothing is loaded or written)."""
     algo: AlgorithmConfig = DEFAULT_ALGO
     optim: OptimConfig = DEFAULT_OPTIM
     run: RunConfig = DEFAULT_RUN
