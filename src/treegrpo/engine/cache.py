@@ -1,8 +1,7 @@
-"""A transformers KV-cache layer that writes into a preallocated buffer.
-
-``DynamicLayer`` grows by ``torch.cat`` at every decode step, copying the whole cache each time
-(O(L²) over a step; a fifth of decode time on CPU in bench/rollout.py). The engine knows how
-long a step can get, so it reserves the room once and writes each new column in place.
+"""A transformers KV-cache layer that writes into a preallocated buffer: ``DynamicLayer`` grows by
+``torch.cat`` at every decode step, copying the whole cache each time (O(L²) over a step; a fifth
+of decode time on CPU in bench/rollout.py), while the engine knows how long a step can get, so it
+reserves the room once and writes each new column in place.
 """
 
 from __future__ import annotations

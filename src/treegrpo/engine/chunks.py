@@ -3,10 +3,8 @@
 A prefill forward takes b rows, each with n_i new tokens on top of C_i cached ones, laid out
 right-aligned: p = max n_i new columns and c = max C_i cached columns per row. Its work is
 
-    linear layers:   b · p · F_lin                every new column, padding included
-    attention:       b · p · (c + p) · F_att      every query against every column: the mask
-                                                  hides padding and the future, but the kernel
-                                                  computes them all the same
+    linear layers:   b · p · F_lin             every new column, padding included
+    attention:       b · p · (c + p) · F_att   every query against every column, masked or not
 
 with F_lin one token's cost in the linear layers and F_att one query-key pair's (QKᵀ and the
 weighted sum of V, over all heads and layers); a row needs n_i · F_lin + n_i (C_i + n_i) F_att of

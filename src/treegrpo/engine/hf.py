@@ -1,24 +1,19 @@
-"""A generation engine on transformers for agent steps, with a prefix KV cache.
+"""A generation engine on transformers for agent steps, with a prefix KV cache. ``HFEngine.step``:
 
-One call of ``HFEngine.step`` generates one agent step for a batch of sequences:
+1. prefill: each row's pending tokens (a prompt, or the last action token and an observation) on
+   its cached context, in chunks (``engine.chunks``); the last pending token's logits give the
+   first new token;
+2. decode: all rows in one batch, one token per forward, a row leaving as soon as its step ends
+   (a step-end tag, an end-of-sequence token, its token limit).
 
-1. prefill: each row's pending tokens (a prompt, or the last action token plus an observation)
-   on top of its cached context, in chunks of similar feed and context lengths
-   (``engine.chunks``); the logits of the last pending token give the first new token;
-2. decode: all rows in one batch, one token per forward, each row leaving the batch as soon as
-   its step ends (a step-end tag, an end-of-sequence token, or its token limit).
-
-``fork`` (the context plus all pending tokens but the last) is where an expansion resumes;
-``end`` (everything but the last sampled token) is where the episode continues. With
-``reuse_cache=False`` every step re-computes its whole context, like the authors' code.
-
-Batch layout of a prefill chunk (b rows, C cached columns, P new columns):
+``fork`` (context + pending[:-1]) is where an expansion resumes; ``end`` (everything but the last
+sampled token) where the episode continues. ``reuse_cache=False`` re-computes every step's whole
+context, like the authors' code. A prefill chunk (b rows, C cached columns, P new columns):
 
     cache columns  [ zeros … | context_i ]     right-aligned, masked where zero
     new columns    [ pad … | pending_i ]       right-aligned, so logits_to_keep=1 suffices
 
-Explicit position ids make the padding invisible to the model; a test checks the engine's
-log-probs against a plain forward pass of each sequence.
+Explicit position ids hide the padding from the model (a test compares plain forwards).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Which prompts of a batch start with the same tokens, so their common start is computed once.
-
-Search-R1-style prompts are one fixed instruction followed by a short question, so most of a
-prompt's tokens are the same in every prompt of a batch. A token's keys and values depend only
-on the tokens before it, so an engine can compute the shared start once and each prompt's own
-remainder on top of it (as vLLM's prefix caching and SGLang's radix attention do). Pure Python
-on token ids; the engine (``engine.hf``) decides what to do with the groups.
+"""Which prompts of a batch start with the same tokens, so their common start is computed once:
+Search-R1's prompts are one fixed instruction and a short question, and a token's keys and values
+depend only on the tokens before it (as in vLLM's prefix caching and SGLang's radix attention).
+Pure Python on token ids; the engine (``engine.hf``) decides what to do with the groups.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Contexts as chains of cached segments: the prefix KV cache that turns and branches share.
-
-A ``Segment`` is a span of tokens appended to its parent context, with the keys and values the
-model computed for exactly that span given exactly that prefix, so concatenating a path's KV
-along the sequence axis *is* the KV cache of the whole context (docs/algorithm.md §8).
-
-Shapes: a segment's ``kv`` is (layers, 2, kv_heads, n, head_dim), n = len(tokens); ``kv`` is
-None when caching is off or for the empty root.
+"""Contexts as chains of cached segments: the prefix KV cache that turns and branches share. A
+``Segment`` is a span of tokens appended to its parent context, with the keys and values the model
+computed for exactly that span given exactly that prefix, so concatenating a path's KV along the
+sequence axis *is* the KV cache of the whole context (docs/algorithm.md §8). A segment's ``kv``:
+(layers, 2, kv_heads, n, head_dim), n = len(tokens); None when caching is off or for the root.
 """
 
 from __future__ import annotations

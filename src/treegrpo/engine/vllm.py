@@ -1,16 +1,14 @@
-"""A generation engine on vLLM, in the trainer's process (``engine.base.Engine``;
-docs/library.md, "The engine").
+"""A generation engine on vLLM in the trainer's process (docs/library.md, "The engine").
 
-vLLM's ``LLM`` runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``: pushing weights as
-tensors needs it) on token ids, in as ``TokensPrompt`` and out as sampled; its prefix cache counts
-whole blocks only, so ``StepResult.reused`` is vLLM's ``num_cached_tokens``. vLLM stops only at
-single ids while a step-end tag is usually several tokens, so generation stops at every id that
-may complete one (``StepStopper.end_token_ids``); where the tag is not complete the row goes on
-at once as a new request, the others decoding on (request by request through ``LLM.llm_engine``).
-Requests with one context go to vLLM as one request of n samples, each row drawing with a
-per-request seed from the sampler's generator.
-Log-probs: ``logprobs_mode="processed_logprobs"``, as ``engine.sampling.policy_logprobs`` unless
-top-k or top-p truncates (vLLM then renormalizes over the kept tokens).
+vLLM's ``LLM`` runs here (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, so weights go in as tensors) on
+token ids; its prefix cache counts whole blocks only: ``StepResult.reused`` is its
+``num_cached_tokens``. vLLM stops only at single ids, a step-end tag is usually several tokens:
+generation stops at every id that may complete one (``StepStopper.end_token_ids``), and a row whose
+tag is not complete goes on at once as a new request while the others decode on (request by
+request through ``LLM.llm_engine``). Requests with one context go to vLLM as one request of n
+samples, each row drawing with a per-request seed from the sampler's generator. Log-probs:
+``logprobs_mode="processed_logprobs"``, as ``engine.sampling.policy_logprobs`` unless top-k or
+top-p truncates (vLLM then renormalizes over the kept tokens).
 """
 
 from __future__ import annotations
@@ -246,15 +244,11 @@ class VLLMEngine:
             "ignore_eos": True,  # the eos ids are among the stop ids
             "detokenize": False,
         }
-        if params.greedy:
-            return self._vllm.SamplingParams(temperature=0.0, **common)
-        return self._vllm.SamplingParams(
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k,
-            seed=(row.seed + 7919 * row.rounds) % (2**31 - 1),  # a fresh stream per round
-            **common,
-        )
+        if not params.greedy:
+            seed = (row.seed + 7919 * row.rounds) % (2**31 - 1)  # a fresh stream per round
+            common |= {"top_p": params.top_p, "top_k": params.top_k, "seed": seed}
+        temperature = 0.0 if params.greedy else params.temperature
+        return self._vllm.SamplingParams(temperature=temperature, **common)
 
     def _take(
         self,

@@ -190,16 +190,10 @@ def _attend(
     one = _attend_matmul if q.device.type == "cpu" and q.dtype == torch.float32 else _attend_sdpa
     if spans is None or (len(spans) == 1 and spans[0][2] == 0):
         return one(q, keys, values, bias, scale)
-    parts = [
-        one(
-            q[a:b],
-            keys[a:b, :, c:],
-            values[a:b, :, c:],
-            None if bias is None else bias[a:b, ..., c:],
-            scale,
-        )
-        for a, b, c in spans
-    ]
+    parts = []
+    for a, b, c in spans:
+        span_bias = None if bias is None else bias[a:b, ..., c:]
+        parts.append(one(q[a:b], keys[a:b, :, c:], values[a:b, :, c:], span_bias, scale))
     return torch.cat(parts)
 
 

@@ -1,9 +1,7 @@
-"""peft LoRA layers as one linear map, W = W₀ + Σₐ sₐ Bₐ Aₐ, for gradient-free forwards.
-
-peft computes W₀x + b₀ + Σₐ sₐ Bₐ(Aₐ x) (Hu et al. 2021, eq. 3); while the adapters do not
-change, the same map is one product with the folded weight, a copy of W₀ rebuilt when the base,
-A or B tensors (version counter or storage) or the active adapters change. Why and
-measurements: docs/library.md, "CPU speed-ups".
+"""peft LoRA layers as one linear map for gradient-free forwards: peft computes W₀x + b₀ +
+Σₐ sₐ Bₐ(Aₐ x) (Hu et al. 2021, eq. 3), one product with W = W₀ + Σₐ sₐ Bₐ Aₐ while the adapters
+do not change; that copy of W₀ is rebuilt when the base, A or B tensors (version counter or
+storage) or the active adapters change. Why and measurements: docs/library.md, "CPU speed-ups".
 """
 
 from __future__ import annotations
@@ -21,8 +19,8 @@ from treegrpo.engine.cpu import onednn
 
 @dataclass
 class Folded:
-    """One projection as y = x Wᵀ + b, W = W₀ + Σₐ sₐ Bₐ Aₐ and b = b₀ + Σₐ sₐ b_Bₐ: the base layer
-    plus its active LoRA adapters (Hu et al. 2021, eq. 3), peft's W₀x + sₐ Bₐ(Aₐx)."""
+    """A base layer and its active LoRA adapters as y = x Wᵀ + b, W = W₀ + Σₐ sₐ Bₐ Aₐ and
+    b = b₀ + Σₐ sₐ b_Bₐ."""
 
     base: torch.nn.Linear
     adapters: list[tuple[torch.nn.Linear, torch.nn.Linear, float]]  # (A, B, scaling s)
@@ -51,7 +49,7 @@ class Folded:
 
 def fold(m: Any) -> Folded | None:
     """``m`` as one linear map: a plain ``nn.Linear``, or a peft LoRA ``Linear`` whose forward is
-    exactly W₀x + b₀ + Σₐ sₐ Bₐ(Aₐ x); None for anything else (see the module docstring)."""
+    exactly W₀x + b₀ + Σₐ sₐ Bₐ(Aₐ x); None for anything else."""
     if type(m) is torch.nn.Linear:
         return Folded(m, [])
     base = getattr(m, "base_layer", None)

@@ -1,10 +1,9 @@
-"""Give freed heap memory back to the operating system between training steps.
-
-On Linux, glibc's malloc keeps memory that torch frees on CPU inside the process heap: as tensors
-of many sizes come and go, the heap fragments and resident memory grows step after step although
-no tensor is kept (the embedded job: 1.5 GB after the first RL step, 3.7 GB peak over 30).
-``malloc_trim(0)`` returns the free parts in milliseconds. (Large blocks forced onto ``mmap``
-with ``mallopt`` also stop the growth but made the job twice as slow, from page faults.)
+"""Give freed heap memory back to the operating system between training steps. On Linux, glibc's
+malloc keeps what torch frees on CPU in the process heap: as tensors of many sizes come and go,
+the heap fragments and resident memory grows step after step although no tensor is kept (the
+embedded job: 1.5 GB after the first RL step, 3.7 GB peak over 30). ``malloc_trim(0)`` returns
+the free parts in milliseconds. (Large blocks forced onto ``mmap`` with ``mallopt`` also stop the
+growth but made the job twice as slow, from page faults.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Linear layers on oneDNN instead of MKL on CPU: for generation (packed weights) and training.
-
-On AMD CPUs with AVX-512, MKL's fp32 sgemm takes its AVX2 path while oneDNN
+"""Linear layers on oneDNN instead of MKL on CPU, for generation (packed weights) and training: on
+AMD CPUs with AVX-512, MKL's fp32 sgemm takes its AVX2 path while oneDNN
 (``torch.ops.mkldnn._linear_pointwise``) uses AVX-512; elsewhere MKL is as fast. Results equal
 ``F.linear`` up to fp32 rounding. Measurements: docs/library.md, "CPU speed-ups".
 """
@@ -29,9 +28,8 @@ def supported(model: nn.Module) -> bool:
 
 
 def preferred(model: nn.Module) -> bool:
-    """Whether to use them by default (``engine.cpu.speedups``): where ``supported`` and the CPU has
-    AVX-512 that MKL leaves unused (AMD; MKL runs AVX-512 on Intel only). ``TREEGRPO_ONEDNN``
-    overrides: "1" wherever supported, "0" never. Measurements: docs/library.md, "CPU speed-ups"."""
+    """Whether to use them by default: where ``supported`` and the CPU has AVX-512 that MKL leaves
+    unused (AMD; MKL runs AVX-512 on Intel only), or as ``TREEGRPO_ONEDNN`` says."""
     return supported(model) and cpu_prefers()
 
 
@@ -66,16 +64,14 @@ def _kernels() -> bool:
     return hasattr(mkldnn, "_linear_pointwise") and hasattr(mkldnn, "_reorder_linear_weight")
 
 
-# Model width from which packed weights pay at decode even where MKL runs AVX-512 (see
-# ``engine_mode``).
+# Model width from which packed weights pay at decode even where MKL runs AVX-512.
 DECODE_MIN_WIDTH = 512
 
 
 def engine_mode(model: nn.Module) -> bool | Literal["decode"]:
-    """Where the generation engine runs linear layers on packed weights: everywhere where
-    ``preferred``; else, on a ``supported`` model at least ``DECODE_MIN_WIDTH`` wide (unless
-    ``TREEGRPO_ONEDNN=0``), in decode steps only ("decode"); else nowhere (False). Why, and
-    measurements: docs/library.md, "CPU speed-ups"."""
+    """Where the engine runs linear layers on packed weights: everywhere where ``preferred``; else
+    in decode steps only ("decode") on a ``supported`` model at least ``DECODE_MIN_WIDTH`` wide
+    (unless ``TREEGRPO_ONEDNN=0``); else nowhere (False). Why: docs/library.md, "CPU speed-ups"."""
     if preferred(model):
         return True
     if os.environ.get(ENV, "auto") == "0" or not supported(model):
