@@ -21,13 +21,12 @@ class Passage:
     @property
     def title(self) -> str:
         """First line of ``contents`` (kept as written, quotes included, as Search-R1 does)."""
-        return self.contents.split("\n", 1)[0]
+        return self.contents.partition("\n")[0]
 
     @property
     def text(self) -> str:
         """Everything after the first line."""
-        parts = self.contents.split("\n", 1)
-        return parts[1] if len(parts) > 1 else ""
+        return self.contents.partition("\n")[2]
 
 
 def format_passages(contents: Sequence[str]) -> str:

@@ -1,11 +1,10 @@
-"""Async micro-batching: concurrent search requests become one ``retriever.search`` call.
-
-Search-R1 style trainers send one small request per sample and many at once; a batch costs one
-thread hop and one Python-level search for all of them. The loop takes whatever requests are
-waiting, waits at most ``max_wait_s`` for more while the batch is not full, and runs the batch
-in a single worker thread while it collects the next: under load batches form by themselves, and
-an idle server adds at most ``max_wait_s`` of latency. One worker thread on purpose: retrievers
-are CPU-bound and not guaranteed thread-safe, and the event loop needs the other core for HTTP.
+"""Async micro-batching: concurrent search requests (Search-R1 style trainers send one small
+request per sample, many at once) become one ``retriever.search`` call, one thread hop for all.
+The loop takes the requests waiting, waits at most ``max_wait_s`` for more while the batch is not
+full, and runs the batch in one worker thread while it collects the next: under load batches form
+by themselves, and an idle server adds at most ``max_wait_s`` of latency. One worker thread on
+purpose: retrievers are CPU-bound and not guaranteed thread-safe, and the event loop needs the
+other core for HTTP.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""BM25 retrieval over a Search-R1 corpus, on the ``bm25s`` package, with an on-disk index cache.
-
-bm25s builds the index, a sparse (documents × terms) matrix of precomputed BM25 weights. We
-score with our own ``top_documents`` rather than ``bm25s.BM25.retrieve``: it merges posting lists
-with ``bincount`` (bm25s uses ``np.add.at``, several times slower), selects the top-k among
-matched documents only, and orders ties deterministically: about 0.3 ms per query over 100k
-passages on one core, 5× faster. Its settings (Pyserini's): docs/retrieval.md, "BM25".
+"""BM25 retrieval over a Search-R1 corpus with an on-disk index cache: ``bm25s`` builds the
+index, a sparse (documents × terms) matrix of precomputed BM25 weights; our ``top_documents``
+scores rather than ``bm25s.BM25.retrieve``: it merges posting lists with ``bincount`` (bm25s uses
+``np.add.at``, several times slower), selects the top-k among matched documents only, and orders
+ties deterministically: about 0.3 ms per query over 100k passages on one core, 5× faster. Its
+settings (Pyserini's): docs/retrieval.md, "BM25".
 """
 
 from __future__ import annotations

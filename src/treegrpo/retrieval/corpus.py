@@ -18,9 +18,8 @@ class CorpusError(ValueError):
     """A corpus line that is not a valid Search-R1 passage."""
 
     def __init__(self, path: str | Path, line: int, field: str | None, problem: str) -> None:
-        where = f"{path}:{line}"
         what = f"field {field!r}: " if field else ""
-        super().__init__(f"{where}: {what}{problem}")
+        super().__init__(f"{path}:{line}: {what}{problem}")
         self.path = str(path)
         self.line = line
         self.field = field

@@ -1,8 +1,7 @@
-"""The Search-R1 ``/retrieve`` wire format, both directions (docs/retrieval.md, "The protocol").
-
-Free of HTTP and pydantic, so the client, the server and tests share it. Decoding is lenient where
-real servers differ harmlessly (an integer id, extra fields) and strict where a mistake would
-corrupt training (the number of lists, a missing ``contents``).
+"""The Search-R1 ``/retrieve`` wire format, both directions (docs/retrieval.md, "The protocol"),
+free of HTTP and pydantic. Decoding is lenient where real servers differ harmlessly (an integer
+id, extra fields) and strict where a mistake would corrupt training (the number of lists, a
+missing ``contents``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Lexical tokenization for BM25: lowercase, word regex, English stopwords, optional stemming.
-
-The same object tokenizes the corpus at index time and every query at search time (its
-``settings`` go into the index cache key), or query terms would silently stop matching. The word
-pattern and stopword list are bm25s's; stemming is PyStemmer's Snowball, where installed.
+"""Lexical tokenization for BM25: lowercase, bm25s's word regex and English stopwords, stemming
+with PyStemmer's Snowball where installed. The same object tokenizes the corpus and every query
+(its ``settings`` go into the index cache key), or query terms would silently stop matching.
 """
 
 from __future__ import annotations
