@@ -1,9 +1,7 @@
-"""The tool registry: the tools an agent may call, each added by one registration.
-
-``Toolbox.run`` parses, calls and turns failures into outcomes for every tool alike; a call sees
-the earlier calls on its own path (``Call.history``). Search-R1's agent is
-``Toolbox.search_r1``, ``search`` alone. The parts of a tool, the outcomes and a worked example:
-docs/tools.md, "What a tool is".
+"""The tool registry: ``Toolbox.run`` parses, calls and turns failures into outcomes for every tool
+alike; a call sees the earlier calls on its own path (``Call.history``). Search-R1's agent is
+``Toolbox.search_r1``. The parts of a tool, the outcomes and an example: docs/tools.md, "What a
+tool is".
 """
 
 from __future__ import annotations
@@ -36,16 +34,14 @@ class BadArgument(ValueError):
 
 @dataclass(frozen=True)
 class Failure:
-    """One call that did not work for its argument (a missing page, a division by zero), in
-    place of its result; ``reason`` is what the observation says."""
+    """A call's result where it did not work (a missing page); ``reason``: what it observes."""
 
     reason: str
 
 
 @dataclass(frozen=True)
 class PastCall:
-    """An earlier call of the same episode: the tool, the parsed argument, the result (None
-    where it failed or its argument was refused)."""
+    """An earlier call of the episode: tool, parsed argument, result (None where it failed)."""
 
     tool: str
     argument: Any
@@ -93,8 +89,8 @@ class Described(Protocol):
 
 
 class Tool(Described, Protocol):
-    """What ``Toolbox`` needs of a tool (docs/tools.md, "What a tool is"); ``unavailable``, the
-    text a call observes when the tool did not answer, is optional."""
+    """What ``Toolbox`` needs of a tool (docs/tools.md, "What a tool is"); optional:
+    ``unavailable``, what a call observes when the tool did not answer."""
 
     def parse(self, text: str) -> Any:
         """The argument in ``text`` (stripped, never empty); raise ``BadArgument`` otherwise."""

@@ -1,8 +1,7 @@
-"""MCP servers' tools in the tool registry: one ``McpServer`` per server (a command over stdio,
-or a streamable HTTP URL), ``mcp_tools`` connects them all, and each tool they list registers in
-a ``Toolbox`` like any other; a step's calls to a tool go out together. Names, usage lines,
-argument checks and how calls fail: docs/mcp.md, "What the model sees" and "When a call does
-not work".
+"""MCP servers' tools in the registry: ``mcp_tools`` connects every ``McpServer`` (a command over
+stdio, or a streamable HTTP URL), and each tool they list registers in a ``Toolbox`` like any
+other; a step's calls to a tool go out together. Names, usage lines, argument checks and failures:
+docs/mcp.md, "What the model sees" and "When a call does not work".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""A session with one MCP server for a synchronous caller: the connection behind
-``tools.mcp.client``'s tools.
-
-The SDK's ``mcp.Client`` is asynchronous and its context must be entered and left in one task,
-while the rollout is synchronous: each ``McpConnection`` runs an asyncio loop in a background
-thread, where one task holds the ``Client`` open, and a caller's batch goes onto that loop at
-once. Outages and reconnection: docs/mcp.md, "When a call does not work".
+"""A session with one MCP server for a synchronous caller (``tools.mcp.client``'s tools): the
+SDK's ``mcp.Client`` is asynchronous and its context must be entered and left in one task, so each
+``McpConnection`` runs an asyncio loop in a background thread, where one task holds the ``Client``
+open, and a caller's batch goes onto that loop at once. Outages and reconnection: docs/mcp.md,
+"When a call does not work".
 """
 
 from __future__ import annotations

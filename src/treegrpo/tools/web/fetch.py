@@ -1,8 +1,7 @@
-"""Fetching web pages over HTTP for the ``visit`` tool: one page or a batch, a ``Page`` or a
-``Failure`` that says why not (never ``ToolFailed``: an unreachable site is a fact about that
-site). URLs come from a model, so a fetcher reaches whatever its host can; give it a ``proxy``
-that enforces an allow-list where that matters. The rules and the reason for each:
-docs/tools.md, "Fetching pages".
+"""Fetching web pages for the ``visit`` tool: a ``Page``, or a ``Failure`` that says why not (never
+``ToolFailed``: an unreachable site is a fact about that site). URLs come from a model, so a
+fetcher reaches whatever its host can; give it a ``proxy`` that enforces an allow-list where that
+matters. The rules and the reason for each: docs/tools.md, "Fetching pages".
 """
 
 from __future__ import annotations

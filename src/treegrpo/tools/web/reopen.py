@@ -1,9 +1,7 @@
-"""Web clients that travel to other processes (Ray rollout workers) as their settings.
-
-An ``httpx.Client`` and a thread pool do not pickle, and should not: connections and threads
-belong to one process. A ``Reopens`` object pickles as the arguments it was made with, so the
-copy a worker receives opens its own (and starts with an empty cache); addresses stay as they
-are.
+"""Web clients that travel to other processes (Ray rollout workers) as their settings: an
+``httpx.Client`` and a thread pool do not pickle, and should not (connections and threads belong
+to one process), so a ``Reopens`` object pickles as the arguments it was made with, and the copy
+a worker receives opens its own (and starts with an empty cache).
 """
 
 from __future__ import annotations
@@ -19,8 +17,8 @@ R = TypeVar("R", bound="Reopens")
 
 
 class Reopens(Closes):
-    """Pickles as ``type(self)(*args, **kwargs)`` of its construction (see module docstring);
-    holds an HTTP client and a thread pool until ``close``."""
+    """Pickles as ``type(self)(*args, **kwargs)`` of its construction; holds an HTTP client and a
+    thread pool until ``close``."""
 
     _made_with: tuple[tuple[Any, ...], dict[str, Any]]
     _client: httpx.Client

@@ -1,7 +1,6 @@
-"""A web page's readable text, title and links, and the parts of it worth showing an agent:
-main text from trafilatura (the body's plain text when it finds none), title and links from
-lxml. Why trafilatura, and the selection rules: docs/tools.md, "Fetching pages" and "Reading a
-page".
+"""A web page's readable text, title and links, and the parts of it worth showing an agent: main
+text from trafilatura (else the body's plain text), title and links from lxml. Why trafilatura,
+and the selection rules: docs/tools.md, "Fetching pages" and "Reading a page".
 """
 
 from __future__ import annotations
@@ -242,12 +241,10 @@ def select_passages(text: str, goal: str | None, max_chars: int) -> str:
 def _join(chosen: dict[int, str]) -> str:
     """Passages in page order, ``GAP`` lines between those that are not adjacent."""
     lines: list[str] = []
-    previous = None
     for i in sorted(chosen):
-        if previous is not None and i != previous + 1:
+        if lines and i - 1 not in chosen:
             lines.append(GAP)
         lines.append(chosen[i])
-        previous = i
     return "\n".join(lines)
 
 
