@@ -12,6 +12,7 @@ import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -183,7 +184,6 @@ class TrainRank:
         return dict(self.scheduler.state_dict())
 
     def close(self) -> None:
-
         if dist.is_initialized():
             dist.destroy_process_group()
 
@@ -231,12 +231,8 @@ class FSDPLearner:
         actor: Any = ray.remote(num_cpus=cpus_per_rank, num_gpus=gpus_per_rank)(TrainRank)
         self.ranks: list[Any] = [actor.remote(spec, r, ranks) for r in range(ranks)]
         what = f"{ranks} training ranks ({cpus_per_rank} CPUs, {gpus_per_rank} GPUs each)"
-        master = wait_started(
-            self.ranks[0].address.remote(),
-            start_timeout,
-            what,
-            lambda: self.close(graceful=False),
-        )
+        stop = partial(self.close, graceful=False)
+        master = wait_started(self.ranks[0].address.remote(), start_timeout, what, stop)
         state = ray.put({k: v.detach().cpu() for k, v in policy.state_dict().items()})
         opt = optimizer.state_dict()
         sched = scheduler.state_dict() if scheduler is not None else None

@@ -88,9 +88,8 @@ class RolloutWorker:
     """One engine and a search tool, in a Ray actor process."""
 
     def __init__(self, spec: WorkerSpec, tool: SearchTool | Toolbox) -> None:
-        # Ray forwards an actor's output to the driver: a weight-loading bar per worker and
-        # start (folded by Ray's log deduplication, with a notice of its own) tells nobody
-        # anything; the driver's own loads keep theirs
+        # Ray forwards an actor's output to the driver: a loading bar per worker and start tells
+        # nobody anything (the driver's own loads keep theirs)
         hf_logging.disable_progress_bar()
         torch.set_num_threads(spec.threads)
         start_process(spec.device, spec.cpu_speedups)
