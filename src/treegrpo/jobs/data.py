@@ -1,10 +1,8 @@
-"""The data-driven job (``treegrpo train --data.train-files …``): the job runner
-(``jobs.runner``) on your own questions, model and search tool. Names with a colon are
-built-in, offline sets (``BUILTIN_QUESTIONS``, ``BUILTIN_CORPORA``, ``BUILTIN_SEARCH_URLS``,
-``BUILTIN_MODELS``). Inputs are checked in two stages so a mistake costs seconds, not a model
-load: ``check_data`` only looks at names and paths (``treegrpo train --dry-run`` stops there);
-``prepare_inputs`` reads every question file, then prepares the model and the search tool.
-"""
+"""The data-driven job (``treegrpo train --data.train-files …``): the job runner on your own
+questions, model and search tool; names with a colon are built-in, offline ones. Inputs are
+checked in two stages so a mistake costs seconds, not a model load: ``check_data`` looks at names
+and paths only (``treegrpo train --dry-run`` stops there); ``prepare_inputs`` reads every
+question file, then prepares the model and the search tool."""
 
 from __future__ import annotations
 
@@ -46,8 +44,7 @@ log = logging.getLogger(__name__)
 
 
 def web_side(side: str, kind: str | None = None) -> list[Question]:
-    """The wiki-web questions of ``side`` ("train", or "test": ``WEB_HELD_OUT`` of the articles),
-    all kinds or one."""
+    """The wiki-web questions of ``side`` ("train", or "test": ``WEB_HELD_OUT``), a kind or all."""
     train, test = web_questions(held_out_share=WEB_HELD_OUT)
     return [q for q in (train if side == "train" else test) if kind in (None, q.kind)]
 
@@ -72,11 +69,10 @@ WEB_HELD_OUT = 0.2
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
 BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader", "smollm2-web")
-"""Built-in models (``resolve_model``): ``smollm2`` is ``models.smollm2.prepare_smollm2()``, the
-others it after a warm start, built once and cached (docs/real-model.md)."""
+"""Built-in models (``resolve_model``): ``smollm2`` (``prepare_smollm2()``), the others it after
+a warm start, built once and cached (docs/real-model.md)."""
 BUILTIN_SEARCH_URLS = (WIKI_WEB,)
-"""Built-in search URLs: ``wiki:web`` is the offline wiki site started in this process
-(``treegrpo.data.wiki_web``)."""
+"""Built-in search URLs: ``wiki:web``, the offline wiki site started in this process."""
 
 
 @dataclass
@@ -125,9 +121,8 @@ def check_data(data: DataConfig) -> list[str]:
 
 
 def check_tools(data: DataConfig, p: str = "data.") -> list[str]:
-    """What is wrong with ``data``'s search tool and tools (corpus or /retrieve server, web
-    search URL, visit and find); [] if nothing. ``p`` prefixes the field names in the problems
-    (``--`` for ``treegrpo eval``'s flags)."""
+    """What is wrong with ``data``'s search tool and tools; [] if nothing. ``p`` prefixes the
+    field names in the problems (``--`` for ``treegrpo eval``'s flags)."""
     problems = []
     passages = "search" in data.tools and data.search_url is None
     if passages and (data.corpus is None) == (data.retriever_url is None):
@@ -185,8 +180,8 @@ def _check_name(name: str, builtin: Collection[str]) -> str | None:
 
 
 def resolve_questions(names: Sequence[str]) -> list[Question]:
-    """The questions of files and built-in sets, in the order of ``names``.
-    A uid seen twice (one set given twice) is an error, never a merged group."""
+    """The questions of files and built-in sets, in order; a uid seen twice (one set given twice)
+    is an error, never a merged group."""
     return [q for part in resolve_question_sets(names) for q in part]
 
 
@@ -246,9 +241,9 @@ def make_retriever(data: DataConfig) -> SearchTool:
 def eval_inputs(
     name: str, data: DataConfig, limit: int | None = None
 ) -> tuple[list[EvalItem], SearchTool | Toolbox]:
-    """``treegrpo eval``'s questions and tools: the first ``limit`` questions of ``name`` (a file or
-    a built-in set) and the tool ``data`` names (``make_tool``), checked and read before any index
-    or site starts. ValueError (the problems, by flag) or OSError (missing files)."""
+    """``treegrpo eval``'s first ``limit`` questions of ``name`` (a file or built-in set) and tool
+    (``make_tool``), checked and read before any index or site starts. ValueError (the problems,
+    by flag) or OSError (missing files)."""
     problem = _check_name(name, BUILTIN_QUESTIONS)
     problems = ([f"--data: {problem}"] if problem else []) + check_tools(data, "--")
     if problems:
@@ -296,9 +291,8 @@ def read_questions(data: DataConfig) -> Questions:
 
 
 def prepare_inputs(data: DataConfig, questions: Questions | None = None) -> DataInputs:
-    """The questions (``read_questions``, unless given), the model directory and the search tool,
-    each built or loaded from the cache; logs how many training questions were left out as held out
-    (a caller that keeps a run log opens it first)."""
+    """The questions (``read_questions``, unless given), model directory and search tool, built or
+    loaded from the cache; logs how many training questions are held out (open a run log first)."""
     questions = questions or read_questions(data)
     if questions.dropped:
         log.warning("left %d training questions out: they are held out", questions.dropped)
@@ -321,17 +315,15 @@ def same_question(text: str) -> str:
 
 
 def held_out_evaluator(inputs: DataInputs, data: DataConfig) -> Evaluator:
-    """Greedy evaluation of a loaded model on ``inputs.held_out`` with ``data``'s agent limits:
-    what ``run_data`` reports before and after training (and every ``run.eval_every`` steps)."""
+    """Greedy evaluation on ``inputs.held_out`` under ``data``'s limits (``run_data``'s reports)."""
     return greedy_evaluator(inputs.tool, [EvalItem.of(q) for q in inputs.held_out], data)
 
 
 def evaluate_model_dir(
     path: Path, inputs: DataInputs, data: DataConfig, device: str = "auto"
 ) -> dict[str, Any] | None:
-    """Load the model at ``path`` onto ``device`` and evaluate it with ``held_out_evaluator``
-    (None without held-out questions); of ``inputs.model_dir``: the starting report for
-    ``run_data(before=…)``."""
+    """The ``held_out_evaluator`` report of the model at ``path`` on ``device`` (None: no held-out
+    questions); of ``inputs.model_dir``: the starting report for ``run_data(before=…)``."""
     if not inputs.held_out:
         return None
     model, tokenizer = load_model(path)

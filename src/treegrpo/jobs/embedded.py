@@ -1,11 +1,7 @@
 """The embedded default job: Tree-GRPO on the synthetic multi-hop world, on a CPU, in minutes:
-the warm start (cached), then the job runner (``jobs.runner``) on the training world.
-
-Training and evaluation questions come from different generated worlds (the same names, other
-facts), so the agent cannot answer from memory: it has to search, with BM25 over each world's
-corpus. The web variant (``EmbeddedConfig.web``) gives the agent a search that lists page titles
-and a ``visit`` that opens a page (``embedded.web``), with a warm start of its own.
-"""
+the warm start (cached), then the job runner on the training world. Training and held-out
+questions come from different worlds (the same names, other facts), so the agent has to search
+(BM25 over each world's corpus). The world and the web variant: docs/embedded.md."""
 
 from __future__ import annotations
 
@@ -104,8 +100,7 @@ def _report(before: Report | None, after: Report | None) -> list[str]:
 
 
 def before_after_table(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """Held-out EM by hop count and overall, before and after RL, with how the misses after
-    ended (markdown)."""
+    """Held-out EM by hop count and overall before and after RL, with how the misses after ended."""
     groups = [(f"{k}-hop", k) for k in before["by_hops"]] + [("overall", None)]
     return before_after_rows(
         [

@@ -1,7 +1,6 @@
-"""Presets and job settings: the embedded default job's world, and the data-driven job's model,
-datasets and retriever (``DataConfig``, which lists every built-in name they take), and the
-sections of a run config file. Plain dataclasses on top of ``train.config``: a tool can read and
-write run configs without loading the jobs."""
+"""Presets and job settings: the embedded job's world, the data job's model, datasets and tools
+(``DataConfig`` lists every built-in name), a run config file's sections. Plain dataclasses on
+``train.config``: a tool reads and writes run configs without loading the jobs."""
 
 from __future__ import annotations
 

@@ -3,11 +3,8 @@
     refuse a previous run → held-out eval of the starting model → RL (``train.trainer.train``)
     → held-out eval of the final checkpoint → learning curve, summary.json, report.md
 
-The embedded default job (``jobs.embedded``) and the data-driven job (``jobs.data``) differ only
-in what they hand over in a ``Job``: the starting model, the training questions and search tool,
-sampling and agent limits, the held-out evaluation, and what their summary and report say about
-their own inputs. Evaluation is greedy; its reports are ``eval.evaluate``'s.
-"""
+The embedded job (``jobs.embedded``) and the data job (``jobs.data``) differ only in the ``Job``
+they hand over. Evaluation is greedy; its reports are ``eval.evaluate``'s."""
 
 from __future__ import annotations
 
@@ -76,8 +73,7 @@ class Job:
     eval_device: str
     """Where the starting model and the final checkpoint are evaluated (``resolve_device``)."""
     report: Callable[[Report | None, Report | None], list[str]]
-    """The report's lines between its title and the learning curve, from the reports before and
-    after training."""
+    """The report's lines between title and learning curve, from the reports before and after."""
     summary: dict[str, Any] = field(default_factory=dict)
     """The job's own entries of summary.json (its inputs)."""
     config: dict[str, Any] = field(default_factory=dict)
@@ -85,8 +81,7 @@ class Job:
     seconds: dict[str, float] = field(default_factory=dict)
     """Time the job spent preparing its inputs before ``run_job`` (keys of ``PHASES``)."""
     mix: tuple[float, ...] = ()
-    """Sampling weight per training source (``TrainItem.source``); empty: each question once
-    per epoch."""
+    """Sampling weight per ``TrainItem.source``; empty: each question once per epoch."""
     demos: tuple[SFTExample, ...] = ()
     """Demonstrations for ``algo.demo_coef``'s term (``TrainTask.demos``)."""
 
@@ -94,8 +89,7 @@ class Job:
 def greedy_evaluator(
     tool: SearchTool | Toolbox, items: list[EvalItem], cfg: DataConfig | EmbeddedConfig
 ) -> Evaluator:
-    """The held-out evaluation of a job: ``items`` answered greedily with ``tool`` under
-    ``cfg``'s agent limits (``eval.evaluate``)."""
+    """``items`` answered greedily with ``tool`` under ``cfg``'s limits (``eval.evaluate``)."""
 
     def run(model: Any, tokenizer: Any, engine: Engine | EngineKind = "hf") -> Report:
         return evaluate(model, tokenizer, tool, items, cfg, engine=engine)
@@ -113,8 +107,7 @@ def evenly_spaced(items: Sequence[T], n: int | None) -> list[T]:
 
 
 def start_run(run: RunConfig) -> Path:
-    """Refuse a previous run in ``run.out_dir`` (before anything is written there), then make
-    the directory; jobs call this before they prepare their inputs."""
+    """Refuse a previous run in ``run.out_dir``, then make it (jobs: before preparing inputs)."""
     out = Path(run.out_dir)
     refuse_previous_run(out, run.resume, run.overwrite)
     out.mkdir(parents=True, exist_ok=True)
@@ -201,9 +194,8 @@ def _evaluate_start(
 
 
 def _periodic(job: Job, run: RunConfig) -> Callable[..., dict[str, float]] | None:
-    """The trainer's periodic evaluation (every ``run.eval_every`` steps): the policy with the
-    trainer's engine on the held-out questions; not at the last step, whose policy is the final
-    checkpoint's, evaluated after training as "after"."""
+    """The trainer's periodic held-out evaluation (every ``run.eval_every`` steps, its engine);
+    not at the last step: the final checkpoint is evaluated after training as "after"."""
     held_out = job.held_out
     if held_out is None:
         return None

@@ -1,7 +1,6 @@
-"""The data job's tools, from its settings (``DataConfig``): Search-R1's retriever alone by
-default, or a toolbox (``tools.registry``) with web search, ``visit``, ``find``, ``calculate``
-and the tools of any MCP servers given by configuration (docs/tools.md, docs/mcp.md). Search URL
-``"wiki:web"`` is the offline wiki site started in this process (``data.wiki_web``)."""
+"""The data job's tools (``DataConfig``): Search-R1's retriever alone by default, or a toolbox
+with web search, ``visit``, ``find``, ``calculate`` and any MCP servers' tools (docs/tools.md,
+docs/mcp.md). Search URL ``"wiki:web"`` is the offline wiki site started in this process."""
 
 from __future__ import annotations
 

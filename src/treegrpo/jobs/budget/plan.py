@@ -1,7 +1,6 @@
-"""The budget benchmark's plan: its settings (``BenchSettings``; data mode reads a run config,
-``DataJob``), the runs of the ladder (``RunSpec``, ``plan_runs``), each run's settings, and the
-check that a finished run may be reused (the same settings). The protocol and the sizing are in
-``jobs.budget.run``."""
+"""The budget benchmark's plan: its settings (``BenchSettings``; data mode's run config,
+``DataJob``), the ladder's runs (``RunSpec``, ``plan_runs``), each run's settings, and the check
+that a finished run may be reused (the same settings)."""
 
 from __future__ import annotations
 
@@ -47,8 +46,7 @@ QUICK_EVAL_EVERY = 2
 ABLATION_MODES: tuple[Mode, ...] = ("intra", "inter")
 """Advantage modes of the ablation runs ("intra+inter" is the main tree run)."""
 
-# The embedded protocol: the default job's settings (only the shape, the advantage mode, the
-# steps and the seed change from run to run).
+# The embedded protocol: the default job's settings (runs differ in shape, mode, steps and seed)
 BENCH_ALGO = DEFAULT_ALGO
 BENCH_OPTIM = DEFAULT_OPTIM
 
@@ -120,8 +118,7 @@ class DataJob:
     model: ModelConfig
     """LoRA or full fine-tuning, device and precision of every run."""
     data: DataConfig
-    """The starting model, questions, search tool and agent limits (eval_questions: the
-    benchmark's)."""
+    """Starting model, questions, search tool and agent limits (eval_questions: the benchmark's)."""
 
 
 @dataclass(frozen=True)
@@ -289,15 +286,13 @@ def plan_runs(
     base: AlgorithmConfig = BENCH_ALGO,
     warms: Sequence[tuple[str, WarmStartConfig | None]] = (("", WarmStartConfig()),),
 ) -> list[RunSpec]:
-    """Chain and tree at each of ``s.budgets`` for each seed, plus a "tree-<rule>" run per rule
-    of ``s.expansions``, a "tree-<rule>+difficulty" run per rule of ``s.difficulty``, the
-    ablation's two modes at ≈ 4, and with ``s.quarter`` chains at 4× each budget where the ladder
-    has that rung (docs/evaluation.md, "The budget benchmark: `treegrpo bench-budget`").
-    ``base``: the algorithm settings every run starts from; chain runs change only ``algo`` and
-    ``m``, as ``--algo.algo chain --algo.m B`` does; tree runs set (M, N, L) from the ladder (k
-    None) and the rule, each with its algorithm's default advantage mode. ``warms``: (tag, warm
-    start) pairs, seed i starting from the i-th (cycling), or with ``s.warm_cross`` every seed
-    from each."""
+    """Chain and tree at each of ``s.budgets`` for each seed, a "tree-<rule>" run per rule of
+    ``s.expansions``, a "tree-<rule>+difficulty" run per rule of ``s.difficulty``, the ablation's
+    two modes at ≈ 4, and with ``s.quarter`` chains at 4× each budget the ladder has
+    (docs/evaluation.md, "The budget benchmark"). ``base``: every run's algorithm settings; chain
+    runs change only ``algo`` and ``m`` (as ``--algo.algo chain --algo.m B``), tree runs (M, N,
+    L) from the ladder (k None) and the rule, each with its default advantage mode. ``warms``:
+    (tag, warm start) pairs, seed i from the i-th (cycling; ``s.warm_cross``: each from each)."""
     runs: list[tuple[str, int, AlgorithmConfig]] = []
     for b in s.budgets:
         runs += [("chain", b, _chain_algo(b, base)), ("tree", b, _tree_algo(b, base))]

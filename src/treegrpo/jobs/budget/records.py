@@ -1,9 +1,7 @@
-"""One record per run of the budget-matched benchmark (``treegrpo.jobs.budget.run``), from its
-``summary.json`` and ``metrics.jsonl``, and their mean ± sample std over seeds per (method,
-budget), with the differences paired by seed. Pure: no torch, no files. ``report`` renders them.
-
-Held-out EM is broken down by hop count where the questions have one (the synthetic world),
-else by data source where there are several (real question files); otherwise not at all.
+"""One record per budget benchmark run, from its ``summary.json`` and ``metrics.jsonl``, their
+mean ± sample std over seeds per (method, budget) and the differences paired by seed. Pure: no
+torch, no files; ``report`` renders them. Held-out EM is broken down by hop count where questions
+have one (the synthetic world), else by data source where there are several, else not at all.
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ def expansion_method(rule: str) -> str:
 
 
 def difficulty_method(rule: str) -> str:
-    """The method name of a tree run with expansion ``rule`` and budgets that follow
-    difficulty: "tree-informed+difficulty"."""
+    """Method of a tree run with ``rule`` and difficulty budgets: "tree-informed+difficulty"."""
     return f"tree-{rule}+difficulty"
 
 

@@ -1,7 +1,5 @@
-"""The markdown table of the budget-matched benchmark: the paper-shaped table of
-``records.aggregate``'s rows, with the run's header, the paired differences, the tree
-diagnostics, the ablation and the expansion rules. Pure: no torch, no files.
-"""
+"""The budget benchmark's markdown: the paper-shaped table of ``records.aggregate``'s rows with
+the run's header, paired differences, tree diagnostics, ablation and expansion rules. Pure."""
 
 from __future__ import annotations
 

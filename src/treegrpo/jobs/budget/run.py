@@ -1,11 +1,7 @@
 """The budget-matched benchmark (``treegrpo bench-budget``): at the same rollout budget, does
-Tree-GRPO beat chain GRPO? Every run starts from the same model, prompts, seeds and held-out
-questions; only the sampling shape changes. Embedded runs (``jobs.embedded.run_embedded``) go to
-pinned worker processes; data mode (``--config FILE``, ``jobs.data.run_data``) runs them one
-after another in this process by default. Finished runs with the same settings are reused, so
-the same command resumes. Modes, plan, run directories and sizing: docs/evaluation.md, "The
-budget benchmark".
-"""
+Tree-GRPO beat chain GRPO? Embedded runs go to pinned worker processes, data mode's run in this
+process by default; finished runs are reused, so the same command resumes. Modes, plan, run
+directories and sizing: docs/evaluation.md, "The budget benchmark"."""
 
 from __future__ import annotations
 
@@ -65,9 +61,8 @@ def warm_start_report(cfg: EmbeddedConfig, warm: WarmStartConfig) -> dict[str, A
 
 
 def data_start(s: BenchSettings) -> tuple[Any, dict[str, Any]]:
-    """Data mode: prepare the inputs (``jobs.data.prepare_inputs``) and evaluate the starting
-    model on the held-out questions once, as ``run_data`` would; returns both (bad rows or files
-    stop it)."""
+    """Data mode: the inputs (``jobs.data.prepare_inputs``) and the starting model's held-out
+    report, made once as ``run_data`` would (bad rows or files stop it)."""
     assert s.job is not None
     data = data_config(s)
     try:
@@ -141,8 +136,8 @@ def run_pending(
     inputs: Any = None,
 ) -> list[str]:
     """Run ``pending`` (costliest first) in ``s.workers`` pinned processes, or here when workers is
-    1 (data mode: with ``inputs``); ``befores``: the starting report by warm start tag. Returns the
-    names of failed runs (their errors printed)."""
+    1 (data mode: with ``inputs``); ``befores``: the starting report by warm start tag. Returns
+    the failed runs' names."""
     order = sorted(pending, key=lambda sp: -sp.cost)
     failed: list[str] = []
 
@@ -181,9 +176,8 @@ def _run_in_pool(
     started: Callable[[RunSpec], None],
     ended: Callable[[RunSpec, float, BaseException | None], None],
 ) -> None:
-    """At most ``s.workers`` runs in flight; the next starts as soon as one ends, so the
-    progress lines show real start times. Workers are spawned (never forked from a process
-    that already ran torch) and each takes its own core."""
+    """At most ``s.workers`` runs in flight, the next started as one ends (progress lines show real
+    start times); workers are spawned (never forked after torch ran), each on its own core."""
     ctx = mp.get_context("spawn")
     cores: Any = ctx.Queue()
     available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [None]
@@ -236,8 +230,8 @@ def run_benchmark(
     s: BenchSettings, warm: WarmStartConfig | None = None, command: str | None = None
 ) -> dict[str, Any]:
     """Run (or reuse) every run of ``s``, write the JSON, the markdown table (printed too) and the
-    plots, and return the result. ``warm``: the embedded mode's warm start (default the embedded
-    job's); ``command``: for the header. In data mode every run starts from the config's model."""
+    plots; returns the result. ``warm``: embedded mode's warm start (default the embedded job's;
+    data mode: the config's model); ``command``: for the header."""
     warms = warm_start_choices(s, warm or WarmStartConfig()) if s.job is None else [("", None)]
     t0 = time.perf_counter()
     hf_logging.disable_progress_bar()  # one line per run is the progress
@@ -297,8 +291,7 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
     table = markdown_table(result)
     out.with_suffix(".md").write_text(table + "\n")
     print(table, flush=True)
-    # The plots draw the methods they have a style for (``viz.budget.STYLE``: chain, tree, the
-    # ablation, the expansion rules); a method without one is in the JSON and the table only.
+    # The plots draw the methods with a style (``viz.budget.STYLE``); others: JSON and table only
     shown = {
         **result,
         "runs": [r for r in result["runs"] if r["method"] in STYLE],

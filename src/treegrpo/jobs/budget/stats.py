@@ -1,6 +1,5 @@
-"""Summaries over seeds for the budget benchmark: mean and sample standard deviation, and the
-Student-t 95% interval of a mean (paired differences are summarised this way) and its text.
-Pure."""
+"""The budget benchmark's summaries over seeds: mean and sample standard deviation, a mean's
+Student-t 95% interval (paired differences are summarised so) and its text. Pure."""
 
 from __future__ import annotations
 

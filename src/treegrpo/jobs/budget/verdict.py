@@ -1,8 +1,7 @@
-"""The budget benchmark's verdict: every tree method against chain GRPO at equal spend (read off
-the runs' held-out curves, ``jobs.budget.curves``), each expansion variant against the uniform
-tree, the paper's quarter-budget comparison (a tree at ≈b against 4b chains) at equal steps and
-at equal tokens, and what each method's trees held. Pure: no torch, no files.
-"""
+"""The budget benchmark's verdict: every tree method against chain GRPO at equal spend (off the
+held-out curves, ``jobs.budget.curves``), each expansion variant against the uniform tree, the
+paper's quarter-budget comparison (a tree at ≈b against 4b chains) at equal steps and tokens,
+and what each method's trees held. Pure: no torch, no files."""
 
 from __future__ import annotations
 
