@@ -64,8 +64,7 @@ def main(args: Sequence[str] | None = None) -> None:
 
 
 def _function_name(options: type) -> str:
-    """The function of ``COMMANDS`` that runs the command of ``options``: ``ServeMcpOptions``
-    → ``serve_mcp``."""
+    """The ``COMMANDS`` function of ``options``' command: ``ServeMcpOptions`` → ``serve_mcp``."""
     return re.sub(r"(?<!^)([A-Z])", r"_\1", options.__name__.removesuffix("Options")).lower()
 
 

@@ -77,13 +77,11 @@ class BenchBudgetOptions:
     (--algo.expansion-budget difficulty): one more tree run per rule at every budget and seed
     (method tree-<rule>+difficulty). Default: none."""
     quarter: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
-    """Also run chain GRPO at four times each budget that has a rung there (16 chains against
-    the trees at ≈4): the paper's quarter-budget comparison, at equal steps and at equal
-    generated tokens."""
+    """Also chain GRPO at four times each budget with a rung there (16 chains against the trees
+    at ≈4): the paper's quarter-budget comparison, at equal steps and at equal tokens."""
     world_seed: int | None = None
-    """Seed of the embedded RL and held-out worlds (default 0). Another seed is a validation
-    world for choosing settings before the held-out world is measured; its outputs get
-    "-world<seed>" in their default names."""
+    """Seed of the embedded RL and held-out worlds (default 0); another is a validation world for
+    choosing settings before the held-out one is measured (outputs named "-world<seed>")."""
     warm_starts: tuple[str, ...] | None = None
     """Warm starts to sample, each SEED or SEED:PATH (PATH auto, mkl or onednn: the linear-layer
     path of its SFT), e.g. 0:mkl 1:onednn; each is built once and cached. Run seed i starts from
@@ -92,13 +90,11 @@ class BenchBudgetOptions:
     warm_cross: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
     """Every warm start with every seed (--warm-starts × --seeds runs per method)."""
     eval_every: int | None = None
-    """Held-out evaluation every this many RL steps, for each run's curve of EM against
-    generated tokens and wall time (default 5, quick 2, data mode the config's run.eval_every;
-    0: before and after only)."""
+    """Held-out evaluation every this many RL steps, for EM curves against tokens and time
+    (default 5, quick 2, data mode the config's run.eval_every; 0: before and after only)."""
     workers: int | None = None
-    """Runs in parallel, each in a process pinned to its own CPU core with one torch thread (1:
-    one after another in this process). Default 2; data mode 1, which is what a GPU run
-    (model.device) wants."""
+    """Runs in parallel, each in a process pinned to its own core with one torch thread (1: one
+    after another in this process). Default 2; data mode 1, as a GPU run (model.device) wants."""
     out: Path | None = None
     """The JSON result (default bench/results/budget.json, quick budget-quick.json; data mode
     budget-data.json, budget-data-quick.json); the table (.md) and the plots (<stem>_*.png) go
