@@ -64,8 +64,7 @@ BUILTIN_QUESTIONS: dict[str, Callable[[], list[Question]]] = {
 sets"); a ``val`` set is a part of ``train`` for choosing settings (evaluating on it drops it from
 training, ``read_questions``)."""
 WEB_HELD_OUT = 0.2
-"""Share of the articles whose web questions are ``wiki-web:test`` (0.2: 48 link questions;
-0.1 would leave 22)."""
+"""Share of articles whose questions are ``wiki-web:test`` (0.2: 48 link questions; 0.1: 22)."""
 BUILTIN_CORPORA = ("wiki:corpus",)
 """Built-in corpora: ``wiki:corpus`` is ``treegrpo.data.wiki.wiki_corpus()``."""
 BUILTIN_MODELS = ("smollm2", "smollm2-protocol", "smollm2-reader", "smollm2-web")

@@ -113,9 +113,8 @@ class ToolsConfig:
     visit_chars: int = 2000
     """Characters of a visited page's observation (its passages that match the goal)."""
     mcp_servers: tuple[str, ...] = ()
-    """MCP servers whose tools the agent may call too (docs/mcp.md): a command line run over
-    stdio ("python -m treegrpo.tools.mcp.server --corpus c.jsonl") or an http(s) URL
-    (streamable HTTP)."""
+    """MCP servers whose tools the agent calls too (docs/mcp.md): a command run over stdio
+    ("python -m treegrpo.tools.mcp.server --corpus c.jsonl") or an http(s) URL (streamable HTTP)."""
 
 
 @dataclass(frozen=True)
@@ -135,10 +134,9 @@ class DataConfig(Checked, ToolsConfig):
     "wiki:corpus"; models "smollm2", "smollm2-protocol", "smollm2-reader" and "smollm2-web"."""
 
     model: str | None = None
-    """Hugging Face model directory to start from, or a built-in one: "smollm2"
-    (SmolLM2-135M-Instruct, built offline by `treegrpo prepare-model smollm2`),
-    "smollm2-protocol", "smollm2-reader" or "smollm2-web" (it after a warm start, built once
-    and cached)."""
+    """Hugging Face model directory to start from, or a built-in: "smollm2" (SmolLM2-135M-Instruct,
+    built offline by `treegrpo prepare-model smollm2`), "smollm2-protocol", "smollm2-reader" or
+    "smollm2-web" (it after a warm start, built once and cached)."""
     train_files: tuple[str, ...] = ()
     """Training questions: Search-R1 parquet or FlashRAG jsonl files, or built-in sets such as
     "wiki-qa:train" (given: the data-driven job runs instead of the embedded one)."""

@@ -29,9 +29,8 @@ RL-step wall time (evaluation excluded)."""
 def held_out_curve(
     before_em: float, after_em: float, steps: Sequence[dict[str, Any]]
 ) -> dict[str, list[float]]:
-    """A run's held-out curve from its RL-step metric lines (``metrics.jsonl``, in order):
-    the starting model at spend 0, each step that logged ``eval/em``, and ``after_em`` at the
-    end of the run. Returns lists "step", "tokens", "seconds", "em", one entry per point."""
+    """A run's held-out curve from its RL-step lines (in order): the start at spend 0, each step
+    with ``eval/em``, ``after_em`` at the end; lists "step", "tokens", "seconds", "em"."""
     out: dict[str, list[float]] = {"step": [0], "tokens": [0.0], "seconds": [0.0]}
     out["em"] = [before_em]
     tokens = seconds = 0.0

@@ -192,9 +192,8 @@ def bench_settings(
 ) -> BenchSettings:
     """The full or quick defaults with the given fields replaced (None values ignored);
     ``config``: data mode with this run config, read as ``treegrpo train --config`` reads it, a
-    world section refused (docs/evaluation.md, "The budget benchmark: `treegrpo bench-budget`").
-    ValueError on bad settings, a config that does not fit, or a data section
-    ``jobs.data.check_data`` rejects or without held-out questions."""
+    world section refused (docs/evaluation.md, "The budget benchmark"). ValueError on bad settings,
+    a config that does not fit, or a data section ``check_data`` rejects or without eval files."""
     base = BenchSettings()
     if config is not None:
         sections = load_config(config, TRAIN_SECTIONS)

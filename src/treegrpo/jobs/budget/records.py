@@ -1,8 +1,7 @@
-"""One record per budget benchmark run, from its ``summary.json`` and ``metrics.jsonl``, their
-mean ± sample std over seeds per (method, budget) and the differences paired by seed. Pure: no
-torch, no files; ``report`` renders them. Held-out EM is broken down by hop count where questions
-have one (the synthetic world), else by data source where there are several, else not at all.
-"""
+"""One record per budget benchmark run (its ``summary.json`` and ``metrics.jsonl``), their mean
+± sample std over seeds per (method, budget) and the differences paired by seed; ``report``
+renders them. Pure. Held-out EM is broken down by hop count where questions have one (the
+synthetic world), else by data source where there are several, else not at all."""
 
 from __future__ import annotations
 

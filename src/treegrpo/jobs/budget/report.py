@@ -59,9 +59,8 @@ def table_groups(before: dict[str, Any]) -> Groups | None:
 
 
 def markdown_table(result: dict[str, Any]) -> str:
-    """The paper-shaped budget table (rows: budget; chain vs tree) after a header with the
-    command, machine, settings and the starting model's EM (the warm start, or the data mode's
-    model); then the ablation table, if it ran, and the expansion rules' tables, if any ran."""
+    """The paper-shaped budget table (rows: budget; chain vs tree) after a header (command,
+    machine, settings, the starting model's EM), then the ablation's and rules' tables if run."""
     aggs = {(a["method"], a["budget"]): a for a in result["aggregates"]}
     groups = table_groups(result["warm_start"])
     budgets = result["settings"]["budgets"]
@@ -304,8 +303,7 @@ def _by_group(a: dict[str, Any] | None, groups: Groups) -> str:
 
 
 def _collapses(a: dict[str, Any] | None) -> str:
-    """Collapsed runs of all ("2/20"; ``collapsed``: valid format < 80% or EM below the start
-    after RL), "—" for none or an aggregate from before the count."""
+    """Collapsed runs of all ("2/20"), "—" for none or an aggregate from before the count."""
     if a is None or "collapses" not in a:
         return "—"
     return f"{a['collapses']}/{len(a['seeds'])}"
