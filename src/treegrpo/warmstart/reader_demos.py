@@ -1,10 +1,9 @@
 """Scripted demonstrations of the search protocol, played with the real search tool
 (``embedded.oracle.run_episode``); an episode that does not answer exactly gives none. Title
-questions (``build_title_demos``) make the protocol warm start: search, name the retrieved article
-described, answer its title. Reading questions (``build_reader_demos``) make the reader warm
-start: single-hop reads, re-searches (``rewrite``), two-hop questions, closed-book answers
-(``warmstart.closed_book``) and title questions. Step texts and shares: docs/real-model.md, "The
-protocol warm start" and "The reader warm start".
+questions (``build_title_demos``) make the protocol warm start, reading questions
+(``build_reader_demos``: reads, re-searches, two-hop, closed-book and title) the reader warm
+start. Step texts and shares: docs/real-model.md, "The protocol warm start" and "The reader warm
+start".
 """
 
 from __future__ import annotations
@@ -46,21 +45,19 @@ class ReaderMix(Checked):
     title: float = 0.1
     """Title questions of ``wiki:train`` (answer: the retrieved article's title)."""
     wh: float = 0.3
-    """Wh-questions over any sentence of a lead, reworded (``lead_questions.wh``), of the
-    single-hop demonstrations (at most: as many as are retrieved)."""
+    """Reworded wh-questions (``lead_questions.wh``), of the single-hop demonstrations (at most)."""
     cloze: float = 0.4
     """Cloze questions, of the single-hop demonstrations (a cap: they are 63% of the set)."""
     retry: float = 0.05
     """Single-hop questions whose first search misses and a rewrite finds the answer, of the
-    single-hop demonstrations (at most; such questions are about 1% of the set)."""
+    single-hop demonstrations (at most: they are about 1% of the set)."""
     direct: float = 0.05
-    """Single-hop questions answered without searching, from the base model's own closed-book
-    sentence (at most: as many as it knows of those probed)."""
+    """Single-hop questions answered from the base model's closed-book sentence, unsearched (at
+    most: as many as it knows of those probed)."""
 
     def _check(self) -> None:
-        share = "in [0, 1]"
-        check_ranges(self, two_hop=share, title=share, wh=share, cloze=share, retry=share)
-        check_ranges(self, direct=share)
+        shares = ("two_hop", "title", "wh", "cloze", "retry", "direct")
+        check_ranges(self, **dict.fromkeys(shares, "in [0, 1]"))
         taken = self.two_hop + self.title + self.direct  # of n: single-hop reading needs the rest
         if taken > 1:
             raise ConfigValueError("two_hop", "+ title + direct must be at most 1", taken)
@@ -75,9 +72,9 @@ def key_terms(question: str) -> list[str]:
 
 
 def find_span(observation: str, span: str, prefer: str = "") -> tuple[int, str, str] | None:
-    """(k, title, quote) of the first Doc whose text (title included) holds ``span`` verbatim,
-    the Doc titled ``prefer`` first; ``quote`` is up to ``CONTEXT_WORDS`` words before the span
-    in its sentence, and the span. None when no Doc holds it."""
+    """(k, title, quote) of the first Doc (the one titled ``prefer`` first) whose text or title
+    holds ``span`` verbatim, or None; ``quote``: up to ``CONTEXT_WORDS`` words of its sentence
+    before the span, and the span."""
     docs = parse_passages(observation)
     docs.sort(key=lambda d: d[1] != prefer)
     for k, title, text in docs:
@@ -93,8 +90,8 @@ def find_span(observation: str, span: str, prefer: str = "") -> tuple[int, str, 
 
 
 def rewrite(question: str, subject: str) -> str:
-    """The second query: the subject's name where the question writes it (``subject``: its
-    article's title), else the key terms."""
+    """The second query: the name of ``subject`` (an article title) if the question writes it,
+    else the key terms."""
     name = base_title(subject)
     if name and name.lower() in question.lower():
         return name
@@ -102,13 +99,12 @@ def rewrite(question: str, subject: str) -> str:
 
 
 class ReaderOracle:
-    """Searches ``queries[0]`` (then ``queries[1]`` while the sought span is not in the latest
-    observation) for each hop, reads the hop's span and answers the last one (or "unknown"
-    when a span was never retrieved, which ``build_reader_demos`` drops)."""
+    """Per hop, searches its query (then its rewrite if the span sought is not retrieved) and
+    reads the span; answers the last, or "unknown" when a span was never retrieved (dropped)."""
 
     def __init__(self, hops: Sequence[tuple[str, str, str]], golds: Sequence[str]) -> None:
-        """``hops``: (query, rewrite, the article to prefer) per hop; the span sought at every
-        hop but the last is the next hop's subject, given in ``bridges``."""
+        """``hops``: (query, rewrite, article to prefer) per hop; ``bridges``: the span sought
+        at each hop but the last."""
         self.hops, self.golds = hops, golds
         self.bridges: list[str] = []
         self.hop, self.tries = 0, 0
@@ -153,8 +149,7 @@ def two_hop_oracle(q: Question, plan: HopPlan, first: str) -> ReaderOracle:
 
 
 def found_title(observation: str, golds: Sequence[str]) -> tuple[int, str] | None:
-    """(k, title) of the first ``Doc k`` in an observation whose title is a gold answer (SQuAD-
-    normalized), or None."""
+    """(k, title) of the first ``Doc k`` titled by a gold (SQuAD-normalized), or None."""
     wanted = {normalize_answer(g) for g in golds}
     for k, title, _ in parse_passages(observation):
         if normalize_answer(title) in wanted:
@@ -182,8 +177,7 @@ class TitleOracle:
 def _episode_demo(
     q: Question, oracle: ReaderOracle, tool: SearchTool, protocol: SearchProtocol
 ) -> tuple[Demo, int] | None:
-    """The demonstration of one oracle episode and its search count, or None when it did not
-    answer exactly (``_exact_demo``)."""
+    """One oracle episode's demonstration and search count, or None (``_exact_demo``)."""
     demo = _exact_demo(q, run_episode(oracle, protocol, tool, MAX_TURNS, TOPK), protocol)
     return None if demo is None else (demo, len(oracle.searches))
 
@@ -191,8 +185,8 @@ def _episode_demo(
 def _direct_demo(
     q: Question, sentence: str, tool: SearchTool, protocol: SearchProtocol
 ) -> Demo | None:
-    """Answer ``q`` at once with the gold that the model's closed-book ``sentence`` holds (the
-    thought: ``KNOW_THINK`` and the sentence), or None when it holds none."""
+    """Answer ``q`` at once with the gold the closed-book ``sentence`` holds (thought:
+    ``KNOW_THINK`` and the sentence), or None when it holds none."""
     gold = known_answer(sentence, q.golds)
     if gold is None:
         return None
@@ -213,8 +207,7 @@ T = TypeVar("T")
 def _first(
     items: Iterable[T], limit: int, make: Callable[[T], Demo | None]
 ) -> list[tuple[T, Demo]]:
-    """The first ``limit`` items that ``make`` demonstrates (it gives None where it cannot),
-    in order, each with its demonstration."""
+    """The first ``limit`` items that ``make`` demonstrates (not None), each with its demo."""
     made = ((item, make(item)) for item in items)  # lazily: nothing is made past the limit
     return list(islice(((item, d) for item, d in made if d is not None), limit))
 
@@ -226,8 +219,7 @@ def build_title_demos(
     n: int,
     seed: int = 0,
 ) -> list[Demo]:
-    """Up to ``n`` demonstrations from ``questions`` in a seeded order, each question at most
-    once; questions whose article was not retrieved are skipped."""
+    """Up to ``n`` demonstrations, questions in a seeded order, those not retrieved skipped."""
     order = random.Random(f"treegrpo-title-demos:{seed}").sample(list(questions), len(questions))
 
     def title(q: Question) -> Demo | None:
@@ -252,17 +244,15 @@ def build_reader_demos(
     known: Sequence[tuple[Question, str]] = (),
     wh: Sequence[Question] = (),
 ) -> dict[str, list[Demo]]:
-    """About ``n`` demonstrations by category (``CATEGORIES``): ``mix.title`` of them from
-    ``titles``, ``mix.two_hop`` from ``two_hop`` (as many as were retrieved), at most
-    ``mix.direct`` from ``known`` (single-hop questions with the base model's closed-book
-    sentence, ``closed_book.closed_book``; those whose sentence holds a gold), at most
-    ``mix.wh`` of the single-hop rest from ``wh`` (reworded wh-questions), the rest from
-    ``single`` (``_single_hop``). ``subject``: the title of a question's article (its rewrite
-    when the first search misses); ``plan``: a two-hop question's bridge and second hop. Each
-    question is used at most once, in a seeded order.
+    """About ``n`` demonstrations by category (``CATEGORIES``), each question used at most once
+    in a seeded order: ``mix.title`` from ``titles``, ``mix.two_hop`` from ``two_hop`` (as many
+    as retrieved), at most ``mix.direct`` from ``known`` (single-hop questions with the base
+    model's closed-book sentence; those holding a gold), at most ``mix.wh`` of the single-hop
+    rest from ``wh``, the rest from ``single`` (``_single_hop``). ``subject``: a question's
+    article title (for its rewrite); ``plan``: a two-hop question's bridge and second hop.
 
-    Many arguments: five question sources and two lookups over them, which ``reader.build``
-    draws from the wiki data, beside the count, mix and seed of its configuration (a class of
+    Many arguments: five question sources and two lookups, which ``reader.build`` draws from
+    the wiki data, beside its configuration's count, mix and seed (a class of
     ``warmstart.reader``, which imports this module)."""
     rng = random.Random(f"treegrpo-reader-demos:{seed}")
     out: dict[str, list[Demo]] = {c: [] for c in CATEGORIES}
@@ -273,14 +263,13 @@ def build_reader_demos(
         oracle = oracle or single_oracle(q, subject(q))
         return _episode_demo(q, oracle, tool, protocol)
 
-    def two(q: Question) -> Demo | None:
-        p = plan(q)
-        made = play(q, two_hop_oracle(q, p, subject(q))) if p else None
+    def one(q: Question, oracle: ReaderOracle | None = None) -> Demo | None:
+        made = play(q, oracle)
         return made[0] if made else None
 
-    def one(q: Question) -> Demo | None:
-        made = play(q)
-        return made[0] if made else None
+    def two(q: Question) -> Demo | None:
+        p = plan(q)
+        return one(q, two_hop_oracle(q, p, subject(q))) if p else None
 
     def holds(q: Question) -> bool:  # searching the question retrieves golds[0]
         return any(q.golds[0] in p.contents for p in tool.search([q.question], TOPK)[0])
@@ -304,9 +293,9 @@ def _single_hop(
     holds: Callable[[Question], bool],
 ) -> dict[str, list[Demo]]:
     """``n`` single-hop demonstrations from ``questions`` in order, by category: cloze at
-    ``mix.cloze``, re-searches at most ``mix.retry`` and reads the rest, the reads beyond their
-    share filling what the others lack. ``play``: a question's demonstration and its search
-    count, or None; ``holds``: whether its first search retrieves the answer."""
+    ``mix.cloze``, re-searches at most ``mix.retry``, reads the rest and what the others lack.
+    ``play``: a demonstration and its search count, or None; ``holds``: whether the first
+    search retrieves the answer."""
     want = {"cloze": round(n * mix.cloze), "retry": round(n * mix.retry)}
     want["read"] = n - want["cloze"] - want["retry"]
     out: dict[str, list[Demo]] = {c: [] for c in want}
