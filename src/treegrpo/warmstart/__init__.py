@@ -1,7 +1,5 @@
-"""Warm starts: supervised fine-tuning pipelines that turn a model into a policy that follows
-the search protocol, built once per configuration and cached as a Hugging Face checkpoint:
-``tiny`` (the embedded job's tiny Qwen2), ``protocol`` (a pretrained model on title-question
-demonstrations), ``reader`` (reading demonstrations, ``closed_book`` answers among them) and
-``web`` (a web agent's demonstrations). They sit above ``train`` (its SFT loop) and below
-``jobs``; ``embedded`` and ``data`` stay free of training code.
+"""Warm starts: SFT pipelines that teach a model the search protocol, cached per configuration
+as Hugging Face checkpoints: ``tiny`` (the embedded job's Qwen2), ``protocol`` (title
+questions), ``reader`` (reading, ``closed_book`` answers among them) and ``web`` (a web agent).
+Above ``train`` (its SFT loop), below ``jobs``; ``embedded`` and ``data`` stay free of training.
 """

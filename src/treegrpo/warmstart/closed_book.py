@@ -1,7 +1,6 @@
-"""What a model knows without searching, the material of the reader warm start's "direct"
-demonstrations: the model finishes ``<think> I know this:`` greedily, nothing retrieved, and a
-question counts as known when a gold answer appears in that sentence as whole words
-(``known_answer``; docs/real-model.md, "The reader warm start").
+"""What a model knows without searching, for the reader warm start's "direct" demonstrations: it
+finishes ``<think> I know this:`` greedily, and knows a question when a gold is in that sentence
+as whole words (``known_answer``; docs/real-model.md, "The reader warm start").
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ def first_sentence(text: str) -> str:
 
 
 def known_answer(sentence: str, golds: Sequence[str]) -> str | None:
-    """The first gold that is a span of ``sentence`` (``core.rewards.is_span``: whole words after
-    SQuAD normalization), as written (what the demonstration answers), or None."""
+    """The first gold (as written) that is a span of ``sentence`` (``is_span``), or None."""
     return next((gold for gold in golds if is_span(gold, sentence)), None)
 
 
@@ -39,8 +37,7 @@ def closed_book(
     batch: int = 32,
     max_new_tokens: int = 32,
 ) -> list[str]:
-    """The model's greedy first sentence after ``<think> KNOW_THINK`` for each question, batched
-    with left padding (the same text as one question at a time)."""
+    """Each question's greedy first sentence after ``<think> KNOW_THINK``, left-padded batches."""
     opening = tokenizer(f"<think> {KNOW_THINK}", add_special_tokens=False)["input_ids"]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     device = next(model.parameters()).device

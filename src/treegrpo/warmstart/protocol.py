@@ -1,9 +1,8 @@
 """A protocol warm start for a pretrained model: a short LoRA SFT on title demonstrations
-(``reader_demos.build_title_demos``; train split only), merged into a plain checkpoint. SmolLM2
-never writes a valid search or answer step from the instruction alone, so RL would have nothing
-to reinforce. ``protocol_warm_start(base)`` builds once per (base model, settings) into
-``<cache>/protocol/<key>/``: the merged checkpoint, the tokenizer and ``protocol.json``
-(docs/real-model.md, "The protocol warm start").
+(``reader_demos.build_title_demos``; train split only), merged, since SmolLM2 never writes a
+valid step from the instruction alone and RL would have nothing to reinforce. Built once per
+(base model, settings) into ``<cache>/protocol/<key>/`` (docs/real-model.md, "The protocol warm
+start").
 """
 
 from __future__ import annotations
@@ -68,13 +67,11 @@ def protocol_warm_start(
     tool: Any = None,
 ) -> Path:
     """The directory of ``base`` warm-started on the protocol, built on first use. ``questions``
-    and ``tool`` default to the wiki train questions and BM25 over the wiki corpus (given: tests
-    or other title-question sets; then they are part of what the caller keys the cache on)."""
+    and ``tool``: the wiki train questions and BM25 over the wiki corpus unless given (then the
+    caller keys the cache on them)."""
     make = partial(build, questions=questions, tool=tool)
-    custom = questions is not None
-    return cached_build(
-        "protocol", base, cfg, FORMAT_VERSION, make, cache_dir, progress, custom=custom
-    )
+    key = {"custom": questions is not None}
+    return cached_build("protocol", base, cfg, FORMAT_VERSION, make, cache_dir, progress, **key)
 
 
 def cached_build(
@@ -87,10 +84,8 @@ def cached_build(
     progress: bool = True,
     **key: Any,
 ) -> Path:
-    """``<cache>/<kind>/<key>``, the warm start of ``base`` with settings ``cfg`` (a dataclass),
-    made by ``build(base, cfg, tmp, progress)`` on first use; the key hashes the format
-    version, the base model's path, every setting (``cfg.key()`` where it has one, else
-    ``asdict(cfg)``) and ``key``."""
+    """``<cache>/<kind>/<key>``, made by ``build(base, cfg, tmp, progress)`` on first use; the
+    key hashes the format version, base path, ``key`` and ``cfg`` (``cfg.key()`` or its fields)."""
     config = cfg.key() if hasattr(cfg, "key") else asdict(cfg)
     meta = {"format": format_version, "base": str(Path(base).resolve()), "config": config}
     entry = cache_entry(cache_dir, kind, **meta, **key)
@@ -127,11 +122,10 @@ def tune_and_save(
     about: dict[str, Any] | None = None,
     model: Any = None,
 ) -> dict[str, Any]:
-    """LoRA SFT of ``base`` on ``demos`` with ``cfg``'s SFT settings, merged and saved with the
-    tokenizer and ``STATS_FILE`` (``about`` first, then the SFT statistics) into ``out_dir``;
-    returns the statistics written. ``model``: ``base`` already loaded and left as loaded (the
-    reader warm start probes it first), else it is loaded here; either way it is changed in
-    place (adapters injected, trained and merged), so it is not usable as ``base`` afterwards."""
+    """LoRA SFT of ``base`` on ``demos``, merged and saved with the tokenizer and ``STATS_FILE``
+    (``about``, then the SFT statistics, which it returns) into ``out_dir``. ``model``: ``base``
+    already loaded (the reader warm start probes it first), else loaded here; either way it is
+    changed in place (adapters injected, trained and merged)."""
     torch.manual_seed(cfg.seed)
     if model is None:
         model = AutoModelForCausalLM.from_pretrained(base)
@@ -162,10 +156,9 @@ def tune_and_save(
 def pooled_demos(
     kind: str, cfg: Any, demos: Mapping[str, Sequence[Demo]]
 ) -> tuple[list[Demo], dict[str, Any]]:
-    """Every demonstration of ``demos`` (category → its demonstrations) in category order, to
-    tune on, and what ``STATS_FILE`` says first: ``{kind: asdict(cfg)}`` (the warm start's
-    settings, a dataclass) and the count per category; raises ``ValueError`` naming the
-    ``kind`` of warm start ("reader", "web") when there is none."""
+    """Every demonstration of ``demos`` (category → demonstrations) in order, and what
+    ``STATS_FILE`` says first: ``{kind: asdict(cfg)}`` and the count per category; ValueError
+    naming the ``kind`` of warm start ("reader", "web") when there is none."""
     every = [d for ds in demos.values() for d in ds]
     if not every:
         raise ValueError(f"{kind} warm start: no question gave a demonstration")

@@ -1,7 +1,6 @@
-"""The reader warm start (``smollm2-reader``): the protocol warm start's LoRA SFT
-(``warmstart.protocol``) on the reading demonstrations of ``reader_demos``, train split only,
-merged and cached in ``<cache>/reader/<key>/``. What it demonstrates, and why:
-docs/real-model.md, "The reader warm start".
+"""The reader warm start (``smollm2-reader``): the protocol warm start's LoRA SFT on the reading
+demonstrations of ``reader_demos`` (train split), merged and cached in ``<cache>/reader/<key>/``.
+What it demonstrates, and why: docs/real-model.md, "The reader warm start".
 """
 
 from __future__ import annotations
@@ -40,13 +39,11 @@ class ReaderWarmStartConfig:
     sft: ProtocolWarmStartConfig = field(
         default_factory=lambda: ProtocolWarmStartConfig(n_demos=1280, steps=400, warmup=10)
     )
-    """Demonstration count and SFT settings (as the protocol warm start's): about one pass over
-    the demonstrations."""
+    """Demonstration count and SFT settings (the protocol warm start's): about one pass."""
     mix: ReaderMix = field(default_factory=ReaderMix)
     """Shares of the demonstration categories."""
     probe: int = 384
-    """Single-hop train questions (cloze ones left out) asked closed-book for the direct
-    demonstrations (``closed_book``)."""
+    """Single-hop non-cloze train questions asked closed-book for the direct demonstrations."""
 
 
 def reader_warm_start(
@@ -62,8 +59,8 @@ def reader_warm_start(
 def build(
     base: Path, cfg: ReaderWarmStartConfig, out_dir: Path, progress: bool = True
 ) -> dict[str, Any]:
-    """Reading demonstrations over the train split, then LoRA SFT of ``base``, merged. The model
-    is loaded once: probed closed-book as loaded (greedy, no gradients), then tuned in place."""
+    """Reading demonstrations over the train split, then LoRA SFT of ``base``, merged; the model
+    is loaded once, probed closed-book as loaded, then tuned in place."""
     log.info("reader warm start of %s: building it once (cached under %s)", base, out_dir.parent)
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base)
@@ -99,8 +96,7 @@ def probe(
     model: Any, tokenizer: object, single: list[Question], n: int, seed: int
 ) -> list[tuple[Question, str]]:
     """``n`` non-cloze single-hop questions in a seeded order, each with ``model``'s closed-book
-    sentence (greedy and without gradients: its weights stay as they are; it is put in eval
-    mode)."""
+    sentence (greedy, no gradients, in eval mode: its weights stay as they are)."""
     pool = [q for q in single if not q.kind.startswith("cloze")]
     asked = random.Random(f"treegrpo-reader-probe:{seed}").sample(pool, min(n, len(pool)))
     if not asked:

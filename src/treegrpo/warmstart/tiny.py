@@ -1,12 +1,9 @@
-"""The warm start of the default run: a tiny Qwen2 taught the search protocol by imitation.
-
-``warm_start(cfg)`` builds, once per configuration, a tokenizer in which names are single tokens
-(``search_tokenizer``), a tiny Qwen2 with hand-built copying circuits (``induction``) and
-flawed demonstrations on worlds of their own (``demos``), fits the model to them (the circuits
-stay fixed) and saves model and tokenizer in Hugging Face format under
-``<cache>/warmstart/<key>/``, the key hashing every setting and ``FORMAT_VERSION``. The aim, a
-policy that reads and searches right but answers after one search too often, and what it
-scores: docs/embedded.md, "The warm start".
+"""The default run's warm start: a tiny Qwen2 with hand-built copying circuits (``induction``,
+kept fixed) fitted to flawed demonstrations on worlds of their own (``demos``), its tokenizer
+holding each name as one token (``search_tokenizer``). ``warm_start(cfg)`` builds it once per
+configuration into ``<cache>/warmstart/<key>/`` (Hugging Face format; the key hashes every
+setting and ``FORMAT_VERSION``). The aim, a policy that reads and searches right but answers
+after one search too often, and its scores: docs/embedded.md, "The warm start".
 """
 
 from __future__ import annotations
@@ -66,9 +63,8 @@ class WarmStartConfig:
     rope_theta: float = 1e8
     """Rotary base: slow pairs for content matching, fast ones for relative positions."""
     induction: bool = True
-    """Start from the hand-built copying circuits of ``induction.induction_init``, kept fixed
-    during SFT (``CIRCUIT_PARAMS``), so the model copies from its first update (a fresh tiny
-    transformer needs thousands: docs/embedded.md, "The warm start")."""
+    """Start from ``induction.induction_init``'s copying circuits, fixed in SFT
+    (``CIRCUIT_PARAMS``): the model copies from its first update, not after thousands."""
     flaws: Flaws = field(default_factory=Flaws)
     """How often the demonstrations stop early, search vaguely or guess (``demos.Flaws``)."""
     n_demos: int = 3000
@@ -81,9 +77,9 @@ class WarmStartConfig:
     """Passages per search: one passage states one fact, so the one the search ranks first is
     the fact, and reading it is copying its last name."""
     context_weight: float = 1.0
-    """Weight of the loss on the prompt and observation tokens beside the action tokens' (0:
-    action tokens only, the RL loss's tokens). Predicting the passages and the questions gives
-    the layers above the circuits many more copying examples than the few action tokens do."""
+    """Loss weight of prompt and observation tokens beside the action tokens' (0: action tokens
+    only, as RL): passages and questions give the layers above the circuits many more copying
+    examples than the few action tokens do."""
     steps: int = 1600
     """SFT updates (at 800 the greedy start depended on the build's rounding)."""
     lr: float = 3e-3
@@ -106,15 +102,13 @@ class WarmStartConfig:
     (``demos.query_drills``; search world only; docs/algorithm.md §9). 0: none."""
 
     linear: LinearPath = "auto"
-    """Which path trains the linear layers in SFT (``engine.cpu.onednn``): mkl (``F.linear``),
-    onednn, or auto (this CPU's default); they differ by fp32 rounding, yet RL from their warm
-    starts can differ as much as two seeds' (docs/algorithm.md, "Learning that does not
-    collapse"). The cache key holds the resolved path."""
+    """Which path trains SFT's linear layers (``engine.cpu.onednn``): mkl (``F.linear``), onednn
+    or auto (this CPU's, resolved in the cache key); their fp32 rounding differs, RL from their
+    warm starts as much as two seeds' (docs/algorithm.md, "Learning that does not collapse")."""
 
     def key(self) -> dict[str, Any]:
-        """The settings the cache key hashes: all of them, with the linear path resolved on
-        this CPU; the web variant's, ``counted`` and ``query_drills`` only when on (so the
-        search world's warm starts keep the keys they had before those settings)."""
+        """Every setting, the linear path resolved on this CPU; the web variant's, ``counted``
+        and ``query_drills`` only when on (older search-world warm starts keep their keys)."""
         fields = asdict(self)
         fields["linear"] = resolve_path(self.linear)
         if not self.web:
@@ -127,9 +121,8 @@ class WarmStartConfig:
 
 
 def demo_worlds(cfg: WarmStartConfig) -> list[World]:
-    """``cfg.demo_worlds`` worlds of their own (the same name pool, other facts than the RL
-    train world and the eval world): the warm start never sees a fact that RL trains on or
-    that the evaluation asks about."""
+    """``cfg.demo_worlds`` worlds (same name pool, other facts): the warm start never sees a
+    fact that RL trains on or that the evaluation asks about."""
     return [
         make_world(_DEMO_SEED + 1000 * cfg.world_seed + k, **asdict(cfg.world))
         for k in range(1, cfg.demo_worlds + 1)
@@ -149,8 +142,7 @@ def warm_start(
     cache_dir: str | Path | None = None,
     progress: bool = True,
 ) -> Path:
-    """The directory of the warm-started model for ``cfg``, built on first use (about five
-    minutes on two CPU cores with the defaults), loaded from the cache afterwards."""
+    """The warm start's directory, built on first use (defaults: about 5 min on two cores)."""
     entry = warm_start_dir(cfg, cache_dir)
     meta = {"format": FORMAT_VERSION, "config": cfg.key()}
     hit = cached_dir(entry, lambda tmp: build(cfg, tmp, progress), meta)
@@ -159,8 +151,7 @@ def warm_start(
 
 
 def build(cfg: WarmStartConfig, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    """Build the warm start into ``out_dir``: tokenizer and model (Hugging Face format) and
-    ``warmstart.json`` with the demonstration mix, the SFT losses and the timings."""
+    """Tokenizer, model and ``STATS_FILE`` (demo mix, SFT losses, timings) into ``out_dir``."""
     t0 = time.perf_counter()
     tokenizer = train_search_tokenizer(cfg.vocab_size, web=cfg.web)
     demos = _demonstrations(cfg, tokenizer)
@@ -216,8 +207,7 @@ def demonstrations(cfg: WarmStartConfig, oracle: bool = False) -> list[SFTExampl
 
 
 def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
-    """``cfg.n_demos`` flawed demonstrations on the demonstration worlds, searched with BM25
-    (the web variant: through the worlds' web pages)."""
+    """``cfg.n_demos`` flawed demonstrations on ``demo_worlds``, by BM25 (or their web pages)."""
     if cfg.query_drills and cfg.web:
         raise ValueError("query_drills: the search world's warm start only (web is on)")
     worlds = demo_worlds(cfg)
@@ -233,8 +223,7 @@ def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
 
 
 def _model(cfg: WarmStartConfig, tokenizer: Any) -> Any:
-    """The tiny Qwen2 before SFT: ``cfg``'s shape, with the copying circuits written in and
-    frozen when ``cfg.induction``."""
+    """The tiny Qwen2 before SFT, its copying circuits written in and frozen if ``induction``."""
     model = tiny_qwen2(
         len(tokenizer),
         hidden=cfg.hidden,

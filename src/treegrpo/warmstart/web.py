@@ -1,9 +1,8 @@
-"""The web warm start (``smollm2-web``): the protocol warm start's LoRA SFT
-(``warmstart.protocol.tune_and_save``) on the web demonstrations of ``web_demos``, merged and
-cached in ``<cache>/web/<key>/``. The demonstrations run on the offline wiki site started in
-this process with the web presets' tools and limits (configs/real-smollm2-web.yaml), so the
-tokens imitated are those RL samples after; train split only. Docs: docs/real-model.md, "The web
-warm start".
+"""The web warm start (``smollm2-web``): the protocol warm start's LoRA SFT on the web
+demonstrations of ``web_demos`` (train split), merged and cached in ``<cache>/web/<key>/``. They
+run on the offline wiki site in this process with the web presets' tools and limits
+(configs/real-smollm2-web.yaml), so the tokens imitated are those RL samples after
+(docs/real-model.md, "The web warm start").
 """
 
 from __future__ import annotations
@@ -46,17 +45,15 @@ class WebWarmStartConfig:
             n_demos=1024, steps=300, warmup=10, max_batch_tokens=3072, max_obs_tokens=384
         )
     )
-    """Demonstration count and SFT settings (as the protocol warm start's). The default 1,024
-    demonstrations are 0.71M SmolLM2 tokens (about 480 an in-snippet one, 730 in-page, 950
-    link), so 300 batches of at most 3,072 padded tokens are a little over one pass;
-    ``max_obs_tokens`` is the web presets' observation limit."""
+    """Demonstration count and SFT settings (the protocol warm start's): 1,024 demonstrations
+    are 0.71M SmolLM2 tokens (about 480 in-snippet, 730 in-page, 950 link), so 300 batches of
+    3,072 padded tokens are a little over one pass; ``max_obs_tokens``: the web presets'."""
     mix: WebMix = field(default_factory=WebMix)
     """Shares of the question kinds and of their variants (``web_demos``)."""
     topk: int = 3
     """Search results per search (the presets' data.topk)."""
     visit_chars: int = 1200
-    """Characters of a visit's observation (the presets' data.visit_chars): within
-    ``max_obs_tokens`` SmolLM2 tokens."""
+    """Characters of a visit's observation (the presets' data.visit_chars; < max_obs_tokens)."""
     max_turns: int = 4
     """Steps that may call a tool before the final step (the presets' data.max_turns)."""
     max_context: int = 3072
@@ -65,8 +62,7 @@ class WebWarmStartConfig:
     """Share of the articles held out, as ``jobs.data.WEB_HELD_OUT`` splits wiki-web."""
 
     def key(self) -> dict[str, Any]:
-        """The settings the cache key hashes: all of them, ``mix.read`` only when on (so the
-        builds without it keep their keys)."""
+        """Every setting, ``mix.read`` only when on (so builds without it keep their keys)."""
         settings = asdict(self)
         if not self.mix.read:
             del settings["mix"]["read"]
@@ -86,8 +82,7 @@ def web_warm_start(
 def build(
     base: Path, cfg: WebWarmStartConfig, out_dir: Path, progress: bool = True
 ) -> dict[str, Any]:
-    """Web demonstrations over the train split through the in-process site, then LoRA SFT of
-    ``base``, merged and saved into ``out_dir``."""
+    """Web demonstrations on the train split, then LoRA SFT of ``base``, merged into ``out_dir``."""
     log.info("web warm start of %s: building it once (cached under %s)", base, out_dir.parent)
     tokenizer = AutoTokenizer.from_pretrained(base)
     site = wiki_web()

@@ -1,11 +1,10 @@
-"""Scripted demonstrations of a web agent on the offline wiki site (``data.web_questions``), the
-material of the web warm start (``warmstart.web``): played through the real ``search`` and
-``visit`` tools over the real site, with the observation tokens a rollout gets, and by question
-kind as a careful agent would (re-searching with ``reader_demos.rewrite`` where the page is not
-among the results). An episode that does not end right, or outgrows ``max_context``, gives no
-demonstration, save the controlled imperfections of ``WebMix``, each kept only when wrong
-(``snippet-visit`` is right, a turn longer). No episode opens a held-out article. Per-kind
-scripts, shares and counts: docs/real-model.md, "The web warm start".
+"""Scripted demonstrations of a web agent on the offline wiki site (``data.web_questions``) for
+the web warm start: played through the real ``search`` and ``visit`` tools and site, with a
+rollout's observation tokens, as a careful agent would (re-searching with
+``reader_demos.rewrite`` when the page is not among the results). An episode that ends wrong or
+outgrows ``max_context`` gives none, save ``WebMix``'s controlled imperfections, kept only when
+wrong (``snippet-visit`` is right, a turn longer). No episode opens a held-out article. Scripts,
+shares and counts: docs/real-model.md, "The web warm start".
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ CATEGORIES = ("in-snippet", "snippet-visit", "in-page", "read", "link", "skip", 
 
 @dataclass(frozen=True)
 class WebMix:
-    """Shares of the demonstrations: by question kind (of ``n``; in-page fills the rest), and
-    the variants of each kind (of that kind's demonstrations; module docstring)."""
+    """Shares of the demonstrations by question kind (of ``n``; in-page fills the rest), and of
+    each kind's variants (of that kind's demonstrations)."""
 
     in_snippet: float = 0.3
     """In-snippet questions."""
@@ -42,14 +41,12 @@ class WebMix:
     snippet_visit: float = 0.3
     """In-snippet demonstrations that open the page anyway before answering (right)."""
     skip: float = 0.15
-    """In-page and link demonstrations that answer from the result list without a visit
-    (wrong)."""
+    """In-page and link demonstrations answering from the result list, unvisited (wrong)."""
     stop: float = 0.1
     """Link demonstrations that answer page B's title instead of opening it (wrong)."""
     read: float = 0.0
-    """In-page demonstrations on reworded wh-questions (``data.web_questions.
-    read_web_questions``: answers beyond a lead's first sentence, asked in other words) instead
-    of templated ones."""
+    """In-page demonstrations on reworded wh-questions instead of templated ones
+    (``data.web_questions.read_web_questions``)."""
 
     def __post_init__(self) -> None:
         shares = (self.in_snippet, self.link, self.snippet_visit, self.skip, self.stop, self.read)
@@ -60,8 +57,7 @@ class WebMix:
 
 
 def site_toolbox(site: LocalSite, topk: int, visit_chars: int) -> Toolbox:
-    """``search`` and ``visit`` over ``site``, built as the data job builds them for
-    ``data.tools: [search, visit]`` (``jobs.tools.make_toolbox``: the tools' defaults)."""
+    """``search`` and ``visit`` over ``site``, as ``jobs.tools.make_toolbox`` builds them."""
     return Toolbox(
         [WebSearchTool(site.search_client(), topk), VisitTool(site.fetcher(), visit_chars)]
     )
@@ -87,8 +83,7 @@ def information(observation: str) -> str:
 
 
 def parse_results(observation: str) -> list[Result]:
-    """The numbered results of a search observation (``WebSearchTool.format``): ``[k] title``,
-    its URL on the next line, then its snippet when there is one."""
+    """A search observation's results (``WebSearchTool.format``): ``[k] title``, URL, snippet."""
     lines = information(observation).split("\n")
     out = []
     for i, line in enumerate(lines):
@@ -101,8 +96,8 @@ def parse_results(observation: str) -> list[Result]:
 
 
 def quote(text: str, span: str) -> str | None:
-    """``span`` with up to ``CONTEXT_WORDS`` words before it in its sentence (and its line),
-    from its first occurrence in ``text``; None when ``text`` does not hold it."""
+    """``span``'s first occurrence in ``text`` with up to ``CONTEXT_WORDS`` words before it in
+    its sentence and line, or None."""
     at = text.find(span)
     if at < 0:
         return None
@@ -111,8 +106,7 @@ def quote(text: str, span: str) -> str | None:
 
 
 def page_text(body: str) -> str:
-    """What a visit observation's body shows of the page itself: without its ``Title:`` and
-    ``URL:`` lines and its list of links (``VisitTool.format``)."""
+    """A visit observation's body (``VisitTool.format``) less its title, URL and links."""
     lines = body.split("\n")
     if "Links:" in lines:
         lines = lines[: lines.index("Links:")]
@@ -126,9 +120,8 @@ def link_url(observation: str, title: str) -> str | None:
 
 
 class WebOracle:
-    """The script of one episode (module docstring). ``pages``: the titles of the pages to
-    open, in order (the question's page; for a link question A then B); ``variant``: "right",
-    "skip", "stop" or "snippet-visit"."""
+    """The script of one episode. ``pages``: titles of the pages to open, in order (a link
+    question's A then B); ``variant``: "right", "skip", "stop" or "snippet-visit"."""
 
     def __init__(self, q: WebQuestion, pages: Sequence[str], variant: str = "right") -> None:
         self.q, self.pages, self.variant = q.question, list(pages), variant
@@ -196,8 +189,8 @@ def play(
     max_turns: int,
     max_context: int,
 ) -> Demo | None:
-    """The demonstration of one scripted episode; None when it does not fit ``max_context``, a
-    right variant does not answer right, or a flawed one does."""
+    """One scripted episode's demonstration; None when it outgrows ``max_context``, a right
+    variant answers wrong, or a flawed one right."""
     episode = run_episode(WebOracle(q, pages, variant), protocol, tools, max_turns)
     em = episode.score(protocol, q.question.golds)["em"]
     if em != (0.0 if variant in ("skip", "stop") else 1.0):
@@ -238,12 +231,10 @@ def build_web_demos(
     max_context: int = 3072,
     held_out: Callable[[str], bool] = lambda title: False,
 ) -> dict[str, list[Demo]]:
-    """About ``n`` demonstrations by category (``CATEGORIES``; right in-snippet, in-page and
-    link ones under their kind, the variants under their own names): ``mix``'s shares of each
-    kind, each kind's variants in exact shares of what it gets. ``titles``: article index →
-    title (``WebQuestion.touches``); a question touching an article for which ``held_out`` is
-    true is refused (ValueError: the caller passed a held-out question). Each question is used
-    at most once, in a seeded order; a kind with too few questions that play gives fewer.
+    """About ``n`` demonstrations by category (``CATEGORIES``: right ones under their kind,
+    variants under their own names) in ``mix``'s exact shares, each question at most once in a
+    seeded order (a kind short of questions gives fewer). ``titles``: article index → title; a
+    question touching an article that is ``held_out`` is a ValueError.
 
     Many arguments: the questions, the site's tools and protocol, and the count, mix, seed and
     limits that ``web.build`` takes from its configuration (a class of ``warmstart.web``, which
