@@ -1,9 +1,8 @@
 """Scripted demonstrations for the warm start: oracle traces with decision flaws (``Flaws``;
-``WebFlawedAgent`` adds ``skip`` in the web variant), played through ``oracle.run_episode`` with
-the real search tool and observation tokens; reading is always right. A demonstration is a token
-sequence with a loss mask, 1 on the agent's step tokens and 0 on the prompt and observations
-(docs/algorithm.md §1). The flaws, their rates and what they do: docs/embedded.md, "The warm
-start".
+``WebFlawedAgent`` adds ``skip``), played through ``oracle.run_episode`` with the real search
+tool and observation tokens; reading is always right. A demonstration's loss mask is 1 on the
+agent's step tokens, 0 on prompt and observations (docs/algorithm.md §1). The flaws and their
+rates: docs/embedded.md, "The warm start".
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ class Flaws:
     stop_later: float | None = None
     """After a later search, with relations left: answer the entity in hand (None: ``stop``)."""
     vague: float = 0.05
-    """After a search with relations left: search the question's start entity instead of the
-    entity just read."""
+    """After a search with relations left: search the start entity, not the one just read."""
 
     def __post_init__(self) -> None:
         if not all(0 <= p <= 1 for p in (self.early, self.stop, self.later, self.vague)):
@@ -71,9 +69,8 @@ class Demo:
 
 
 class FlawedAgent:
-    """The oracle with the decision flaws of ``Flaws``, drawn with ``rng`` as the episode goes;
-    ``flaws`` records which ones it made. With no flaws (all probabilities 0) it is the oracle:
-    the right query at every hop, each bridge entity read from the observation it received."""
+    """The oracle with ``Flaws``' decision flaws, drawn with ``rng`` (recorded in ``flaws``);
+    with none it is the oracle: right queries, each bridge entity read from its observation."""
 
     def __init__(self, plan: Plan, flaws: Flaws, rng: random.Random, counted: bool = False) -> None:
         self.plan, self.p, self.rng, self.counted = plan, flaws, rng, counted
@@ -121,9 +118,9 @@ class FlawedAgent:
 
 
 class WebFlawedAgent(FlawedAgent):
-    """``FlawedAgent`` in the web variant: a hop is ``search`` (the fact's title) then ``visit 1``
-    (the page, read as the passage is), with the flaws of ``Flaws`` after each page read, and
-    ``skip`` after each search: answer the entity in hand without visiting."""
+    """``FlawedAgent`` in the web variant: a hop is ``search`` (the fact's title), then ``visit
+    1`` (read as the passage is); ``Flaws`` after each page read, and after each search
+    ``skip``: answer the entity in hand without visiting."""
 
     def __init__(
         self, plan: Plan, flaws: Flaws, skip: float, rng: random.Random, counted: bool = False
@@ -150,8 +147,7 @@ class WebFlawedAgent(FlawedAgent):
 
 
 class DemoSettings(Protocol):
-    """The demonstration fields of ``warmstart.tiny.WarmStartConfig`` (its docstrings say what
-    each means)."""
+    """The demonstration fields of ``warmstart.tiny.WarmStartConfig`` (documented there)."""
 
     @property
     def n_demos(self) -> int: ...
@@ -176,8 +172,8 @@ class DemoSettings(Protocol):
 def build_demos(
     worlds: Sequence[tuple[World, Tool]], protocol: ToolProtocol, cfg: DemoSettings
 ) -> list[Demo]:
-    """``cfg.n_demos`` demonstrations over the questions of ``worlds`` (each with its search tool,
-    or with the web variant's toolbox when ``cfg.web``), in a seeded order, cycled."""
+    """``cfg.n_demos`` demonstrations over the questions of ``worlds`` (each with its search
+    tool, or toolbox when ``cfg.web``), in a seeded order, cycled."""
     rng = random.Random(f"treegrpo-demos:{cfg.seed}")
     demos = []
     for world, tool, q in _drawn(worlds, cfg.n_demos, rng):
@@ -195,8 +191,8 @@ def build_demos(
 def _drawn(
     worlds: Sequence[tuple[World, Tool]], n: int, rng: random.Random, min_hops: int = 0
 ) -> Iterator[tuple[World, Tool, Question]]:
-    """``n`` questions of ``worlds`` with ``min_hops`` hops or more, each with its world and tool:
-    each pass over them a fresh seeded shuffle, drawn when the last ends."""
+    """``n`` questions of ``worlds`` with ``min_hops`` hops or more, with world and tool; each
+    pass a fresh seeded shuffle."""
     pool = [(w, t, q) for w, t in worlds for q in w.questions if q.hops >= min_hops]
     order: list[tuple[World, Tool, Question]] = []
     for _ in range(n):
@@ -207,8 +203,6 @@ def _drawn(
 
 NO_LOSS = -1
 """Mask value of a token that is neither trained nor context (``query_drills``)."""
-
-
 DRILL_DEPTH = 3
 """The first search whose query ``query_drills`` trains."""
 
@@ -216,9 +210,8 @@ DRILL_DEPTH = 3
 def query_drills(
     worlds: Sequence[tuple[World, SearchTool]], protocol: ToolProtocol, cfg: DemoSettings
 ) -> list[Demo]:
-    """``cfg.query_drills`` oracle episodes of the questions of ``worlds`` with ``DRILL_DEPTH``
-    hops or more (seeded order, cycled), trained on the queries of their ``DRILL_DEPTH``-th and
-    later searches only; every other token is ``NO_LOSS`` (docs/embedded.md, "The warm start")."""
+    """``cfg.query_drills`` oracle episodes of ``DRILL_DEPTH``+-hop questions (seeded, cycled),
+    trained only on their ``DRILL_DEPTH``-th and later queries (other tokens: ``NO_LOSS``)."""
     rng = random.Random(f"treegrpo-drills:{cfg.seed}")
     opening = protocol.tokenizer.convert_tokens_to_ids("<search>")
     drills = []

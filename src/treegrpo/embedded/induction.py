@@ -60,9 +60,8 @@ def previous_token_bias(
 
 
 def induction_init(model: Any, seed: int = 0, name_starts: Sequence[int] = ()) -> Any:
-    """Write the circuits of the module docstring into ``model`` (a fresh Qwen2ForCausalLM) in
-    place and return it. ``name_starts``: token ids that begin a name (empty: no name-start
-    head)."""
+    """Write the module docstring's circuits into ``model`` (a fresh Qwen2ForCausalLM), in place;
+    ``name_starts``: the ids of name-initial tokens (empty: no name-start head)."""
     cfg = model.config
     hidden, d = cfg.hidden_size, cfg.head_dim
     if d * 2 != hidden or cfg.num_key_value_heads != cfg.num_attention_heads:

@@ -1,7 +1,6 @@
-"""The name pool of the synthetic world: short invented names, one token each, shared by every
-world, so a name carries no fact from one world to the next and the agent has to search. A name
-is two consonant-vowel syllables, none ending in "e" or "s", so the Snowball stemmer of the BM25
-index leaves every name whole (docs/embedded.md, "The warm start").
+"""The synthetic worlds' shared name pool: invented names, one token each, so a name carries no
+fact from one world to the next. Two consonant-vowel syllables, none ending in "e" or "s", so
+BM25's Snowball stemmer leaves each whole (docs/embedded.md, "The warm start").
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The episode loop of the scripted search agents, and their step format.
-
-``run_episode`` plays one question the way ``treegrpo.rollout.sampler`` does, with the real
-protocol's observation tokens and any real search tool or toolbox. Policies are plain functions
-from the observation texts seen so far to the next step's text, written in one step format
-(``search_step``, ``tool_step``, ``answer_step``, ``plan_text``). The oracle is
-``demos.FlawedAgent`` without flaws; it reads bridge entities from what it retrieved
-(``relations.find_object``) and scores 100% (docs/embedded.md, "The warm start").
+"""The episode loop of the scripted search agents, and their step format. ``run_episode`` plays
+one question as ``treegrpo.rollout.sampler`` does, with the real protocol's observation tokens
+and a real search tool or toolbox; a policy maps the observation texts so far to the next
+step's text (``search_step``, ``tool_step``, ``answer_step``, ``plan_text``). The oracle,
+``demos.FlawedAgent`` without flaws, scores 100% (docs/embedded.md, "The warm start").
 """
 
 from __future__ import annotations
@@ -34,9 +31,8 @@ def answer_step(think: str, answer: str) -> str:
 
 
 def plan_text(subject: str, relations: Sequence[str], counted: bool = False) -> str:
-    """The thought that opens a hop: the entity in hand and the relations left, in the question's
-    words ("Tevu's boss's rival"), or the entity alone; ``counted`` puts their number first ("2
-    left: Tevu's boss's rival", …, "0 left: Yb"; docs/algorithm.md §9)."""
+    """The thought that opens a hop: the entity in hand and the relations left ("Tevu's boss's
+    rival"); ``counted``: their number first ("2 left: …", "0 left: Yb"; docs/algorithm.md §9)."""
     plan = "'s ".join([subject, *relations])
     return f"{len(relations)} left: {plan}" if counted else plan
 
@@ -76,8 +72,8 @@ def run_episode(
     max_turns: int = 3,
     topk: int = 3,
 ) -> Episode:
-    """Play one episode: the turn rules of ``treegrpo.rollout.sampler``. ``tool``: a retriever
-    (Search-R1's ``search``, ``topk`` passages) or the toolbox the protocol offers."""
+    """Play one episode by ``rollout.sampler``'s turn rules. ``tool``: a retriever (Search-R1's
+    ``search``, ``topk`` passages) or the protocol's toolbox."""
     tools = tool if isinstance(tool, Toolbox) else Toolbox.search_r1(tool, topk)
     turns: list[Turn] = []
     observations: list[str] = []

@@ -1,11 +1,8 @@
-"""Relations of the synthetic world: how a fact is written, asked about, searched for and read.
-
-Every person of a world has one of each relation to another person of the same world. A fact is
-always written the same way ("Kalo's mentor is Tevu."), in a passage of its own titled "Kalo's
-mentor"; a question follows relations in the order they are searched ("Who is Kalo's mentor's
-friend?"), and the right search for one hop is the entity in hand and the relation ("Kalo's
-mentor"). ``find_object`` reads a fact back from text: the oracle agent takes bridge entities
-from the passages it retrieved, never from the world's tables.
+"""Relations of the synthetic world: how a fact is written ("Kalo's mentor is Tevu.", in a
+passage titled "Kalo's mentor"), asked about in search order ("Who is Kalo's mentor's friend?"),
+searched for ("Kalo's mentor") and read back from text (``find_object``: the oracle takes bridge
+entities from what it retrieved, never from the world's tables). Every person has one of each
+relation to another person of the same world.
 """
 
 from __future__ import annotations
@@ -15,15 +12,13 @@ from collections.abc import Sequence
 from functools import cache
 
 RELATIONS: tuple[str, ...] = ("boss", "mentor", "friend", "rival")
-"""Relation words, in the cycle that questions follow (each one token of the tiny agent's
-tokenizer and one BM25 term): a question's relations are consecutive in this cycle ("Kalo's
-friend's rival's boss"), so the relation after the one just resolved never needs a lookup in
-the question, and a chain of up to four hops never repeats a relation."""
+"""Relation words (each one token and one BM25 term), in the cycle that a question's relations
+follow ("Kalo's friend's rival's boss"): the next relation needs no lookup in the question, and
+a chain of up to four hops never repeats one."""
 
 
 def path(first: str, hops: int) -> tuple[str, ...]:
-    """``hops`` relations of the cycle starting at ``first``: ``path("friend", 3)`` is
-    ("friend", "rival", "boss")."""
+    """``hops`` relations of the cycle from ``first``: friend, rival, boss for ("friend", 3)."""
     i = RELATIONS.index(first)
     return tuple(RELATIONS[(i + k) % len(RELATIONS)] for k in range(hops))
 
@@ -37,8 +32,7 @@ def fact_sentence(subject: str, relation: str, obj: str) -> str:
 
 
 def question_text(start: str, relations: Sequence[str]) -> str:
-    """The question that follows ``relations`` from ``start``, in search order:
-    ``question_text("Kalo", ["mentor", "boss"])`` is "Who is Kalo's mentor's boss?"."""
+    """``question_text("Kalo", ["mentor", "boss"])`` is "Who is Kalo's mentor's boss?"."""
     return f"Who is {start}'s " + "'s ".join(relations) + "?"
 
 
@@ -48,8 +42,7 @@ def fact_title(subject: str, relation: str) -> str:
 
 
 def query(subject: str, relation: str) -> str:
-    """The well-formed search for one hop: the fact's title ("Kalo's boss"), which BM25 ranks
-    first, since the title repeats both words."""
+    """The right search for one hop: the fact's title, which BM25 ranks first (it repeats both)."""
     return fact_title(subject, relation)
 
 

@@ -1,7 +1,6 @@
-"""The BPE tokenizer of the tiny search agent: protocol tags and names as single tokens, so
-copying a name out of a passage is copying one token and no text can split a step-end tag; the
-web variant's (``web=True``) also knows ``<visit>`` and its tools' wording. How it is trained:
-docs/embedded.md, "The warm start".
+"""The tiny search agent's BPE tokenizer: protocol tags and names as single tokens, so copying a
+name is copying one token and no text splits a step-end tag; ``web=True`` adds ``<visit>`` and
+its tools' wording (docs/embedded.md, "The warm start").
 """
 
 from __future__ import annotations
@@ -41,8 +40,7 @@ def tokenizer_texts() -> list[str]:
 
 
 def train_search_tokenizer(vocab_size: int = 768, web: bool = False) -> PreTrainedTokenizerFast:
-    """The tokenizer (seconds at most), deterministic for a ``vocab_size``; ``web``: the web
-    variant's. ValueError when the vocabulary is too small for every name to be one token."""
+    """The tokenizer (seconds), deterministic; ValueError when a name is not one token."""
     texts = web_texts() + tokenizer_texts() if web else tokenizer_texts()
     tags = PROTOCOL_TAGS + WEB_TAGS if web else PROTOCOL_TAGS
     tok = train_bpe_tokenizer(texts, vocab_size=vocab_size, special_tokens=tags)
@@ -55,7 +53,6 @@ def train_search_tokenizer(vocab_size: int = 768, web: bool = False) -> PreTrain
 
 
 def name_ids(tokenizer: PreTrainedTokenizerFast) -> list[int]:
-    """The ids of every name of the pool, in both spellings (" Kalo" and "Kalo"): the tokens
-    the copying circuit's name head attends to (``induction.induction_init``)."""
+    """The ids of every name, as " Kalo" and "Kalo": what the name-start head attends to."""
     ids = {i for n in NAME_POOL for s in (n, " " + n) for i in tokenizer(s)["input_ids"]}
     return sorted(ids)

@@ -1,9 +1,8 @@
 """The embedded synthetic multi-hop search world (docs/embedded.md, "The world"): people, who
 relates to whom, one Search-R1 passage per fact ('"Kalo's boss"\nKalo's boss is Tevu.'), and
 questions of 1 to 4 hops along a chain of distinct people, so an answer a hop early is wrong.
-
-Every world shares the name pool (``embedded.names``) and redraws the facts from its seed, so a
-policy evaluated on another world succeeds only by searching; each world has its own index.
+Worlds share the name pool and redraw the facts from their seed, so a policy evaluated on
+another world succeeds only by searching.
 """
 
 from __future__ import annotations
@@ -78,23 +77,18 @@ def make_world(seed: int, n_people: int = 100, n_questions: int = 400) -> World:
     facts = [
         Fact(p, rel, rng.choice([o for o in people if o != p])) for p in people for rel in RELATIONS
     ]
-    passages = [
-        Passage(
-            f"syn{seed}-{i}",
-            make_contents(
-                fact_title(f.subject, f.relation), fact_sentence(f.subject, f.relation, f.object)
-            ),
-        )
-        for i, f in enumerate(facts)
-    ]
+    passages = []
+    for i, f in enumerate(facts):
+        title = fact_title(f.subject, f.relation)
+        text = fact_sentence(f.subject, f.relation, f.object)
+        passages.append(Passage(f"syn{seed}-{i}", make_contents(title, text)))
     world = World(seed, people, facts, passages, [], {})
     world.questions, world.plans = _questions(rng, seed, world, n_questions)
     return world
 
 
 def train_eval_worlds(seed: int = 0, **sizes: int) -> tuple[World, World]:
-    """A train world (seed ``2·seed``) and an eval world (seed ``2·seed + 1``): the same name
-    pool, other facts. ``sizes`` go to both (see ``WorldConfig``)."""
+    """A train world (seed ``2·seed``) and an eval world (``2·seed + 1``); ``sizes``: both's."""
     return make_world(2 * seed, **sizes), make_world(2 * seed + 1, **sizes)
 
 
@@ -111,8 +105,8 @@ def synthetic_eval(world_seed: int = 0) -> tuple[list[Question], list[Passage]]:
 def _questions(
     rng: random.Random, seed: int, world: World, n: int
 ) -> tuple[list[Question], dict[str, Plan]]:
-    """``n`` distinct questions, ``n / MAX_HOPS`` per hop count 1..MAX_HOPS (the remainder to
-    the longest), each a chain of distinct people, ordered by hop count."""
+    """``n`` distinct questions by hop count, ``n / MAX_HOPS`` of each (the remainder to the
+    longest), each a chain of distinct people."""
     questions: list[Question] = []
     plans: dict[str, Plan] = {}
     seen: set[Plan] = set()

@@ -1,7 +1,6 @@
-"""The embedded world as a small web: ``search`` (BM25 over a world's fact pages) lists page
-titles only, never the fact, and ``visit`` opens result ``n`` of the last search, or a page by
-its exact title; a hop is a search and a visit, run in-process over the world
-(docs/embedded.md, "The web variant").
+"""The embedded world as a small in-process web: ``search`` (BM25 over the fact pages) lists
+titles only, ``visit`` opens result ``n`` of the last search or a page by its exact title, so a
+hop is a search and a visit (docs/embedded.md, "The web variant").
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ class TitleSearch(RetrieverTool):
 
 
 class PageVisit:
-    """``visit``: the text of result ``n`` of the episode's last search, or of the page with
-    this exact title (``pages``: every page of the world, for the titles)."""
+    """``visit``: result ``n`` of the last search, or the page of ``pages`` with this title."""
 
     name = "visit"
     usage = "result number"
