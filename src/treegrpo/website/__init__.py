@@ -1,3 +1,2 @@
-"""An offline website over a corpus of articles, to train and evaluate web agents on: what it
-serves (``corpus``), its HTML (``html``), the app (``site``, ``treegrpo serve-web``) and the
-site served inside a process (``local``)."""
+"""An offline website for web agents: its content (``corpus``), HTML (``html``), the app
+(``site``, ``treegrpo serve-web``) and the site served in-process (``local``)."""

@@ -1,9 +1,7 @@
-"""What the offline website serves: its articles, their addresses, snippets and links.
-
-The site (``website.site``) and the web questions built over it (``data.web_questions``) read
-the same definitions from here, so a question's claim ("the answer is in the search snippet",
-"A's page links to B") holds on the pages the server really sends. The link rules: docs/data.md,
-"Web questions".
+"""What the offline website serves: its articles, their addresses, snippets and links. The site
+and the web questions (``data.web_questions``) share these definitions, so a question's claim
+("the answer is in the snippet", "A links to B") holds on the pages the server really sends.
+The link rules: docs/data.md, "Web questions".
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ _SAFE = "()_,'!:;*@$&+=-."
 
 @dataclass(frozen=True)
 class WebArticle:
-    """One page of the site: ``text`` is the lead (paragraphs separated by newlines),
-    ``description`` a short line under the title ("1968 film by Stanley Kubrick"), maybe ""."""
+    """A page: ``text`` the lead (a paragraph a line), ``description`` a line under the title."""
 
     title: str
     text: str
@@ -51,21 +48,18 @@ class Link:
 
 
 def slug(title: str) -> str:
-    """The path of ``title``'s page after ``/wiki/``: "HIV/AIDS" → "HIV%2FAIDS",
-    "Ada Lovelace" → "Ada_Lovelace"."""
+    """The path after ``/wiki/``: "HIV/AIDS" → "HIV%2FAIDS", "Ada Lovelace" → "Ada_Lovelace"."""
     return quote(title.replace(" ", "_"), safe=_SAFE)
 
 
 def slug_key(path: str) -> str:
-    """The key under which a page is looked up from its decoded path: the server decodes
-    ``%2F`` and the rest, so this only undoes the underscores."""
+    """A page's key from its decoded path (the server decodes ``%2F``): underscores undone."""
     return path.replace("_", " ")
 
 
 def first_sentence(text: str) -> str:
-    """The first sentence of ``text``: up to the first ".", "!" or "?" followed by a space and
-    a capital or digit, skipping initials and common abbreviations ("Arthur C. Clarke"): what a
-    search result's snippet shows, and where the title questions take their clues from."""
+    """``text`` up to the first ".", "!" or "?" before a space and a capital or digit, initials
+    and abbreviations skipped ("Arthur C. Clarke"): a search snippet, a title question's clue."""
     for m in _END.finditer(text):
         before = text[: m.start()].split()
         word = before[-1].lower().lstrip('"“(') if before else ""
@@ -76,14 +70,12 @@ def first_sentence(text: str) -> str:
 
 
 def site_passages(articles: Sequence[WebArticle]) -> list[Passage]:
-    """The search index's passages, one per article (id: its position), as a Search-R1 corpus
-    writes them (``"Title"\\ntext``), so the site ranks as ``treegrpo serve`` would."""
+    """The index's passages (id: position), as ``treegrpo serve`` has them (``"Title"\\ntext``)."""
     return [Passage(str(i), make_contents(a.title, a.text)) for i, a in enumerate(articles)]
 
 
 def read_site_corpus(path: str | Path) -> list[WebArticle]:
-    """The articles of a Search-R1 jsonl corpus (``"Title"\\ntext`` passages; a passage
-    without a quoted first line becomes an article titled by its id)."""
+    """A Search-R1 jsonl corpus's articles (``"Title"\\ntext``; no quoted title: titled by id)."""
     out = []
     for p in read_corpus(path):
         head, _, rest = p.contents.partition("\n")
@@ -95,9 +87,8 @@ def read_site_corpus(path: str | Path) -> list[WebArticle]:
 
 
 class LinkIndex:
-    """Every title of the site grouped by first word, so scanning a lead costs one look-up per word
-    plus a ``startswith`` per candidate title; titles under ``MIN_TITLE_CHARS`` or not starting
-    with a word character are never linked."""
+    """The titles by first word, so a lead costs a look-up per word and a ``startswith`` per
+    candidate; titles under ``MIN_TITLE_CHARS`` or not opening with a word are never linked."""
 
     def __init__(self, titles: Iterable[str]) -> None:
         by_word: dict[str, list[str]] = defaultdict(list)
@@ -108,8 +99,7 @@ class LinkIndex:
         self._by_word = {w: sorted(ts, key=len, reverse=True) for w, ts in by_word.items()}
 
     def links(self, text: str, own: str = "") -> list[Link]:
-        """The mentions in ``text``, in order; a mention of ``own`` (the page's own title) is
-        no link, and no shorter title inside it is linked either."""
+        """The mentions in ``text``, in order; ``own`` (the page's title) is none, nor its parts."""
         out: list[Link] = []
         end = 0
         for m in _WORD.finditer(text):

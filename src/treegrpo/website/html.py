@@ -1,7 +1,6 @@
-"""The offline website's HTML: an article page, the home page, a search results page, a 404.
-Every page has the same frame, boilerplate that a main-text extractor is expected to drop (a nav
-bar with the search form, a footer with the licence line), around the ``<main>`` that holds what
-the page says. All text is escaped.
+"""The offline website's HTML (article, home, search results, 404), all text escaped: each page's
+``<main>`` in the same frame, boilerplate a main-text extractor should drop (a nav bar with the
+search form, a licence footer).
 """
 
 from __future__ import annotations
@@ -49,8 +48,7 @@ def linked(text: str, links: Sequence[Link]) -> str:
 
 
 def article_page(article: WebArticle, links: Sequence[Link]) -> str:
-    """The page of one article: its title, description and lead, one ``<p>`` per paragraph,
-    with its links (``links``: offsets into ``article.text``)."""
+    """An article's page: title, description, a ``<p>`` per paragraph with ``links``."""
     parts = [f"<h1>{escape(article.title, quote=False)}</h1>"]
     if article.description:
         parts.append(f'<p class="description"><i>{escape(article.description)}</i></p>')

@@ -1,8 +1,6 @@
-"""A website served in this process, reached under a fixed name: the offline site
-(``website.site``) for a data job or a warm start without a separate ``treegrpo serve-web``. Its
-pages are addressed as ``http://wiki.test/...`` (``HOST``), never by the port, so every URL an
-agent reads or writes is the same in every process and run (docs/real-model.md, "The web warm
-start").
+"""The offline site served in this process (a data job or warm start without ``treegrpo
+serve-web``), its pages addressed as ``http://wiki.test/...`` (``HOST``), never by port, so
+every URL an agent sees is the same in every run (docs/real-model.md, "The web warm start").
 """
 
 from __future__ import annotations
@@ -22,9 +20,8 @@ START_TIMEOUT_S = 30.0
 
 
 class LocalSite:
-    """A site served by uvicorn in a background thread (``LocalSite.start``): ``address``
-    (``127.0.0.1:<port>``, where it listens), ``url`` (``http://<address>``, for health checks),
-    ``host`` (the public name its pages are addressed by) and ``public_url`` (``http://<host>``)."""
+    """A site served by uvicorn in a background thread: ``address`` (``127.0.0.1:<port>``),
+    ``url`` (``http://<address>``), ``host`` (its pages' public name), ``public_url``."""
 
     def __init__(self, server: Any, thread: threading.Thread, port: int, host: str) -> None:
         self._server, self._thread = server, thread
@@ -35,8 +32,7 @@ class LocalSite:
 
     @classmethod
     def start(cls, site: Site, host: str = HOST, **app_kwargs: Any) -> LocalSite:
-        """Serve ``site`` (``create_site_app(site, **app_kwargs)``) and return once it answers;
-        RuntimeError when uvicorn does not start within ``START_TIMEOUT_S``."""
+        """Serve ``site`` and return once it answers; RuntimeError past ``START_TIMEOUT_S``."""
         import uvicorn
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -61,8 +57,7 @@ class LocalSite:
         return cls(server, thread, port, host)
 
     def search_client(self, **http: Any) -> SearxngSearch:
-        """A SearXNG client of the site's search whose result URLs are on ``public_url``
-        (``http``: ``HttpSearch`` options)."""
+        """A SearXNG client of the site, result URLs on ``public_url`` (``HttpSearch`` options)."""
         headers = {**http.pop("headers", {}), "Host": self.host}
         return SearxngSearch(self.url, headers=headers, **http)
 

@@ -1,8 +1,6 @@
-"""An offline website over a corpus of articles, to train and evaluate web agents on
-(``treegrpo serve-web``): a home page, one HTML page per article whose lead links the articles it
-mentions, BM25 search in HTML or in SearXNG's JSON, and ``/healthz``. Pages are rendered once and
-kept; searches are micro-batched (``retrieval.batcher``). Endpoints and limits: docs/data.md,
-"Web questions".
+"""An offline website for web agents (``treegrpo serve-web``): a home page, a page per article
+linking the articles its lead mentions (rendered once, kept), micro-batched BM25 search in HTML
+or SearXNG's JSON, and ``/healthz``. Endpoints and limits: docs/data.md, "Web questions".
 """
 
 from __future__ import annotations
@@ -46,9 +44,8 @@ HTML = "text/html; charset=utf-8"
 
 
 class Site:
-    """The site's content, built once: the articles (in the order that numbers them: search ids are
-    positions), their pages' links, the search index (``cache_dir``: its cache root, default
-    ``files.default_cache_root()``; ``use_cache`` False: in memory, nothing written)."""
+    """The site's content, built once: the articles (search ids are positions), their links, the
+    search index (cache root ``cache_dir``; ``use_cache`` False: in memory, nothing written)."""
 
     def __init__(
         self,
@@ -98,11 +95,9 @@ class Site:
 
     def page(self, i: int) -> bytes:
         """Article ``i``'s page, rendered on first use and kept."""
-        body = self._pages.get(i)
-        if body is None:
-            body = article_page(self.articles[i], self.links[i]).encode("utf-8")
-            self._pages[i] = body
-        return body
+        if i not in self._pages:
+            self._pages[i] = article_page(self.articles[i], self.links[i]).encode("utf-8")
+        return self._pages[i]
 
     def hit(self, i: int, base_url: str) -> SearchHit:
         """Article ``i`` as a search result with an absolute URL on ``base_url``."""
@@ -119,9 +114,8 @@ def create_site_app(
     max_batch: int = 64,
     batch_wait_ms: float = 1.0,
 ) -> FastAPI:
-    """The FastAPI app serving ``site`` (docs/data.md, "Web questions"): a query over
-    ``max_query_chars`` is a 422; ``max_results``: most results of one query over all its pages;
-    ``max_batch``, ``batch_wait_ms``: the search micro-batcher's (``retrieval.batcher``)."""
+    """The app serving ``site``: a query over ``max_query_chars`` is a 422; ``max_results``: most
+    results of one query, all pages; ``max_batch``, ``batch_wait_ms``: the search batcher's."""
     if max_query_chars < 1 or max_results < 1:
         raise ValueError(f"limits must be >= 1, got {max_query_chars=}, {max_results=}")
     wait_s = batch_wait_ms / 1e3
