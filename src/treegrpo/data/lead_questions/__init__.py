@@ -1,13 +1,9 @@
-"""Reading questions on the offline Wikipedia corpus: the answer is a span of an article's lead.
-Templates over one lead make single-hop questions (source "wiki-qa", ``Question.kind`` names the
-template) and two-hop joins through a bridge article ("wiki-qa2", ``hops=2``). Kinds, checks,
-splits and counts: docs/data.md, "The wiki reading questions".
-
-One concept a file, each importing only those above it: ``patterns`` (regexes, word lists),
-``text`` (reading a lead), ``facts`` (``Fact``, ``Context``), the templates (``people``,
-``places``, ``works``, ``science``, ``cloze``), ``build`` (``build_questions``: checks, two-hop
-joins, caps), ``wh`` (reworded wh-questions, "wiki-read") and ``splits`` (one split's questions,
-cached). What other modules use is re-exported here.
+"""Reading questions on the offline Wikipedia corpus, answered by a span of an article's lead:
+templates over one lead (source "wiki-qa", ``Question.kind`` the template) and two-hop joins
+through a bridge article ("wiki-qa2"); docs/data.md, "The wiki reading questions". Modules, each
+importing only those before it: ``patterns``, ``text`` (reading a lead), ``facts``, the
+templates (``people``, ``places``, ``works``, ``science``, ``cloze``), ``build`` (checks, joins,
+caps), ``wh`` ("wiki-read") and ``splits``; what others use is re-exported here.
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ _ENTITY_ANSWERS = _words("capital capital-of country region creator originator b
 
 @dataclass(frozen=True)
 class Built:
-    """A question, the articles whose passages it reads (the first hop's first), and every
-    article it touches: those and the bridge's own article, which its search would find."""
+    """A question, the articles it reads (first hop first), and those it touches: these and
+    the bridge's own article, which its search would find."""
 
     question: Question
     articles: tuple[int, ...]
@@ -56,8 +56,8 @@ class Built:
 
 
 class HopPlan(NamedTuple):
-    """How a perfect reader answers a two-hop question: find ``bridge`` (an article's title,
-    written in the first article's passage), then ask ``then`` of it."""
+    """A two-hop question's reading: find ``bridge`` (a title the first passage writes), then
+    ask ``then`` of it."""
 
     bridge: str
     then: str
@@ -84,8 +84,8 @@ def article_facts(article: Article, ctx: Context) -> list[Fact]:
 
 
 def is_valid(kind: str, question: str, golds: Sequence[str], text: str) -> bool:
-    """The checks every question passes: the golds are spans of ``text`` (the first one
-    verbatim), none is in the question, and an entity answer shares no word stem with it."""
+    """Every question's checks: golds are spans of ``text`` (the first verbatim), none is in
+    the question, and an entity answer shares no word stem with it."""
     asked = f" {normalize_answer(question)} "
     return (
         bool(golds)
@@ -101,9 +101,8 @@ def build_questions(
     max_same_answer: int = MAX_SAME_ANSWER,
     max_answer_share: float = MAX_ANSWER_SHARE,
 ) -> tuple[Built, ...]:
-    """All single- and two-hop questions over ``articles`` (both splits), single-hop first,
-    each set in article order. Of one set, at most ``max_same_answer`` questions and at most
-    ``max_answer_share`` of them (at least one) share a first gold answer."""
+    """All single- then two-hop questions over ``articles``, each set in article order, in
+    which at most ``max_same_answer`` and ``max_answer_share`` (at least one) share a first gold."""
     ctx = Context.of(articles)
     text = {a.index: passage(a) for a in articles}
     index_of = {a.title: a.index for a in articles}
@@ -178,9 +177,8 @@ def answer_capped(
     share: float = MAX_ANSWER_SHARE,
     caps: Sequence[tuple[Callable[[A], Hashable], int]] = (),
 ) -> list[A]:
-    """``rows`` less questions asked with two different answers (same answers: the first kept),
-    then ``capped`` by ``caps`` and the answer caps: at most ``max_same`` rows, and ``share`` of
-    them (at least one), per first gold (SQuAD-normalized)."""
+    """``rows`` less questions asked with two different answers (the first of equal ones kept),
+    ``capped`` by ``caps`` and at most ``max_same`` and ``share`` (at least one) per first gold."""
     answers: dict[str, set[frozenset[str]]] = defaultdict(set)
     for row in rows:
         answers[normalize_answer(row.question)].add(frozenset(map(normalize_answer, row.golds)))
@@ -196,7 +194,7 @@ def answer_capped(
 
 
 def capped(rows: Sequence[A], caps: Sequence[tuple[Callable[[A], Hashable], int]]) -> list[A]:
-    """``rows``, in order, with at most ``limit`` sharing a ``key`` per (key, limit) of ``caps``; a
+    """``rows`` in order, at most ``limit`` sharing a ``key`` per (key, limit) of ``caps``; a
     hash of the question picks which (a row counts towards a cap only when kept)."""
     counts: list[Counter[Hashable]] = [Counter() for _ in caps]
     keep = set()

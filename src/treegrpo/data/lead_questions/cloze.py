@@ -1,6 +1,4 @@
-"""The fallback template of every article: a sentence of its lead with a name or a number
-blanked out (cloze-name, cloze-number).
-"""
+"""The fallback template: a lead sentence with a name or number blanked (cloze-name, -number)."""
 
 from __future__ import annotations
 
@@ -17,9 +15,9 @@ CLOZE_WORDS = (8, 40)  # a cloze sentence's length in words: enough context, not
 
 
 def cloze_fact(article: Article) -> Fact | None:
-    """One sentence of the lead with a proper name or a number blanked out, or None: among the names
-    (not a sentence's first word, no word shared with the title) and numbers found once in sentences
-    of ``CLOZE_WORDS`` words, a hash of the title picks one, so the choice is fixed."""
+    """A lead sentence with a name (not its first word, none of the title's) or number blanked
+    out, or None; a hash of the title picks among those found once in sentences of
+    ``CLOZE_WORDS`` words, so the choice is fixed."""
     title = base_title(article.title)
     candidates: list[tuple[str, str, str]] = []  # (kind, sentence with a blank, gold)
     for sentence in sentences(article.extract):

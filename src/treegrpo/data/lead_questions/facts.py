@@ -1,6 +1,4 @@
-"""What the templates make (``Fact``), what they know of the corpus (``Context``), and ``_own``,
-a fact about the article itself.
-"""
+"""What templates make (``Fact``), know of the corpus (``Context``), and ``_own`` facts."""
 
 from __future__ import annotations
 

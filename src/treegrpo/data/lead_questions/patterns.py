@@ -1,6 +1,5 @@
-"""The regular expressions and word lists the templates read leads with: names, years,
-nationalities, occupations, short descriptions, makers of works, places, taxa and elements.
-Each is private to the package: the template modules import them by name.
+"""The regexes and word lists templates read leads with (names, years, nationalities, jobs,
+descriptions, makers of works, places, taxa, elements), private to the package.
 """
 
 from __future__ import annotations

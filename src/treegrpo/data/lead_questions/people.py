@@ -106,9 +106,8 @@ def _described_nationality_differs(description: str, nationality: str) -> bool:
 
 
 def occupations(text: str) -> list[str]:
-    """The lowercase noun list after a nationality: "theatre practitioner, playwright, and poet
-    who …" → ["theatre practitioner", "playwright", "poet"]. An item followed by "of" or "to"
-    ("co-founder of …") is left out: it is half of a longer phrase."""
+    """The nouns after a nationality: "theatre practitioner, playwright, and poet who …" → three;
+    an item followed by "of" or "to" ("co-founder of …") is half a phrase, left out."""
     items: list[str] = []
     words: list[str] = []
     for token in re.findall(r"[\w\-']+|[^\w\s]", text):
@@ -130,8 +129,8 @@ def occupations(text: str) -> list[str]:
 
 def person_facts(article: Article) -> list[Fact]:
     """nationality and occupation ("X was an English social reformer, …"), birthplace and
-    birth-year ("He was born in Pisa in 1564"), death-year ("… until his death in 1934",
-    checked against the life span of the short description when it gives one)."""
+    birth-year ("He was born in Pisa in 1564"), death-year ("until his death in 1934", checked
+    against the description's life span)."""
     if not is_person(article):
         return []
     out = []

@@ -1,6 +1,5 @@
-"""Templates about things: abbreviation, the family and order of an organism, the symbol and
-atomic number of a chemical element.
-"""
+"""Templates about things: abbreviation, an organism's family and order, an element's symbol
+and atomic number."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The train, validation and test questions of the offline corpus (built once, cached), and the
-hop plan of a two-hop question. Validation (``"val"``) is a part of train, the questions that
-touch one train article in ``VAL_SHARE`` (a second title hash), for choosing RL settings without
-looking at test (docs/data.md, "The wiki reading questions").
+"""The offline corpus's train, val and test questions (cached), and two-hop hop plans. Val is
+the part of train touching a validation article, to choose RL settings without looking at test
+(docs/data.md, "The wiki reading questions").
 """
 
 from __future__ import annotations
@@ -24,8 +23,8 @@ QuestionSplit = Literal["train", "val", "test"]
 def split_questions(
     built: Sequence[Built], articles: Sequence[Article], split: QuestionSplit
 ) -> list[Question]:
-    """The questions of one split: train when every article touched is train, else test; val:
-    the train ones that touch a validation article (``is_val_article``)."""
+    """One split's questions: train when every article touched is, else test; val: the train
+    ones touching a validation article."""
     title = {a.index: a.title for a in articles}
     if split == "val":
         return [
@@ -43,23 +42,20 @@ def question_split(built: Built, title: Mapping[int, str]) -> Split:
 
 
 def is_val_article(title: str) -> bool:
-    """Whether a train article is a validation one: a hash of ``"val:" + title``, independent
-    of ``split_of``'s, picks one train article in ``VAL_SHARE``."""
+    """Whether a train article is a validation one: one in ``VAL_SHARE`` by a second hash."""
     return split_of(title) == "train" and stable_hash(f"val:{title}") % VAL_SHARE == 0
 
 
 def lead_questions(split: QuestionSplit, hops: int | None = None) -> list[Question]:
-    """The reading questions of one split of the offline corpus: single-hop then two-hop,
-    each in article order; ``hops`` 1 or 2 keeps those only. ``"val"``: the train questions
-    that touch a validation article (``is_val_article``); they stay in ``"train"``."""
+    """One split's reading questions: single-hop then two-hop, each in article order; ``hops``
+    1 or 2 keeps those only. Val questions stay in train too."""
     if hops not in (None, 1, 2):
         raise ValueError(f"hops must be 1, 2 or None, got {hops!r}")
     return [q for q in _cached_split(split, wh=False) if hops is None or q.hops == hops]
 
 
 def wh_questions(split: QuestionSplit) -> list[Question]:
-    """The wh-questions (``wh``, source "wiki-read") of one split, split as ``lead_questions``
-    splits: each reads one article, train or test as that article is; val a part of train."""
+    """One split's wh-questions (``wh``, source "wiki-read"), split as ``lead_questions``'."""
     return list(_cached_split(split, wh=True))
 
 
@@ -89,6 +85,5 @@ def _plans() -> dict[str, HopPlan]:
 
 @lru_cache(maxsize=1)
 def all_built() -> tuple[Built, ...]:
-    """Every question over the offline corpus with the articles it reads and touches (both
-    splits; ``lead_questions`` splits them)."""
+    """Every question over the offline corpus (both splits) with the articles it reads, touches."""
     return build_questions(load_articles())

@@ -1,7 +1,6 @@
-"""Wh-questions over any sentence of a lead but the first, reworded so that the question does
-not repeat the passage (source "wiki-read"): material that teaches reading rather than where a
-template puts its answer. Kinds, rules, checks (``wh_rows``) and counts: docs/data.md,
-"Reworded wh-questions".
+"""Wh-questions over a lead's sentences but the first, reworded so as not to repeat the passage
+(source "wiki-read"): they teach reading, not where a template puts its answer. Kinds, rules,
+checks (``wh_rows``) and counts: docs/data.md, "Reworded wh-questions".
 """
 
 from __future__ import annotations
@@ -177,9 +176,9 @@ part (the words between verb and answer, last in the question), golds)."""
 
 
 def _candidates(s: str, name: str, ctx: Context) -> Iterator[tuple[str, str, tuple[str, ...]]]:
-    """(kind, question, golds) for each way ``s`` (resolved) turns around, a leading "In 1882, "
-    moved to the end first; where the words between verb and answer start with a preposition of
-    place and no other answer of the kind is there, also without them (the shorter copies less)."""
+    """(kind, question, golds) for each way ``s`` turns around, a leading "In 1882, " moved to
+    the end; also without the words between verb and answer when they open with a preposition
+    of place and hold no other answer of the kind (the shorter copies less)."""
     if m := _INTRO_YEAR.match(s):
         s = f"{m['rest']} in {m['year']}"
     for kind, answer, head, mid, golds in _turns(s, name, ctx):
@@ -270,8 +269,7 @@ def _names_article(question: str, title: str) -> bool:
 
 
 def wh_rows(article: Article, ctx: Context, rejected: Counter[str] | None = None) -> list[Row]:
-    """The wh-questions of one article's lead (every sentence but the first), checked; each
-    rejection counted in ``rejected`` as "<kind>: <reason>"."""
+    """One article's wh-questions, checked; rejections counted as "<kind>: <reason>"."""
     text = passage(article)
     name = base_title(article.title)
     out: list[Row] = []
@@ -300,9 +298,8 @@ def wh_rows(article: Article, ctx: Context, rejected: Counter[str] | None = None
 def build_read(
     articles: Sequence[Article], rejected: Counter[str] | None = None
 ) -> tuple[Built, ...]:
-    """The wh-questions of every article (source ``SOURCE_READ``), in article order, through
-    ``build.answer_capped``; rejections counted in ``rejected``. Why no two-hop ones:
-    docs/data.md, "Reworded wh-questions"."""
+    """Every article's wh-questions in order, ``answer_capped``; rejections counted in
+    ``rejected``. Why no two-hop ones: docs/data.md, "Reworded wh-questions"."""
     ctx = Context.of(articles)
     rows = [r for a in articles for r in wh_rows(a, ctx, rejected)]
     return tuple(as_built(SOURCE_READ, answer_capped(rows)))
