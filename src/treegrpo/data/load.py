@@ -1,6 +1,6 @@
-"""Load question files of either format, several at once, with uids that never collide: the RL
-step groups rollouts by uid (docs/algorithm.md §3), so a second row with a uid already seen is an
-error, not a merge (docs/data.md, "Question files").
+"""Load question files of any format, several at once; a uid seen twice is an error, not a
+merge, since the RL step groups rollouts by uid (docs/algorithm.md §3; docs/data.md, "Question
+files").
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ def load_questions(
     paths: str | Path | Sequence[str | Path],
     sources: Sequence[str | None] | None = None,
 ) -> list[Question]:
-    """The questions of one or more files, in order: Search-R1 ``.parquet``, FlashRAG ``.jsonl`` or
-    a web-QA file (``WEBQA``); ``sources[i]`` (None: the file's own) overrides file i's data source.
-    Raises DataError naming the file, row and field."""
+    """The questions of Search-R1 ``.parquet``, FlashRAG ``.jsonl`` or web-QA files (``WEBQA``),
+    in order; ``sources[i]`` (None: its own) overrides file i's data source. DataError names
+    the file, row and field."""
     if isinstance(paths, str | Path):
         paths = [paths]
     files = [Path(p) for p in paths]

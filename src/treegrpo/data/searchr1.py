@@ -1,11 +1,8 @@
-"""Search-R1 parquet (docs/data.md, "Question files"): read its rows as questions; write
-questions in its layout.
-
-The question text is recovered from the prompt, so our own prompt renders for any tokenizer;
-the file's message is kept beside it (``Question.prompt``). Read with pyarrow, the engine under
-``datasets``: ``datasets.Dataset.from_parquet`` would first copy the whole file into the Hugging
-Face cache as Arrow, for the same rows. Written with ``datasets``, so a prepared file carries
-the same schema metadata as Search-R1's own files.
+"""Search-R1 parquet (docs/data.md, "Question files"), read as questions and written. The
+question is recovered from the prompt, so our prompt renders for any tokenizer (the file's
+message kept as ``Question.prompt``). Read with pyarrow, not ``datasets.Dataset.from_parquet``,
+which first copies the whole file into the Hugging Face cache; written with ``datasets``, so a
+file carries Search-R1's schema metadata.
 """
 
 from __future__ import annotations
@@ -32,9 +29,8 @@ _MARKER = re.compile(r"(?:^|(?<=\s))Question:")
 
 
 def question_from_prompt(content: str) -> str:
-    """The question inside a Search-R1 user message: the text after its last ``Question:``,
-    stripped (Search-R1's templates and ours end with ``Question: {question}\\n``); the whole
-    message, stripped, when it has no such marker."""
+    """The text after a user message's last ``Question:`` (Search-R1's templates and ours end
+    with ``Question: {question}\\n``), else the whole message; stripped."""
     matches = list(_MARKER.finditer(content))
     if not matches:
         return content.strip()
@@ -42,8 +38,8 @@ def question_from_prompt(content: str) -> str:
 
 
 def normalize_answers(value: Any) -> tuple[str, ...]:
-    """``ground_truth.target`` as a tuple of strings, from a string, a list or the numpy array a
-    list becomes after a pandas round trip; ValueError for anything else or no answer at all."""
+    """``ground_truth.target`` (a string, list or numpy array, as pandas gives a list) as a tuple
+    of strings; ValueError for anything else or no answer at all."""
     if isinstance(value, str):
         value = [value]
     elif hasattr(value, "tolist") and not isinstance(value, list | tuple):
@@ -122,9 +118,8 @@ def searchr1_rows(
     questions: Sequence[Question], split: str, user_message: Callable[[str], str]
 ) -> list[dict[str, Any]]:
     """Questions as Search-R1 rows (docs/data.md, "Converting FlashRAG jsonl to Search-R1 parquet"),
-    the prompt ``user_message(question)`` (the agent layer's ``instruction_text``, passed in: data
-    sits below it). ``extra_info.index`` counts rows per source, as Search-R1's scripts do;
-    ``extra_info.hops`` and ``kind`` are written when any question has them (null for others)."""
+    prompt ``user_message(question)`` (the agent layer's, passed in). ``extra_info.index`` counts
+    rows per source, as Search-R1's scripts do; ``hops`` and ``kind``: when any question has one."""
     counts: dict[str, int] = {}
     with_hops = any(q.hops for q in questions)
     with_kind = any(q.kind for q in questions)
@@ -150,8 +145,7 @@ def searchr1_rows(
 
 
 def write_searchr1(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Write ``rows`` as a parquet file, atomically: a temporary file in the same directory
-    replaces ``path`` only once complete, so a crash never leaves half a dataset behind."""
+    """Write ``rows`` as a parquet file, atomically (a crash never leaves half a dataset)."""
     if not rows:
         raise ValueError(f"{path}: no rows to write")
     table = Dataset.from_list(list(rows)).data.table  # datasets' schema and metadata

@@ -36,8 +36,7 @@ def base_title(title: str) -> str:
 
 
 def fold(text: str) -> str:
-    """``text`` without accents, modifier letters and anything else that is neither a letter, a
-    digit nor a space: "ʿAbd Allāh biʾllāh" → "Abd Allah billah"."""
+    """Only the letters, digits and spaces of ``text``, unaccented: "ʿAbd Allāh" → "Abd Allah"."""
     chars = unicodedata.normalize("NFKD", text)
     return "".join(
         c for c in chars if c.isspace() or (c.isalnum() and unicodedata.category(c) != "Lm")
@@ -50,17 +49,16 @@ def tokens(text: str) -> frozenset[str]:
 
 
 def answer_tokens(title: str) -> frozenset[str]:
-    """Normalized tokens of the base title a question must not contain: those of three letters or
-    more, function words aside; all for a title of short words only ("Io", "Pi", "1")."""
+    """The base title's tokens a question must not contain: those of three letters or more but
+    function words; all for a title of short words only ("Io", "Pi", "1")."""
     every = tokens(base_title(title))
     kept = frozenset(t for t in every if len(t) >= 3 and t not in FUNCTION_WORDS)
     return kept or every
 
 
 def clashes(token: str, answer: frozenset[str]) -> bool:
-    """Whether a normalized token gives away an answer token: equal to it, its plural or
-    singular ("ants" for "Ant"), or a prefix of the other one when the shorter has ``MIN_STEM``
-    letters or more (derived forms: "musical" for "Music")."""
+    """Whether a token gives away an answer token: equal, plural or singular ("ants" for "Ant"),
+    or a prefix of it or it of the token, the shorter of ``MIN_STEM`` letters ("musical")."""
     for a in answer:
         if token == a or token in (a + "s", a + "es") or a in (token + "s", token + "es"):
             return True
@@ -71,23 +69,21 @@ def clashes(token: str, answer: frozenset[str]) -> bool:
 
 
 def is_acronym(title: str) -> bool:
-    """Titles such as "BBC", "DNA", "NATO": a lead spells these out ("The British Broadcasting
-    Corporation is …"), which gives the answer away in other words, so they make no questions."""
+    """Titles such as "BBC", "NATO": a lead spells these out, giving the answer away, so they
+    make no questions."""
     letters = "".join(c for c in base_title(title) if c.isalnum())
     return letters == letters.upper() and sum(c.isalpha() for c in letters) >= 2
 
 
 def leaks(question: str, title: str) -> bool:
-    """Whether ``question`` gives away ``title``, judged as the reward judges answers: a token of
-    it ``clashes`` with one of the title's ``answer_tokens``."""
+    """Whether a token of ``question`` ``clashes`` with one of ``title``'s ``answer_tokens``."""
     answer = answer_tokens(title)
     return any(clashes(t, answer) for t in tokens(question))
 
 
 def hide_title(sentence: str, title: str) -> str:
-    """``sentence`` with the title replaced by "it" ("its" for a possessive), then each run of
-    words that still clash with the title (a plural, another spelling) by "it" as well, with
-    the article before it; parentheses are removed first."""
+    """``sentence`` without parentheses, the title replaced by "it" ("its" for a possessive), as
+    is each run of words still clashing with it (a plural, another spelling) with its article."""
     text = sentence
     while (stripped := _PARENS.sub("", text)) != text:
         text = stripped
@@ -116,9 +112,8 @@ def hide_title(sentence: str, title: str) -> str:
 
 
 def name_words(texts: Iterable[str]) -> frozenset[str]:
-    """Words (lower-cased) that ``texts`` capitalize inside a sentence more than three times as
-    often as not: names and their adjectives ("english", not "king"), whose capital a description's
-    first word keeps ("English theologian", but "edible berry")."""
+    """Words (lower-cased) ``texts`` capitalize mid-sentence over three times as often as not:
+    names and their adjectives, whose capital a description keeps ("English theologian")."""
     lower: Counter[str] = Counter()
     upper: Counter[str] = Counter()
     for text in texts:
@@ -140,10 +135,9 @@ def article_question(
     title: str, description: str, extract: str | None, names: frozenset[str]
 ) -> tuple[str, tuple[str, ...]] | None:
     """(question, gold answers) for one article, or None when it would leak its title or say
-    too little: a short description of fewer than two words, a clue too short or too long, an
-    acronym title. ``names``: from :func:`name_words` over the corpus. ``extract`` None: the
-    harder question, the short description its only clue ("Which 1968 film by Stanley Kubrick
-    is it?"), which then needs a word more."""
+    too little (a description under two words, a clue too short or long, an acronym title).
+    ``names``: ``name_words`` of the corpus. ``extract`` None: the description is the only clue
+    ("Which 1968 film by Stanley Kubrick is it?") and needs a word more."""
     description = description.strip().rstrip(".")
     least = MIN_DESCRIPTION_WORDS + (extract is None)
     if len(description.split()) < least or is_acronym(title):

@@ -1,6 +1,6 @@
-"""Link questions (WebWalkerQA's style): find page A, follow its link to page B, read the answer
-on B, the first article of a category (``CATEGORIES``) among A's links. What the search shows is
-checked by the caller (``web_questions``). Rules and examples: docs/data.md, "Web questions".
+"""Link questions (WebWalkerQA's style): find page A, follow its link to B, the first of a
+category (``CATEGORIES``) among A's links, and read the answer there; ``web_questions`` checks
+the search. Rules and examples: docs/data.md, "Web questions".
 """
 
 from __future__ import annotations
@@ -52,9 +52,8 @@ Maybe = Callable[[Article], bool]
 
 @dataclass(frozen=True)
 class Category:
-    """A kind of page B may be: how a question names it, what may be asked of it, and which
-    pages might be one though ``noun`` does not say so (such a page linked before B leaves
-    "the first <noun>" in doubt, so no question is made)."""
+    """A kind of page B: how a question names it, what may be asked of it, and which pages
+    might be one unnamed (linked before B, one leaves "the first <noun>" in doubt)."""
 
     noun: Noun  # the noun for B ("person", "state", "river"), None when B is not one
     maybe: Maybe  # whether a page could be one (a superset of those with a noun)
@@ -62,8 +61,7 @@ class Category:
 
 
 def _described(noun: str, kinds: str) -> Category:
-    """Pages whose short description names them ``noun`` ("City in Italy"); a page might be
-    one when the word is in its description or title."""
+    """Pages described as ``noun`` ("City in Italy"); maybe: the word in description or title."""
     word = re.compile(rf"\b{noun}\b", re.I)
 
     def named(a: Article, ctx: Context) -> str | None:
@@ -118,8 +116,8 @@ class LinkRow:
 
 
 def link_rows(view: SiteView, ctx: Context, hops: Sequence[Built] = ()) -> list[LinkRow]:
-    """Every link question over ``view``'s articles (before the search checks and caps), in
-    article order, then those of the two-hop reading questions ``hops`` that qualify."""
+    """Every link question over ``view``'s articles in order (unchecked by search, uncapped),
+    then the two-hop reading questions of ``hops`` that qualify."""
     facts: dict[int, list[Fact]] = {}
     out = []
     for a in view.articles.values():

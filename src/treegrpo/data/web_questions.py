@@ -1,7 +1,6 @@
-"""Questions for web agents on the offline website (``treegrpo serve-web``), by what it takes
-to find the answer there (source "wiki-web", ``Question.kind`` one of ``KINDS``): the reading
-questions placed by where the answer sits (``in-snippet``, ``in-page``) and link questions
-(``web_links``). Kinds, caps, split and counts: docs/data.md, "Web questions".
+"""Questions for web agents on the offline website (source "wiki-web"), by where the answer sits
+(``Question.kind``: ``in-snippet``, ``in-page``, or ``link`` from ``web_links``). Kinds, caps,
+split and counts: docs/data.md, "Web questions".
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ READ = "read-"
 
 @dataclass(frozen=True)
 class WebQuestion:
-    """A web question, the template it came from and the articles it touches (in order: the
-    one it names first, the one holding the answer last)."""
+    """A web question, its template and the articles it touches (named first, answer last)."""
 
     question: Question
     template: str
@@ -48,9 +46,8 @@ def build_web_questions(
     topk: int = TOPK,
     view: SiteView | None = None,
 ) -> list[WebQuestion]:
-    """Every web question over ``articles``: in-snippet and in-page in article order, then
-    link. ``built``, ``view``: the reading questions and the site over the same articles
-    (default: built here, the site's index in memory)."""
+    """Every web question over ``articles``, single-page ones in article order, then link ones;
+    ``built``, ``view``: the reading questions and site over them (default: built here)."""
     if built is None:
         built = build_questions(articles)
     view = view or SiteView(articles)
@@ -77,8 +74,7 @@ def build_web_questions(
 def _single_page(
     view: SiteView, built: Sequence[Built], topk: int, prefix: str = ""
 ) -> list[WebQuestion]:
-    """The in-snippet and in-page questions of the single-article ``built`` (``page_kind``),
-    their uids' rest prefixed with ``prefix``."""
+    """The single-article ``built`` by ``page_kind``, ``prefix`` before their uids' rest."""
     single = [b for b in built if len(b.articles) == 1]
     results = view.search([b.question.question for b in single], topk)
     out = []
@@ -94,8 +90,8 @@ def _single_page(
 def page_kind(
     view: SiteView, golds: Sequence[str], index: int, results: Sequence[int]
 ) -> str | None:
-    """ "in-snippet" when the first gold is a span of article ``index``'s snippet; "in-page" when it
-    is in its lead and no gold is in its snippet nor those of ``results``; else None."""
+    """ "in-snippet" when the first gold is a span of article ``index``'s snippet; "in-page" when
+    in its lead and no gold is in its snippet nor those of ``results``; else None."""
     snippet = view.snippets[index]
     if golds[0] in snippet and is_span(golds[0], snippet):
         return "in-snippet"
@@ -133,16 +129,14 @@ def split_web_questions(
 def web_questions(
     seed: int = 0, held_out_share: float = HELD_OUT_SHARE
 ) -> tuple[list[Question], list[Question]]:
-    """(train, held-out) web questions over the offline wiki corpus (``data.wiki``), built once
-    per process (about 10 s; the BM25 index is cached on disk)."""
+    """(train, held-out) web questions over the offline wiki corpus, built once (about 10 s)."""
     return split_web_questions(all_web_questions(), load_articles(), seed, held_out_share)
 
 
 @lru_cache(maxsize=1)
 def read_web_questions() -> tuple[WebQuestion, ...]:
-    """The in-page questions of the reworded wh-questions (source "wiki-read": the answer stands
-    beyond a lead's first sentence, asked in other words), both sides of any split; uids
-    ``wiki-web-read-in-page-…``, templates ``read-<kind>``."""
+    """The in-page questions of the reworded wh-questions ("wiki-read"), both sides of any
+    split; uids ``wiki-web-read-in-page-…``, templates ``read-<kind>``."""
     found = _single_page(_wiki_view(), all_wh(), TOPK, prefix=READ)
     return tuple(w for w in found if w.question.kind == "in-page")
 

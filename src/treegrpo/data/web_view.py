@@ -1,7 +1,6 @@
-"""What the offline website shows of a corpus, as the web questions check it: ``SiteView`` is
-the server's own ``website.site.Site`` over a list of ``wiki.Article``, seen by article index,
-so a question's claim about the site holds on what the server really sends (docs/data.md, "Web
-questions").
+"""What the offline website shows of a corpus, as the web questions check it: the server's own
+``Site`` seen by article index, so a question's claim holds on what the server really sends
+(docs/data.md, "Web questions").
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ def web_article(article: Article) -> WebArticle:
 
 
 class SiteView:
-    """The site over ``articles`` (numbered by position): snippets, page texts, links and search;
-    ``use_cache``: keep the BM25 index on disk (worth it for 10k)."""
+    """The site over ``articles``: snippets, page texts, links, search (``use_cache``: on disk)."""
 
     def __init__(self, articles: Sequence[Article], *, use_cache: bool = False) -> None:
         self.articles = {a.index: a for a in articles}

@@ -1,7 +1,6 @@
-"""Readers for public web-QA files (WebWalkerQA, SimpleQA, GAIA, BrowseComp) as they ship: the
-questions in file order, uids ``<source>-<id>``, skipped rows counted by reason; a bad row is a
-``DataError`` naming file, row, line and field. Fields, kinds, skips and BrowseComp's
-decryption: docs/data.md, "Public web-QA files".
+"""Readers for public web-QA files as they ship (WebWalkerQA, SimpleQA, GAIA, BrowseComp):
+questions in file order, uids ``<source>-<id>``, skipped rows counted by reason. Fields, kinds,
+skips and BrowseComp's decryption: docs/data.md, "Public web-QA files".
 """
 
 from __future__ import annotations
@@ -44,8 +43,7 @@ def read_simpleqa(path: str | Path, source: str | None = None) -> WebQARead:
 
 
 def read_gaia(path: str | Path, source: str | None = None) -> WebQARead:
-    """GAIA's text questions (see the module docstring): rows with an attached file, or
-    without a public answer, are skipped and counted."""
+    """GAIA's text questions; rows with an attached file or no public answer are skipped."""
     return _read(path, source or "gaia", _gaia)
 
 
@@ -59,8 +57,7 @@ Parsed = tuple[int | str, str, str, int, str]
 
 
 def _read(path: str | Path, source: str, parse: Callable[[RowFields], Parsed | str]) -> WebQARead:
-    """Every row of the file at ``path`` through ``parse``, in file order: a question, or why the
-    row is skipped (counted by reason, logged)."""
+    """Each row through ``parse``: a question, or why it is skipped (counted by reason, logged)."""
     path = Path(path)
     out = WebQARead([])
     for row in read_rows(path):
@@ -123,8 +120,7 @@ def _browsecomp(r: RowFields) -> Parsed:
 
 
 def decrypt(ciphertext_b64: str, password: str) -> str:
-    """BrowseComp's cipher (simple-evals): base64-decode, XOR with the SHA-256 digest of
-    ``password`` repeated to length, decode UTF-8."""
+    """BrowseComp's cipher (simple-evals): base64, XOR by ``password``'s SHA-256 digest, UTF-8."""
     data = base64.b64decode(ciphertext_b64)
     digest = hashlib.sha256(password.encode()).digest()
     key = digest * (len(data) // len(digest) + 1)
@@ -140,8 +136,7 @@ READERS: dict[str, Callable[..., WebQARead]] = {
 
 
 def webqa_reader(path: str | Path) -> str | None:
-    """The reader for a file by its first row's fields ("webwalkerqa", "simpleqa", "gaia",
-    "browsecomp"), or None when it is none of these shapes (FlashRAG's, for one)."""
+    """The ``READERS`` name its first row's fields call for, or None (FlashRAG's, for one)."""
     row = first_row(path)
     if row is None:
         return None

@@ -1,7 +1,6 @@
-"""The rows of a question file as it ships: JSON lines, one JSON list of objects, or CSV (web-QA
-sets come in all three), each with where it came from, so that an error can name the file, the
-0-based row and, for jsonl and CSV, the 1-based line. A row that is not an object, or a file
-that is not the format its extension says, is a ``DataError`` at once.
+"""The rows of a question file as it ships (JSON lines, a JSON list of objects, or CSV), each
+with its 0-based row and, for jsonl and CSV, its 1-based line for errors. A row that is not an
+object, or a file not in its extension's format, is a ``DataError`` at once.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ SUFFIXES = (".jsonl", ".json", ".csv")
 
 @dataclass(frozen=True)
 class Row:
-    """One row of a file: its fields, its 0-based number, its 1-based line (None in a JSON
-    list, where lines do not separate rows)."""
+    """One row: its fields, 0-based number and 1-based line (None in a JSON list)."""
 
     fields: dict[str, Any]
     row: int
@@ -55,15 +53,13 @@ class RowFields:
         return value.strip()
 
     def string(self, name: str, value: Any) -> str:
-        """``value``, the field ``name`` (or a value inside an object field, named
-        ``"Field.key"``), which must be a string."""
+        """``value`` of field ``name`` (``"Field.key"`` in an object), which must be a string."""
         if not isinstance(value, str):
             raise self.fail(name, f"expected a string, got {type_name(value)}")
         return value
 
     def mapping(self, name: str) -> dict[str, Any]:
-        """An object field ({} when absent or null); a string is read as a JSON object or a
-        Python dict literal (SimpleQA's CSV writes ``{'topic': …}``)."""
+        """An object field ({} when absent or null), or a dict literal (SimpleQA's CSV's)."""
         value = self.row.fields.get(name)
         if value is None or value == "":
             return {}
@@ -78,8 +74,7 @@ class RowFields:
 
 
 def read_rows(path: str | Path) -> Iterator[Row]:
-    """The rows of a ``.jsonl`` (blank lines skipped), ``.json`` (a list of objects) or
-    ``.csv`` (a header line, then one row a record) file, in order."""
+    """The rows of a ``.jsonl`` (blank lines skipped), ``.json`` or ``.csv`` file, in order."""
     path = Path(path)
     if path.suffix == ".jsonl":
         yield from jsonl_rows(path)
@@ -92,8 +87,8 @@ def read_rows(path: str | Path) -> Iterator[Row]:
 
 
 def first_row(path: str | Path) -> dict[str, Any] | None:
-    """The first row's fields, or None when the file has none or is not readable as its
-    extension says (the caller then tries another format, which reports the problem)."""
+    """The first row's fields, or None when there is none or the file is unreadable (the
+    caller then tries another format, which reports the problem)."""
     try:
         return next(read_rows(path)).fields
     except (DataError, StopIteration, OSError):

