@@ -1,13 +1,11 @@
-"""Files on disk, written once for every layer: cache directories (``default_cache_root``,
-``cache_key``, ``cache_entry``, ``cached_dir``: retriever indexes, warm starts, converted
-models) and atomic writes (``atomic_path``, ``write_atomic``: run files, evaluations,
-checkpoints' JSON, question files).
+"""Files on disk for every layer: cache directories (``default_cache_root``, ``cache_key``,
+``cache_entry``, ``cached_dir``: indexes, warm starts, converted models) and atomic writes
+(``atomic_path``, ``write_atomic``: run files, evaluations, checkpoints' JSON, question files).
 
-A cached build (an index, a warm start) is a pure function of its inputs and settings, so its
-cache directory is named by a hash of both: a changed corpus or a changed setting simply misses
-and rebuilds, and nothing ever needs invalidating by hand. Builds write into a temporary sibling
-and rename it into place, so a crash or two processes building at once never leave a
-half-written build behind.
+A cached build is a pure function of its inputs and settings, so its directory is named by a hash
+of both: a changed corpus or setting misses and rebuilds, nothing is ever invalidated by hand.
+Builds write into a temporary sibling renamed into place, so a crash or two processes building at
+once never leave a half-written build behind.
 """
 
 from __future__ import annotations
@@ -41,9 +39,8 @@ def cache_key(**parts: Any) -> str:
 
 
 def cache_entry(cache_dir: str | Path | None, kind: str, /, **parts: Any) -> Path:
-    """``<root>/<kind>/<cache_key(**parts)>``: where the cached build of ``kind`` ("bm25",
-    "warmstart", …) with inputs and settings ``parts`` lives, whether or not it was built yet;
-    root ``cache_dir``, or ``default_cache_root()`` when None."""
+    """``<root>/<kind>/<cache_key(**parts)>``, root ``cache_dir`` or ``default_cache_root()``:
+    where the build of ``kind`` ("bm25", "warmstart", …) from ``parts`` lives, built or not."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_root()
     return root / kind / cache_key(**parts)
 

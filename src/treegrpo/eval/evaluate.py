@@ -1,8 +1,7 @@
-"""Greedy evaluation of a search agent: EM and F1 per data source, per hop count and per question
-kind, tool calls, valid-format share (docs/algorithm.md §5: evaluation is greedy, pure EM).
-Search-R1's data sources come in the paper's column order with its two macro averages
-(docs/algorithm.md §7; docs/evaluation.md, "Reading the tables").
-"""
+"""Greedy evaluation of a search agent: EM and F1 per data source, hop count and question kind,
+tool calls, valid-format share (docs/algorithm.md §5: evaluation is greedy, pure EM). Search-R1's
+sources come in the paper's column order with its two macro averages (docs/algorithm.md §7;
+docs/evaluation.md, "Reading the tables")."""
 
 from __future__ import annotations
 
@@ -86,10 +85,9 @@ def evaluate(
     batch_size: int = 64,
     engine: Engine | EngineKind = "hf",
 ) -> dict[str, Any]:
-    """Run every question once, greedily, under ``agent``'s limits; aggregate and per-group
-    metrics. ``engine``: one generating with ``model``'s current weights, or the kind to build
-    (``engine.build.build_engine``); ``tool``: a retriever or the agent's toolbox (then
-    ``calls/<tool>`` per row)."""
+    """Every question once, greedily, under ``agent``'s limits: aggregate and per-group metrics.
+    ``engine``: one generating with ``model``'s weights, or the kind to build (``build_engine``);
+    ``tool``: a retriever or the agent's toolbox (then ``calls/<tool>`` per row)."""
     protocol = agent_protocol(tokenizer, tool, agent.max_obs_tokens)
     if isinstance(engine, str):
         engine = build_engine(engine, model, tokenizer, StepStopper(tokenizer, protocol.stop_tags))
@@ -211,8 +209,7 @@ def collapsed(before_em: float, after_em: float, valid_format: float) -> bool:
 
 
 def collapse_warning(before: dict[str, Any], after: dict[str, Any]) -> str | None:
-    """What to tell the user when the held-out reports before and after RL show a collapse
-    (``collapsed``); None when they do not."""
+    """The warning when the held-out reports before and after RL show a collapse, else None."""
     b, a = before["overall"], after["overall"]
     if not collapsed(b["em"], a["em"], a["valid_format"]):
         return None
@@ -263,8 +260,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def ordered_sources(names: Iterable[str]) -> list[str]:
-    """Data sources in the paper's column order (NQ, TriviaQA, PopQA, HotpotQA, 2Wiki, Musique,
-    Bamboogle; matched without regard to case), then any others alphabetically."""
+    """Data sources in the paper's column order (``PAPER_NAMES``, any case), then others sorted."""
     rank = {s: i for i, s in enumerate(SINGLE_HOP + MULTI_HOP)}
     return sorted(names, key=lambda s: (rank.get(s.lower(), len(rank)), s))
 
@@ -304,9 +300,8 @@ def report_groups(report: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
 
 
 def format_table(report: dict[str, Any], title: str = "evaluation") -> str:
-    """A markdown table: one row per source (the paper's in its column order, then its two
-    averages, then the others), per hop count, then overall. When any of the paper's sources is
-    present, a one-row EM table laid out like the paper's (docs/algorithm.md §7) follows."""
+    """A markdown table of ``report_groups``' rows, then ``paper_table`` (docs/algorithm.md §7)
+    when any of the paper's sources is present."""
     lines = [
         f"### {title}",
         "",

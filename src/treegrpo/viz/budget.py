@@ -1,9 +1,7 @@
 """Plots of the budget-matched benchmark (``treegrpo.jobs.budget.run``): held-out EM against
-the budget, learning curves against generated tokens, and EM against the tool calls spent.
-
-Each function takes the benchmark's result dict (its JSON) and writes one PNG; styles are fixed
-per method so the three plots read alike (chain GRPO blue, Tree-GRPO orange, ablations grey).
-"""
+the budget, learning curves against generated tokens, and EM against the tool calls spent. Each
+takes the result dict (its JSON) and writes one PNG; styles are fixed per method so the plots
+read alike (chain GRPO blue, Tree-GRPO orange, ablations grey)."""
 
 from __future__ import annotations
 
@@ -23,14 +21,10 @@ STYLE: dict[str, dict[str, Any]] = {
     "tree-entropy": {"color": "tab:red", "marker": "P", "label": "tree, entropy expansion"},
     "tree-informed": {"color": "tab:purple", "marker": "X", "label": "tree, informed expansion"},
 }
-for _rule, _base in [("uniform", "tree"), ("no-root", "tree-no-root"), ("entropy", "tree-entropy"),
-                     ("informed", "tree-informed")]:  # fmt: skip
-    STYLE[f"tree-{_rule}+difficulty"] = {
-        "color": STYLE[_base]["color"],
-        "marker": STYLE[_base]["marker"],
-        "markerfacecolor": "white",
-        "label": f"tree, {_rule} expansion, difficulty budgets",
-    }
+for _rule in ("uniform", "no-root", "entropy", "informed"):
+    _label = f"tree, {_rule} expansion, difficulty budgets"
+    _base = STYLE["tree" if _rule == "uniform" else f"tree-{_rule}"]
+    STYLE[f"tree-{_rule}+difficulty"] = _base | {"markerfacecolor": "white", "label": _label}
 """Each method's marks: chain, the uniform tree, the advantage ablation (points at its budget),
 the expansion rules (``bench-budget --expansions``, lines like the two main methods) and the
 rules with budgets that follow difficulty (``--difficulty``: the rule's colour, open marks)."""

@@ -25,8 +25,7 @@ def held_out_points(
 def plot_learning_curve(
     run_dir: Path, before: float | None = None, after: float | None = None
 ) -> Path:
-    """Training reward and EM per step and held-out EM (before, where evaluated, after) as
-    ``run_dir/learning_curve.png``."""
+    """Train reward and EM per step, held-out EM (before, periodic, after): learning_curve.png."""
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x]
     steps = [r["step"] for r in rows if "reward/mean" in r]
     fig = Figure(figsize=(7, 4))

@@ -1,7 +1,6 @@
-"""An evaluation as a self-contained HTML page: one chain per question (greedy, so one
-trajectory each), its steps and observations, and the model's answer beside the gold ones, from
-the ``rows`` of an ``eval*.json`` report; filters by right or wrong, hop count and text.
-"""
+"""An evaluation as a self-contained HTML page: one chain per question (greedy: one trajectory
+each), its steps and observations, and the answer beside the gold ones, from the ``rows`` of an
+``eval*.json`` report; filters by right or wrong, hop count and text."""
 
 from __future__ import annotations
 

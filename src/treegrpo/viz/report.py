@@ -1,7 +1,6 @@
-"""A run's report as one self-contained HTML page (``report.html`` beside ``report.md``), and two
-runs side by side (``treegrpo view RUN_A RUN_B``): the learning curves as plots (inline PNG),
-the before/after tables, the configuration and links to the tree pages (``viz.trees``).
-"""
+"""A run's report as one self-contained HTML page (``report.html`` beside ``report.md``), or two
+runs side by side (``treegrpo view RUN_A RUN_B``): learning curves (inline PNG), before/after
+tables, the configuration and links to the tree pages (``viz.trees``)."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ CURVES = (
     ),
     ("offpolicy/abs_logp_gap", "sampler–trainer mean |Δ log p|"),
 )
-"""metrics.jsonl keys plotted, with their titles; a panel with several keys draws one line per
-key (and run)."""
+"""metrics.jsonl keys plotted, with titles; a panel of several keys: a line per key (and run)."""
 
 _CSS = (
     "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}"
@@ -145,9 +143,8 @@ TOKENS = {
     "time/update/ref_logprobs_s": "tokens/update/ref_logprobs",
     "time/update/policy_s": "tokens/update/policy",
 }
-"""The tokens a phase's tokens per second count: generated ones for sampling and evaluation,
-path tokens (each leaf's whole path, as an update without shared prefixes holds them) for the
-update's parts."""
+"""What a phase's tokens/s counts: generated tokens for sampling and evaluation, path tokens
+(each leaf's whole path, as an update without shared prefixes holds them) for the update's."""
 
 
 def time_table(rows: Sequence[dict[str, Any]]) -> str:

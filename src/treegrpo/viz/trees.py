@@ -1,7 +1,6 @@
-"""Rollout trees as self-contained HTML pages (``treegrpo view``; CSS and JavaScript inline, no
-network): a page per kept step (``forests/step-NNNNNN.json``, written through
-``rollout.snapshot``). What a page shows: docs/configuration.md, "The run directory".
-"""
+"""Rollout trees as self-contained HTML pages (``treegrpo view``; CSS and JavaScript inline): a
+page per kept step (``forests/step-NNNNNN.json``, from ``rollout.snapshot``). What a page shows:
+docs/configuration.md, "The run directory"."""
 
 from __future__ import annotations
 
@@ -62,8 +61,7 @@ def _e(text: Any) -> str:
 
 
 def filter_select(label: str, key: str, options: Sequence[Any]) -> str:
-    """A filter: ``<select id=key>`` with "all" first, then ``options`` (values, or (value,
-    text) pairs), labelled ``label``."""
+    """``<select id=key>`` labelled ``label``: "all", then ``options`` (values or (value, text))."""
     pairs = [o if isinstance(o, tuple) else (o, o) for o in options]
     items = "".join(f'<option value="{_e(v)}">{_e(text)}</option>' for v, text in pairs)
     all_ = '<option value="all">all</option>'
