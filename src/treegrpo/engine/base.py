@@ -135,8 +135,7 @@ def _lora_delta(layer: Any, name: str) -> torch.Tensor | float:
 
 
 def token_limits(requests: Requests, params: SamplingParams) -> list[int]:
-    """Each request's token limit (its own, else ``params.max_new_tokens``); a request with no
-    pending token to start from is refused."""
+    """Each request's limit (its own, else ``params.max_new_tokens``); a pending token is a must."""
     for i, req in enumerate(requests):
         if not req.pending:
             raise ValueError(f"request {i} has no pending token to start from")

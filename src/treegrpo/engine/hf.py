@@ -140,8 +140,7 @@ class HFEngine:
     def prefill(
         self, contexts: Sequence[Segment], tokens: Sequence[list[int]]
     ) -> tuple[list[Segment], list[int]]:
-        """``Engine.prefill``; with the cache off this only records the tokens (they are computed
-        with every later step)."""
+        """``Engine.prefill``; with the cache off, only records the tokens (steps compute them)."""
         pairs = zip(contexts, tokens, strict=True)
         rows = [_Row(i, c, list(t), 0) for i, (c, t) in enumerate(pairs)]
         shared_cost = [0] * len(rows)

@@ -47,8 +47,7 @@ class Segment:
         return parts  # type: ignore[return-value]
 
     def context_kv(self) -> torch.Tensor | None:
-        """(layers, 2, kv_heads, length, head_dim) KV of the whole context, or None when a
-        segment on the path has none (caching off) or the context is empty."""
+        """(layers, 2, kv_heads, length, head_dim) KV of the whole context; None without any."""
         parts = self.kv_parts()
         return torch.cat(parts, dim=3) if parts else None
 

@@ -170,10 +170,9 @@ class VLLMEngine:
                 continue
             prompt = req.context.context_tokens() + req.pending
             groups.setdefault((tuple(prompt), limit), []).append(_Row(i, prompt, limit, seeds[i]))
-        # One vLLM request per distinct context, n samples (one when greedy: they would all be
-        # equal); a row stopped at an id that ended no tag goes on as a request of its own. A
-        # continuation reads the step's own start from the cache, not more of its context:
-        # ``reused`` stays the first request's, ``processed`` adds what was computed anew
+        # One vLLM request per distinct context, n samples (one when greedy: all would be equal);
+        # a row stopped at an id that ended no tag goes on as a request of its own, whose cache hits
+        # are the step's own start: ``reused`` stays the first's, ``processed`` adds the new work
         core = self.llm.llm_engine
         live: dict[str, tuple[str, list[_Row]]] = {}  # our request id → (vLLM's, its rows)
         try:

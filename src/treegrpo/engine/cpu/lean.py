@@ -38,8 +38,8 @@ CALL_BYTES = 150_000
 
 
 def lean_decoder(model: Any) -> LeanDecoder | None:
-    """A ``LeanDecoder`` for ``model`` (a transformers causal LM, peft already unwrapped), or
-    None when its architecture is not one this file reproduces exactly."""
+    """A ``LeanDecoder`` for ``model`` (peft unwrapped), or None where this file cannot reproduce
+    its architecture exactly."""
     config = model.config
     if getattr(config, "model_type", None) not in SUPPORTED:
         return None

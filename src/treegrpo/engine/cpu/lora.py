@@ -139,8 +139,7 @@ class FoldedLoRA:
         return bool(self.layers)
 
     def forward(self, m: Any, x: torch.Tensor, packed: bool = False) -> torch.Tensor:
-        """Layer ``m`` applied to ``x``; ``packed``: keep its folded weight in oneDNN's blocked
-        layout (where the linear layers compute on packed weights)."""
+        """Layer ``m`` on ``x``; ``packed``: its folded weight in oneDNN's blocked layout."""
         f = fold(m)
         if f is None or not f.adapters:
             out: torch.Tensor = type(m).forward(m, x)

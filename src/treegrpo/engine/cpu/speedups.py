@@ -22,8 +22,7 @@ from treegrpo.engine.cpu.memory import release_freed_memory
 
 
 def enabled(where: nn.Module | torch.device | str, switch: bool | None) -> bool:
-    """The switch's value for a model (or a device): ``switch`` itself, or (None) whether the
-    model's parameters (the device) are on CPU."""
+    """``switch``, or (None) whether the model's parameters (the device) are on CPU."""
     if switch is not None:
         return switch
     if isinstance(where, nn.Module):
