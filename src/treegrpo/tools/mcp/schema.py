@@ -72,8 +72,7 @@ def _render(schema: Any, depth: int, root: Mapping[str, Any]) -> str:
 
 
 def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
-    """``{"$ref": "#/$defs/Place"}`` → the schema it points to in ``root`` (local refs only;
-    a few hops at most, so a cycle cannot loop)."""
+    """``{"$ref": "#/$defs/Place"}`` → its schema in ``root`` (local refs; a few hops, no cycle)."""
     for _ in range(8):
         if not isinstance(schema, Mapping) or not isinstance(schema.get("$ref"), str):
             return schema

@@ -51,8 +51,7 @@ def wiki_server(
     use_cache: bool = True,
     name: str = "treegrpo-wiki",
 ) -> MCPServer:
-    """The MCP server over ``corpus`` (a Search-R1 jsonl file); ``cache_dir`` and
-    ``use_cache`` go to ``BM25Retriever`` (its index cache)."""
+    """The MCP server over a Search-R1 jsonl ``corpus``; ``cache_dir``, ``use_cache``: BM25's."""
     retriever = BM25Retriever(corpus, cache_dir=cache_dir, use_cache=use_cache)
     parts: dict[str, list[str]] = {}  # title without Search-R1's quotes → its passages' texts
     for p in read_corpus(corpus):

@@ -126,9 +126,8 @@ class PageFetcher(Reopens):
         except Exception as exc:  # a page that breaks the reader must not break the batch
             log.warning("could not read %s", url, exc_info=True)
             return Failure(f"could not read {url} ({type(exc).__name__})")
-        self._store(key, page)
-        if page.url != key:
-            self._store(page.url, page)
+        for k in dict.fromkeys((key, page.url)):
+            self._store(k, page)
         return page
 
     def _cached(self, key: str) -> Page | None:
@@ -212,8 +211,7 @@ def _sniff(body: bytes) -> str:
 
 
 def _decode(body: bytes, charset: str | None, html: bool) -> str:
-    """Text from the header's charset, else an HTML ``<meta charset>``, else UTF-8 (bytes that
-    are not valid are replaced, never an error)."""
+    """Text by the header's charset, else ``<meta charset>``, else UTF-8; bad bytes replaced."""
     if not charset and html:
         meta = _META_CHARSET.search(body[:4096])
         charset = meta.group(1).decode("ascii") if meta else None

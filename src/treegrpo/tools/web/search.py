@@ -232,9 +232,7 @@ def _hit(title: Any, url: Any, snippet: Any) -> SearchHit | None:
 
 def _plain(value: Any) -> str:
     """Text without HTML tags or entities, on one line."""
-    if value is None:
-        return ""
-    return " ".join(html.unescape(_TAG.sub("", str(value))).split())
+    return "" if value is None else " ".join(html.unescape(_TAG.sub("", str(value))).split())
 
 
 def _excerpt(text: str, n: int = 200) -> str:
