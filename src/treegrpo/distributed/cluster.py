@@ -72,8 +72,7 @@ def fit_error(
     asks: Sequence[Ask], total: Mapping[str, float], largest: Mapping[str, float]
 ) -> str | None:
     """Why Ray can never place ``asks`` on a cluster of ``total`` resources whose largest node
-    has ``largest`` (CPU, GPU), in one line naming the flags; None if they fit (by totals and per
-    node)."""
+    has ``largest`` (CPU, GPU), in one line naming the flags; None if they fit."""
     for res, field in (("CPU", "cpus"), ("GPU", "gpus")):
         used = [a for a in asks if a.count > 0 and getattr(a, field) > 0]
         need = sum(a.count * getattr(a, field) for a in used)
@@ -135,9 +134,8 @@ def refuse_unless_fits(asks: Sequence[Ask], timeout: float | None = None) -> Non
 
 
 def check_ask(ask: Ask, timeout: float) -> None:
-    """Refuse, before any of its actors starts, an ``ask`` for no actors (``ValueError``) or
-    for more than the cluster can ever hold (``refuse_unless_fits``, which also logs a wait of
-    up to ``timeout`` seconds for resources held now)."""
+    """Refuse, before any of its actors starts, an ``ask`` for no actors (``ValueError``) or for
+    more than the cluster can ever hold (``refuse_unless_fits``, given ``timeout``)."""
     if ask.count < 1:
         raise ValueError(f"{ask.kind}s must be >= 1, got {ask.count}")
     refuse_unless_fits([ask], timeout)
@@ -185,9 +183,8 @@ def init_ray(address: str | None = None, **kwargs: Any) -> None:
 
 
 def join_ray(cluster: ClusterConfig) -> ClusterConfig:
-    """Join the Ray cluster of ``cluster.ray_address`` (None: start a local one), once, and
-    return ``cluster`` ``sized`` to it, after refusing (``ClusterTooSmall``) workers and ranks
-    that the cluster can never hold: before any of them starts, both kinds at once."""
+    """Join the Ray cluster of ``cluster.ray_address`` (None: start a local one), once; ``cluster``
+    ``sized`` to it, after refusing (``ClusterTooSmall``) workers and ranks it can never hold."""
     import ray
 
     if not ray.is_initialized():

@@ -240,8 +240,7 @@ class FSDPLearner:
         self.gather_seconds = 0.0  # the latest weight gather into the driver
 
     def update(self, plan: UpdatePlan) -> UpdateStats:
-        """``plan`` run on the ranks, each on its share of every mini-batch (``deal``); the
-        metrics summed over their counted micro-batches."""
+        """``plan`` run on the ranks, each on its share of every mini-batch (``deal``)."""
         import ray
 
         shares = deal(plan.minis, len(self.ranks))

@@ -288,8 +288,7 @@ class RayRollout:
         return getattr(self.workers[i], name).remote(*args)
 
     def update_weights(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
-        """Put the weights into the object store once and load them into every worker; the
-        slowest worker's time is ``sync_seconds`` (logged)."""
+        """Load the weights into every worker, through the object store once (``sync_seconds``)."""
         import ray
 
         t0 = time.perf_counter()
@@ -298,13 +297,8 @@ class RayRollout:
         self._state = ray.put(state)
         times = ray.get([w.update_weights.remote(self._state, self.version) for w in self.workers])
         self.sync_seconds = time.perf_counter() - t0
-        log.info(
-            "weights version %d to %d workers in %.2f s (slowest load %.2f s)",
-            self.version,
-            len(self.workers),
-            self.sync_seconds,
-            max(times),
-        )
+        what = f"weights version {self.version} to {len(self.workers)} workers"
+        log.info("%s in %.2f s (slowest load %.2f s)", what, self.sync_seconds, max(times))
 
     def close(self) -> None:
         """Stop the workers and the retriever actor."""
@@ -336,9 +330,8 @@ def start_workers(
     engine: EngineKind,
     cpu_speedups: bool | None,
 ) -> RayRollout:
-    """Join (or start) the Ray cluster of ``cluster.ray_address`` and start its rollout
-    workers on ``model_dir``; the workers and ranks that the cluster can never hold are refused
-    first (``distributed.cluster.join_ray``)."""
+    """Join (or start) the Ray cluster of ``cluster.ray_address`` and start its rollout workers on
+    ``model_dir``, after refusing what it can never hold (``distributed.cluster.join_ray``)."""
     cluster = join_ray(cluster)
     assert cluster.cpus_per_worker is not None  # sized by join_ray
     spec = WorkerSpec(
