@@ -239,17 +239,16 @@ class HFEngine:
     ) -> StepResult:
         """Build the result from ``r.tokens``; ``tail_kv`` is the KV of the last pending token
         and tokens[:-1] when decoding ran (None: no decode step, or the cache is off)."""
-        tokens, logprobs = r.tokens, r.logprobs
         base = r.context if self.reuse_cache else req.context
         pending = r.feed if self.reuse_cache else req.pending
         kv = r.feed_kv if self.reuse_cache else None
         fork = base.extend(pending[:-1], None if kv is None else kv[:, :, :, :-1])
         if tail_kv is None and kv is not None:
             tail_kv = kv[:, :, :, -1:]
-        end = fork.extend([pending[-1], *tokens[:-1]], tail_kv)
+        end = fork.extend([pending[-1], *r.tokens[:-1]], tail_kv)
         reused = r.context.length if self.reuse_cache else 0  # the cached context it read
         processed = r.prefill_width + decode_steps
-        return StepResult(tokens, logprobs, finish, fork, end, processed, reused)
+        return StepResult(r.tokens, r.logprobs, finish, fork, end, processed, reused)
 
     def _forward(
         self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: DynamicCache
