@@ -40,10 +40,9 @@ def format_passages(contents: Sequence[str]) -> str:
 
 
 class ToolFailed(RuntimeError):
-    """A batch of tool calls that could not be answered (the server down, too slow, or refusing); a
-    rollout turns each failed call into an observation that says so
-    (``tools.registry.Toolbox.run``). ``results``: None when every call failed, else each call's
-    result in order, None where it failed."""
+    """A batch of tool calls that could not be answered (the server down, too slow, refusing); each
+    failed call becomes an observation that says so (``tools.registry.Toolbox.run``). ``results``:
+    None when every call failed, else each call's result in order, None where it failed."""
 
     def __init__(self, message: str, results: list[Any] | None = None) -> None:
         super().__init__(message)
@@ -51,8 +50,7 @@ class ToolFailed(RuntimeError):
 
 
 class SearchFailed(ToolFailed):
-    """A search that could not be answered: the retriever is down, too slow, or refused the
-    request. ``results``: each query's passages, None where it failed (``ToolFailed``)."""
+    """A search that could not be answered (``ToolFailed``; ``results``: passages, or None)."""
 
 
 class Closes:
