@@ -142,10 +142,9 @@ def check_ask(ask: Ask, timeout: float) -> None:
 
 
 def wait_started(refs: Any, timeout: float, what: str, stop: Callable[[], None]) -> Any:
-    """``ray.get(refs)`` for calls that return once their actors are placed and started; when
-    they have not within ``timeout`` seconds, ``stop()`` (the actors never started: nothing to
-    leave) and raise a ``RuntimeError`` saying what Ray has free, instead of waiting on in
-    silence."""
+    """``ray.get(refs)`` for calls that return once their actors are placed and started; when they
+    have not within ``timeout`` seconds, ``stop()`` (the actors never started: nothing to leave)
+    and raise a ``RuntimeError`` saying what Ray has free, instead of waiting on in silence."""
     import ray
 
     try:

@@ -163,8 +163,7 @@ class RetrieverActor:
 
 class ActorTool:
     """A ``SearchTool`` asking the ``RetrieverActor`` named ``name``, found on first use: a name,
-    not an actor handle, so a worker's constructor arguments stay plain values (module
-    docstring)."""
+    not an actor handle, so a worker's constructor arguments stay plain values (see module)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
