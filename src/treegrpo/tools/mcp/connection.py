@@ -43,14 +43,11 @@ class McpServer:
     args: tuple[str, ...] = ()
     """stdio: the command's arguments."""
     env: dict[str, str] = field(default_factory=dict)
-    """stdio: environment variables for the server, over the few the SDK passes on (HOME, PATH,
-    USER, ...; not the whole environment)."""
+    """stdio: environment variables for the server, beyond the few the SDK passes (HOME, PATH)."""
     url: str | None = None
-    """Streamable HTTP: the server's endpoint (``http://127.0.0.1:8001/mcp``); instead of
-    ``command``."""
+    """Streamable HTTP: the server's endpoint (``http://127.0.0.1:8001/mcp``), not ``command``."""
     prefix: str = ""
-    """Put before each tool's name (``wiki.`` makes ``search`` ``wiki.search``), so two servers'
-    tools cannot clash."""
+    """Put before each tool's name (``wiki.`` makes ``search`` ``wiki.search``): no clashes."""
     timeout_s: float = 30.0
     """Longest wait for one call's answer; a slower one fails as an outage."""
     start_timeout_s: float = 60.0
