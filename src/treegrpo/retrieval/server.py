@@ -27,8 +27,7 @@ log = logging.getLogger(__name__)
 MAX_QUERIES = 8192
 """Default most queries per request (Search-R1 sends a turn's 2,560 searches in one request)."""
 MAX_QUERY_CHARS = 8192
-"""Default longest query, in characters (a whole 500-token step is ~2,000): it bounds the cost
-of one search."""
+"""Default longest query in characters (a whole 500-token step is ~2,000): bounds one search."""
 MAX_BODY_BYTES = 8 * 2**20
 """Default largest body, 8 MiB (a typical Search-R1 batch is ~200 KB). Parsing the worst body of
 this size (millions of tiny array items) peaks near 300 MB: this bounds what a request allocates."""
@@ -39,8 +38,7 @@ OFFLOAD_BYTES = 64 * 2**10
 """Bodies larger than this are parsed in a worker thread: the worst 8 MiB body takes ~0.3 s, which
 would stall every other request; a smaller one parses faster than the hop to a thread."""
 OFFLOAD_HITS = 256
-"""Responses of more hits than this (~200 KB of Wikipedia passages) are encoded in a worker
-thread, for the same reason."""
+"""Responses of more hits (~200 KB of Wikipedia passages) are encoded in a worker thread too."""
 
 T = TypeVar("T")
 
