@@ -1,11 +1,10 @@
-"""Tree sampling ("initialize-then-expand", docs/algorithm.md §2), with chains as its L = 0 case:
-per prompt, M chains, L rounds of N expansions per tree from the nodes the shape's rule picks
+"""Tree sampling ("initialize-then-expand", docs/algorithm.md §2), chains its L = 0 case: per
+prompt, M chains, L rounds of N expansions per tree from the nodes the shape's rule picks
 (``core.expansion``; under a difficulty budget the round's T·N shared over the batch,
 ``core.allocation``), then K leaves kept per tree at random. A step's tool calls go to each tool
-of the ``tools.registry.Toolbox`` as one batch; a call the tool cannot answer becomes an
-observation that says so. Randomness is per prompt, so a batch split over workers
-(``prompt_keys``) gives the forests of one process. Details: docs/library.md, "Sampling a
-rollout forest" and "Protocol details".
+as one batch; a call the tool cannot answer becomes an observation that says so. Randomness is
+per prompt, so a batch split over workers (``prompt_keys``) gives the forests of one process.
+Details: docs/library.md, "Sampling a rollout forest" and "Protocol details".
 """
 
 from __future__ import annotations
@@ -65,8 +64,7 @@ def sample_forest(
     prompt_keys: Sequence[int] | None = None,
     score: LeafScorer | None = None,
 ) -> Rollout:
-    """Sample one forest for a batch of prompts: a ``ForestSampler`` of these arguments, run to the
-    end.
+    """One forest for a batch of prompts: a ``ForestSampler`` of these arguments, run to the end.
 
     Many arguments: ``ForestSampler``'s fields, so that one call samples a forest (tests and
     benchmarks pass them by position)."""
@@ -184,8 +182,7 @@ class ForestSampler:
         self.expansion_s = 0.0
 
     def sample(self) -> Rollout:
-        """The forest: ``pipeline`` if the shape allows, else ``begin``, L ``expand``,
-        ``finish``."""
+        """The forest: ``pipeline`` if it may, else ``begin``, L ``expand``, ``finish``."""
         if pipelined(self.shape):
             self.pipeline()
             return self.finish()
@@ -200,10 +197,9 @@ class ForestSampler:
         self._until_done(self._chains())
 
     def pipeline(self) -> None:
-        """``begin`` and the L rounds in one run of steps, each tree's next round starting once
-        its own episodes end, so the engine holds more rows per step. ``pipelined`` shapes only:
-        each tree's picks, streams and branches are those of ``begin`` and ``expand`` (node ids
-        differ)."""
+        """``begin`` and the L rounds in one run of steps, each tree's next round starting once its
+        own episodes end, so the engine holds more rows per step. ``pipelined`` shapes only: each
+        tree's picks, streams and branches are those of ``begin`` and ``expand`` (not node ids)."""
         episodes = self._chains()
         rounds = [self.shape.l] * self.forest.n_trees
         while episodes:
@@ -401,19 +397,11 @@ class ForestSampler:
                 # No room to feed the observation and sample one more token: a length leaf.
                 done = r.end.length + 1 + len(obs) >= cap
                 obs = [] if done else obs
+            call: tuple[str, str, Any, Any] = ("", "", None, None)  # tool, status, argument, result
+            if out is not None:
+                call = (a.kind, out.status, out.argument, out.result)
             record = StepRecord(
-                r.tokens,
-                r.logprobs,
-                obs,
-                a,
-                r.finish,
-                final=finals[i],
-                tool=a.kind if out is not None else "",
-                tool_status=out.status if out is not None else "",
-                argument=out.argument if out is not None else None,
-                result=out.result if out is not None else None,
-                processed=r.processed,
-                reused=r.reused,
+                r.tokens, r.logprobs, obs, a, r.finish, finals[i], *call, r.processed, r.reused
             )
             node = self.forest.add_node(e.parent, payload=len(self.steps), leaf=done)
             self.steps.append(record)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -16,7 +17,6 @@ from treegrpo.core.rewards import (
     f1_score,
     is_valid_format,
     is_well_formed_step,
-    search_r1_f1_reward,
     search_r1_reward,
 )
 from treegrpo.rollout.records import Rollout
@@ -75,7 +75,9 @@ def score_leaves(
     format. The format is read from the whole response, the answer from the model's own tokens of
     the last step (joined steps could pair an ``<answer>`` cut at a step's limit with the next's
     ``</answer>``)."""
-    fn = search_r1_reward if reward == "em" else search_r1_f1_reward
+    fn = functools.partial(
+        search_r1_reward, f1=reward == "f1", tools=tools, format_score=format_score
+    )
     cols: list[list[float]] = [[] for _ in range(8)]
     broken: dict[int, bool] = {}  # node → its step is broken (a shared step is decoded once)
     counts: list[Counter[str]] = []
@@ -88,14 +90,7 @@ def score_leaves(
         answer = extract_answer(model_text)
         path = rollout.forest.path(int(leaf))
         values = (
-            fn(
-                response,
-                g,
-                model_text=model_text,
-                format_score=format_score,
-                final_format_score=format_score / 2,
-                tools=tools,
-            ),
+            fn(response, g, model_text=model_text, final_format_score=format_score / 2),
             exact_match(answer, g),
             f1_score(answer, g),
             float(is_valid_format(response, tools)),

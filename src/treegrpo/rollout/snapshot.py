@@ -1,9 +1,8 @@
 """A step's forests as plain data for people to look at (``treegrpo view``): a few prompts'
-trees, every node's decoded step, every kept leaf's reward and advantages, every node's
-summed and mean descendant advantage (``core.advantage.node_advantage``), and why the expansion
-rule branched from a node (``Rollout.expansion_reasons``), once per expansion from it.
-
-Token ids are decoded here, at write time, so the saved snapshot reads without the tokenizer.
+trees, every node's step (decoded here, so the snapshot reads without the tokenizer), every kept
+leaf's reward and advantages, every node's summed and mean descendant advantage
+(``core.advantage.node_advantage``), and why the expansion rule branched from a node
+(``Rollout.expansion_reasons``), once per expansion from it.
 """
 
 from __future__ import annotations
