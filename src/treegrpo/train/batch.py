@@ -1,12 +1,10 @@
-"""Token batches for the update: per-leaf sequences grouped by length into micro-batches.
+"""Token batches for the update: per-leaf sequences grouped by length into micro-batches
+(``cut_by_length``, so the padding stays small: ``pad_fraction``).
 
 A causal LM's logits at position t predict token t + 1, so every per-token tensor here lives in
 *target* space: for a sequence of n ids, positions 0..n−2 hold the prediction of ids[1..n−1].
 Each action token carries its leaf's advantage; prompt, observation and padding tokens have
 mask 0 (docs/algorithm.md §3–4).
-
-Sequences are cut into micro-batches by length (``cut_by_length``), so the padding stays small
-(reported as ``pad_fraction``).
 """
 
 from __future__ import annotations
@@ -141,8 +139,7 @@ class MicroBatch:
         aggregation: Aggregation,
         is_weight: torch.Tensor | None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """PPO's clipped term, the micro-batch's mean (``losses.ppo_clip_loss``), with its clipped
-        fraction and approximate KL."""
+        """PPO's clipped term, the micro-batch's mean, with its diagnostics (``ppo_clip_loss``)."""
         return ppo_clip_loss(
             logp, logp_old, self.advantages, self.action_mask, clip_eps, dual_clip,
             aggregation, is_weight,
@@ -175,8 +172,7 @@ def make_micro_batches(
     pad_id: int = 0,
     overhead: int = BATCH_OVERHEAD,
 ) -> list[MicroBatch]:
-    """Sort by length and cut into micro-batches of at most ``max_tokens`` padded positions (longer
-    sequences alone) minimizing the positions computed plus ``overhead`` per micro-batch."""
+    """``seqs`` in micro-batches, grouped as ``cut_by_length`` groups rows."""
     if len(seqs) != len(advantages):
         raise ValueError(f"{len(seqs)} sequences but {len(advantages)} advantages")
     groups = cut_by_length([len(s.ids) for s in seqs], max_tokens, overhead)

@@ -1,13 +1,12 @@
 """Atomic checkpoints: a Hugging Face model directory plus the trainer state for exact resume
-(docs/configuration.md, "The run directory"). Layout of ``<run>/checkpoints/step-000010/``:
+(docs/configuration.md, "The run directory"), written into ``step-000010.tmp`` and renamed into
+place when complete. Layout of ``<run>/checkpoints/step-000010/``:
 
     model/              save_pretrained (safetensors) and the tokenizer; a LoRA policy merged
     adapter/            LoRA only: peft's adapter directory, for exact resume (and for peft)
     trainer_state.pt    optimizer, scheduler, step, data position, RNG states of python, numpy
                         and torch: tensors and plain values only (``weights_only=True``)
     meta.json           step, data position and every file's size; written last
-
-It is written into ``step-000010.tmp`` and renamed into place when complete.
 """
 
 from __future__ import annotations

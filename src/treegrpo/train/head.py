@@ -2,12 +2,11 @@
 embedding runs on the rows the loss reads (prompt and observation tokens are context), not on
 every position (what that saves: docs/library.md, "The update").
 
-That is only right where the logits are the output embedding of the last hidden state. Models
-that say otherwise in their config (below) take the full forward, and every model is checked
-once against its full forward on a short probe, so one that transforms its logits in a way we
-do not know of takes the full forward too, with a warning. So does a model sharded with FSDP
-(``treegrpo.distributed.fsdp``): its parameters are gathered by the hooks of its own forward,
-which calling the decoder and the head one by one would skip.
+That is only right where the logits are the output embedding of the last hidden state: a model
+whose config says otherwise (below), or whose logits differ from it on a short probe (checked
+once per model; with a warning), takes the full forward. So does a model sharded with FSDP
+(``treegrpo.distributed.fsdp``): the hooks of its own forward gather its parameters, which
+calling the decoder and the head one by one would skip.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Training health: catch a run that is going wrong early, from the metrics of its steps.
-
-A step is unhealthy when its KL or entropy leaves its bounds, or when the rolling means of the
-reward, the valid-format share or the KL drift past theirs; ``patience`` unhealthy steps in a
-row raise an alarm, and ``HealthConfig.action`` warns, stops or rolls back (the rules in
-docs/configuration.md, "The `health` section"). Non-finite gradients are skipped step by step
-(``train.update``).
+"""Training health: catch a run that is going wrong early, from the metrics of its steps (the
+rules: docs/configuration.md, "The `health` section"). ``patience`` unhealthy steps in a row raise
+an alarm, and ``HealthConfig.action`` warns, stops or rolls back. Non-finite gradients are skipped
+step by step (``train.update``).
 """
 
 from __future__ import annotations

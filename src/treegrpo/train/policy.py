@@ -3,9 +3,8 @@
 With LoRA the policy is a peft model around the loaded transformers model: the adapters train,
 the base weights stay frozen, and the same model with its adapters disabled is the KL reference,
 so no second copy is loaded. Checkpoints stay plain transformers models: they hold a merged copy
-(W + α/r · B·A). The adapter weights are saved beside it, because resuming from merged weights
-could not continue exactly: merging rounds, and a merged matrix cannot be split back.
-"""
+(W + α/r · B·A), and the adapter weights beside it: merged weights could not resume exactly
+(merging rounds; a merged matrix cannot be split back)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What a training run takes, as three values: the task (``TrainTask``: the starting model, its
-tools, its questions and the agent's limits), the settings (``TrainSettings``: the configs of
-``train.config``) and the hooks (``TrainHooks``: evaluation, progress, and where rollouts and
-updates run when not in this process). ``train.trainer.train(task, settings, hooks)`` runs it.
-"""
+"""What a training run takes, as three values: ``TrainTask``, ``TrainSettings`` and ``TrainHooks``;
+``train.trainer.train(task, settings, hooks)`` runs it."""
 
 from __future__ import annotations
 

@@ -194,10 +194,9 @@ def _load_models(
     own_reference: bool,
     fast: bool,
 ) -> tuple[Any, Any | None, Any]:
-    """The policy (LoRA-wrapped or not, from the checkpoint when resuming), the frozen reference
-    when the KL term needs one here (``own_reference`` False: the training ranks hold it; a LoRA
-    policy is its own, adapters off), and the tokenizer, on ``device``, with the CPU speed-ups when
-    ``fast``."""
+    """The policy (LoRA or not, from the checkpoint when resuming), the frozen reference when the
+    KL term needs one here (``own_reference`` False: the training ranks hold it; a LoRA policy is
+    its own, adapters off) and the tokenizer, on ``device``, with the CPU speed-ups if ``fast``."""
     model_cfg = settings.model
     lora = model_cfg.lora_rank > 0
     start = Path(task.model_path)
@@ -210,8 +209,7 @@ def _load_models(
     if settings.algo.kl_coef > 0 and not lora and own_reference:
         reference, _ = task.load_model(start)  # the frozen starting policy
         reference.eval().requires_grad_(False).to(device)
-    # the CPU speed-ups (engine.cpu.speedups): routes kept on the models for the whole run, so
-    # the RL step calls them as plain PyTorch
+    # the CPU speed-ups stay on the models all run: the RL step calls them as plain PyTorch
     if fast:
         for m in (policy, reference):
             if m is not None:
@@ -299,10 +297,10 @@ def _observer(
     algo: AlgorithmConfig,
     forests: int,
 ) -> Callable[[ScoredRollout], None]:
-    """Writes the step's line of ``ledger.jsonl`` (``train.ledger``): its prompts' spend and
-    signal; and, ``forests`` > 0, ``forests/step-NNNNNN.json`` atomically: the first ``forests``
-    prompts' trees (``rollout.snapshot``). It runs before the update, so a step killed later
-    leaves a ledger line that resume cuts with the metrics lines of steps after the checkpoint."""
+    """Writes the step's ``ledger.jsonl`` line (``train.ledger``) and, ``forests`` > 0, its first
+    ``forests`` prompts' trees to ``forests/step-NNNNNN.json`` atomically (``rollout.snapshot``).
+    It runs before the update: a step killed later leaves a ledger line, which resume cuts with
+    the metrics lines of steps after the checkpoint."""
 
     def observe(outcome: ScoredRollout) -> None:
         ledger.write(json.dumps(ledger_row(step, outcome, batch.uids)) + "\n")
@@ -410,8 +408,7 @@ def _previous_files(out: Path) -> list[Path]:
 
 
 def _truncate_metrics(path: Path, last_step: int) -> list[dict[str, Any]]:
-    """Keep the lines of steps up to ``last_step`` and return them, parsed; a line cut short by
-    a kill is dropped."""
+    """Keep the lines of steps up to ``last_step`` and return them parsed (not one a kill cut)."""
     if not path.exists():
         return []
     keep = []
