@@ -1,12 +1,10 @@
 """The per-prompt budget ledger: what each prompt of each RL step spent and whether it taught
-anything, one ``ledger.jsonl`` line per step beside ``metrics.jsonl`` (which holds the step's
-totals and its time by phase).
-
-A line holds the step and, per prompt of the batch in batch order (lists of length P):
-``uid``; ``generated`` tokens sampled; ``processed`` tokens the engine computed (prefill
-included); ``tool_calls`` executed; ``leaves`` in its forest; ``expansions`` that branched in
-its trees; ``reward`` the mean reward of its kept leaves; ``signal`` whether some kept leaf has
-a nonzero advantage (a prompt whose leaves all score alike teaches nothing).
+anything, one ``ledger.jsonl`` line per step beside ``metrics.jsonl`` (the step's totals and its
+time by phase). A line holds the step and, per prompt in batch order (lists of length P): ``uid``;
+``generated`` tokens sampled; ``processed`` tokens the engine computed (prefill included);
+``tool_calls`` executed; ``leaves`` in its forest; ``expansions`` that branched in its trees;
+``reward`` the mean reward of its kept leaves; ``signal`` whether some kept leaf has a nonzero
+advantage (a prompt whose leaves all score alike teaches nothing).
 """
 
 from __future__ import annotations
@@ -30,13 +28,11 @@ def ledger_row(step: int, outcome: ScoredRollout, uids: Sequence[str]) -> dict[s
     expansions = np.bincount(forest.prompt_id[rollout.expansions], minlength=n)  # (P,)
     spend = [rollout.spend.by_prompt.get(p) for p in range(n)]
     reward = [outcome.scores.reward[prompt_of == p] for p in range(n)]
+    spent = ("generated", "processed", "tool_calls", "leaves")
     return {
         "step": step,
         "uid": list(uids),
-        "generated": [s.generated if s else 0 for s in spend],
-        "processed": [s.processed if s else 0 for s in spend],
-        "tool_calls": [s.tool_calls if s else 0 for s in spend],
-        "leaves": [s.leaves if s else 0 for s in spend],
+        **{k: [getattr(s, k) if s else 0 for s in spend] for k in spent},
         "expansions": expansions.tolist(),
         "reward": [float(r.mean()) if r.size else float("nan") for r in reward],
         "signal": [bool((outcome.adv[prompt_of == p] != 0).any()) for p in range(n)],

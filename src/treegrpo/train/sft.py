@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 IGNORE = -100  # label of a token without loss (the convention of transformers' LM heads)
 
+Collated = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""A batch of demonstrations as ``collate`` gives it: ``input_ids``, ``action``, ``labels``."""
+
 
 @dataclass(frozen=True)
 class SFTExample:
@@ -37,15 +40,11 @@ def length_batches(
     padded tokens (a longer sequence is a batch of its own), in a random order."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], rng.random()))
     batches: list[list[int]] = []
-    cur: list[int] = []
     for i in order:
         # sorted ascending: the newest sequence is the batch's longest
-        if cur and lengths[i] * (len(cur) + 1) > max_batch_tokens:
-            batches.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        batches.append(cur)
+        if not batches or lengths[i] * (len(batches[-1]) + 1) > max_batch_tokens:
+            batches.append([])
+        batches[-1].append(i)
     rng.shuffle(batches)
     return batches
 
@@ -58,9 +57,7 @@ def right_pad(rows: Sequence[Any], fill: float, dtype: torch.dtype) -> torch.Ten
     return out
 
 
-def collate(
-    examples: Sequence[SFTExample], pad_id: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def collate(examples: Sequence[SFTExample], pad_id: int) -> Collated:
     """Right-padded ``input_ids`` (B, T), ``action`` (B, T), 1 on action tokens, and ``labels``
     (B, T): the token itself on every real position, ``IGNORE`` on padding and where the mask
     is -1 (no loss, not even as context)."""

@@ -216,11 +216,7 @@ def _step_size(rollout: Rollout, node: int) -> int:
 
 
 def _split_row(
-    start: int,
-    idx: list[int],
-    paths: list[list[int]],
-    size: dict[int, int],
-    span: int | None,
+    start: int, idx: list[int], paths: list[list[int]], size: dict[int, int], span: int | None
 ) -> list[list[int]]:
     """One prompt's leaves ``idx`` (a prompt of ``start`` tokens, steps of ``size`` tokens) cut into
     packed rows (``span`` None: one). A row of S tokens costs about S · (1 + S / span)
@@ -285,15 +281,14 @@ def _row(
     layout = pack(segs, lengths | {root: len(prompt_ids)})
     ids, action, lps = [], [], []
     for seg in layout.segments.tolist():
-        if seg == root:
-            ids += prompt_ids
-            action += [False] * len(prompt_ids)
-            lps += [0.0] * len(prompt_ids)
-            continue
-        rec = rollout.step(seg)
-        ids += rec.action_ids + rec.obs_ids
-        action += [True] * len(rec.action_ids) + [False] * len(rec.obs_ids)
-        lps += rec.action_logprobs + [0.0] * len(rec.obs_ids)
+        if seg == root:  # the prompt: context only
+            acts, logps, obs = [], [], prompt_ids
+        else:
+            rec = rollout.step(seg)
+            acts, logps, obs = rec.action_ids, rec.action_logprobs, rec.obs_ids
+        ids += acts + obs
+        action += [True] * len(acts) + [False] * len(obs)
+        lps += logps + [0.0] * len(obs)
     act = np.array(action, dtype=np.bool_) & (layout.prev >= 0)  # (S,)
     return _Row(
         idx, np.array(ids, np.int64), layout, act, np.array(lps), layout.per_token(per_leaf[idx])

@@ -29,7 +29,7 @@ from treegrpo.rollout.source import Draw, RolloutSource
 from treegrpo.train.batch import make_micro_batches, pad_fraction
 from treegrpo.train.config import AlgorithmConfig, OptimConfig
 from treegrpo.train.health import SearchOutage
-from treegrpo.train.sft import SFTExample, collate
+from treegrpo.train.sft import Collated, SFTExample, collate
 from treegrpo.train.shared import pack_batches, row_span, supports_packing
 from treegrpo.train.update import Part, UpdatePlan, UpdateStats, ppo_update, weighted
 
@@ -44,8 +44,7 @@ class Learner(Protocol):
         ...
 
     def load_into(self, policy: Any, scheduler: Any | None) -> None:
-        """Copy the updated weights into ``policy`` and the learning-rate schedule's position
-        into ``scheduler``."""
+        """Copy the updated weights into ``policy``, the schedule's position into ``scheduler``."""
         ...
 
     def load_optimizer_into(self, optimizer: torch.optim.Optimizer) -> None:
@@ -65,11 +64,10 @@ class Batch:
 @dataclass
 class Learning:
     """The policy and what trains it: its frozen ``reference`` (None without a KL term, or for a
-    LoRA policy, whose base is the reference), the optimizer and learning-rate ``scheduler``,
-    the forward precision on CUDA (``autocast_dtype``), and the ``learner`` when the update runs
-    elsewhere (the ranks of ``distributed.fsdp.FSDPLearner``: ``policy`` and ``scheduler`` then
-    mirror its weights and learning rate after each update, and ``optimizer`` is not used);
-    ``demos``: the demonstrations of ``algo.demo_coef``'s term."""
+    LoRA policy, whose base is the reference), the optimizer and learning-rate ``scheduler``, the
+    forward precision on CUDA, and the ``learner`` when the update runs elsewhere (the ranks of
+    ``distributed.fsdp.FSDPLearner``: ``policy`` and ``scheduler`` then mirror its weights and
+    learning rate after each update; ``optimizer`` is unused); ``demos`` for ``algo.demo_coef``."""
 
     policy: Any
     reference: Any | None
@@ -82,10 +80,9 @@ class Learning:
 
 @dataclass(frozen=True)
 class Rollouts:
-    """Where the forests come from: the ``source`` that samples them (this process's engine,
-    ``rollout.source.LocalRollout``, or rollout workers) and takes the updated weights; the
-    ``protocol`` that decodes answers for the reward; the sampling parameters and the agent's
-    limits."""
+    """Where the forests come from: the ``source`` that samples them (``source.LocalRollout`` or
+    rollout workers) and takes the updated weights; the ``protocol`` that decodes answers for the
+    reward; the sampling parameters and the agent's limits."""
 
     source: RolloutSource
     protocol: ToolProtocol
@@ -121,8 +118,7 @@ _WARNED: set[str] = set()  # the reasons already said
 
 
 def depth_shares(starts: np.ndarray | None) -> dict[str, float]:
-    """The share of the expansions that branched at each depth of ``DEPTHS`` ({} with no
-    expansion: chains)."""
+    """Each ``DEPTHS`` entry's share of the expansions that branched there ({}: chains)."""
     if starts is None or starts.size == 0:
         return {}
     capped = np.minimum(starts, len(DEPTHS) - 1)  # (E,)
@@ -178,9 +174,8 @@ def rl_step(
     minis = _mini_batches(learning.policy, rollout, leaves, adv, picks, rollouts.source.pad_id,
                           algo, optim)  # fmt: skip
 
-    # 5–6. old (and reference) log-probs, then the PPO update: one optimizer step per
-    # mini-batch, gradients accumulated over its micro-batches (train.update); here, or on the
-    # ranks of a sharded update, which then hand the new weights back to the policy
+    # 5–6. old (and reference) log-probs, then the PPO update: an optimizer step per mini-batch
+    # (train.update), here or on the ranks of a sharded update, which hand the weights back
     schedule = [i for _ in range(optim.ppo_epochs) for i in rng.permutation(len(minis)).tolist()]
     demos = _demo_batches(learning.demos, len(schedule), algo, rollouts.source.pad_id, seed)
     plan = UpdatePlan(minis, schedule, algo, optim, rollouts.sampling.logprob_temperature, demos)
@@ -194,10 +189,7 @@ def rl_step(
     # 7. metrics
     metrics = _leaf_metrics(rollout, leaves, scores, groups, tree_of, adv, stats)
     metrics |= _cost_metrics(rollout, len(batch.prompts), minis, stats, times, t0)
-    metrics |= {
-        "train/updates": float(len(schedule)),
-        "train/prompts_updated": float(len(trained)),
-    }
+    metrics |= {"train/updates": float(len(schedule)), "train/prompts_updated": float(len(trained))}
     return metrics
 
 
@@ -229,9 +221,8 @@ def _sample(
 
 
 def _pick(order: np.ndarray, prompt_of: np.ndarray, keep: np.ndarray, size: int) -> list[list[int]]:
-    """The leaves (indices into the step's kept leaves) of each mini-batch: the prompts of
-    ``order``, ``size`` at a time, their leaves where ``keep`` holds; a mini-batch left with
-    no leaf is dropped."""
+    """The leaves (indices into the kept leaves) of each mini-batch: ``order``'s prompts, ``size``
+    at a time, their leaves where ``keep`` holds; a mini-batch left with no leaf is dropped."""
     picks = []
     for start in range(0, len(order), size):
         chosen = set(order[start : start + size].tolist())
@@ -266,15 +257,14 @@ def _mini_batches(
                                   optim.micro_batch_tokens, span, pad_id)  # fmt: skip
             minis.append([Part(b, 1.0) for b in packed])
         else:
-            chunks = [seqs[i] for i in idx]
-            mbs = make_micro_batches(chunks, advs, optim.micro_batch_tokens, pad_id)
+            mbs = make_micro_batches([seqs[i] for i in idx], advs, optim.micro_batch_tokens, pad_id)
             minis.append(weighted(mbs, algo.aggregation))
     return minis
 
 
 def _demo_batches(
     demos: Sequence[SFTExample], steps: int, algo: AlgorithmConfig, pad_id: int, seed: int
-) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+) -> list[Collated]:
     """``algo.demo_batch`` demonstrations drawn afresh for each of the ``steps`` optimizer steps
     (from a generator of their own, so the step's other draws stay as without them), collated
     (``train.sft.collate``); none without ``algo.demo_coef``."""
@@ -315,7 +305,8 @@ def _leaf_metrics(
     """What the leaves held and what the update did with them: rewards, outcomes, format,
     advantages, the trees' mixed rewards and distinct paths, where expansions branched off (0:
     at the root, a fresh chain), the loss terms and the sampler–trainer gap."""
-    after_void, elsewhere = rollout.logprob_after_void()
+    void_keys = ("agent/logp_after_void", "agent/logp_elsewhere")
+    logps = dict(zip(void_keys, rollout.logprob_after_void(), strict=True))
     tree_ids = dense_ids(tree_of)
     trajectories = [tuple(rollout.action_ids(leaf)) for leaf in leaves]
     starts = rollout.forest.depth[rollout.expansions] if rollout.expansions.size else None
@@ -340,11 +331,7 @@ def _leaf_metrics(
         "adv/well_formed_mean": _mean_where(adv, scores.broken_turns == 0),
         # sampled log-prob per token after a void turn's feedback and elsewhere (a key is
         # left out when no step of its kind was sampled)
-        **{
-            k: v
-            for k, v in (("agent/logp_after_void", after_void), ("agent/logp_elsewhere", elsewhere))
-            if v == v
-        },
+        **{k: v for k, v in logps.items() if v == v},
         **stats.gap_metrics(),
         "agent/tool_calls_per_leaf": float(scores.tool_calls.mean()),
         "agent/failed_searches": float(failed),  # tool calls that got no answer
@@ -390,9 +377,8 @@ def _cost_metrics(
         "time/update_s": times["update"],
         # the update's parts: old and reference log-probs, then the policy's passes
         **{f"time/update/{phase}_s": sec for phase, sec in stats.seconds.items()},
-        # the path tokens each part went through (each leaf's whole path, as the duplicated
-        # update holds them) and the positions the update computed per pass (fewer with
-        # shared_prefix): tokens per second by part in report.html
+        # the path tokens each part went through (whole paths, as the duplicated update holds them)
+        # and the positions computed per pass (fewer with shared_prefix): tokens/s in report.html
         **{f"tokens/update/{phase}": float(n) for phase, n in stats.tokens.items()},
         "tokens/update/computed": float(sum(b.n_real_tokens for b in parts)),
         "tokens/generated": float(spend.generated),

@@ -25,7 +25,7 @@ from treegrpo.train.logprobs import as_reference
 from treegrpo.train.losses import kl_penalty
 from treegrpo.train.offpolicy import GAP_TERMS, gap_sums, is_weights
 from treegrpo.train.precision import autocast
-from treegrpo.train.sft import weighted_nll
+from treegrpo.train.sft import Collated, weighted_nll
 
 
 @dataclass
@@ -45,16 +45,14 @@ TERMS = ("pg_loss", "kl", "entropy", "clip_frac", "approx_kl")  # the loss terms
 @dataclass
 class UpdateStats:
     """Sums over the counted micro-batches (each term weighted by the micro-batch's share of its
-    mini-batch, so Σ / share is the mean over the mini-batches), and one entry per optimizer
-    step."""
+    mini-batch: Σ / share is the mean over mini-batches), and one entry per optimizer step."""
 
     sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TERMS, 0.0))
     share: float = 0.0  # Σ the counted micro-batches' shares of their mini-batches
     grad_norms: list[float] = field(default_factory=list)
     skipped: int = 0  # optimizer steps dropped for a non-finite gradient
-    # wall seconds of the update's phases: "old_logprobs", "ref_logprobs", "policy" (the
-    # forward and backward passes and optimizer steps), and the path tokens each went through
-    # (each leaf's whole path, as a duplicated update holds them; counted micro-batches only)
+    # wall seconds of each of PHASES ("policy": passes and optimizer steps) and the path tokens
+    # it went through (whole paths, as a duplicated update holds them; counted micro-batches only)
     seconds: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
     # the sampler–trainer gap over the counted action targets, each counted once per leaf
@@ -98,27 +96,23 @@ class UpdateStats:
 @dataclass(frozen=True)
 class UpdatePlan:
     """One RL step's update: its mini-batches, the order they are stepped in (``schedule``:
-    indices into ``minis``, each mini-batch once per PPO epoch), the configs, and the sampled
-    distribution's ``temperature`` (log-probs under softmax(logits / T)). With
-    ``algo.demo_coef``: ``demos`` holds one demonstration batch per scheduled optimizer step
-    (``train.sft.collate``'s ids, action mask and labels, each (B, T)), whose term counts
-    ``demo_share`` times on this process (a sharded update: 1 on one rank, 0 on the others)."""
+    indices into ``minis``, each once per PPO epoch), the configs, and the sampled distribution's
+    ``temperature`` (log-probs under softmax(logits / T)). With ``algo.demo_coef``: ``demos``
+    holds one batch per scheduled optimizer step (``train.sft.collate``'s ids, action mask and
+    labels, each (B, T)), its term counted ``demo_share`` times here (sharded: 1 on one rank)."""
 
     minis: Sequence[Sequence[Part]]
     schedule: Sequence[int]
     algo: AlgorithmConfig
     optim: OptimConfig
     temperature: float
-    demos: Sequence[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = ()
+    demos: Sequence[Collated] = ()
     demo_share: float = 1.0
 
 
 def weighted(mbs: Sequence[MicroBatch], aggregation: str) -> list[Part]:
     """The weights that turn per-micro-batch means into the mean over the whole mini-batch."""
-    if aggregation == "token-mean":
-        sizes = [mb.n_action_tokens for mb in mbs]
-    else:
-        sizes = [len(mb.index) for mb in mbs]
+    sizes = [mb.n_action_tokens if aggregation == "token-mean" else len(mb.index) for mb in mbs]
     total = sum(sizes)
     return [Part(mb, s / total if total else 0.0) for mb, s in zip(mbs, sizes, strict=True)]
 
@@ -206,10 +200,7 @@ def ppo_update(
 
 
 def _demo_term(
-    policy: Any,
-    demos: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-    weight: float,
-    autocast_dtype: torch.dtype | None,
+    policy: Any, demos: Collated, weight: float, autocast_dtype: torch.dtype | None
 ) -> float:
     """Back-propagate ``weight`` × the mean NLL per action token of the collated ``demos``
     (ids, action mask, labels; ``train.sft.weighted_nll``); returns that NLL."""
@@ -245,10 +236,9 @@ def _loss(
     algo: AlgorithmConfig,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The micro-batch's loss, PPO's clipped term + β·KL − entropy bonus (docs/algorithm.md §4),
-    and its terms for the metrics (each the micro-batch's own mean: a packed batch's loss is its
-    part of the mini-batch's, so its terms are divided by its share, ``term_scale``). With
-    ``algo.sampler_correction`` the policy-gradient term of each token carries its importance
-    weight (``train.offpolicy``)."""
+    and its terms for the metrics, each its own mean (a packed batch's loss is its part of the
+    mini-batch's: its terms are divided by its share, ``term_scale``). With a sampler correction
+    each token's policy-gradient term carries its importance weight (``train.offpolicy``)."""
     w = is_weights(
         logp_old, d.sampled_logprobs, d.target_weight, algo.sampler_correction,
         algo.sampler_correction_level, algo.sampler_correction_cap,
