@@ -9,6 +9,11 @@ before it ("<think> Bari's rival </think><search> Bari's rival </search>"), so a
 depth 3 means the policy writes deep queries badly from a perfect context: on the EPYC AVX-512
 the warm starts whose RL runs ended below 85 had the lowest shares (docs/algorithm.md §9).
 
+The same pass reads every action turn of the flawless demonstrations (``turns``): "go k", the
+k-th search turn, thought included, and "stop h", the final turn of an h-hop question ("<think>
+Zc </think><answer> Zc </answer>" after the h-th observation), where a policy that has lost
+count writes another search ("<think> Zc's friend ...").
+
     python bench/query_probe.py --warm-starts 0:mkl 0:onednn 1:mkl 1:onednn 2:mkl \\
         0:mkl:hidden=192 2:mkl:layers=6 --out bench/results/query_probe.json
 
@@ -64,10 +69,41 @@ def probe(model: Any, demos: list[SFTExample], open_id: int, close_id: int) -> d
     }
 
 
+def stop_probe(model: Any, demos: list[SFTExample]) -> dict[str, Any]:
+    """Every action turn of the flawless demonstrations under teacher forcing, by kind: "stop h"
+    (the final turn of an h-hop question) and "go k" (the k-th turn, a search): (turns written
+    exactly, mean summed NLL of their tokens). A turn is a run of trained tokens."""
+    exact: dict[str, list[bool]] = {}
+    nll: dict[str, list[float]] = {}
+    with torch.no_grad():
+        for d in demos:
+            ids = torch.tensor([d.ids])  # (1, T)
+            logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1)  # (T-1, V)
+            runs, t = [], 1
+            while t < len(d.ids):
+                if d.mask[t] == 1:
+                    start = t
+                    while t < len(d.ids) and d.mask[t] == 1:
+                        t += 1
+                    runs.append((start, t))
+                t += 1
+            for k, (start, end) in enumerate(runs, 1):
+                name = f"stop {len(runs) - 1}" if k == len(runs) else f"go {k}"
+                target = torch.tensor(d.ids[start:end])  # (n,)
+                turn = logp[start - 1 : end - 1]  # (n, V): the turn's predictions
+                exact.setdefault(name, []).append(bool((turn.argmax(-1) == target).all()))
+                nll.setdefault(name, []).append(-float(turn.gather(1, target[:, None]).sum()))
+    return {
+        k: {"n": len(v), "exact": sum(v) / len(v), "nll": sum(nll[k]) / len(v)}
+        for k, v in sorted(exact.items())
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--warm-starts", nargs="+", default=["0:mkl", "0:onednn"])
     ap.add_argument("--demos", type=int, default=150, help="demonstrations probed")
+    ap.add_argument("--stop-demos", type=int, default=600, help="demonstrations probed for stops")
     ap.add_argument("--out", type=Path, default=Path("bench/results/query_probe.json"))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -79,9 +115,12 @@ def main() -> None:
         open_id, close_id = tokenizer.convert_tokens_to_ids(["<search>", "</search>"])
         deep = [d for d in every if d.ids.count(open_id) >= 3][: args.demos]
         model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-        out[spec] = probe(model, deep, open_id, close_id)
-        cells = out[spec].items()
-        row = ", ".join(f"depth {k}: {v['exact']:.3f} ({v['nll']:.2f})" for k, v in cells)
+        found: dict[Any, Any] = probe(model, deep, open_id, close_id)
+        found["turns"] = stop_probe(model, every[: args.stop_demos])
+        out[spec] = found
+        depths = [(f"depth {k}", v) for k, v in found.items() if k != "turns"]
+        cells = depths + list(found["turns"].items())
+        row = ", ".join(f"{name}: {v['exact']:.3f} ({v['nll']:.3f})" for name, v in cells)
         print(f"{spec}: {row}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
