@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -44,29 +45,38 @@ def recipe(spec: str) -> WarmStartConfig:
     return WarmStartConfig(seed=int(seed), linear=path, **fields)  # type: ignore[arg-type]
 
 
-def probe(model: Any, demos: list[SFTExample], open_id: int, close_id: int) -> dict[int, Any]:
-    """Per search depth: (queries written exactly, mean summed NLL of the query tokens)."""
-    exact: dict[int, list[bool]] = {}
-    nll: dict[int, list[float]] = {}
+def _log_probs(model: Any, d: SFTExample) -> torch.Tensor:
+    """(T-1, V): the log-probabilities of each next token of ``d`` under teacher forcing."""
     with torch.no_grad():
-        for d in demos:
-            ids = torch.tensor([d.ids])  # (1, T)
-            logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1)  # (T-1, V)
-            depth, inside, hits, loss = 0, False, [], 0.0
-            for t in range(1, len(d.ids)):
-                if d.ids[t - 1] == open_id and d.mask[t]:
-                    depth, inside, hits, loss = depth + 1, True, [], 0.0
-                if inside:
-                    hits.append(int(logp[t - 1].argmax()) == d.ids[t])
-                    loss -= float(logp[t - 1, d.ids[t]])
-                    if d.ids[t] == close_id:
-                        inside = False
-                        exact.setdefault(depth, []).append(all(hits))
-                        nll.setdefault(depth, []).append(loss)
+        return torch.log_softmax(model(torch.tensor([d.ids])).logits[0, :-1].float(), -1)
+
+
+def _summary(exact: dict[Any, list[bool]], nll: dict[Any, list[float]]) -> dict[Any, Any]:
+    """Per key: the count, the share written exactly and the mean summed NLL."""
     return {
         k: {"n": len(v), "exact": sum(v) / len(v), "nll": sum(nll[k]) / len(v)}
         for k, v in sorted(exact.items())
     }
+
+
+def probe(model: Any, demos: list[SFTExample], open_id: int, close_id: int) -> dict[int, Any]:
+    """Per search depth: (queries written exactly, mean summed NLL of the query tokens)."""
+    exact: dict[int, list[bool]] = {}
+    nll: dict[int, list[float]] = {}
+    for d in demos:
+        logp = _log_probs(model, d)  # (T-1, V)
+        depth, inside, hits, loss = 0, False, [], 0.0
+        for t in range(1, len(d.ids)):
+            if d.ids[t - 1] == open_id and d.mask[t]:
+                depth, inside, hits, loss = depth + 1, True, [], 0.0
+            if inside:
+                hits.append(int(logp[t - 1].argmax()) == d.ids[t])
+                loss -= float(logp[t - 1, d.ids[t]])
+                if d.ids[t] == close_id:
+                    inside = False
+                    exact.setdefault(depth, []).append(all(hits))
+                    nll.setdefault(depth, []).append(loss)
+    return _summary(exact, nll)
 
 
 def stop_probe(model: Any, demos: list[SFTExample]) -> dict[str, Any]:
@@ -75,28 +85,16 @@ def stop_probe(model: Any, demos: list[SFTExample]) -> dict[str, Any]:
     exactly, mean summed NLL of their tokens). A turn is a run of trained tokens."""
     exact: dict[str, list[bool]] = {}
     nll: dict[str, list[float]] = {}
-    with torch.no_grad():
-        for d in demos:
-            ids = torch.tensor([d.ids])  # (1, T)
-            logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1)  # (T-1, V)
-            runs, t = [], 1
-            while t < len(d.ids):
-                if d.mask[t] == 1:
-                    start = t
-                    while t < len(d.ids) and d.mask[t] == 1:
-                        t += 1
-                    runs.append((start, t))
-                t += 1
-            for k, (start, end) in enumerate(runs, 1):
-                name = f"stop {len(runs) - 1}" if k == len(runs) else f"go {k}"
-                target = torch.tensor(d.ids[start:end])  # (n,)
-                turn = logp[start - 1 : end - 1]  # (n, V): the turn's predictions
-                exact.setdefault(name, []).append(bool((turn.argmax(-1) == target).all()))
-                nll.setdefault(name, []).append(-float(turn.gather(1, target[:, None]).sum()))
-    return {
-        k: {"n": len(v), "exact": sum(v) / len(v), "nll": sum(nll[k]) / len(v)}
-        for k, v in sorted(exact.items())
-    }
+    for d in demos:
+        logp = _log_probs(model, d)  # (T-1, V)
+        trained = [list(g) for m, g in groupby(range(1, len(d.ids)), d.mask.__getitem__) if m == 1]
+        for k, run in enumerate(trained, 1):
+            name = f"stop {len(trained) - 1}" if k == len(trained) else f"go {k}"
+            target = torch.tensor(d.ids[run[0] : run[-1] + 1])  # (n,)
+            turn = logp[run[0] - 1 : run[-1]]  # (n, V): the turn's predictions
+            exact.setdefault(name, []).append(bool((turn.argmax(-1) == target).all()))
+            nll.setdefault(name, []).append(-float(turn.gather(1, target[:, None]).sum()))
+    return _summary(exact, nll)
 
 
 def main() -> None:
