@@ -397,11 +397,19 @@ class ForestSampler:
                 # No room to feed the observation and sample one more token: a length leaf.
                 done = r.end.length + 1 + len(obs) >= cap
                 obs = [] if done else obs
-            call: tuple[str, str, Any, Any] = ("", "", None, None)  # tool, status, argument, result
-            if out is not None:
-                call = (a.kind, out.status, out.argument, out.result)
             record = StepRecord(
-                r.tokens, r.logprobs, obs, a, r.finish, finals[i], *call, r.processed, r.reused
+                r.tokens,
+                r.logprobs,
+                obs,
+                a,
+                r.finish,
+                final=finals[i],
+                tool=a.kind if out is not None else "",
+                tool_status=out.status if out is not None else "",
+                argument=out.argument if out is not None else None,
+                result=out.result if out is not None else None,
+                processed=r.processed,
+                reused=r.reused,
             )
             node = self.forest.add_node(e.parent, payload=len(self.steps), leaf=done)
             self.steps.append(record)
