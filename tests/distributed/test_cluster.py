@@ -16,7 +16,7 @@ import pytest
 
 from treegrpo.distributed.cluster import (
     Ask,
-    _QuietTokenNotice,
+    _quiet_token_notice,
     asks_of,
     fair_share,
     fit_error,
@@ -91,11 +91,10 @@ def test_only_rays_token_notice_is_dropped() -> None:
     def record(message: str) -> logging.LogRecord:
         return logging.LogRecord("ray", logging.WARNING, __file__, 1, message, None, None)
 
-    quiet = _QuietTokenNotice()
-    assert not quiet.filter(
+    assert not _quiet_token_notice(
         record("Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=...")
     )
-    assert quiet.filter(record("Token authentication is disabled for this Ray cluster. ..."))
+    assert _quiet_token_notice(record("Token authentication is disabled for this Ray cluster. ..."))
 
 
 @pytest.mark.slow

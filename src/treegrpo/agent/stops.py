@@ -10,6 +10,7 @@ token is kept whole (no re-tokenization), so characters it carries after ``>`` s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -33,18 +34,15 @@ class StepStopper:
         )
         # Enough tokens to spell the longest tag even one character per token, plus one.
         self._window = max(len(t) for t in self.tags) + 1
-        self._end_ids: list[int] | None = None
 
-    @property
+    @cached_property
     def end_token_ids(self) -> list[int]:
         """The ids that may complete a tag, where a backend that stops only at given ids (vLLM)
         stops and asks ``hit``: the token's text up to a tag's last character holds the whole tag or
         ends it (``>``, ``answer>``, ``</answer>``; not ``<think>``)."""
-        if self._end_ids is None:
-            ids = np.flatnonzero(self._can_end).tolist()
-            pieces = self.tokenizer.convert_ids_to_tokens(ids)
-            self._end_ids = [i for i, p in zip(ids, pieces, strict=True) if self._completes(p)]
-        return self._end_ids
+        ids = np.flatnonzero(self._can_end).tolist()
+        pieces = self.tokenizer.convert_ids_to_tokens(ids)
+        return [i for i, p in zip(ids, pieces, strict=True) if self._completes(p)]
 
     def _completes(self, piece: str) -> bool:
         if piece.startswith("<0x"):  # a byte-fallback piece: one character, whichever

@@ -157,12 +157,11 @@ def wait_started(refs: Any, timeout: float, what: str, stop: Callable[[], None])
         ) from None
 
 
-class _QuietTokenNotice(logging.Filter):
-    """Drops Ray's notice, printed on every start, that it turned on token authentication for a new
-    local cluster (nothing to do); its warning of a cluster without authentication is kept."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Token authentication is enabled for this Ray")
+def _quiet_token_notice(record: logging.LogRecord) -> bool:
+    """A logging filter dropping Ray's notice, printed on every start, that it turned on token
+    authentication for a new local cluster (nothing to do); its warning of a cluster without
+    authentication is kept."""
+    return not record.getMessage().startswith("Token authentication is enabled for this Ray")
 
 
 # Where Ray logs the notice (Ray's module path; if Ray moves it, the filter just does nothing).
@@ -175,9 +174,7 @@ def init_ray(address: str | None = None, **kwargs: Any) -> None:
     application; ``kwargs`` go to ``ray.init`` (``num_cpus``, ``log_to_driver``, ...)."""
     import ray
 
-    token_logger = logging.getLogger(_TOKEN_LOGGER)
-    if not any(isinstance(f, _QuietTokenNotice) for f in token_logger.filters):
-        token_logger.addFilter(_QuietTokenNotice())
+    logging.getLogger(_TOKEN_LOGGER).addFilter(_quiet_token_notice)  # added once, however often
     ray.init(address=address, include_dashboard=False, configure_logging=False, **kwargs)
 
 

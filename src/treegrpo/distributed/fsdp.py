@@ -88,9 +88,8 @@ def full_optimizer_state(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
 
 
 def _gathered(value: Any) -> Any:
-    full = getattr(value, "full_tensor", None)
-    if full is not None:
-        return full().detach().cpu()
+    if isinstance(value, DTensor):  # a shard: the whole tensor, gathered from every rank
+        value = value.full_tensor()
     return value.detach().cpu() if torch.is_tensor(value) else value
 
 

@@ -215,13 +215,9 @@ class RayRollout:
         self._state: Any = None  # the object-store reference of the latest weights
         what = f"{workers} rollout workers ({cpus_per_worker} CPUs, {gpus_per_worker} GPUs)"
         wait_started([w.ready.remote() for w in self.workers], start_timeout, what, self.close)
-        self._pad_id: int = ray.get(self.workers[0].pad_id.remote())
+        self.pad_id: int = ray.get(self.workers[0].pad_id.remote())
         self.restarts = 0
         self.sync_seconds = 0.0  # the latest weight push, slowest worker
-
-    @property
-    def pad_id(self) -> int:
-        return self._pad_id
 
     def sample(self, prompts: Sequence[list[int]], draw: Draw) -> Rollout:
         """The batch's forest: one contiguous block of prompts per worker, merged."""

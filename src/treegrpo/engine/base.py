@@ -124,14 +124,10 @@ def _lora_delta(layer: Any, name: str) -> torch.Tensor | float:
     """Σₐ sₐ Bₐ Aₐ over the adapters active in ``layer`` (0 when they are disabled or merged)."""
     if getattr(layer, "disable_adapters", False) or getattr(layer, "merged", False):
         return 0.0
-    delta: torch.Tensor | float = 0.0
-    for adapter in layer.active_adapters:
-        if adapter not in layer.lora_A:
-            continue
-        if getattr(layer, "use_dora", {}).get(adapter, False):
-            raise ValueError(f"{name}: DoRA adapters cannot be merged into plain weights")
-        delta = delta + layer.get_delta_weight(adapter)
-    return delta
+    active = [a for a in layer.active_adapters if a in layer.lora_A]
+    if any(getattr(layer, "use_dora", {}).get(a, False) for a in active):
+        raise ValueError(f"{name}: DoRA adapters cannot be merged into plain weights")
+    return sum((layer.get_delta_weight(a) for a in active), 0.0)
 
 
 def token_limits(requests: Requests, params: SamplingParams) -> list[int]:

@@ -46,11 +46,6 @@ class Segment:
             return []
         return parts  # type: ignore[return-value]
 
-    def context_kv(self) -> torch.Tensor | None:
-        """(layers, 2, kv_heads, length, head_dim) KV of the whole context; None without any."""
-        parts = self.kv_parts()
-        return torch.cat(parts, dim=3) if parts else None
-
     def extend(self, tokens: list[int], kv: torch.Tensor | None = None) -> Segment:
         """A child segment; extending by nothing returns this segment itself."""
         if not tokens:

@@ -32,11 +32,8 @@ class Passage:
 def format_passages(contents: Sequence[str]) -> str:
     """``Doc i(Title: T) text`` lines from Search-R1 ``contents`` (``"Title"\\ntext``): the
     body of a search's observation (docs/algorithm.md §1)."""
-    lines = []
-    for i, c in enumerate(contents, start=1):
-        title, _, text = c.partition("\n")
-        lines.append(f"Doc {i}(Title: {title}) {text}")
-    return "\n".join(lines)
+    docs = enumerate((c.partition("\n") for c in contents), start=1)
+    return "\n".join(f"Doc {i}(Title: {title}) {text}" for i, (title, _, text) in docs)
 
 
 class ToolFailed(RuntimeError):

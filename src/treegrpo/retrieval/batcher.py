@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 
 from treegrpo.retrieval.base import Passage
 
@@ -117,11 +118,8 @@ class MicroBatcher:
             if len(found) != len(chunk):
                 raise RuntimeError(f"retriever answered {len(found)} lists for {len(chunk)}")
             results.extend(found)
-        out, start = [], 0
-        for j in jobs:
-            out.append([hits[: j.topk] for hits in results[start : start + len(j.queries)]])
-            start += len(j.queries)
-        return out
+        per_query = iter(results)  # each job's share, in job order
+        return [[hits[: j.topk] for hits in islice(per_query, len(j.queries))] for j in jobs]
 
     async def _loop(self) -> None:
         assert self._queue is not None

@@ -24,7 +24,10 @@ def encode_hits(passages: list[Passage], return_scores: bool) -> list[dict[str, 
     return [{"id": p.id, "contents": p.contents} for p in passages]
 
 
-def _decode_document(doc: Any, where: str) -> Passage:
+def decode_hit(hit: Any, where: str) -> Passage:
+    """A hit with a score (``{"document": …, "score": s}``) or a bare document object."""
+    scored = isinstance(hit, dict) and "document" in hit
+    doc = hit["document"] if scored else hit
     if not isinstance(doc, dict):
         raise ProtocolError(f"{where}: expected a document object, got {type(doc).__name__}")
     contents = doc.get("contents")
@@ -33,18 +36,10 @@ def _decode_document(doc: Any, where: str) -> Passage:
     doc_id = doc.get("id", "")
     if not isinstance(doc_id, str | int):
         raise ProtocolError(f"{where}: document 'id' must be a string, got {doc_id!r:.40}")
-    return Passage(id=str(doc_id), contents=contents)
-
-
-def decode_hit(hit: Any, where: str) -> Passage:
-    """A hit with a score (``{"document": …, "score": s}``) or a bare document object."""
-    if isinstance(hit, dict) and "document" in hit:
-        p = _decode_document(hit["document"], where)
-        score = hit.get("score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-            raise ProtocolError(f"{where}: 'score' must be a number, got {score!r:.40}")
-        return Passage(p.id, p.contents, None if score is None else float(score))
-    return _decode_document(hit, where)
+    score = hit.get("score") if scored else None
+    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+        raise ProtocolError(f"{where}: 'score' must be a number, got {score!r:.40}")
+    return Passage(str(doc_id), contents, None if score is None else float(score))
 
 
 def decode_response(payload: Any, n_queries: int) -> list[list[Passage]]:

@@ -64,11 +64,6 @@ class Tokenizer:
         self, texts: Iterable[str], vocab: dict[str, int], grow: bool = False
     ) -> list[list[int]]:
         """Tokenize and map terms to ids; unknown terms are added when ``grow``, else dropped."""
-        out = []
-        for text in texts:
-            terms = self(text)
-            if grow:
-                out.append([vocab.setdefault(t, len(vocab)) for t in terms])
-            else:
-                out.append([i for t in terms if (i := vocab.get(t)) is not None])
-        return out
+        if grow:
+            return [[vocab.setdefault(t, len(vocab)) for t in self(text)] for text in texts]
+        return [[i for t in self(text) if (i := vocab.get(t)) is not None] for text in texts]

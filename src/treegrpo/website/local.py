@@ -35,9 +35,7 @@ class LocalSite:
         """Serve ``site`` and return once it answers; RuntimeError past ``START_TIMEOUT_S``."""
         import uvicorn
 
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = socket.create_server(("127.0.0.1", 0))  # SO_REUSEADDR set, as uvicorn does
         port = int(sock.getsockname()[1])
         config = uvicorn.Config(
             create_site_app(site, **app_kwargs), log_level="warning", access_log=False

@@ -7,6 +7,7 @@ a worker receives opens its own (and starts with an empty cache).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, TypeVar
 
 import httpx
@@ -31,13 +32,9 @@ class Reopens(Closes):
 
     def __reduce__(self) -> tuple[Any, ...]:
         args, kwargs = self._made_with
-        return (_reopen, (type(self), args, kwargs))
+        return (partial(type(self), *args, **kwargs), ())
 
     def close(self) -> None:
         """Stop the threads and close the connections."""
         self._pool.shutdown(wait=True)
         self._client.close()
-
-
-def _reopen(cls: type[Reopens], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Reopens:
-    return cls(*args, **kwargs)
