@@ -263,14 +263,12 @@ class HFEngine:
     def _prefill(self, rows: list[_Row]) -> torch.Tensor:
         """Compute every row's feed on top of its context; sets feed_kv and prefill_width and
         returns the logits after each row's last feed token, (len(rows), V) in row order."""
-        logits: list[torch.Tensor | None] = [None] * len(rows)
         feeds, contexts = [len(r.feed) for r in rows], [r.context.length for r in rows]
         limits = (self._att_per_token, self.max_prefill_tokens, self.pad_waste)
+        logits: dict[int, torch.Tensor] = {}  # row index → its (V,) logits
         for chunk in prefill_chunks(feeds, contexts, *limits):
-            out = self._prefill_chunk([rows[i] for i in chunk])
-            for j, i in enumerate(chunk):
-                logits[i] = out[j]
-        return torch.stack(logits)  # type: ignore[arg-type]
+            logits.update(zip(chunk, self._prefill_chunk([rows[i] for i in chunk]), strict=True))
+        return torch.stack([logits[i] for i in range(len(rows))])
 
     def _prefill_chunk(self, rows: list[_Row]) -> torch.Tensor:
         dev = self.device
