@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,12 +51,11 @@ def cached_dir(entry: Path, build: Callable[[Path], object], meta: dict[str, Any
     if (entry / "meta.json").is_file():
         return True
     entry.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+    # a random name keeps concurrent builds apart; mkdir (not mkdtemp, which makes it 0700) gives
+    # the cache entry the permissions of any new directory
+    tmp = entry.parent / f".{entry.name}.{secrets.token_hex(6)}"
+    tmp.mkdir()
     try:
-        # mkdtemp makes it 0700; a cache entry gets the permissions of any new directory
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)
         build(tmp)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
         if entry.exists() and not (entry / "meta.json").is_file():  # an interrupted build's

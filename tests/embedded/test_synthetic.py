@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from treegrpo.embedded.names import NAME_POOL
-from treegrpo.embedded.relations import RELATIONS, find_object, path, query, question_text
+from treegrpo.embedded.relations import RELATIONS, fact_title, find_object, path, question_text
 from treegrpo.embedded.synthetic import MAX_HOPS, Plan, World, make_world, train_eval_worlds
 from treegrpo.retrieval.bm25 import BM25Retriever
 from treegrpo.retrieval.corpus import read_corpus, write_corpus
@@ -68,7 +68,7 @@ def test_question_and_fact_wording() -> None:
     text = "Tevu's boss is Kalo. Kalo's mentor is Zimu. Kalo's boss is Riga."
     assert find_object(text, "boss", "Kalo") == "Riga"
     assert find_object(text, "friend", "Kalo") is None
-    assert query("Kalo", "boss") == "Kalo's boss"
+    assert fact_title("Kalo", "boss") == "Kalo's boss"
     assert path("friend", 4) == ("friend", "rival", "boss", "mentor")
 
 
@@ -79,8 +79,8 @@ def test_bm25_finds_the_needed_passage_first_for_a_good_query_only(
     bm25 = BM25Retriever(world.passages, use_cache=False)
     first = poor = 0
     for f in world.facts:
-        title = f'"{query(f.subject, f.relation)}"'
-        hits = bm25.search([query(f.subject, f.relation)], topk=1)[0]
+        title = f'"{fact_title(f.subject, f.relation)}"'
+        hits = bm25.search([fact_title(f.subject, f.relation)], topk=1)[0]
         first += hits[0].title == title and hits[0].text == f"{title[1:-1]} is {f.object}."
         vague = bm25.search([f.relation], topk=3)[0]
         poor += any(h.title == title for h in vague)

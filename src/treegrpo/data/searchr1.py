@@ -31,10 +31,7 @@ _MARKER = re.compile(r"(?:^|(?<=\s))Question:")
 def question_from_prompt(content: str) -> str:
     """The text after a user message's last ``Question:`` (Search-R1's templates and ours end
     with ``Question: {question}\\n``), else the whole message; stripped."""
-    matches = list(_MARKER.finditer(content))
-    if not matches:
-        return content.strip()
-    return content[matches[-1].end() :].strip()
+    return _MARKER.split(content)[-1].strip()
 
 
 def normalize_answers(value: Any) -> tuple[str, ...]:

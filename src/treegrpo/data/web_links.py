@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache, partial
 
 from treegrpo.core.rewards import is_span
 from treegrpo.data.lead_questions import (
     Built,
     Context,
-    Fact,
     article_facts,
     is_person,
     is_valid,
@@ -118,7 +118,7 @@ class LinkRow:
 def link_rows(view: SiteView, ctx: Context, hops: Sequence[Built] = ()) -> list[LinkRow]:
     """Every link question over ``view``'s articles in order (unchecked by search, uncapped),
     then the two-hop reading questions of ``hops`` that qualify."""
-    facts: dict[int, list[Fact]] = {}
+    facts = cache(partial(article_facts, ctx=ctx))  # each page B's, read once
     out = []
     for a in view.articles.values():
         taken: set[str] = set()
@@ -134,9 +134,7 @@ def link_rows(view: SiteView, ctx: Context, hops: Sequence[Built] = ()) -> list[
                     continue
                 taken.add(name)  # the first of its category among A's links, only
                 subject = f"the first {noun} linked from the page on {subject_name(a)}"
-                if b.index not in facts:
-                    facts[b.index] = article_facts(b, ctx)
-                for fact in facts[b.index]:
+                for fact in facts(b):
                     if fact.kind not in category.kinds:
                         continue
                     question = fact.ask.replace("{s}", subject)
@@ -144,10 +142,9 @@ def link_rows(view: SiteView, ctx: Context, hops: Sequence[Built] = ()) -> list[
                     if is_link_question(view, row):
                         out.append(row)
     for built in hops:
-        first, second = built.articles[0], built.articles[-1]
         q = built.question
-        row = LinkRow(f"hop:{q.kind}", q.question, q.golds, first, second)
-        if len(built.articles) == 2 and second in view.links[first] and is_link_question(view, row):
+        row = LinkRow(f"hop:{q.kind}", q.question, q.golds, built.articles[0], built.articles[-1])
+        if len(built.articles) == 2 and is_link_question(view, row):  # B linked from A
             out.append(row)
     return out
 

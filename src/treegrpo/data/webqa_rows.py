@@ -76,14 +76,10 @@ class RowFields:
 def read_rows(path: str | Path) -> Iterator[Row]:
     """The rows of a ``.jsonl`` (blank lines skipped), ``.json`` or ``.csv`` file, in order."""
     path = Path(path)
-    if path.suffix == ".jsonl":
-        yield from jsonl_rows(path)
-    elif path.suffix == ".json":
-        yield from _json_list(path)
-    elif path.suffix == ".csv":
-        yield from _csv(path)
-    else:
+    readers = {".jsonl": jsonl_rows, ".json": _json_list, ".csv": _csv}
+    if path.suffix not in readers:
         raise DataError(path, f"unknown format {path.suffix!r}: expected one of {SUFFIXES}")
+    yield from readers[path.suffix](path)
 
 
 def first_row(path: str | Path) -> dict[str, Any] | None:

@@ -20,10 +20,9 @@ from treegrpo.embedded.oracle import (
     answer_step,
     plan_text,
     run_episode,
-    search_step,
     tool_step,
 )
-from treegrpo.embedded.relations import find_object, query
+from treegrpo.embedded.relations import fact_title, find_object
 from treegrpo.embedded.synthetic import Plan, World
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.tools.registry import Toolbox
@@ -114,7 +113,7 @@ class FlawedAgent:
 
     def _search(self, think: str, entity: str) -> str:
         self.searched = entity
-        return search_step(think, query(entity, self.rest[0]))
+        return tool_step(think, "search", fact_title(entity, self.rest[0]))
 
 
 class WebFlawedAgent(FlawedAgent):

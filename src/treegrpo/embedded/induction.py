@@ -82,19 +82,15 @@ def induction_init(model: Any, seed: int = 0, name_starts: Sequence[int] = ()) -
         unscale = EMBED_STD * math.sqrt(c) / math.sqrt(hidden)
 
         a0 = model.model.layers[0].self_attn
-        _clear_head(a0, 0, d)
-        q, k = previous_token_bias(inv_freq, N_FAST, PREV_GAIN)
-        a0.q_proj.bias[:d] = q
-        a0.k_proj.bias[:d] = k
-        a0.v_proj.weight[:d, :c] = torch.eye(c) * unscale
-        a0.o_proj.weight[c:, :d] = torch.eye(c)
         rot = torch.linalg.qr(torch.randn(c, c, generator=gen))[0]  # (c, c) orthogonal
-        q2, k2 = previous_token_bias(inv_freq, N_FAST, PREV_GAIN, distance=2)
-        _clear_head(a0, 1, d)
-        a0.q_proj.bias[d:] = q2
-        a0.k_proj.bias[d:] = k2
-        a0.v_proj.weight[d:, :c] = torch.eye(c) * unscale
-        a0.o_proj.weight[c:, d:] = rot * TWO_TOKEN
+        # head 0 copies the token at distance 1 as it is, head 1 the one at distance 2 rotated
+        for head, out in ((0, torch.eye(c)), (1, rot * TWO_TOKEN)):
+            own = slice(head * d, (head + 1) * d)
+            _clear_head(a0, head, d)
+            q, k = previous_token_bias(inv_freq, N_FAST, PREV_GAIN, distance=head + 1)
+            a0.q_proj.bias[own], a0.k_proj.bias[own] = q, k
+            a0.v_proj.weight[own, :c] = torch.eye(c) * unscale
+            a0.o_proj.weight[c:, own] = out
 
         a1 = model.model.layers[1].self_attn
         _clear_head(a1, 0, d)

@@ -1,7 +1,7 @@
 """The episode loop of the scripted search agents, and their step format. ``run_episode`` plays
 one question as ``treegrpo.rollout.sampler`` does, with the real protocol's observation tokens
 and a real search tool or toolbox; a policy maps the observation texts so far to the next
-step's text (``search_step``, ``tool_step``, ``answer_step``, ``plan_text``). The oracle,
+step's text (``tool_step``, ``answer_step``, ``plan_text``). The oracle,
 ``demos.FlawedAgent`` without flaws, scores 100% (docs/embedded.md, "The warm start").
 """
 
@@ -16,10 +16,6 @@ from treegrpo.retrieval.base import SearchTool
 from treegrpo.tools.registry import PastCall, Toolbox
 
 Policy = Callable[[Sequence[str]], str]  # observation texts so far → the next step's text
-
-
-def search_step(think: str, text: str) -> str:
-    return tool_step(think, "search", text)
 
 
 def tool_step(think: str, tool: str, text: str) -> str:

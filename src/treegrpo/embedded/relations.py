@@ -1,8 +1,8 @@
 """Relations of the synthetic world: how a fact is written ("Kalo's mentor is Tevu.", in a
 passage titled "Kalo's mentor"), asked about in search order ("Who is Kalo's mentor's friend?"),
-searched for ("Kalo's mentor") and read back from text (``find_object``: the oracle takes bridge
-entities from what it retrieved, never from the world's tables). Every person has one of each
-relation to another person of the same world.
+searched for by title ("Kalo's mentor") and read back from text (``find_object``: the oracle
+takes bridge entities from what it retrieved, never from the world's tables). Every person has one
+of each relation to another person of the same world.
 """
 
 from __future__ import annotations
@@ -37,13 +37,9 @@ def question_text(start: str, relations: Sequence[str]) -> str:
 
 
 def fact_title(subject: str, relation: str) -> str:
-    """The title of the passage that states one fact ("Kalo's boss")."""
+    """The title of the passage that states one fact ("Kalo's boss"), and the right search for
+    that hop: BM25 ranks the fact first (the title repeats both words)."""
     return f"{subject}'s {relation}"
-
-
-def query(subject: str, relation: str) -> str:
-    """The right search for one hop: the fact's title, which BM25 ranks first (it repeats both)."""
-    return fact_title(subject, relation)
 
 
 @cache

@@ -13,8 +13,6 @@ from treegrpo.agent.prompt import ToolLine
 from treegrpo.retrieval.base import Passage, SearchTool
 from treegrpo.tools.registry import Call, Failure, RetrieverTool, Toolbox
 
-SEARCH_DESCRIPTION = "searches the pages; each result is a number and a page title"
-VISIT_DESCRIPTION = "opens a result of the last search; the page's text comes back"
 _NUMBER = re.compile(r"\[?(\d+)\]?")
 
 
@@ -27,7 +25,7 @@ class TitleSearch(RetrieverTool):
     """``search``: a retriever's ranked passages, shown as page titles (``[k] Title`` lines)."""
 
     topk: int = 1
-    description: str = SEARCH_DESCRIPTION
+    description: str = "searches the pages; each result is a number and a page title"
 
     def format(self, result: list[Passage]) -> str:
         return "\n".join(f"[{k}] {_title(p)}" for k, p in enumerate(result, start=1))
@@ -38,7 +36,7 @@ class PageVisit:
 
     name = "visit"
     usage = "result number"
-    description = VISIT_DESCRIPTION
+    description = "opens a result of the last search; the page's text comes back"
 
     def __init__(self, pages: Sequence[Passage]) -> None:
         self._by_title = {_title(p): p for p in pages}

@@ -21,7 +21,7 @@ from treegrpo.data.lead_questions import HopPlan
 from treegrpo.data.title_questions import FUNCTION_WORDS, base_title
 from treegrpo.data.types import Question
 from treegrpo.embedded.demos import Demo, demo_from_episode
-from treegrpo.embedded.oracle import Episode, answer_step, run_episode, search_step
+from treegrpo.embedded.oracle import Policy, answer_step, run_episode, tool_step
 from treegrpo.retrieval.base import SearchTool
 from treegrpo.train.config import Checked, ConfigValueError, check_ranges
 from treegrpo.warmstart.closed_book import KNOW_THINK, known_answer
@@ -78,14 +78,11 @@ def find_span(observation: str, span: str, prefer: str = "") -> tuple[int, str, 
     docs = parse_passages(observation)
     docs.sort(key=lambda d: d[1] != prefer)
     for k, title, text in docs:
-        at = text.find(span)
-        if at < 0:
-            at = f'"{title}" '.find(span)
-            if at < 0:
-                continue
+        if span in text:
+            before = re.split(r"(?<=[.;:!?])\s", text[: text.find(span)])[-1].split()
+            return k, title, " ".join([*before[-CONTEXT_WORDS:], span])
+        if span in f'"{title}" ':
             return k, title, span
-        before = re.split(r"(?<=[.;:!?])\s", text[:at])[-1].split()[-CONTEXT_WORDS:]
-        return k, title, " ".join([*before, span])
     return None
 
 
@@ -131,7 +128,7 @@ class ReaderOracle:
     def _search(self, think: str, query: str) -> str:
         self.tries += 1
         self.searches.append(query)
-        return search_step(think, query)
+        return tool_step(think, "search", query)
 
 
 def single_oracle(q: Question, subject: str) -> ReaderOracle:
@@ -166,7 +163,8 @@ class TitleOracle:
 
     def __call__(self, observations: Sequence[str]) -> str:
         if not observations:
-            return search_step("I need the article this describes.", self.question.question)
+            think = "I need the article this describes."
+            return tool_step(think, "search", self.question.question)
         hit = found_title(observations[-1], self.question.golds)
         if hit is None:
             return answer_step("No passage is the article described.", "unknown")
@@ -178,7 +176,7 @@ def _episode_demo(
     q: Question, oracle: ReaderOracle, tool: SearchTool, protocol: SearchProtocol
 ) -> tuple[Demo, int] | None:
     """One oracle episode's demonstration and search count, or None (``_exact_demo``)."""
-    demo = _exact_demo(q, run_episode(oracle, protocol, tool, MAX_TURNS, TOPK), protocol)
+    demo = _exact_demo(q, oracle, tool, protocol)
     return None if demo is None else (demo, len(oracle.searches))
 
 
@@ -191,11 +189,15 @@ def _direct_demo(
     if gold is None:
         return None
     step = answer_step(f"{KNOW_THINK} {sentence}", gold)
-    return _exact_demo(q, run_episode(lambda obs: step, protocol, tool), protocol)
+    return _exact_demo(q, lambda obs: step, tool, protocol)
 
 
-def _exact_demo(q: Question, episode: Episode, protocol: SearchProtocol) -> Demo | None:
-    """The demonstration of ``episode`` when it answers one of ``q``'s golds exactly, else None."""
+def _exact_demo(
+    q: Question, policy: Policy, tool: SearchTool, protocol: SearchProtocol
+) -> Demo | None:
+    """The demonstration of ``policy``'s episode (``MAX_TURNS``, ``TOPK``) when it answers one
+    of ``q``'s golds exactly, else None."""
+    episode = run_episode(policy, protocol, tool, MAX_TURNS, TOPK)
     if episode.score(protocol, q.golds)["em"] != 1.0:
         return None
     return demo_from_episode(q, episode, protocol)
@@ -221,13 +223,8 @@ def build_title_demos(
 ) -> list[Demo]:
     """Up to ``n`` demonstrations, questions in a seeded order, those not retrieved skipped."""
     order = random.Random(f"treegrpo-title-demos:{seed}").sample(list(questions), len(questions))
-
-    def title(q: Question) -> Demo | None:
-        return _exact_demo(
-            q, run_episode(TitleOracle(q), protocol, tool, MAX_TURNS, TOPK), protocol
-        )
-
-    return [demo for _, demo in _first(order, n, title)]
+    made = _first(order, n, lambda q: _exact_demo(q, TitleOracle(q), tool, protocol))
+    return [demo for _, demo in made]
 
 
 def build_reader_demos(
@@ -259,17 +256,15 @@ def build_reader_demos(
     direct = _first(known, round(n * mix.direct), lambda k: _direct_demo(*k, tool, protocol))
     out["direct"] = [demo for _, demo in direct]
 
-    def play(q: Question, oracle: ReaderOracle | None = None) -> tuple[Demo, int] | None:
-        oracle = oracle or single_oracle(q, subject(q))
-        return _episode_demo(q, oracle, tool, protocol)
+    def play(q: Question) -> tuple[Demo, int] | None:
+        return _episode_demo(q, single_oracle(q, subject(q)), tool, protocol)
 
-    def one(q: Question, oracle: ReaderOracle | None = None) -> Demo | None:
-        made = play(q, oracle)
-        return made[0] if made else None
+    def one(q: Question) -> Demo | None:
+        return _exact_demo(q, single_oracle(q, subject(q)), tool, protocol)
 
     def two(q: Question) -> Demo | None:
         p = plan(q)
-        return one(q, two_hop_oracle(q, p, subject(q))) if p else None
+        return _exact_demo(q, two_hop_oracle(q, p, subject(q)), tool, protocol) if p else None
 
     def holds(q: Question) -> bool:  # searching the question retrieves golds[0]
         return any(q.golds[0] in p.contents for p in tool.search([q.question], TOPK)[0])

@@ -212,8 +212,7 @@ def _demonstrations(cfg: WarmStartConfig, tokenizer: Any) -> list[Demo]:
         raise ValueError("query_drills: the search world's warm start only (web is on)")
     worlds = demo_worlds(cfg)
     log.info("warm start: %d demonstrations from %d worlds", cfg.n_demos, len(worlds))
-    retrievers = [BM25Retriever(w.passages, use_cache=False) for w in worlds]
-    pairs = list(zip(worlds, retrievers, strict=True))
+    pairs = [(w, BM25Retriever(w.passages, use_cache=False)) for w in worlds]
     if cfg.web:
         protocol = ToolProtocol(tokenizer, cfg.max_obs_tokens, WEB_TOOLS)
         tools: list[Any] = [(w, world_web(r, w.passages, cfg.topk)) for w, r in pairs]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,7 @@ def build(
     questions = [w for w in all_web_questions() if w.question.uid in train_uids]
     titles = {a.index: a.title for a in load_articles()}
 
-    def held_out(title: str) -> bool:
-        return is_held_out(title, 0, cfg.held_out_share)
+    held_out = partial(is_held_out, seed=0, share=cfg.held_out_share)
 
     def train_side(i: int) -> bool:  # of both the web and the reader splits
         return split_of(titles[i]) == "train" and not held_out(titles[i])

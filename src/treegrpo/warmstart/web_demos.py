@@ -144,7 +144,11 @@ class WebOracle:
                 return answer_step("The link is not listed.", "unknown")
             self.visited.append(b)
             return tool_step(f"The page links to {b}; I open it.", "visit", url)
-        return self._answer_from(information(last), "The page says")
+        text = information(last)
+        said = quote(page_text(text), self.gold) or quote(text, self.gold)
+        if said is None:
+            return answer_step("The page does not say.", "unknown")
+        return answer_step(f'The page says: "{said}".', self.gold)
 
     def _after_search(self, observation: str) -> str:
         results = parse_results(observation)
@@ -168,12 +172,6 @@ class WebOracle:
         return tool_step(
             f"Result {hit.k} ({hit.title}) is the page; I open it {why}.", "visit", str(hit.k)
         )
-
-    def _answer_from(self, text: str, lead: str) -> str:
-        said = quote(page_text(text), self.gold) or quote(text, self.gold)
-        if said is None:
-            return answer_step("The page does not say.", "unknown")
-        return answer_step(f'{lead}: "{said}".', self.gold)
 
     def _search(self, think: str, query: str) -> str:
         self.searches.append(query)
@@ -207,12 +205,10 @@ def _kind(w: WebQuestion) -> str:
 
 def _plan(kind: str, n: int, mix: WebMix, rng: random.Random) -> list[str]:
     """The variants of ``n`` demonstrations of ``kind``, exact shares, in a seeded order."""
-    if kind == "in-snippet":
-        shares = {"snippet-visit": mix.snippet_visit}
-    elif kind == "link":
-        shares = {"skip": mix.skip, "stop": mix.stop}
-    else:
-        shares = {"skip": mix.skip}
+    shares = {
+        "in-snippet": {"snippet-visit": mix.snippet_visit},
+        "link": {"skip": mix.skip, "stop": mix.stop},
+    }.get(kind, {"skip": mix.skip})
     plan = [v for v, s in shares.items() for _ in range(round(n * s))]
     plan += ["right"] * (n - len(plan))
     rng.shuffle(plan)

@@ -19,7 +19,7 @@ from treegrpo.data.lead_questions.build import (
     is_valid,
 )
 from treegrpo.data.lead_questions.cloze import cloze_fact
-from treegrpo.data.lead_questions.facts import Context, Fact
+from treegrpo.data.lead_questions.facts import Context
 from treegrpo.data.lead_questions.people import occupations, person_facts
 from treegrpo.data.lead_questions.splits import (
     all_built,
@@ -47,7 +47,6 @@ __all__ = [
     "MAX_SAME_ANSWER",
     "Built",
     "Context",
-    "Fact",
     "HopPlan",
     "after_title",
     "all_built",

@@ -180,15 +180,12 @@ def answer_capped(
     """``rows`` less questions asked with two different answers (the first of equal ones kept),
     ``capped`` by ``caps`` and at most ``max_same`` and ``share`` (at least one) per first gold."""
     answers: dict[str, set[frozenset[str]]] = defaultdict(set)
-    for row in rows:
-        answers[normalize_answer(row.question)].add(frozenset(map(normalize_answer, row.golds)))
-    seen: set[str] = set()
-    unique = []
+    first: dict[str, A] = {}  # each wording's first row
     for row in rows:
         key = normalize_answer(row.question)
-        if len(answers[key]) == 1 and key not in seen:
-            seen.add(key)
-            unique.append(row)
+        answers[key].add(frozenset(map(normalize_answer, row.golds)))
+        first.setdefault(key, row)
+    unique = [row for key, row in first.items() if len(answers[key]) == 1]
     limit = min(max_same, max(1, int(share * len(unique))))
     return capped(unique, [*caps, (lambda r: normalize_answer(r.golds[0]), limit)])
 

@@ -26,14 +26,10 @@ def split_questions(
     """One split's questions: train when every article touched is, else test; val: the train
     ones touching a validation article."""
     title = {a.index: a.title for a in articles}
+    kept = [b for b in built if question_split(b, title) == ("train" if split == "val" else split)]
     if split == "val":
-        return [
-            b.question
-            for b in built
-            if question_split(b, title) == "train"
-            and any(is_val_article(title[i]) for i in b.touches)
-        ]
-    return [b.question for b in built if question_split(b, title) == split]
+        kept = [b for b in kept if any(is_val_article(title[i]) for i in b.touches)]
+    return [b.question for b in kept]
 
 
 def question_split(built: Built, title: Mapping[int, str]) -> Split:

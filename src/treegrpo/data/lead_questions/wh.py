@@ -138,9 +138,7 @@ capital and largest city of Chad?"."""
 def resolve(sentence: str, name: str) -> str:
     """``sentence`` with a leading pronoun replaced by ``name`` ("Its capital …" → "Chad's
     capital …"), without a final full stop or parentheses."""
-    sentence = re.sub(r"\s*\([^()]*\)", "", sentence).strip()
-    if sentence.endswith("."):
-        sentence = sentence[:-1]
+    sentence = re.sub(r"\s*\([^()]*\)", "", sentence).strip().removesuffix(".")
     m = _PRONOUN.match(sentence)
     if m:
         owner = f"{name}'s" if m[1] in _POSSESSIVE else name
