@@ -18,7 +18,7 @@ into the weights before SFT; SFT and RL keep them fixed (``warmstart.tiny.CIRCUI
   of name-initial tokens; the key reads u, and a constant rotary pair lowers the score by
   ``RECENCY`` nats per position, so the head copies the most recent name start.
 
-Requirements: head_dim = hidden / 2, at least two heads in the first two layers, no grouped-
+Requirements: head_dim = hidden / 2, two heads per layer in the first two, no grouped-
 query sharing (num_key_value_heads = num_attention_heads), tied embeddings and a large rotary
 base (1e8 gives 15 slow pairs of 32 at head_dim 64, and still 8 fast ones).
 """
@@ -66,8 +66,8 @@ def induction_init(model: Any, seed: int = 0, name_starts: Sequence[int] = ()) -
     hidden, d = cfg.hidden_size, cfg.head_dim
     if d * 2 != hidden or cfg.num_key_value_heads != cfg.num_attention_heads:
         raise ValueError("induction_init needs head_dim == hidden / 2 and no grouped-query heads")
-    if cfg.num_attention_heads < 2 or cfg.num_hidden_layers < 2 or not cfg.tie_word_embeddings:
-        raise ValueError("induction_init needs two heads, two layers and tied embeddings")
+    if cfg.num_attention_heads != 2 or cfg.num_hidden_layers < 2 or not cfg.tie_word_embeddings:
+        raise ValueError("induction_init needs two heads, at least two layers and tied embeddings")
     c, half = d, d // 2  # content dims [0, c), previous-token dims [c, 2c)
     gen = torch.Generator().manual_seed(seed)
     inv_freq = model.model.rotary_emb.inv_freq.float().cpu()  # (d/2,), fastest first
