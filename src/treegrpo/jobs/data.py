@@ -231,10 +231,8 @@ def make_retriever(data: DataConfig) -> SearchTool:
     if data.retriever_url is not None:
         return RemoteRetriever(data.retriever_url)
     assert data.corpus is not None
-    corpus = resolve_corpus(data.corpus)
-    if data.retriever == "dense":
-        return DenseRetriever(corpus)
-    return BM25Retriever(corpus)
+    retriever = DenseRetriever if data.retriever == "dense" else BM25Retriever
+    return retriever(resolve_corpus(data.corpus))
 
 
 def eval_inputs(

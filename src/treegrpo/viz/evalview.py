@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from treegrpo.viz.trees import filter_select
+from treegrpo.viz.trees import filter_select, html_page
 
 _OBS = re.compile(r"(<information>.*?</information>)", re.S)
 
@@ -89,17 +89,15 @@ def render_eval(report: dict[str, Any], title: str) -> str:
         )
     overall = report.get("overall", {})
     summary = ", ".join(f"{k} {v:.3f}" for k, v in overall.items() if isinstance(v, float))
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style><script>{_JS}</script></head>"
-        f"<body><h1>{html.escape(title)}</h1><div>{len(rows)} questions; {html.escape(summary)}"
+    body = (
+        f"<h1>{html.escape(title)}</h1><div>{len(rows)} questions; {html.escape(summary)}"
         '</div><div class="controls"><label>search <input id="q" type="search"></label>'
         + filter_select("answer", "em", [("1", "right"), ("0", "wrong")])
         + filter_select("hops", "hops", hops)
         + "</div>"
         + "".join(sections)
-        + "</body></html>"
     )
+    return html_page(title, _CSS, body, _JS)
 
 
 def write_eval_pages(run_dir: Path) -> list[Path]:

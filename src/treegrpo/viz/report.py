@@ -15,6 +15,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from treegrpo.viz.trees import html_page
+
 CURVES = (
     ("reward/mean", "training reward"),
     ("eval/em", "held-out EM"),
@@ -151,17 +153,15 @@ def time_table(rows: Sequence[dict[str, Any]]) -> str:
     """Where a run's time went, as an HTML table: per phase the seconds in all, the share of
     the total (evaluation only on the steps that evaluated) and tokens per second (``TOKENS``);
     "" for a run that logged no phases (written before they were)."""
-    totals = {key: sum(r.get(key, 0.0) for r in rows) for key, _ in PHASES}
-    whole = sum(totals.values())
+    whole = sum(sum(r.get(key, 0.0) for r in rows) for key, _ in PHASES)
     if whole <= 0:
         return ""
     cells = ""
     for key, title in PHASES:
-        cells += _time_row(title, totals[key], whole, _rate(rows, key, totals[key]))
+        cells += _time_row(rows, key, title, whole)
         for part, name in PARTS.get(key, ()):
             if any(part in r for r in rows):
-                sec = sum(r.get(part, 0.0) for r in rows)
-                cells += _time_row(f"· {name}", sec, whole, _rate(rows, part, sec))
+                cells += _time_row(rows, part, f"· {name}", whole)
     return (
         "<h3>where the time went</h3><table><tr><th>phase</th><th>seconds</th><th>share</th>"
         f"<th>tokens/s</th></tr>{cells}</table><p>tokens/s: generated tokens for sampling and "
@@ -170,15 +170,14 @@ def time_table(rows: Sequence[dict[str, Any]]) -> str:
     )
 
 
-def _rate(rows: Sequence[dict[str, Any]], key: str, sec: float) -> str:
-    """Tokens per second of the phase ``key`` over the steps that logged its tokens."""
+def _time_row(rows: Sequence[dict[str, Any]], key: str, title: str, whole: float) -> str:
+    """The row of phase ``key``: its seconds, their share of ``whole`` and its tokens per second
+    over the steps that logged its tokens (``TOKENS``; blank where none did)."""
+    sec = sum(r.get(key, 0.0) for r in rows)
     tokens = TOKENS.get(key)
-    if tokens is None or sec <= 0 or not any(tokens in r for r in rows):
-        return ""
-    return f"{sum(r.get(tokens, 0.0) for r in rows) / sec:,.0f}"
-
-
-def _time_row(title: str, sec: float, whole: float, rate: str) -> str:
+    rate = ""
+    if tokens is not None and sec > 0 and any(tokens in r for r in rows):
+        rate = f"{sum(r.get(tokens, 0.0) for r in rows) / sec:,.0f}"
     share = f"{100 * sec / whole:.0f}%"
     return (
         f"<tr><td>{html.escape(title)}</td><td>{sec:.1f}</td><td>{share}</td><td>{rate}</td></tr>"
@@ -217,13 +216,9 @@ def render_report(run_dirs: Sequence[Path], out: Path) -> str:
     png = base64.b64encode(curves_png(runs)).decode()
     title = " vs ".join(runs)
     sections = "".join(_run_section(Path(d), Path(out).parent) for d in run_dirs)
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>"
-        f'<img alt="learning curves" src="data:image/png;base64,{png}">'
-        f'<div class="runs">{sections}</div></body></html>'
-    )
+    img = f'<img alt="learning curves" src="data:image/png;base64,{png}">'
+    body = f'<h1>{html.escape(title)}</h1>{img}<div class="runs">{sections}</div>'
+    return html_page(title, _CSS, body)
 
 
 def write_run_report(run_dirs: Sequence[Path], out: Path) -> Path:

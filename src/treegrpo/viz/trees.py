@@ -60,6 +60,15 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
+def html_page(title: str, css: str, body: str, js: str = "") -> str:
+    """A self-contained HTML document titled ``title``, with ``css`` and ``js`` inline."""
+    script = f"<script>{js}</script>" if js else ""
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+        f"<style>{css}</style>{script}</head><body>{body}</body></html>"
+    )
+
+
 def filter_select(label: str, key: str, options: Sequence[Any]) -> str:
     """``<select id=key>`` labelled ``label``: "all", then ``options`` (values or (value, text))."""
     pairs = [o if isinstance(o, tuple) else (o, o) for o in options]
@@ -170,10 +179,7 @@ def render_step(data: dict[str, Any], title: str = "treegrpo") -> str:
             f'{_e(p["question"])}</h2><div>gold: <span class="gold">{golds}</span></div>'
             f"{trees}</section>"
         )
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)} step {data['step']}</title><style>{_CSS}</style>"
-        f"<script>{_JS}</script></head><body>"
+    body = (
         f"<h1>{_e(title)}: step {data['step']}</h1><div>{_e(shape)}</div>"
         '<div class="controls"><label>search <input id="q" type="search"></label>'
         + filter_select("reward", "reward", [("pos", "> 0"), ("zero", "0")])
@@ -182,8 +188,8 @@ def render_step(data: dict[str, Any], title: str = "treegrpo") -> str:
         + filter_select("searches", "hops", searches)
         + "</div>"
         + "".join(sections)
-        + "</body></html>"
     )
+    return html_page(f"{title} step {data['step']}", _CSS, body, _JS)
 
 
 def write_pages(run_dir: Path) -> list[Path]:
@@ -210,8 +216,4 @@ def write_pages(run_dir: Path) -> list[Path]:
 
 def _index_html(title: str, names: Sequence[str]) -> str:
     links = "".join(f'<li><a href="{_e(n)}">{_e(n[:-5])}</a></li>' for n in names)
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{_e(title)}: kept steps</h1><ul>{links}</ul></body></html>"
-    )
+    return html_page(title, _CSS, f"<h1>{_e(title)}: kept steps</h1><ul>{links}</ul>")
