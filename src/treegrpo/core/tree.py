@@ -159,8 +159,7 @@ class Forest:
         kept: list[IntArray] = []
         for tree in range(self.n_trees):
             mine = self.leaves(tree)
-            pick = rngs[tree].choice(mine, size=k, replace=False) if len(mine) > k else mine
-            kept.append(pick)
+            kept.append(rngs[tree].choice(mine, size=k, replace=False) if len(mine) > k else mine)
         return np.sort(np.concatenate(kept)) if kept else self.leaves()
 
     def path(self, node: int, include_root: bool = False) -> IntArray:
