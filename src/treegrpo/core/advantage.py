@@ -150,9 +150,7 @@ def node_advantage(
         cur = np.where(live, par[np.maximum(cur, 0)], -1)
     else:
         raise ValueError("parent links contain a cycle")
-    mean = np.full(n, np.nan)
-    has = count > 0
-    mean[has] = total[has] / count[has]
+    mean = np.divide(total, count, out=np.full(n, np.nan), where=count > 0)  # NaN: no leaves
     return total, mean, count
 
 

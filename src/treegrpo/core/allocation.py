@@ -25,6 +25,7 @@ the counts always sum to ``total``. Shapes: T trees, in the forest's tree order.
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 import numpy.typing as npt
@@ -127,10 +128,7 @@ def _odds(
 
 def _moment(a: float, b: float, k: int) -> float:
     """E[x^k] = Π_{i<k} (a + i) / (a + b + i) for x ~ Beta(a, b)."""
-    out = 1.0
-    for i in range(k):
-        out *= (a + i) / (a + b + i)
-    return out
+    return math.prod(((a + i) / (a + b + i) for i in range(k)), start=1.0)
 
 
 def _gain(a: float, b: float, k: int) -> float:

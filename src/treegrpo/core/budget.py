@@ -13,7 +13,7 @@ per prompt), which is what a fair comparison counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 
 from treegrpo.core.expansion import Expansion
 
@@ -104,6 +104,10 @@ class Spend:
     tool_calls: int = 0  # executed searches
     leaves: int = 0  # finished trajectories
 
+    def __add__(self, other: Spend) -> Spend:
+        """The two spends summed field by field."""
+        return Spend(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
 
 @dataclass
 class SpendAccountant:
@@ -122,17 +126,8 @@ class SpendAccountant:
     ) -> None:
         if min(generated, processed, tool_calls, leaves) < 0:
             raise ValueError("spend counts must be >= 0")
-        s = self.by_prompt.setdefault(int(prompt_id), Spend())
-        s.generated += generated
-        s.processed += processed
-        s.tool_calls += tool_calls
-        s.leaves += leaves
+        new = Spend(generated, processed, tool_calls, leaves)
+        self.by_prompt[int(prompt_id)] = self.by_prompt.get(int(prompt_id), Spend()) + new
 
     def total(self) -> Spend:
-        out = Spend()
-        for s in self.by_prompt.values():
-            out.generated += s.generated
-            out.processed += s.processed
-            out.tool_calls += s.tool_calls
-            out.leaves += s.leaves
-        return out
+        return sum(self.by_prompt.values(), Spend())

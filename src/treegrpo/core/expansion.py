@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 import numpy as np
@@ -55,9 +55,6 @@ class Picks:
 
     nodes: IntArray  # (T, n)
     reasons: tuple[tuple[str, ...], ...]  # [T][n]
-
-
-Selector = Callable[..., Picks]
 
 
 # ------------------------------------------------------------------------------------- rules
@@ -190,7 +187,7 @@ def informed(
     return Picks(nodes, tuple(reasons))
 
 
-SELECTORS: dict[str, Selector] = {
+SELECTORS: dict[str, Callable[..., Picks]] = {
     "uniform": uniform,
     "no-root": no_root,
     "entropy": entropy,
@@ -214,8 +211,7 @@ def choose(
 ) -> Picks:
     """Pick ``n`` expansion nodes per tree of ``forest`` with ``rule`` (one of ``RULES``);
     ``params``: the rule's own (see ``PARAMS``). Returns ``Picks`` with (T, n) node ids."""
-    if rule not in SELECTORS:
-        raise ValueError(f"unknown expansion rule {rule!r}; choose one of {', '.join(RULES)}")
+    _check_known("rule", rule, RULES)
     unknown = sorted(set(params) - set(PARAMS[rule]))
     if unknown:
         takes = ", ".join(PARAMS[rule]) or "none"
@@ -241,15 +237,9 @@ class Expansion:
     cap: int | None = None  # difficulty: expansions per tree and round, at most (None: 4·N)
 
     def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise ValueError(
-                f"unknown expansion rule {self.rule!r}; choose one of {', '.join(RULES)}"
-            )
+        _check_known("rule", self.rule, RULES)
         _check_params("", **{name: getattr(self, name) for name in _BOUNDS})
-        if self.budget not in BUDGETS:
-            raise ValueError(
-                f"unknown expansion budget {self.budget!r}; choose one of {', '.join(BUDGETS)}"
-            )
+        _check_known("budget", self.budget, BUDGETS)
         if self.floor < 0:
             raise ValueError(f"floor must be >= 0, got {self.floor}")
         if self.cap is not None and self.cap < max(self.floor, 1):
@@ -257,8 +247,7 @@ class Expansion:
 
     def params(self) -> dict[str, float]:
         """The rule's own parameters, as ``choose`` takes them."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {name: values[name] for name in PARAMS[self.rule]}
+        return {name: getattr(self, name) for name in PARAMS[self.rule]}
 
     @property
     def needs_logprobs(self) -> bool:
@@ -302,6 +291,12 @@ _BOUNDS: dict[str, tuple[Callable[[float], bool], str]] = {  # parameter → (ou
     "bonus": (lambda v: v < 0, ">= 0"),
     "prior_strength": (lambda v: not v > 0, "> 0"),
 }
+
+
+def _check_known(kind: str, value: str, known: Sequence[str]) -> None:
+    """Raise a ValueError when ``value`` is none of the ``known`` expansion ``kind``s."""
+    if value not in known:
+        raise ValueError(f"unknown expansion {kind} {value!r}; choose one of {', '.join(known)}")
 
 
 def _check_params(where: str, **params: float) -> None:

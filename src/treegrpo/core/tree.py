@@ -57,14 +57,8 @@ class Forest:
                 f"node {parent} is a leaf (the episode ended there); "
                 "a step cannot be added under it"
             )
-        return self._append(
-            parent=parent,
-            depth=self._depth[parent] + 1,
-            prompt=self._prompt[parent],
-            tree=self._tree[parent],
-            payload=payload,
-            leaf=leaf,
-        )
+        depth, prompt, tree = self._depth[parent] + 1, self._prompt[parent], self._tree[parent]
+        return self._append(parent, depth, prompt, tree, payload, leaf)
 
     def add_chain(self, parent: int, payloads: Sequence[int], leaf_last: bool = True) -> list[int]:
         """Append a chain of ``len(payloads)`` steps under ``parent``, the last a leaf; the new ids,
@@ -165,8 +159,7 @@ class Forest:
         kept: list[IntArray] = []
         for tree in range(self.n_trees):
             mine = self.leaves(tree)
-            pick = rngs[tree].choice(mine, size=k, replace=False) if len(mine) > k else mine
-            kept.append(pick)
+            kept.append(rngs[tree].choice(mine, size=k, replace=False) if len(mine) > k else mine)
         return np.sort(np.concatenate(kept)) if kept else self.leaves()
 
     def path(self, node: int, include_root: bool = False) -> IntArray:

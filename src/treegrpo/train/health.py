@@ -29,8 +29,9 @@ class Rollback(Exception):
         self.checkpoint, self.reason = checkpoint, reason
 
 
-def _last_mean(values: list[float], window: int) -> float | None:
-    """Mean of the last ``window`` values (None while there are fewer)."""
+def _rolling_mean(values: list[float], value: float, window: int) -> float | None:
+    """Append ``value`` to ``values``; the mean of their last ``window`` (None while fewer)."""
+    values.append(value)
     return sum(values[-window:]) / window if len(values) >= window else None
 
 
@@ -67,16 +68,14 @@ class HealthMonitor:
             if cfg.entropy_max is not None and ent is not None and ent > cfg.entropy_max:
                 out.append(f"entropy {ent:.3g} > entropy_max {cfg.entropy_max:g}")
             if kl is not None:
-                self.kls.append(float(kl))
-                mean = _last_mean(self.kls, cfg.window)
+                mean = _rolling_mean(self.kls, float(kl), cfg.window)
                 if cfg.kl_drift is not None and mean is not None and mean > cfg.kl_drift:
                     out.append(
                         f"KL drifting: mean of the last {cfg.window} updates {mean:.3g} > "
                         f"kl_drift {cfg.kl_drift:g}"
                     )
         if "reward/valid_format" in metrics:
-            self.formats.append(float(metrics["reward/valid_format"]))
-            mean = _last_mean(self.formats, cfg.window)
+            mean = _rolling_mean(self.formats, float(metrics["reward/valid_format"]), cfg.window)
             if mean is not None:
                 drop = cfg.format_drop
                 if drop is not None and mean < self.best_format - drop:
@@ -86,8 +85,7 @@ class HealthMonitor:
                         f"{self.best_format:.2f}"
                     )
                 self.best_format = max(self.best_format, mean)
-        self.rewards.append(float(metrics["reward/mean"]))
-        mean = _last_mean(self.rewards, cfg.window)
+        mean = _rolling_mean(self.rewards, float(metrics["reward/mean"]), cfg.window)
         if mean is not None:
             limit = None if cfg.reward_collapse is None else cfg.reward_collapse * self.best
             if limit is not None and self.best > 0 and mean < limit:

@@ -75,10 +75,9 @@ def apply_config(data: Any, defaults: Mapping[str, Any], source: str) -> dict[st
         fields = [f.name for f in dataclasses.fields(base)]
         changes = {}
         for key, value in values.items():
-            where = f"{source}: {section}.{key}"
             if key not in fields:
                 raise ConfigError(f"{source}: unknown key '{section}.{key}'{_hint(key, fields)}")
-            changes[key] = _coerce(value, hints[key], where)
+            changes[key] = _coerce(value, hints[key], f"{source}: {section}.{key}")
         try:
             out[section] = dataclasses.replace(base, **changes)
         except ValueError as exc:  # the dataclass's own validation
