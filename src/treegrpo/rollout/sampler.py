@@ -201,20 +201,18 @@ class ForestSampler:
         own episodes end, so the engine holds more rows per step. ``pipelined`` shapes only: each
         tree's picks, streams and branches are those of ``begin`` and ``expand`` (not node ids)."""
         episodes = self._chains()
-        rounds = [self.shape.l] * self.forest.n_trees
+        rounds = np.full(self.forest.n_trees, self.shape.l)  # (T,) rounds each tree has left
         while episodes:
             episodes = self._advance(episodes)
             live = np.bincount(
                 [int(self.forest.tree_id[e.parent]) for e in episodes],
                 minlength=self.forest.n_trees,
             )  # (T,)
-            ready = np.flatnonzero((live == 0) & (np.array(rounds) > 0)).tolist()
-            if ready:
-                episodes += self._branches(ready, self.shape.n)
-                for t in ready:
-                    rounds[t] -= 1
-        for _ in range(self.shape.l):
-            self.counts.append(np.full(self.forest.n_trees, self.shape.n, dtype=np.int64))
+            ready = np.flatnonzero((live == 0) & (rounds > 0))
+            if ready.size:
+                episodes += self._branches(ready.tolist(), self.shape.n)
+                rounds[ready] -= 1
+        self.counts += [np.full(self.forest.n_trees, self.shape.n, dtype=np.int64)] * self.shape.l
 
     def _branches(
         self, trees: Sequence[int], n: int, counts: Sequence[int] | None = None, note: bool = False
@@ -324,17 +322,14 @@ class ForestSampler:
             self.expansion_s,
         )
 
-    def _node_stats(self) -> NodeStats | None:
+    def _node_stats(self) -> NodeStats:
         """What the rule reads: log-probs (``entropy``), leaves' rewards (``informed``)."""
         rule = self.shape.expansion.rule
         logprobs = None
         if rule == "entropy":
             payload = self.forest.payload.tolist()
             logprobs = [self.steps[p].action_logprobs if p >= 0 else [] for p in payload]
-        rewards = self._scored() if rule == "informed" else None
-        if logprobs is None and rewards is None:
-            return None
-        return NodeStats(logprobs, rewards)
+        return NodeStats(logprobs, self._scored() if rule == "informed" else None)
 
     def _scored(self) -> npt.NDArray[np.float64]:
         """(N,) each leaf's reward, NaN on the other nodes; the leaves not scored yet are
@@ -371,9 +366,6 @@ class ForestSampler:
             for e in episodes
         ]
         results = self.engine.step(requests, self.sampling)
-        for e, r in zip(episodes, results, strict=True):
-            # The context right after e.parent is r.fork + e.pending[-1]: remember it once.
-            self.resume.setdefault(e.parent, (r.fork, e.pending[-1]))
         actions = [self.protocol.parse(r.tokens) for r in results]
         finals = [int(self.forest.depth[e.parent]) + 1 > self.limits.max_turns for e in episodes]
         by_tool: dict[str, list[int]] = {}  # tool → the episodes that call it, in order
@@ -387,6 +379,8 @@ class ForestSampler:
 
         nxt = []
         for i, (e, r, a) in enumerate(zip(episodes, results, actions, strict=True)):
+            # The context right after e.parent is r.fork + e.pending[-1]: remember it once.
+            self.resume.setdefault(e.parent, (r.fork, e.pending[-1]))
             pid = int(self.forest.prompt_id[e.parent])
             done = not r.tokens or a.kind == "answer" or finals[i]
             out = outcomes.get(i)

@@ -59,7 +59,7 @@ class PackedBatch:
     adv_pos: torch.Tensor  # (n,) P_t
     adv_neg: torch.Tensor  # (n,) N_t
     weight: torch.Tensor  # (n,) W_t
-    count: torch.Tensor  # (n,) leaves through the target
+    target_weight: torch.Tensor  # (n,) leaves through the target: how many it stands for
     count_pos: torch.Tensor  # (n,) ... with A > 0
     count_neg: torch.Tensor  # (n,) ... with A < 0
     sampled_logprobs: torch.Tensor  # (n,) the engine's log-probs
@@ -79,11 +79,6 @@ class PackedBatch:
         s = self.slots.shape[1]
         causal = torch.ones(s, s, dtype=torch.bool, device=self.slots.device).tril()
         return (anc & causal)[:, None]
-
-    @property
-    def target_weight(self) -> torch.Tensor:
-        """(n,) how many leaves each target stands for: the leaves through it."""
-        return self.count
 
     def logprobs(
         self,
@@ -127,13 +122,13 @@ class PackedBatch:
         if is_weight is not None:
             per_target = per_target * is_weight
         with torch.no_grad():
-            total = self.count.sum().clamp(min=1.0)
+            total = self.target_weight.sum().clamp(min=1.0)
             clipped = self.count_pos * (ratio > 1.0 + clip_eps) + self.count_neg * (
                 ratio < 1.0 - clip_eps
             )
             stats = {
                 "clip_frac": clipped.sum() / total,
-                "approx_kl": (self.count * -log_ratio).sum() / total,
+                "approx_kl": (self.target_weight * -log_ratio).sum() / total,
             }
         return -per_target.sum(), stats
 
