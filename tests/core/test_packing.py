@@ -30,6 +30,20 @@ def test_each_segment_once_in_depth_first_order() -> None:
     assert lay.per_token(np.ones(len(PATHS))).tolist() == [3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1]
 
 
+def test_any_segment_name_is_a_name_negative_ones_too() -> None:
+    # the trainer names prompt p's segment -1 - p; -1 is no "no parent" mark: the layout is the
+    # one the same tree gets under non-negative names, positions from 0 on every root
+    renamed = {0: -1, 1: -2, 2: -3, 3: -4, 4: -5, 5: -6, 6: -7}
+    paths = [[renamed[s] for s in path] for path in PATHS]
+    lay = pack(paths, {renamed[s]: n for s, n in LENGTHS.items()})
+    plain = pack(PATHS, LENGTHS)
+    for field in ("parent", "start", "position", "prev", "member"):
+        assert getattr(lay, field).tolist() == getattr(plain, field).tolist(), field
+    two_roots = pack([[-1, 5], [-2, 6]], {-1: 3, -2: 3, 5: 2, 6: 1})
+    assert two_roots.parent.tolist() == [-1, 0, -1, 2]  # -2 is a root of its own
+    assert two_roots.position.tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 3]
+
+
 def test_a_token_attends_to_its_path_up_to_itself_only() -> None:
     lay = pack(PATHS, LENGTHS)
     allowed = lay.attention()

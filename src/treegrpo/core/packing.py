@@ -84,7 +84,8 @@ def pack(paths: Sequence[Sequence[int]], lengths: Mapping[int, int]) -> Layout:
     a path repeats a segment, or a length is missing or negative."""
     if not paths:
         raise ValueError("pack needs at least one path")
-    parent_of: dict[int, int] = {}  # segment → parent segment (−1: root)
+    parent_of: dict[int, int | None] = {}  # segment → parent segment (None: root; any int,
+    # negative ones too, names a segment)
     children: dict[int, list[int]] = {}
     roots: list[int] = []
     for p, path in enumerate(paths):
@@ -92,7 +93,7 @@ def pack(paths: Sequence[Sequence[int]], lengths: Mapping[int, int]) -> Layout:
             raise ValueError(f"path {p} is empty")
         if len(set(path)) != len(path):
             raise ValueError(f"path {p} holds a segment twice: {list(path)}")
-        up = -1
+        up: int | None = None
         for seg in path:
             seg = int(seg)
             if seg not in lengths or lengths[seg] < 0:
@@ -105,7 +106,7 @@ def pack(paths: Sequence[Sequence[int]], lengths: Mapping[int, int]) -> Layout:
                     )
             else:
                 parent_of[seg] = up
-                if up < 0:
+                if up is None:
                     roots.append(seg)
                 else:
                     children.setdefault(up, []).append(seg)
@@ -119,7 +120,8 @@ def pack(paths: Sequence[Sequence[int]], lengths: Mapping[int, int]) -> Layout:
     slot = {seg: i for i, seg in enumerate(order)}
     length = np.array([lengths[s] for s in order], dtype=np.int64)  # (K,)
     start = np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64)  # (K,)
-    parent = np.array([slot.get(parent_of[s], -1) for s in order], dtype=np.int64)  # (K,)
+    parents = [parent_of[s] for s in order]
+    parent = np.array([-1 if u is None else slot[u] for u in parents], dtype=np.int64)  # (K,)
     offset = np.zeros(len(order), dtype=np.int64)  # (K,) path position of a segment's start
     last = np.full(len(order), -1, dtype=np.int64)  # (K,) packed index of its last token
     for k in range(len(order)):  # parents first: their offsets and last tokens are known
