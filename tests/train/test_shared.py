@@ -174,7 +174,7 @@ def test_a_sibling_in_view_or_a_lost_weight_changes_the_result(setup) -> None:  
         return b
 
     def unweighted(b: PackedBatch) -> PackedBatch:  # a shared token counted once, not per leaf
-        b.adv_pos, b.adv_neg = b.adv_pos / b.count, b.adv_neg / b.count
+        b.adv_pos, b.adv_neg = b.adv_pos / b.target_weight, b.adv_neg / b.target_weight
         return b
 
     assert float(
