@@ -84,8 +84,7 @@ def pack(paths: Sequence[Sequence[int]], lengths: Mapping[int, int]) -> Layout:
     a path repeats a segment, or a length is missing or negative."""
     if not paths:
         raise ValueError("pack needs at least one path")
-    parent_of: dict[int, int | None] = {}  # segment → parent segment (None: root; any int,
-    # negative ones too, names a segment)
+    parent_of: dict[int, int | None] = {}  # segment → parent segment, None for a root
     children: dict[int, list[int]] = {}
     roots: list[int] = []
     for p, path in enumerate(paths):
@@ -120,8 +119,8 @@ def pack(paths: Sequence[Sequence[int]], lengths: Mapping[int, int]) -> Layout:
     slot = {seg: i for i, seg in enumerate(order)}
     length = np.array([lengths[s] for s in order], dtype=np.int64)  # (K,)
     start = np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64)  # (K,)
-    parents = [parent_of[s] for s in order]
-    parent = np.array([-1 if u is None else slot[u] for u in parents], dtype=np.int64)  # (K,)
+    ups = (parent_of[s] for s in order)  # any int names a segment, negative ones too
+    parent = np.array([-1 if u is None else slot[u] for u in ups], dtype=np.int64)  # (K,)
     offset = np.zeros(len(order), dtype=np.int64)  # (K,) path position of a segment's start
     last = np.full(len(order), -1, dtype=np.int64)  # (K,) packed index of its last token
     for k in range(len(order)):  # parents first: their offsets and last tokens are known

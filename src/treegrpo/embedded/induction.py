@@ -18,8 +18,8 @@ into the weights before SFT; SFT and RL keep them fixed (``warmstart.tiny.CIRCUI
   of name-initial tokens; the key reads u, and a constant rotary pair lowers the score by
   ``RECENCY`` nats per position, so the head copies the most recent name start.
 
-Requirements: head_dim = hidden / 2, two heads per layer in the first two, no grouped-
-query sharing (num_key_value_heads = num_attention_heads), tied embeddings and a large rotary
+Requirements: head_dim = hidden / 2, exactly two heads, at least two layers, no grouped-query
+sharing (num_key_value_heads = num_attention_heads), tied embeddings and a large rotary
 base (1e8 gives 15 slow pairs of 32 at head_dim 64, and still 8 fast ones).
 """
 

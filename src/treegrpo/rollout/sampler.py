@@ -212,7 +212,7 @@ class ForestSampler:
             if ready.size:
                 episodes += self._branches(ready.tolist(), self.shape.n)
                 rounds[ready] -= 1
-        self.counts += [np.full(self.forest.n_trees, self.shape.n, dtype=np.int64)] * self.shape.l
+        self.counts += list(np.full((self.shape.l, self.forest.n_trees), self.shape.n, np.int64))
 
     def _branches(
         self, trees: Sequence[int], n: int, counts: Sequence[int] | None = None, note: bool = False
